@@ -1,0 +1,319 @@
+//! The `awa` command line: flags and `AWA_*` variables, mapped onto the
+//! library's configurations, and errors mapped onto exit codes.
+
+use crate::duration::parse_duration;
+use crate::error::{EXIT_REFUSED, Error, Result};
+use crate::events::{emit, refused};
+use crate::producer::ProducerConfig;
+use crate::schema::{MigrateOptions, MigrateOutcome};
+use crate::store::cron::Schedule;
+use crate::timings::Timings;
+use crate::version::VERSION;
+use crate::worker::WorkerConfig;
+use crate::workload::{KIND, Mix, Mode};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+use std::time::Duration;
+
+/// A Postgres job-queue runtime with ring-partitioned storage.
+#[derive(Debug, Parser)]
+#[command(name = "awa", version = VERSION)]
+pub struct Cli {
+    /// PostgreSQL connection URL.
+    #[arg(long, env = "AWA_DATABASE_URL", global = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply the embedded migrations (one transaction, advisory-locked).
+    Migrate {
+        /// Proceed even while runtimes below a migration's version floor heartbeat.
+        #[arg(long, env = "AWA_ALLOW_LIVE_RUNTIMES")]
+        allow_live_runtimes: bool,
+    },
+    /// Run a worker: claim and run jobs; compete for maintenance leadership.
+    Worker(WorkerArgs),
+    /// Enqueue rehearsal jobs at a rate with a mode mix.
+    Produce(ProduceArgs),
+    /// Cron schedules.
+    #[command(subcommand)]
+    Cron(CronCommand),
+    /// Operator actions on single jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// Storage administration.
+    #[command(subcommand)]
+    Storage(StorageCommand),
+    /// Print the schema, ring cursors, runtimes and counts.
+    Status {
+        /// Print JSON (the only format).
+        #[arg(long)]
+        json: bool,
+        /// Heartbeat age after which a runtime counts as gone.
+        #[arg(long, env = "AWA_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
+        stale_after: Duration,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CronCommand {
+    /// Create or replace an interval schedule of rehearsal jobs.
+    Upsert {
+        #[arg(long)]
+        name: String,
+        /// Interval between fire times, like 2s.
+        #[arg(long, value_parser = parse_duration)]
+        every: Duration,
+        #[arg(long, default_value = "default")]
+        queue: String,
+        /// Rehearsal mode of the fired jobs.
+        #[arg(long, default_value = "complete")]
+        mode: String,
+        #[arg(long, default_value_t = 3)]
+        max_attempts: i32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JobCommand {
+    /// Cancel a live job (any state), as an operator.
+    Cancel { job_id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+enum StorageCommand {
+    /// Flip the ring-cursor authority from columns to ledger.
+    FlipRingAuthority {
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct TimingArgs {
+    #[arg(long, env = "AWA_HEARTBEAT_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    heartbeat_interval: Duration,
+    #[arg(long, env = "AWA_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
+    stale_after: Duration,
+    #[arg(long, env = "AWA_RESCUE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    rescue_interval: Duration,
+    #[arg(long, env = "AWA_ROTATE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    rotate_interval: Duration,
+    #[arg(long, env = "AWA_PROMOTE_INTERVAL", default_value = "200ms", value_parser = parse_duration)]
+    promote_interval: Duration,
+    #[arg(long, env = "AWA_CRON_INTERVAL", default_value = "250ms", value_parser = parse_duration)]
+    cron_interval: Duration,
+    #[arg(long, env = "AWA_POLL_INTERVAL", default_value = "50ms", value_parser = parse_duration)]
+    poll_interval: Duration,
+    #[arg(long, env = "AWA_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
+    retry_backoff: Duration,
+    #[arg(long, env = "AWA_SNOOZE", default_value = "500ms", value_parser = parse_duration)]
+    snooze: Duration,
+    #[arg(long, env = "AWA_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+    #[arg(long, env = "AWA_DB_PATIENCE", default_value = "30s", value_parser = parse_duration)]
+    db_patience: Duration,
+}
+
+impl TimingArgs {
+    fn timings(&self) -> Timings {
+        Timings {
+            heartbeat: self.heartbeat_interval,
+            stale_after: self.stale_after,
+            rescue_every: self.rescue_interval,
+            rotate_every: self.rotate_interval,
+            promote_every: self.promote_interval,
+            cron_every: self.cron_interval,
+            poll: self.poll_interval,
+            retry_backoff: self.retry_backoff,
+            snooze: self.snooze,
+            shutdown_grace: self.shutdown_grace,
+            db_patience: self.db_patience,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct WorkerArgs {
+    /// Name shown in runtime_instances.
+    #[arg(long, env = "AWA_NAME")]
+    name: Option<String>,
+    /// Comma-separated queues to claim from.
+    #[arg(long, env = "AWA_QUEUES", default_value = "default", value_delimiter = ',')]
+    queues: Vec<String>,
+    /// Attempts run at once.
+    #[arg(long, env = "AWA_CONCURRENCY", default_value_t = 16)]
+    concurrency: usize,
+    /// Never take maintenance leadership.
+    #[arg(long, env = "AWA_NO_MAINTENANCE")]
+    no_maintenance: bool,
+    #[command(flatten)]
+    timings: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+struct ProduceArgs {
+    #[arg(long, env = "AWA_NAME")]
+    name: Option<String>,
+    #[arg(long, env = "AWA_QUEUE", default_value = "default")]
+    queue: String,
+    /// Jobs per second (0: as fast as possible).
+    #[arg(long, env = "AWA_RATE", default_value_t = 100.0)]
+    rate: f64,
+    /// Stop after this many jobs (0: until SIGTERM).
+    #[arg(long, env = "AWA_COUNT", default_value_t = 0)]
+    count: u64,
+    /// Mode weights, like complete=60,retry_once=8,sleep=10.
+    #[arg(long, env = "AWA_MIX", default_value = "complete=1")]
+    mix: String,
+    #[arg(long, env = "AWA_BATCH", default_value_t = 200)]
+    batch: usize,
+    #[arg(long, env = "AWA_PRIORITY", default_value_t = 0)]
+    priority: i16,
+    #[arg(long, env = "AWA_MAX_ATTEMPTS", default_value_t = 3)]
+    max_attempts: i32,
+    #[arg(long, env = "AWA_SCHEDULE_DELAY", default_value = "2s", value_parser = parse_duration)]
+    schedule_delay: Duration,
+    #[arg(long, env = "AWA_SLEEP", default_value = "200ms", value_parser = parse_duration)]
+    sleep: Duration,
+    /// Per-attempt deadline of overrun_deadline jobs.
+    #[arg(long, env = "AWA_DEADLINE", default_value = "2s", value_parser = parse_duration)]
+    deadline: Duration,
+    #[command(flatten)]
+    timings: TimingArgs,
+}
+
+fn default_name(role: &str) -> String {
+    format!("{role}-{}", std::process::id())
+}
+
+/// Parse the command line, run, and return the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("awa: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(()) => 0,
+        Err(e) => {
+            if let Error::Refused(reason) = &e {
+                refused(reason);
+            }
+            eprintln!("awa: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<()> {
+    let Some(url) = cli.database_url else {
+        return Err(Error::Config("no database given; pass --database-url or set AWA_DATABASE_URL".into()));
+    };
+    match cli.command {
+        Command::Migrate { allow_live_runtimes } => {
+            let mut client = crate::db::connect(&url).await?;
+            let out = crate::schema::migrate(&mut client, &MigrateOptions { allow_live_runtimes }).await?;
+            match out {
+                MigrateOutcome::Applied { from, to } => emit("migrated", json!({ "from": from, "to": to, "version": VERSION })),
+                MigrateOutcome::UpToDate { version } => emit("migrated", json!({ "from": version, "to": version, "version": VERSION })),
+                MigrateOutcome::LegacyRewritten { found, to } => {
+                    emit("migrated", json!({ "from": found, "to": to, "legacy_rewrite": true, "version": VERSION }))
+                }
+            }
+            Ok(())
+        }
+        Command::Worker(a) => {
+            if a.concurrency == 0 {
+                return Err(Error::Config("--concurrency must be at least 1".into()));
+            }
+            crate::worker::run(WorkerConfig {
+                database_url: url,
+                name: a.name.unwrap_or_else(|| default_name("worker")),
+                queues: a.queues,
+                concurrency: a.concurrency,
+                maintenance: !a.no_maintenance,
+                timings: a.timings.timings(),
+            })
+            .await
+        }
+        Command::Produce(a) => {
+            let mix = Mix::parse(&a.mix).map_err(|e| Error::Config(format!("--mix / AWA_MIX: {e}")))?;
+            if !(a.rate >= 0.0 && a.rate.is_finite()) {
+                return Err(Error::Config(format!("--rate must be a number >= 0, got {}", a.rate)));
+            }
+            if a.batch == 0 || a.max_attempts < 1 {
+                return Err(Error::Config("--batch and --max-attempts must be at least 1".into()));
+            }
+            crate::producer::run(ProducerConfig {
+                database_url: url,
+                name: a.name.unwrap_or_else(|| default_name("producer")),
+                queue: a.queue,
+                rate: a.rate,
+                count: a.count,
+                mix,
+                batch: a.batch,
+                priority: a.priority,
+                max_attempts: a.max_attempts,
+                schedule_delay: a.schedule_delay,
+                sleep: a.sleep,
+                deadline: a.deadline,
+                timings: a.timings.timings(),
+            })
+            .await
+        }
+        Command::Cron(CronCommand::Upsert { name, every, queue, mode, max_attempts }) => {
+            let mode = Mode::parse(&mode).ok_or_else(|| Error::Config(format!("unknown mode {mode:?} for --mode")))?;
+            let client = crate::db::connect(&url).await?;
+            crate::schema::check_for_runtime(&client).await?;
+            crate::store::cron::upsert(
+                &client,
+                &Schedule {
+                    name: name.clone(),
+                    every_ms: every.as_millis() as i64,
+                    queue,
+                    kind: KIND.into(),
+                    args: json!({ "mode": mode.name() }),
+                    priority: 0,
+                    max_attempts,
+                },
+            )
+            .await?;
+            emit("cron_upserted", json!({ "name": name, "every_ms": every.as_millis() as u64 }));
+            Ok(())
+        }
+        Command::Job(JobCommand::Cancel { job_id }) => {
+            let client = crate::db::connect(&url).await?;
+            crate::schema::check_for_runtime(&client).await?;
+            let done = crate::store::finish::cancel_by_operator(&client, job_id).await?;
+            emit("cancelled", json!({ "job_id": job_id, "was_live": done }));
+            Ok(())
+        }
+        Command::Storage(StorageCommand::FlipRingAuthority { .. }) => Err(Error::Refused(format!(
+            "awa {VERSION} has no ring-cursor authority to flip (the singleton columns are the only cursor); run the flip with awa 0.7 or later"
+        ))),
+        Command::Status { stale_after, .. } => {
+            let client = crate::db::connect(&url).await?;
+            let s = crate::store::read::status(&client, stale_after.as_secs_f64() * 1000.0).await?;
+            println!("{}", serde_json::to_string_pretty(&s).expect("status serialises"));
+            Ok(())
+        }
+    }
+}
+
+/// Exit code of a refusal, re-exported for the binary's callers.
+pub const REFUSED: i32 = EXIT_REFUSED;

@@ -1,0 +1,97 @@
+//! The runtime's error type and its mapping onto the process exit codes of
+//! the rehearsal contract (0 clean, 2 refused, other non-zero on error).
+
+use std::fmt;
+
+/// Exit code of a guard or fence refusal (the rehearsal contract).
+pub const EXIT_REFUSED: i32 = 2;
+/// Exit code of bad input: an unknown flag, a malformed value.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code of any other failure (database unreachable, storage error).
+pub const EXIT_ERROR: i32 = 1;
+
+/// Everything that can go wrong in the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A guard or fence said no; nothing was written.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// A flag or environment variable has a value we cannot use.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The database could not be reached.
+    #[error("cannot connect to the database ({target}): {detail}; check --database-url / AWA_DATABASE_URL and that the server is up")]
+    Connect { target: String, detail: String },
+    /// A statement failed.
+    #[error("{context}: {detail}")]
+    Db { context: String, detail: String, transient: bool },
+    /// Local I/O (stdout closed, signal setup).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Refused(_) => EXIT_REFUSED,
+            Error::Config(_) => EXIT_USAGE,
+            Error::Connect { .. } | Error::Db { .. } | Error::Io(_) => EXIT_ERROR,
+        }
+    }
+
+    /// True for failures a retry after reconnecting may cure (the server
+    /// restarted, the connection dropped).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Connect { .. } | Error::Db { transient: true, .. })
+    }
+
+    /// Wrap a driver error with what we were doing.
+    pub fn db(context: impl fmt::Display, e: tokio_postgres::Error) -> Error {
+        Error::Db {
+            context: context.to_string(),
+            transient: is_transient(&e),
+            detail: describe(&e),
+        }
+    }
+}
+
+/// A readable one-line account of a driver error: the server's message,
+/// detail and hint, or the transport error chain.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+        if let Some(d) = db.detail() {
+            s.push_str(&format!("; detail: {d}"));
+        }
+        if let Some(h) = db.hint() {
+            s.push_str(&format!("; hint: {h}"));
+        }
+        return s;
+    }
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s.push_str(&format!(": {inner}"));
+        src = inner.source();
+    }
+    s
+}
+
+/// Connection-level failures: closed connections, server shutdown or
+/// crash recovery (SQLSTATE classes 08 and 57), serialization conflicts.
+fn is_transient(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            let c = code.code();
+            c.starts_with("08") || c.starts_with("57") || c == "40001" || c == "40P01"
+        }
+        None => true,
+    }
+}
+
+/// Shorthand used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

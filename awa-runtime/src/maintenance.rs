@@ -1,0 +1,126 @@
+//! Maintenance leadership and its duties. One runtime at a time holds a
+//! session advisory lock on a dedicated connection; while it does, it
+//! promotes due jobs, rescues attempts, fires cron and prunes and rotates
+//! the rings. Losing the connection loses the lock, and another runtime
+//! takes over.
+
+use crate::db::Conn;
+use crate::error::{Error, Result};
+use crate::events::emit;
+use crate::store::{Ring, cron, enqueue, instances, rescue, rings};
+use crate::timings::Timings;
+use serde_json::json;
+use std::time::Instant;
+use tokio::sync::{mpsc, watch};
+
+/// The session advisory lock key of maintenance leadership.
+pub const LEADER_LOCK_KEY: i64 = 0x6177_615f_6c65_6164;
+
+const TRY_LEAD: &str = "SELECT pg_try_advisory_lock($1)";
+const RESIGN: &str = "SELECT pg_advisory_unlock($1)";
+
+/// Who this runtime is, for events and rows.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub instance_id: String,
+    pub name: String,
+    pub version: String,
+}
+
+/// Run until `stop` turns true. Permanent failures go to `fatal`.
+pub async fn run(url: String, me: Identity, t: Timings, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
+    let mut conn = match Conn::open(&url).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fatal.send(e).await;
+            return;
+        }
+    };
+    let mut failing_since: Option<Instant> = None;
+    while !*stop.borrow() {
+        match lead(&mut conn, &me, &t, &mut stop).await {
+            Ok(()) => failing_since = None,
+            Err(e) if e.is_transient() => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > t.db_patience {
+                    let _ = fatal.send(e).await;
+                    return;
+                }
+                eprintln!("awa: maintenance lost its connection, retrying: {e}");
+                conn.reset();
+                sleep_or_stop(&mut stop, t.poll.max(std::time::Duration::from_millis(200))).await;
+            }
+            Err(e) => {
+                let _ = fatal.send(e).await;
+                return;
+            }
+        }
+    }
+    if let Ok(c) = conn.client().await {
+        let _ = c.query_one(RESIGN, &[&LEADER_LOCK_KEY]).await;
+    }
+}
+
+async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: std::time::Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.changed() => {}
+    }
+}
+
+/// Try to become leader; if we do, do the duties until stopped or failed.
+async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Receiver<bool>) -> Result<()> {
+    let got: bool = conn
+        .client()
+        .await?
+        .query_one(TRY_LEAD, &[&LEADER_LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("trying for maintenance leadership", e))?
+        .get(0);
+    if !got {
+        sleep_or_stop(stop, t.heartbeat.min(std::time::Duration::from_millis(500))).await;
+        return Ok(());
+    }
+    instances::mark_leader(conn.client().await?, &me.instance_id).await?;
+    emit("leader", json!({ "instance_id": me.instance_id, "name": me.name, "version": me.version }));
+    let start = Instant::now();
+    let mut due = Due { promote: start, rescue: start, cron: start, rotate: start + t.rotate_every };
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= due.promote {
+            enqueue::promote_due(conn.client().await?).await?;
+            due.promote = now + t.promote_every;
+        }
+        if now >= due.cron {
+            for f in cron::fire_due(conn.client().await?, &me.instance_id).await? {
+                emit("cron_fired", json!({ "name": f.name, "fire_ms": f.fire_ms, "job_id": f.job_id }));
+            }
+            due.cron = now + t.cron_every;
+        }
+        if now >= due.rescue {
+            for r in rescue::rescue(conn.client_mut().await?, t.stale_ms()).await? {
+                emit("rescued", json!({ "job_id": r.job_id, "run_lease": r.run_lease, "reason": r.reason, "dead": r.dead }));
+            }
+            due.rescue = now + t.rescue_every;
+        }
+        if now >= due.rotate {
+            for ring in Ring::ALL {
+                rings::prune(conn.client_mut().await?, ring).await?;
+                rings::rotate(conn.client_mut().await?, ring).await?;
+            }
+            due.rotate = now + t.rotate_every;
+        }
+        let next = due.promote.min(due.cron).min(due.rescue).min(due.rotate);
+        sleep_or_stop(stop, next.saturating_duration_since(Instant::now()).max(std::time::Duration::from_millis(5))).await;
+    }
+}
+
+struct Due {
+    promote: Instant,
+    rescue: Instant,
+    cron: Instant,
+    rotate: Instant,
+}

@@ -1,0 +1,73 @@
+//! Claim: take ready entries, write a claim receipt and a run lease, and
+//! record the handler run, all in one statement.
+
+use crate::error::{Error, Result};
+use tokio_postgres::Client;
+
+/// A claimed attempt.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub job_id: i64,
+    pub kind: String,
+    pub queue: String,
+    pub args: serde_json::Value,
+    pub priority: i16,
+    /// This attempt's number (1 for the first run).
+    pub attempt: i32,
+    pub max_attempts: i32,
+    /// The run lease; completion must present it.
+    pub run_lease: i64,
+    pub deadline_ms: Option<i32>,
+}
+
+const CLAIM: &str = "
+WITH picked AS (
+    SELECT job_id FROM awa.queue_entries
+    WHERE queue = ANY($1::text[])
+    ORDER BY priority DESC, job_id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), taken AS (
+    DELETE FROM awa.queue_entries q USING picked p WHERE q.job_id = p.job_id RETURNING q.job_id
+), j AS (
+    UPDATE awa.jobs SET state = 'running', attempt = jobs.attempt + 1, run_lease = jobs.run_lease + 1
+    FROM taken t WHERE jobs.job_id = t.job_id AND jobs.state = 'available'
+    RETURNING jobs.job_id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.priority,
+              jobs.attempt, jobs.max_attempts, jobs.run_lease, jobs.deadline_ms
+), cc AS (SELECT slot, generation FROM awa.ring_cursor('claim')),
+lc AS (SELECT slot, generation FROM awa.ring_cursor('lease')),
+r AS (
+    INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id)
+    SELECT cc.slot, cc.generation, j.job_id, j.run_lease, j.attempt, $3 FROM j, cc
+), l AS (
+    INSERT INTO awa.leases (slot, generation, job_id, run_lease, attempt, instance_id, deadline_at)
+    SELECT lc.slot, lc.generation, j.job_id, j.run_lease, j.attempt, $3,
+           CASE WHEN j.deadline_ms IS NULL THEN NULL ELSE now() + j.deadline_ms * interval '1 millisecond' END
+    FROM j, lc
+), e AS (
+    INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version)
+    SELECT j.job_id, j.run_lease, j.attempt, $3, $4 FROM j
+)
+SELECT job_id, kind, queue, args, priority, attempt, max_attempts, run_lease, deadline_ms FROM j";
+
+/// Claim up to `limit` ready jobs from `queues` for `instance_id`.
+pub async fn claim(client: &Client, queues: &[String], limit: i64, instance_id: &str, version: &str) -> Result<Vec<Claimed>> {
+    let rows = client
+        .query(CLAIM, &[&queues, &limit, &instance_id, &version])
+        .await
+        .map_err(|e| Error::db("claiming jobs", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| Claimed {
+            job_id: r.get(0),
+            kind: r.get(1),
+            queue: r.get(2),
+            args: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(serde_json::Value::Null),
+            priority: r.get(4),
+            attempt: r.get(5),
+            max_attempts: r.get(6),
+            run_lease: r.get(7),
+            deadline_ms: r.get(8),
+        })
+        .collect())
+}

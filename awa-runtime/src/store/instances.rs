@@ -1,0 +1,59 @@
+//! `runtime_instances`: who is running, of which version, and whether
+//! alive. Liveness is heartbeat age, never a flag.
+
+use crate::error::{Error, Result};
+use tokio_postgres::Client;
+
+const REGISTER: &str = "INSERT INTO awa.runtime_instances (instance_id, name, version, role)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = now()";
+const HEARTBEAT: &str = "UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = $1";
+const HEARTBEAT_LEASES: &str = "UPDATE awa.leases SET heartbeat_at = now()
+WHERE instance_id = $1 AND (job_id, run_lease) IN (SELECT * FROM unnest($2::int8[], $3::int8[]))";
+const DEREGISTER: &str = "DELETE FROM awa.runtime_instances WHERE instance_id = $1";
+const MARK_LEADER: &str = "UPDATE awa.runtime_instances SET leader = (instance_id = $1) WHERE leader OR instance_id = $1";
+
+/// Record this process as a runtime.
+pub async fn register(client: &Client, instance_id: &str, name: &str, version: &str, role: &str) -> Result<()> {
+    client
+        .execute(REGISTER, &[&instance_id, &name, &version, &role])
+        .await
+        .map_err(|e| Error::db("registering in runtime_instances", e))?;
+    Ok(())
+}
+
+/// Refresh the runtime's heartbeat and those of its attempts in flight.
+pub async fn heartbeat(client: &Client, instance_id: &str, leases: &[(i64, i64)]) -> Result<()> {
+    client
+        .execute(HEARTBEAT, &[&instance_id])
+        .await
+        .map_err(|e| Error::db("heartbeating runtime_instances", e))?;
+    if !leases.is_empty() {
+        let jobs: Vec<i64> = leases.iter().map(|l| l.0).collect();
+        let runs: Vec<i64> = leases.iter().map(|l| l.1).collect();
+        client
+            .execute(HEARTBEAT_LEASES, &[&instance_id, &jobs, &runs])
+            .await
+            .map_err(|e| Error::db("heartbeating leases", e))?;
+    }
+    Ok(())
+}
+
+/// Remove the runtime's row at a clean stop.
+pub async fn deregister(client: &Client, instance_id: &str) -> Result<()> {
+    client
+        .execute(DEREGISTER, &[&instance_id])
+        .await
+        .map_err(|e| Error::db("leaving runtime_instances", e))?;
+    Ok(())
+}
+
+/// Record which runtime holds maintenance leadership (informational; the
+/// advisory lock is what decides).
+pub async fn mark_leader(client: &Client, instance_id: &str) -> Result<()> {
+    client
+        .execute(MARK_LEADER, &[&instance_id])
+        .await
+        .map_err(|e| Error::db("recording leadership", e))?;
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! Read API: the status an operator sees (`awa status --json`) and the
+//! counts reconciliation compares against.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tokio_postgres::Client;
+
+/// One ring's cursor as the columns hold it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RingStatus {
+    pub ring: String,
+    pub slot_count: i32,
+    pub current_slot: i32,
+    pub generation: i64,
+}
+
+/// One runtime.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceStatus {
+    pub instance_id: String,
+    pub name: String,
+    pub version: String,
+    pub role: String,
+    pub leader: bool,
+    /// Heartbeat age below the staleness threshold.
+    pub fresh: bool,
+    pub heartbeat_age_ms: i64,
+}
+
+/// What `awa status --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub binary_version: String,
+    pub schema_version: Option<i32>,
+    pub rings: Vec<RingStatus>,
+    pub instances: Vec<InstanceStatus>,
+    /// Live jobs by state (scheduled, available, running).
+    pub live: BTreeMap<String, i64>,
+    /// Terminal records by state, counted row by row (closures in the
+    /// claim ring, the archive, dead letters as `failed`).
+    pub terminal: BTreeMap<String, i64>,
+    /// Terminal counts as an operator reads them: rollups of archived
+    /// outcomes plus unarchived closures plus dead letters.
+    pub operator_terminal: BTreeMap<String, i64>,
+}
+
+const RINGS: &str = "
+SELECT 'queue', slot_count, current_slot, generation FROM awa.queue_ring_state
+UNION ALL SELECT 'claim', slot_count, current_slot, generation FROM awa.claim_ring_state
+UNION ALL SELECT 'lease', slot_count, current_slot, generation FROM awa.lease_ring_state";
+const INSTANCES: &str = "
+SELECT instance_id, name, version, role, leader,
+       heartbeat_at > now() - $1::float8 * interval '1 millisecond',
+       (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint
+FROM awa.runtime_instances ORDER BY started_at, instance_id";
+const LIVE: &str = "SELECT state, count(*) FROM awa.jobs GROUP BY state";
+const TERMINAL: &str = "
+SELECT state, sum(n)::bigint FROM (
+    SELECT outcome AS state, count(*) AS n FROM awa.claim_closures WHERE terminal GROUP BY 1
+    UNION ALL SELECT state, count(*) FROM awa.terminal_archive GROUP BY 1
+    UNION ALL SELECT 'failed', count(*) FROM awa.dead_letters
+) t GROUP BY state";
+const OPERATOR_TERMINAL: &str = "
+SELECT state, sum(n)::bigint FROM (
+    SELECT outcome AS state, count(*) AS n FROM awa.claim_closures WHERE terminal GROUP BY 1
+    UNION ALL SELECT state, sum(count) FROM awa.queue_terminal_rollups GROUP BY 1
+    UNION ALL SELECT 'failed', count(*) FROM awa.dead_letters
+) t GROUP BY state";
+
+async fn counts(client: &Client, sql: &str, what: &str) -> Result<BTreeMap<String, i64>> {
+    let rows = client.query(sql, &[]).await.map_err(|e| Error::db(what.to_string(), e))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, Option<i64>>(1).unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect())
+}
+
+/// Read the whole status; `stale_ms` decides which runtimes are fresh.
+pub async fn status(client: &Client, stale_ms: f64) -> Result<Status> {
+    let schema_version = crate::schema::current_version(client).await?;
+    let mut s = Status {
+        binary_version: crate::version::VERSION.to_string(),
+        schema_version,
+        rings: vec![],
+        instances: vec![],
+        live: BTreeMap::new(),
+        terminal: BTreeMap::new(),
+        operator_terminal: BTreeMap::new(),
+    };
+    if schema_version.is_none() {
+        return Ok(s);
+    }
+    s.rings = client
+        .query(RINGS, &[])
+        .await
+        .map_err(|e| Error::db("reading ring cursors", e))?
+        .iter()
+        .map(|r| RingStatus { ring: r.get(0), slot_count: r.get(1), current_slot: r.get(2), generation: r.get(3) })
+        .collect();
+    s.instances = client
+        .query(INSTANCES, &[&stale_ms])
+        .await
+        .map_err(|e| Error::db("reading runtime_instances", e))?
+        .iter()
+        .map(|r| InstanceStatus {
+            instance_id: r.get(0),
+            name: r.get(1),
+            version: r.get(2),
+            role: r.get(3),
+            leader: r.get(4),
+            fresh: r.get(5),
+            heartbeat_age_ms: r.get(6),
+        })
+        .collect();
+    s.live = counts(client, LIVE, "counting live jobs").await?;
+    s.terminal = counts(client, TERMINAL, "counting terminal records").await?;
+    s.operator_terminal = counts(client, OPERATOR_TERMINAL, "reading operator counts").await?;
+    Ok(s)
+}

@@ -1,0 +1,84 @@
+//! Rescue by the maintenance leader: attempts past their deadline
+//! (deadline rescue), attempts of a runtime whose heartbeat is stale or
+//! gone (crash rescue), and attempts whose own heartbeat is stale
+//! (heartbeat rescue). A rescued attempt is closed with a rescue outcome
+//! and its job re-queued, or dead-lettered when its attempts are spent.
+
+use super::finish::{DEAD_LETTER, close_claim};
+use crate::error::{Error, Result};
+use tokio_postgres::Client;
+
+const FIND: &str = "
+SELECT l.job_id, l.run_lease,
+       CASE WHEN l.deadline_at IS NOT NULL AND l.deadline_at < now() THEN 'deadline'
+            WHEN ri.instance_id IS NULL OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond' THEN 'crash'
+            ELSE 'heartbeat' END
+FROM awa.leases l
+LEFT JOIN awa.runtime_instances ri ON ri.instance_id = l.instance_id
+WHERE (l.deadline_at IS NOT NULL AND l.deadline_at < now())
+   OR l.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
+   OR ri.instance_id IS NULL
+   OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
+LIMIT 500";
+
+const REQUEUE: &str = concat!(
+    "WITH j AS (
+    UPDATE awa.jobs SET state = 'available'
+    WHERE job_id = $1 AND run_lease = $2 AND state = 'running' AND attempt < max_attempts
+    RETURNING job_id, run_lease, attempt, queue, priority, kind
+), qc AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
+, q AS (
+    INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
+    SELECT qc.slot, qc.generation, j.job_id, j.queue, j.priority, j.attempt FROM j, qc
+)",
+    close_claim!("$3::text", "false")
+);
+
+const DROP_LEASE: &str = "DELETE FROM awa.leases WHERE job_id = $1 AND run_lease = $2";
+
+/// One rescued attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rescued {
+    pub job_id: i64,
+    pub run_lease: i64,
+    /// `deadline`, `crash` or `heartbeat`.
+    pub reason: String,
+    /// True when the job was dead-lettered instead of re-queued.
+    pub dead: bool,
+}
+
+/// Rescue every attempt that needs it; `stale_ms` is the heartbeat age
+/// after which an attempt or a runtime counts as gone.
+pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> {
+    let found = client.query(FIND, &[&stale_ms]).await.map_err(|e| Error::db("finding attempts to rescue", e))?;
+    let mut out = Vec::new();
+    for row in found {
+        let (job_id, run_lease, reason): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
+        let outcome = format!("rescued_{reason}");
+        let tx = client.transaction().await.map_err(|e| Error::db("rescuing an attempt", e))?;
+        let requeued: i64 = tx
+            .query_one(REQUEUE, &[&job_id, &run_lease, &outcome])
+            .await
+            .map_err(|e| Error::db("rescuing an attempt", e))?
+            .get(0);
+        let mut dead = false;
+        if requeued == 0 {
+            let why = format!("attempts exhausted: {reason} rescue");
+            let n: i64 = tx
+                .query_one(DEAD_LETTER, &[&job_id, &run_lease, &outcome, &why])
+                .await
+                .map_err(|e| Error::db("dead-lettering a rescued attempt", e))?
+                .get(0);
+            dead = n > 0;
+        }
+        // An orphan lease (its attempt already closed) is just dropped.
+        tx.execute(DROP_LEASE, &[&job_id, &run_lease])
+            .await
+            .map_err(|e| Error::db("dropping a rescued lease", e))?;
+        tx.commit().await.map_err(|e| Error::db("committing a rescue", e))?;
+        if requeued > 0 || dead {
+            out.push(Rescued { job_id, run_lease, reason, dead });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,66 @@
+//! The runtime's timings. Defaults suit production; a rehearsal cell
+//! compresses them (through flags or `AWA_*` variables) so that rescue,
+//! rotation and deadlines happen within seconds.
+
+use std::time::Duration;
+
+/// Every interval and threshold the runtime uses.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// How often a runtime refreshes its heartbeat and its attempts'.
+    pub heartbeat: Duration,
+    /// Heartbeat age after which a runtime or attempt counts as gone.
+    pub stale_after: Duration,
+    /// How often the leader looks for attempts to rescue.
+    pub rescue_every: Duration,
+    /// How often the leader prunes and rotates each ring.
+    pub rotate_every: Duration,
+    /// How often the leader promotes due scheduled jobs.
+    pub promote_every: Duration,
+    /// How often the leader fires due cron times.
+    pub cron_every: Duration,
+    /// How long an idle worker waits before polling again.
+    pub poll: Duration,
+    /// First retry backoff (doubles per attempt).
+    pub retry_backoff: Duration,
+    /// How long a snooze defers a job.
+    pub snooze: Duration,
+    /// How long a stopping worker waits for attempts in flight.
+    pub shutdown_grace: Duration,
+    /// How long transient database failures are retried before giving up.
+    pub db_patience: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            heartbeat: Duration::from_secs(1),
+            stale_after: Duration::from_secs(10),
+            rescue_every: Duration::from_secs(1),
+            rotate_every: Duration::from_secs(1),
+            promote_every: Duration::from_millis(200),
+            cron_every: Duration::from_millis(250),
+            poll: Duration::from_millis(50),
+            retry_backoff: Duration::from_secs(1),
+            snooze: Duration::from_millis(500),
+            shutdown_grace: Duration::from_secs(10),
+            db_patience: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Timings {
+    /// `stale_after` in milliseconds, as SQL takes it.
+    pub fn stale_ms(&self) -> f64 {
+        self.stale_after.as_secs_f64() * 1000.0
+    }
+}
+
+/// A unique id for this process's `runtime_instances` row.
+pub fn new_instance_id(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{name}-{}-{:x}", std::process::id(), nanos & 0xffff_ffff)
+}

@@ -1,0 +1,270 @@
+//! `awa worker`: claim, run, close; heartbeat; and, when it wins the
+//! advisory lock, maintenance leadership.
+//!
+//! Tasks: the claim loop (this task), one handler task per attempt, a
+//! closer that records outcomes, a heartbeat task and the maintenance
+//! task. Each owns its connection. A permanent storage failure in any of
+//! them stops the process with a non-zero exit: an old binary that meets
+//! a fence must fail loudly, never limp on.
+
+use crate::db::Conn;
+use crate::error::{Error, Result};
+use crate::events::emit;
+use crate::maintenance::{self, Identity};
+use crate::store::claim::{self, Claimed};
+use crate::store::finish::{self, Closed, Outcome};
+use crate::store::instances;
+use crate::timings::{Timings, new_instance_id};
+use crate::workload::{self, HandlerTimings};
+use crate::{schema, version::VERSION};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+/// Configuration of `awa worker`.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub database_url: String,
+    pub name: String,
+    pub queues: Vec<String>,
+    pub concurrency: usize,
+    /// Whether this worker competes for maintenance leadership.
+    pub maintenance: bool,
+    pub timings: Timings,
+}
+
+type InFlight = Arc<Mutex<HashMap<i64, i64>>>;
+
+struct Done {
+    job: Claimed,
+    outcome: Outcome,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Run a worker until SIGTERM/SIGINT (clean stop, exit 0) or a failure.
+pub async fn run(cfg: WorkerConfig) -> Result<()> {
+    let mut shutdown = shutdown_signal()?;
+    let mut conn = Conn::open(&cfg.database_url).await?;
+    schema::check_for_runtime(conn.client().await?).await?;
+    let me = Identity { instance_id: new_instance_id(&cfg.name), name: cfg.name.clone(), version: VERSION.to_string() };
+    instances::register(conn.client().await?, &me.instance_id, &me.name, VERSION, "worker").await?;
+    emit(
+        "ready",
+        json!({ "role": "worker", "instance_id": me.instance_id, "name": me.name, "version": VERSION, "pid": std::process::id() }),
+    );
+
+    let t = cfg.timings.clone();
+    let inflight: InFlight = Arc::default();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (fatal_tx, mut fatal_rx) = mpsc::channel::<Error>(8);
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+    let mut background = JoinSet::new();
+    background.spawn(heartbeat(cfg.database_url.clone(), me.instance_id.clone(), t.clone(), inflight.clone(), stop_rx.clone(), fatal_tx.clone()));
+    background.spawn(closer(cfg.database_url.clone(), t.clone(), inflight.clone(), done_rx, fatal_tx.clone()));
+    if cfg.maintenance {
+        background.spawn(maintenance::run(cfg.database_url.clone(), me.clone(), t.clone(), stop_rx.clone(), fatal_tx.clone()));
+    }
+
+    let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let mut handlers = JoinSet::new();
+    let handler_t = HandlerTimings { retry_backoff: t.retry_backoff, snooze: t.snooze };
+    let mut failing_since: Option<Instant> = None;
+    let result: Result<()> = loop {
+        while handlers.try_join_next().is_some() {}
+        // Wait for capacity, a stop request or a failure elsewhere; the
+        // claim itself is never cancelled half-way.
+        let first = tokio::select! {
+            _ = shutdown.changed() => break Ok(()),
+            Some(e) = fatal_rx.recv() => break Err(e),
+            p = sem.clone().acquire_owned() => p.expect("semaphore never closes"),
+        };
+        let mut permits = vec![first];
+        while let Ok(p) = sem.clone().try_acquire_owned() {
+            permits.push(p);
+        }
+        let claimed = match conn.client().await {
+            Ok(c) => claim::claim(c, &cfg.queues, permits.len() as i64, &me.instance_id, VERSION).await,
+            Err(e) => Err(e),
+        };
+        let batch = match claimed {
+            Ok(batch) => {
+                failing_since = None;
+                batch
+            }
+            Err(e) if e.is_transient() => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > t.db_patience {
+                    break Err(e);
+                }
+                eprintln!("awa: claim failed, retrying: {e}");
+                conn.reset();
+                Vec::new()
+            }
+            Err(e) => break Err(e),
+        };
+        let idle = batch.is_empty();
+        for (job, permit) in batch.into_iter().zip(permits) {
+            inflight.lock().expect("inflight lock").insert(job.job_id, job.run_lease);
+            emit("started", json!({
+                "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
+                "mode": job.args.get("mode"), "instance_id": me.instance_id, "version": VERSION,
+            }));
+            let tx = done_tx.clone();
+            let ht = handler_t.clone();
+            handlers.spawn(async move {
+                let outcome = if job.kind == workload::KIND {
+                    workload::run(&job.args, job.attempt, job.deadline_ms, &ht).await
+                } else {
+                    eprintln!("awa: no handler for job kind {:?} (job {}); failing it", job.kind, job.job_id);
+                    Outcome::Failed
+                };
+                let _ = tx.send(Done { job, outcome, _permit: permit });
+            });
+        }
+        if idle {
+            tokio::select! {
+                _ = tokio::time::sleep(t.poll) => {}
+                _ = shutdown.changed() => break Ok(()),
+                Some(e) = fatal_rx.recv() => break Err(e),
+            }
+        }
+    };
+
+    if let Err(e) = result {
+        // Loud failure: say what happened and leave the rest to rescue.
+        emit("fatal", json!({ "error": e.to_string() }));
+        return Err(e);
+    }
+
+    // Clean stop: no more claims; let attempts in flight finish, then
+    // release whatever is left so it does not wait for rescue.
+    let deadline = Instant::now() + t.shutdown_grace;
+    while !inflight.lock().expect("inflight lock").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if let Ok(e) = fatal_rx.try_recv() {
+            emit("fatal", json!({ "error": e.to_string() }));
+            return Err(e);
+        }
+    }
+    handlers.abort_all();
+    let left: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").drain().collect();
+    for (job_id, run_lease) in &left {
+        match finish::release(conn.client().await?, *job_id, *run_lease).await {
+            Ok(true) => emit("released", json!({ "job_id": job_id, "run_lease": run_lease })),
+            Ok(false) => {}
+            Err(e) => eprintln!("awa: could not release job {job_id}: {e}"),
+        }
+    }
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    while background.join_next().await.is_some() {}
+    instances::deregister(conn.client().await?, &me.instance_id).await?;
+    emit("stopped", json!({ "instance_id": me.instance_id, "released": left.len() }));
+    Ok(())
+}
+
+/// Record outcomes, one statement each, retrying transient failures.
+async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::UnboundedReceiver<Done>, fatal: mpsc::Sender<Error>) {
+    let mut conn = match Conn::open(&url).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fatal.send(e).await;
+            return;
+        }
+    };
+    while let Some(done) = rx.recv().await {
+        let Done { job, outcome, _permit } = done;
+        let start = Instant::now();
+        let closed = loop {
+            let res = match conn.client().await {
+                Ok(c) => finish::finish(c, job.job_id, job.run_lease, &outcome).await,
+                Err(e) => Err(e),
+            };
+            match res {
+                Err(e) if e.is_transient() && start.elapsed() < t.db_patience => {
+                    eprintln!("awa: recording the outcome of job {} failed, retrying: {e}", job.job_id);
+                    conn.reset();
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => break other,
+            }
+        };
+        match closed {
+            Ok(closed) => {
+                let word = match closed {
+                    Closed::Accepted => outcome.word(),
+                    Closed::DeadLettered => "dead_lettered",
+                    Closed::Stale => "stale",
+                };
+                emit("finished", json!({
+                    "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
+                    "outcome": word, "mode": job.args.get("mode"), "version": VERSION,
+                }));
+            }
+            Err(e) => {
+                let _ = fatal.send(e).await;
+                return;
+            }
+        }
+        inflight.lock().expect("inflight lock").remove(&job.job_id);
+    }
+}
+
+/// Keep this runtime's heartbeat and its attempts' heartbeats fresh.
+async fn heartbeat(url: String, instance_id: String, t: Timings, inflight: InFlight, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
+    let mut conn = match Conn::open(&url).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fatal.send(e).await;
+            return;
+        }
+    };
+    let mut failing_since: Option<Instant> = None;
+    while !*stop.borrow() {
+        let leases: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").iter().map(|(j, l)| (*j, *l)).collect();
+        let res = match conn.client().await {
+            Ok(c) => instances::heartbeat(c, &instance_id, &leases).await,
+            Err(e) => Err(e),
+        };
+        match res {
+            Ok(()) => failing_since = None,
+            Err(e) if e.is_transient() => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > t.db_patience {
+                    let _ = fatal.send(e).await;
+                    return;
+                }
+                conn.reset();
+            }
+            Err(e) => {
+                let _ = fatal.send(e).await;
+                return;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(t.heartbeat) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// A watch that turns true on SIGTERM or SIGINT.
+pub(crate) fn shutdown_signal() -> Result<watch::Receiver<bool>> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = tx.send(true);
+        // Keep the sender alive so receivers never see a closed channel.
+        std::future::pending::<()>().await;
+    });
+    Ok(rx)
+}
