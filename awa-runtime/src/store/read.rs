@@ -119,3 +119,30 @@ pub async fn status(client: &Client, stale_ms: f64) -> Result<Status> {
     s.operator_terminal = counts(client, OPERATOR_TERMINAL, "reading operator counts").await?;
     Ok(s)
 }
+
+/// One terminal record, wherever it lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TerminalRecord {
+    pub job_id: i64,
+    pub state: String,
+    pub attempt: i32,
+    /// `ring` (a closure not yet pruned), `archive` or `dead_letter`.
+    pub source: String,
+}
+
+/// Every terminal record: unpruned terminal closures, the prune archive
+/// and the dead letters. A job should appear exactly once.
+pub const TERMINAL_RECORDS: &str = "
+SELECT job_id, outcome, attempt, 'ring' FROM awa.claim_closures WHERE terminal
+UNION ALL SELECT job_id, state, attempt, 'archive' FROM awa.terminal_archive
+UNION ALL SELECT job_id, 'failed', attempt, 'dead_letter' FROM awa.dead_letters";
+
+/// Read every terminal record (small databases; reconciliation at scale
+/// runs set-based SQL over `TERMINAL_RECORDS` instead).
+pub async fn terminal_records(client: &Client) -> Result<Vec<TerminalRecord>> {
+    let rows = client.query(TERMINAL_RECORDS, &[]).await.map_err(|e| Error::db("reading terminal records", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| TerminalRecord { job_id: r.get(0), state: r.get(1), attempt: r.get(2), source: r.get(3) })
+        .collect())
+}

@@ -1,0 +1,180 @@
+//! Shared test harness: a throwaway cluster per test, and real `awa`
+//! processes whose JSON-lines events the tests read.
+#![allow(dead_code)]
+
+use awa_runtime::pgtemp::Cluster;
+use serde_json::Value;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio_postgres::Client;
+
+/// Compressed timings so rescue and rotation happen within a test.
+pub const FAST: &[(&str, &str)] = &[
+    ("AWA_HEARTBEAT_INTERVAL", "100ms"),
+    ("AWA_STALE_AFTER", "1s"),
+    ("AWA_RESCUE_INTERVAL", "100ms"),
+    ("AWA_ROTATE_INTERVAL", "1s"),
+    ("AWA_PROMOTE_INTERVAL", "50ms"),
+    ("AWA_CRON_INTERVAL", "50ms"),
+    ("AWA_POLL_INTERVAL", "20ms"),
+    ("AWA_RETRY_BACKOFF", "100ms"),
+    ("AWA_SNOOZE", "100ms"),
+    ("AWA_SHUTDOWN_GRACE", "2s"),
+];
+
+/// A cluster with one migrated database.
+pub struct Db {
+    pub cluster: Cluster,
+    pub url: String,
+}
+
+impl Db {
+    /// Start a cluster and create database `name` (not migrated).
+    pub async fn empty(name: &str) -> Db {
+        let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+        let url = cluster.create_database(name).await.expect("create database");
+        Db { cluster, url }
+    }
+
+    /// Start a cluster, create `name` and migrate it with this build.
+    pub async fn migrated(name: &str) -> Db {
+        let db = Db::empty(name).await;
+        let mut c = db.client().await;
+        awa_runtime::schema::migrate(&mut c, &Default::default()).await.expect("migrate");
+        db
+    }
+
+    pub async fn client(&self) -> Client {
+        awa_runtime::db::connect(&self.url).await.expect("connect")
+    }
+}
+
+/// The path of this build's `awa` binary.
+pub fn awa_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_awa")
+}
+
+/// A running `awa` process with its events collected.
+pub struct Proc {
+    pub child: Child,
+    pub events: Arc<Mutex<Vec<Value>>>,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+/// Start `bin args...` against `url` with the fast timings plus `env`.
+pub fn spawn(bin: &str, url: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
+        .env("AWA_DATABASE_URL", url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in FAST.iter().chain(env) {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn awa");
+    let events: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let stderr: Arc<Mutex<String>> = Arc::default();
+    let out = child.stdout.take().expect("stdout");
+    let ev = events.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(out).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) => ev.lock().unwrap().push(v),
+                Err(_) => panic!("non-JSON line on stdout: {line}"),
+            }
+        }
+    });
+    let err = child.stderr.take().expect("stderr");
+    let se = stderr.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut s = se.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
+    Proc { child, events, stderr }
+}
+
+impl Proc {
+    /// Events named `name` so far.
+    pub fn named(&self, name: &str) -> Vec<Value> {
+        self.events.lock().unwrap().iter().filter(|e| e["event"] == name).cloned().collect()
+    }
+
+    /// Wait until `pred` holds over the events, or panic after `timeout`.
+    pub async fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&[Value]) -> bool) {
+        let start = Instant::now();
+        loop {
+            if pred(&self.events.lock().unwrap()) {
+                return;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out waiting for {what}; events: {:?}\nstderr: {}",
+                    self.events.lock().unwrap(),
+                    self.stderr.lock().unwrap()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Send SIGTERM and wait for the exit code.
+    pub async fn terminate(mut self) -> i32 {
+        if let Some(pid) = self.child.id() {
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        }
+        let st = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.expect("exit after SIGTERM").unwrap();
+        st.code().unwrap_or(-1)
+    }
+
+    /// SIGKILL, reaped.
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("kill");
+    }
+
+    /// Wait for the process to exit by itself.
+    pub async fn exit_code(mut self, timeout: Duration) -> (i32, String) {
+        let st = tokio::time::timeout(timeout, self.child.wait()).await.expect("process exits").unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (st.code().unwrap_or(-1), self.stderr.lock().unwrap().clone())
+    }
+}
+
+/// Run an `awa` command to completion; returns (exit code, stdout, stderr).
+pub async fn run(bin: &str, url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).env("AWA_DATABASE_URL", url);
+    for (k, v) in FAST.iter().chain(env) {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output()).await.expect("command finishes").expect("run awa");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Poll a query returning one i64 until it equals `want`.
+pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration) {
+    let start = Instant::now();
+    loop {
+        let n: i64 = client.query_one(sql, &[]).await.unwrap().get(0);
+        if n == want {
+            return;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out: {sql} = {n}, wanted {want}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
