@@ -2,7 +2,8 @@
 //! lazily after a transient failure (a server restart, a dropped socket).
 
 use crate::error::{Error, Result};
-use tokio_postgres::{Client, NoTls};
+use std::collections::HashMap;
+use tokio_postgres::{Client, NoTls, Statement};
 
 /// Open one connection and drive it on the runtime.
 pub async fn connect(url: &str) -> Result<Client> {
@@ -35,19 +36,22 @@ pub fn redact(url: &str) -> String {
 pub struct Conn {
     url: String,
     client: Option<Client>,
+    /// Prepared hot-path statements of the current client, by SQL text.
+    prepared: HashMap<&'static str, Statement>,
 }
 
 impl Conn {
     /// Connect now; a failure here is reported, not retried.
     pub async fn open(url: &str) -> Result<Conn> {
         let client = connect(url).await?;
-        Ok(Conn { url: url.to_string(), client: Some(client) })
+        Ok(Conn { url: url.to_string(), client: Some(client), prepared: HashMap::new() })
     }
 
     /// The live client, reconnecting first if the last one died.
     pub async fn client(&mut self) -> Result<&Client> {
         if self.client.as_ref().is_none_or(|c| c.is_closed()) {
             self.client = None;
+            self.prepared.clear();
             self.client = Some(connect(&self.url).await?);
         }
         Ok(self.client.as_ref().expect("just connected"))
@@ -63,6 +67,20 @@ impl Conn {
     /// reconnects.
     pub fn reset(&mut self) {
         self.client = None;
+        self.prepared.clear();
+    }
+
+    /// `sql` prepared once per connection: hot-path statements skip the
+    /// parse and plan of every call.
+    pub async fn prepare(&mut self, sql: &'static str) -> Result<Statement> {
+        self.client().await?;
+        if let Some(s) = self.prepared.get(sql) {
+            return Ok(s.clone());
+        }
+        let client = self.client.as_ref().expect("just connected");
+        let stmt = client.prepare(sql).await.map_err(|e| Error::db("preparing a statement", e))?;
+        self.prepared.insert(sql, stmt.clone());
+        Ok(stmt)
     }
 }
 

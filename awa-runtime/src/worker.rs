@@ -73,6 +73,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let mut handlers = JoinSet::new();
     let handler_t = HandlerTimings { retry_backoff: t.retry_backoff, snooze: t.snooze };
     let mut failing_since: Option<Instant> = None;
+    let mut turn = 0usize;
     let result: Result<()> = loop {
         while handlers.try_join_next().is_some() {}
         // Wait for capacity, a stop request or a failure elsewhere; the
@@ -86,8 +87,14 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         while let Ok(p) = sem.clone().try_acquire_owned() {
             permits.push(p);
         }
-        let claimed = match conn.client().await {
-            Ok(c) => claim::claim(c, &cfg.queues, permits.len() as i64, &me.instance_id, VERSION).await,
+        // Serve the queues in turn.
+        let queue = &cfg.queues[turn % cfg.queues.len()];
+        turn = turn.wrapping_add(1);
+        let claimed = match conn.prepare(claim::CLAIM).await {
+            Ok(stmt) => match conn.client().await {
+                Ok(c) => claim::claim_with(c, &stmt, queue, permits.len() as i64, &me.instance_id, VERSION).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         let batch = match claimed {
@@ -176,41 +183,54 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
             return;
         }
     };
-    while let Some(done) = rx.recv().await {
-        let Done { job, outcome, _permit } = done;
+    while let Some(first) = rx.recv().await {
+        // Take whatever else is ready too: one statement closes the batch.
+        let mut batch = vec![first];
+        while batch.len() < 512 {
+            match rx.try_recv() {
+                Ok(d) => batch.push(d),
+                Err(_) => break,
+            }
+        }
+        let input: Vec<(i64, i64, Outcome)> = batch.iter().map(|d| (d.job.job_id, d.job.run_lease, d.outcome.clone())).collect();
         let start = Instant::now();
         let closed = loop {
-            let res = match conn.client().await {
-                Ok(c) => finish::finish(c, job.job_id, job.run_lease, &outcome).await,
+            let res = match conn.prepare(finish::TERMINAL).await {
+                Ok(stmt) => match conn.client().await {
+                    Ok(c) => finish::finish_many_with(c, &stmt, &input).await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             match res {
                 Err(e) if e.is_transient() && start.elapsed() < t.db_patience => {
-                    eprintln!("awa: recording the outcome of job {} failed, retrying: {e}", job.job_id);
+                    eprintln!("awa: recording {} outcomes failed, retrying: {e}", input.len());
                     conn.reset();
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
                 other => break other,
             }
         };
-        match closed {
-            Ok(closed) => {
-                let word = match closed {
-                    Closed::Accepted => outcome.word(),
-                    Closed::DeadLettered => "dead_lettered",
-                    Closed::Stale => "stale",
-                };
-                emit("finished", json!({
-                    "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
-                    "outcome": word, "mode": job.args.get("mode"), "version": VERSION,
-                }));
-            }
+        let closed = match closed {
+            Ok(c) => c,
             Err(e) => {
                 let _ = fatal.send(e).await;
                 return;
             }
+        };
+        let mut map = inflight.lock().expect("inflight lock");
+        for (d, c) in batch.iter().zip(closed) {
+            let word = match c {
+                Closed::Accepted => d.outcome.word(),
+                Closed::DeadLettered => "dead_lettered",
+                Closed::Stale => "stale",
+            };
+            emit("finished", json!({
+                "job_id": d.job.job_id, "attempt": d.job.attempt, "run_lease": d.job.run_lease,
+                "outcome": word, "mode": d.job.args.get("mode"), "version": VERSION,
+            }));
+            map.remove(&d.job.job_id);
         }
-        inflight.lock().expect("inflight lock").remove(&job.job_id);
     }
 }
 

@@ -2,7 +2,7 @@
 //! record the handler run, all in one statement.
 
 use crate::error::{Error, Result};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, ToStatement};
 
 /// A claimed attempt.
 #[derive(Debug, Clone)]
@@ -20,18 +20,21 @@ pub struct Claimed {
     pub deadline_ms: Option<i32>,
 }
 
-const CLAIM: &str = "
+/// The claim statement. Joins go through `= ANY (ARRAY(...))` so the
+/// generic plan of the prepared statement keeps to index scans.
+/// (Prepare it once per connection on hot paths).
+pub const CLAIM: &str = "
 WITH picked AS (
     SELECT job_id FROM awa.queue_entries
-    WHERE queue = ANY($1::text[])
+    WHERE queue = $1
     ORDER BY priority DESC, job_id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), taken AS (
-    DELETE FROM awa.queue_entries q USING picked p WHERE q.job_id = p.job_id RETURNING q.job_id
+    DELETE FROM awa.queue_entries WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id
 ), j AS (
     UPDATE awa.jobs SET state = 'running', attempt = jobs.attempt + 1, run_lease = jobs.run_lease + 1
-    FROM taken t WHERE jobs.job_id = t.job_id AND jobs.state = 'available'
+    WHERE jobs.job_id = ANY (ARRAY(SELECT job_id FROM taken)) AND jobs.state = 'available'
     RETURNING jobs.job_id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.priority,
               jobs.attempt, jobs.max_attempts, jobs.run_lease, jobs.deadline_ms
 ), cc AS (SELECT slot, generation FROM awa.ring_cursor('claim')),
@@ -50,10 +53,22 @@ r AS (
 )
 SELECT job_id, kind, queue, args, priority, attempt, max_attempts, run_lease, deadline_ms FROM j";
 
-/// Claim up to `limit` ready jobs from `queues` for `instance_id`.
-pub async fn claim(client: &Client, queues: &[String], limit: i64, instance_id: &str, version: &str) -> Result<Vec<Claimed>> {
+/// Claim up to `limit` ready jobs from `queue` for `instance_id`.
+pub async fn claim(client: &Client, queue: &str, limit: i64, instance_id: &str, version: &str) -> Result<Vec<Claimed>> {
+    claim_with(client, CLAIM, queue, limit, instance_id, version).await
+}
+
+/// [`claim`] with the statement given (`CLAIM`, or it prepared).
+pub async fn claim_with<S: ToStatement + ?Sized>(
+    client: &Client,
+    stmt: &S,
+    queue: &str,
+    limit: i64,
+    instance_id: &str,
+    version: &str,
+) -> Result<Vec<Claimed>> {
     let rows = client
-        .query(CLAIM, &[&queues, &limit, &instance_id, &version])
+        .query(stmt, &[&queue, &limit, &instance_id, &version])
         .await
         .map_err(|e| Error::db("claiming jobs", e))?;
     Ok(rows

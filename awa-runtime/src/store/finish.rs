@@ -6,52 +6,51 @@
 //! `claim_ring_state` columns directly (the terminal-write path).
 
 use crate::error::{Error, Result};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, ToStatement};
 
 /// The tail every close shares: given a CTE `j` of closed attempts
-/// (job_id, run_lease, attempt, queue, priority, kind), append closure
+/// (job_id, run_lease, attempt, queue, priority, kind, outcome), append closure
 /// evidence, release the lease and finish the execution row.
 macro_rules! close_claim {
-    ($outcome:literal, $terminal:literal) => {
+    ($terminal:literal) => {
         concat!(
             "
 , cs AS (SELECT current_slot, generation FROM awa.claim_ring_state)
 , c AS (
     INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
-    SELECT cs.current_slot, cs.generation, j.job_id, j.run_lease, j.attempt, ",
-            $outcome,
-            ", ",
+    SELECT cs.current_slot, cs.generation, j.job_id, j.run_lease, j.attempt, j.outcome, ",
             $terminal,
             ", j.queue, j.priority, j.kind FROM j, cs
 )
 , l AS (DELETE FROM awa.leases x USING j WHERE x.job_id = j.job_id AND x.run_lease = j.run_lease)
 , e AS (
-    UPDATE awa.executions x SET finished_at = now(), outcome = ",
-            $outcome,
-            "
+    UPDATE awa.executions x SET finished_at = now(), outcome = j.outcome
     FROM j WHERE x.job_id = j.job_id AND x.run_lease = j.run_lease AND x.finished_at IS NULL
 )
-SELECT count(*) FROM j"
+SELECT j.job_id FROM j"
         )
     };
 }
 pub(crate) use close_claim;
 
-const TERMINAL: &str = concat!(
-    "WITH j AS (
-    DELETE FROM awa.jobs WHERE job_id = $1 AND run_lease = $2 AND state = 'running'
-    RETURNING job_id, run_lease, attempt, queue, priority, kind
+/// Terminal outcomes of a batch of attempts, one statement.
+pub const TERMINAL: &str = concat!(
+    "WITH input AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) AS t(job_id, run_lease, outcome))
+, j AS (
+    DELETE FROM awa.jobs USING input i
+    WHERE jobs.job_id = i.job_id AND jobs.run_lease = i.run_lease AND jobs.state = 'running'
+    RETURNING jobs.job_id, jobs.run_lease, jobs.attempt, jobs.queue, jobs.priority, jobs.kind, i.outcome
 )",
-    close_claim!("$3::text", "true")
+    close_claim!("true")
 );
 
 const RETRY: &str = concat!(
     "WITH j AS (
     UPDATE awa.jobs SET state = 'scheduled', run_at = now() + $4::float8 * interval '1 millisecond'
     WHERE job_id = $1 AND run_lease = $2 AND state = 'running' AND attempt < max_attempts
-    RETURNING job_id, run_lease, attempt, queue, priority, kind
+    RETURNING job_id, run_lease, attempt, queue, priority, kind, $3::text AS outcome
 )",
-    close_claim!("$3::text", "false")
+    close_claim!("false")
 );
 
 const SNOOZE: &str = concat!(
@@ -59,21 +58,21 @@ const SNOOZE: &str = concat!(
     UPDATE awa.jobs SET state = 'scheduled', run_at = now() + $4::float8 * interval '1 millisecond',
                         max_attempts = max_attempts + 1
     WHERE job_id = $1 AND run_lease = $2 AND state = 'running'
-    RETURNING job_id, run_lease, attempt, queue, priority, kind
+    RETURNING job_id, run_lease, attempt, queue, priority, kind, $3::text AS outcome
 )",
-    close_claim!("$3::text", "false")
+    close_claim!("false")
 );
 
 /// Exhausted attempts: the dead letter is the terminal record.
 pub(crate) const DEAD_LETTER: &str = concat!(
     "WITH j AS (
     DELETE FROM awa.jobs WHERE job_id = $1 AND run_lease = $2 AND state = 'running' AND attempt >= max_attempts
-    RETURNING job_id, run_lease, attempt, queue, priority, kind, args
+    RETURNING job_id, run_lease, attempt, queue, priority, kind, args, $3::text AS outcome
 ), d AS (
     INSERT INTO awa.dead_letters (job_id, kind, queue, priority, args, attempt, run_lease, reason)
     SELECT job_id, kind, queue, priority, args, attempt, run_lease, $4 FROM j
 )",
-    close_claim!("$3::text", "false")
+    close_claim!("false")
 );
 
 /// Back to ready without consuming an attempt (graceful shutdown).
@@ -81,25 +80,27 @@ const RELEASE: &str = concat!(
     "WITH j AS (
     UPDATE awa.jobs SET state = 'available', attempt = attempt - 1
     WHERE job_id = $1 AND run_lease = $2 AND state = 'running'
-    RETURNING job_id, run_lease, attempt + 1 AS attempt, queue, priority, kind, attempt AS next_attempt
+    RETURNING job_id, run_lease, attempt + 1 AS attempt, queue, priority, kind, attempt AS next_attempt,
+              'released'::text AS outcome
 ), qc AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
 , q AS (
     INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
     SELECT qc.slot, qc.generation, j.job_id, j.queue, j.priority, j.next_attempt FROM j, qc
 )",
-    close_claim!("'released'", "false")
+    close_claim!("false")
 );
 
 const CANCEL_BY_OPERATOR: &str = concat!(
     "WITH j AS (
     DELETE FROM awa.jobs WHERE job_id = $1
-    RETURNING job_id, run_lease, attempt, queue, priority, kind
+    RETURNING job_id, run_lease, attempt, queue, priority, kind, 'cancelled'::text AS outcome
 ), qe AS (DELETE FROM awa.queue_entries WHERE job_id = $1)",
-    close_claim!("'cancelled'", "true")
+    close_claim!("true")
 );
 
-const MARK_STALE: &str = "UPDATE awa.executions SET finished_at = now(), outcome = 'stale'
-WHERE job_id = $1 AND run_lease = $2 AND finished_at IS NULL";
+const MARK_STALE: &str = "UPDATE awa.executions x SET finished_at = now(), outcome = 'stale'
+FROM unnest($1::int8[], $2::int8[]) AS t(job_id, run_lease)
+WHERE x.job_id = t.job_id AND x.run_lease = t.run_lease AND x.finished_at IS NULL";
 
 /// What a handler asks for at the end of an attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,47 +142,88 @@ pub enum Closed {
     Stale,
 }
 
-async fn count(client: &Client, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<i64> {
-    let row = client.query_one(sql, params).await.map_err(|e| Error::db("closing an attempt", e))?;
-    Ok(row.get(0))
+async fn closed<S: ToStatement + ?Sized>(client: &Client, sql: &S, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<Vec<i64>> {
+    let rows = client.query(sql, params).await.map_err(|e| Error::db("closing an attempt", e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+async fn mark_stale(client: &Client, stale: &[(i64, i64)]) -> Result<()> {
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let jobs: Vec<i64> = stale.iter().map(|s| s.0).collect();
+    let runs: Vec<i64> = stale.iter().map(|s| s.1).collect();
+    client
+        .execute(MARK_STALE, &[&jobs, &runs])
+        .await
+        .map_err(|e| Error::db("recording stale completions", e))?;
+    Ok(())
 }
 
 /// Close attempt `(job_id, run_lease)` with `outcome`.
 pub async fn finish(client: &Client, job_id: i64, run_lease: i64, outcome: &Outcome) -> Result<Closed> {
-    let word = outcome.word();
-    let n = match outcome {
-        Outcome::Completed | Outcome::Failed | Outcome::Cancelled => {
-            count(client, TERMINAL, &[&job_id, &run_lease, &word]).await?
+    Ok(finish_many(client, &[(job_id, run_lease, outcome.clone())]).await?[0])
+}
+
+/// Close a batch of attempts. Terminal outcomes go in one statement;
+/// retries and snoozes (rarer) one statement each. Returns one `Closed`
+/// per input, in order.
+pub async fn finish_many(client: &Client, batch: &[(i64, i64, Outcome)]) -> Result<Vec<Closed>> {
+    finish_many_with(client, TERMINAL, batch).await
+}
+
+/// [`finish_many`] with the terminal statement given (`TERMINAL`, or it
+/// prepared).
+pub async fn finish_many_with<S: ToStatement + ?Sized>(client: &Client, terminal_stmt: &S, batch: &[(i64, i64, Outcome)]) -> Result<Vec<Closed>> {
+    let mut result = vec![Closed::Stale; batch.len()];
+    let terminal: Vec<usize> = (0..batch.len())
+        .filter(|i| matches!(batch[*i].2, Outcome::Completed | Outcome::Failed | Outcome::Cancelled))
+        .collect();
+    if !terminal.is_empty() {
+        let jobs: Vec<i64> = terminal.iter().map(|i| batch[*i].0).collect();
+        let runs: Vec<i64> = terminal.iter().map(|i| batch[*i].1).collect();
+        let words: Vec<&str> = terminal.iter().map(|i| batch[*i].2.word()).collect();
+        let done = closed(client, terminal_stmt, &[&jobs, &runs, &words]).await?;
+        for i in &terminal {
+            if done.contains(&batch[*i].0) {
+                result[*i] = Closed::Accepted;
+            }
         }
-        Outcome::Snooze { ms } => count(client, SNOOZE, &[&job_id, &run_lease, &word, ms]).await?,
-        Outcome::Retry { backoff_ms, reason } => {
-            let n = count(client, RETRY, &[&job_id, &run_lease, &word, backoff_ms]).await?;
-            if n == 0 {
-                let reason = format!("attempts exhausted: {reason}");
-                if count(client, DEAD_LETTER, &[&job_id, &run_lease, &"dead_lettered", &reason]).await? > 0 {
-                    return Ok(Closed::DeadLettered);
+    }
+    for (i, (job_id, run_lease, outcome)) in batch.iter().enumerate() {
+        let word = outcome.word();
+        match outcome {
+            Outcome::Completed | Outcome::Failed | Outcome::Cancelled => {}
+            Outcome::Snooze { ms } => {
+                if !closed(client, SNOOZE, &[job_id, run_lease, &word, ms]).await?.is_empty() {
+                    result[i] = Closed::Accepted;
                 }
             }
-            n
+            Outcome::Retry { backoff_ms, reason } => {
+                if !closed(client, RETRY, &[job_id, run_lease, &word, backoff_ms]).await?.is_empty() {
+                    result[i] = Closed::Accepted;
+                } else {
+                    let reason = format!("attempts exhausted: {reason}");
+                    if !closed(client, DEAD_LETTER, &[job_id, run_lease, &"dead_lettered", &reason]).await?.is_empty() {
+                        result[i] = Closed::DeadLettered;
+                    }
+                }
+            }
         }
-    };
-    if n > 0 {
-        return Ok(Closed::Accepted);
     }
-    client
-        .execute(MARK_STALE, &[&job_id, &run_lease])
-        .await
-        .map_err(|e| Error::db("recording a stale completion", e))?;
-    Ok(Closed::Stale)
+    let stale: Vec<(i64, i64)> =
+        batch.iter().zip(&result).filter(|(_, c)| **c == Closed::Stale).map(|(b, _)| (b.0, b.1)).collect();
+    mark_stale(client, &stale).await?;
+    Ok(result)
 }
 
 /// Put a claimed attempt back to ready without spending an attempt.
 pub async fn release(client: &Client, job_id: i64, run_lease: i64) -> Result<bool> {
-    Ok(count(client, RELEASE, &[&job_id, &run_lease]).await? > 0)
+    Ok(!closed(client, RELEASE, &[&job_id, &run_lease]).await?.is_empty())
 }
 
 /// Cancel a job in any live state (`awa job cancel`). Returns false when
 /// the job is not live (already terminal or unknown).
 pub async fn cancel_by_operator(client: &Client, job_id: i64) -> Result<bool> {
-    Ok(count(client, CANCEL_BY_OPERATOR, &[&job_id]).await? > 0)
+    Ok(!closed(client, CANCEL_BY_OPERATOR, &[&job_id]).await?.is_empty())
 }

@@ -25,13 +25,13 @@ const REQUEUE: &str = concat!(
     "WITH j AS (
     UPDATE awa.jobs SET state = 'available'
     WHERE job_id = $1 AND run_lease = $2 AND state = 'running' AND attempt < max_attempts
-    RETURNING job_id, run_lease, attempt, queue, priority, kind
+    RETURNING job_id, run_lease, attempt, queue, priority, kind, $3::text AS outcome
 ), qc AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
 , q AS (
     INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
     SELECT qc.slot, qc.generation, j.job_id, j.queue, j.priority, j.attempt FROM j, qc
 )",
-    close_claim!("$3::text", "false")
+    close_claim!("false")
 );
 
 const DROP_LEASE: &str = "DELETE FROM awa.leases WHERE job_id = $1 AND run_lease = $2";
@@ -56,20 +56,19 @@ pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> 
         let (job_id, run_lease, reason): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
         let outcome = format!("rescued_{reason}");
         let tx = client.transaction().await.map_err(|e| Error::db("rescuing an attempt", e))?;
-        let requeued: i64 = tx
-            .query_one(REQUEUE, &[&job_id, &run_lease, &outcome])
+        let requeued = tx
+            .query(REQUEUE, &[&job_id, &run_lease, &outcome])
             .await
             .map_err(|e| Error::db("rescuing an attempt", e))?
-            .get(0);
+            .len();
         let mut dead = false;
         if requeued == 0 {
             let why = format!("attempts exhausted: {reason} rescue");
-            let n: i64 = tx
-                .query_one(DEAD_LETTER, &[&job_id, &run_lease, &outcome, &why])
+            dead = !tx
+                .query(DEAD_LETTER, &[&job_id, &run_lease, &outcome, &why])
                 .await
                 .map_err(|e| Error::db("dead-lettering a rescued attempt", e))?
-                .get(0);
-            dead = n > 0;
+                .is_empty();
         }
         // An orphan lease (its attempt already closed) is just dropped.
         tx.execute(DROP_LEASE, &[&job_id, &run_lease])
