@@ -29,6 +29,7 @@ pub mod events;
 pub mod maintenance;
 pub mod pgtemp;
 pub mod producer;
+pub mod release;
 pub mod schema;
 pub mod store;
 pub mod timings;
