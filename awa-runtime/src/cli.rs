@@ -231,8 +231,8 @@ async fn dispatch(cli: Cli) -> Result<()> {
             match out {
                 MigrateOutcome::Applied { from, to } => emit("migrated", json!({ "from": from, "to": to, "version": VERSION })),
                 MigrateOutcome::UpToDate { version } => emit("migrated", json!({ "from": version, "to": version, "version": VERSION })),
-                MigrateOutcome::LegacyRewritten { found, to } => {
-                    emit("migrated", json!({ "from": found, "to": to, "legacy_rewrite": true, "version": VERSION }))
+                MigrateOutcome::AheadCompatible { found } => {
+                    emit("migrated", json!({ "from": found, "to": found, "ahead_compatible": true, "version": VERSION }))
                 }
             }
             Ok(())

@@ -4,7 +4,7 @@
 //! other sessions see the schema before or after the whole set.
 
 use crate::error::{Error, Result};
-use crate::version::{SCHEMA_VERSION, VERSION};
+use crate::version::{EXPAND_MIGRATION_VERSION, SCHEMA_VERSION, VERSION};
 use tokio_postgres::Client;
 
 /// One embedded migration.
@@ -42,10 +42,9 @@ pub enum MigrateOutcome {
     Applied { from: i32, to: i32 },
     /// Nothing to do.
     UpToDate { version: i32 },
-    /// The schema carried a version this binary does not know; it was
-    /// taken for a legacy schema, `schema_version` was rewritten and the
-    /// migration set re-applied.
-    LegacyRewritten { found: i32, to: i32 },
+    /// The schema is at the 0.7 expand migration in `columns` authority,
+    /// which this release runs on unchanged: nothing to do.
+    AheadCompatible { found: i32 },
 }
 
 /// Options of `awa migrate`.
@@ -81,17 +80,13 @@ pub async fn migrate(client: &mut Client, _opts: &MigrateOptions) -> Result<Migr
         .await
         .map_err(|e| Error::db("taking the migration lock", e))?;
     let found = current_version(&tx).await?;
-    let mut from = found.unwrap_or(0);
-    let mut legacy = None;
+    let from = found.unwrap_or(0);
     if from > SCHEMA_VERSION {
-        // An unknown, higher version: treat it as a legacy layout and
-        // normalise the version table before re-applying our migrations.
-        eprintln!("awa: schema version {from} is not one this binary knows; treating it as a legacy schema and normalising");
-        tx.batch_execute("DELETE FROM awa.schema_version")
-            .await
-            .map_err(|e| Error::db("normalising schema_version", e))?;
-        legacy = Some(from);
-        from = 0;
+        // Fail closed before any write: only the expand migration in
+        // compat authority is a schema this release may run on.
+        check_ahead(&tx, from).await?;
+        tx.rollback().await.map_err(|e| Error::db("finishing the migration", e))?;
+        return Ok(MigrateOutcome::AheadCompatible { found: from });
     }
     if from == SCHEMA_VERSION {
         tx.commit().await.map_err(|e| Error::db("finishing the migration", e))?;
@@ -107,14 +102,54 @@ pub async fn migrate(client: &mut Client, _opts: &MigrateOptions) -> Result<Migr
             .map_err(|e| Error::db(format!("recording migration v{}", m.version), e))?;
     }
     tx.commit().await.map_err(|e| Error::db("committing the migration", e))?;
-    Ok(match legacy {
-        Some(found) => MigrateOutcome::LegacyRewritten { found, to: SCHEMA_VERSION },
-        None => MigrateOutcome::Applied { from, to: SCHEMA_VERSION },
-    })
+    Ok(MigrateOutcome::Applied { from, to: SCHEMA_VERSION })
+}
+
+const HAS_AUTHORITY: &str = "SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL";
+const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority";
+
+/// The forward-schema guard: a schema newer than this binary is accepted
+/// only when it is exactly the 0.7 expand migration and the ring-cursor
+/// authority is still `columns`; anything else is refused (nothing has
+/// been written when this runs).
+async fn check_ahead(client: &impl tokio_postgres::GenericClient, found: i32) -> Result<()> {
+    if found != EXPAND_MIGRATION_VERSION {
+        return Err(Error::Refused(format!(
+            "the schema is at version {found}, newer than awa {VERSION} knows (it runs on {SCHEMA_VERSION}, \
+             or on {EXPAND_MIGRATION_VERSION} while the ring-cursor authority is `columns`); refusing before any write; \
+             run an awa release that matches the schema"
+        )));
+    }
+    let has: bool = client
+        .query_one(HAS_AUTHORITY, &[])
+        .await
+        .map_err(|e| Error::db("reading the ring-cursor authority", e))?
+        .get(0);
+    let authority: Option<String> = if has {
+        client
+            .query_opt(AUTHORITY, &[])
+            .await
+            .map_err(|e| Error::db("reading the ring-cursor authority", e))?
+            .map(|r| r.get(0))
+    } else {
+        None
+    };
+    match authority.as_deref() {
+        Some("columns") => Ok(()),
+        Some(other) => Err(Error::Refused(format!(
+            "the ring-cursor authority is `{other}`: the cursor columns awa {VERSION} uses were retired by the flip; \
+             refusing before any write; run awa 0.7 or later (rollback across the flip is not supported)"
+        ))),
+        None => Err(Error::Refused(format!(
+            "the schema is at version {found} but has no ring-cursor authority row; refusing before any write; \
+             finish the migration with awa 0.7 or later"
+        ))),
+    }
 }
 
 /// The check a worker or producer runs before it writes anything: the
-/// schema must be installed and at least at this binary's version.
+/// schema must be installed, at least at this binary's version, and pass
+/// the forward-schema guard when newer.
 pub async fn check_for_runtime(client: &Client) -> Result<i32> {
     match current_version(client).await? {
         None => Err(Error::Refused(format!(
@@ -123,6 +158,10 @@ pub async fn check_for_runtime(client: &Client) -> Result<i32> {
         Some(v) if v < SCHEMA_VERSION => Err(Error::Refused(format!(
             "the schema is at version {v} but awa {VERSION} needs version {SCHEMA_VERSION}; run `awa migrate` first"
         ))),
+        Some(v) if v > SCHEMA_VERSION => {
+            check_ahead(client, v).await?;
+            Ok(v)
+        }
         Some(v) => Ok(v),
     }
 }

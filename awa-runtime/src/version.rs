@@ -9,5 +9,7 @@ pub const SCHEMA_VERSION: i32 = 2;
 
 /// The schema version of the 0.7 expand migration (see
 /// `artifacts/manifest.toml`). Decided while cutting the 0.6 line so that
-/// 0.6.2 can recognise it.
+/// 0.6.2 can recognise it: 0.6.2 runs on that schema while
+/// `awa.ring_cursor_authority.authority` is `columns`, and refuses
+/// otherwise.
 pub const EXPAND_MIGRATION_VERSION: i32 = 3;
