@@ -1,0 +1,163 @@
+//! The frozen releases, built from their archives: the manifest's digests
+//! match; on a schema newer than it knows, 0.6.1 shows the unsafe
+//! rewrite (ADR-041 context item 1) while 0.6.2 refuses without writing,
+//! except on the expand migration in `columns` authority, where it runs.
+
+mod common;
+
+use awa_runtime::release::{self, Built};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn build(version: &str) -> Built {
+    let artifacts = repo().join("artifacts");
+    let manifest = release::load_manifest(&artifacts).unwrap();
+    let r = manifest.release(version, &artifacts).unwrap();
+    release::build(&artifacts, r, &repo().join("target").join("releases")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn manifest_digests_match_the_archives() {
+    let artifacts = repo().join("artifacts");
+    let manifest = release::load_manifest(&artifacts).unwrap();
+    assert!(manifest.releases.len() >= 2);
+    for r in &manifest.releases {
+        release::verify(&artifacts, r).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // A tampered copy is caught, with a message that says what to do.
+    let tmp = std::env::temp_dir().join(format!("awa-tamper-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let r = &manifest.releases[0];
+    let mut bytes = std::fs::read(artifacts.join(&r.archive)).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(tmp.join(&r.archive), bytes).unwrap();
+    let err = release::verify(&tmp, r).unwrap_err().to_string();
+    assert!(err.contains("does not match its manifest digest") && err.contains("never edited"), "{err}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+    // Unknown versions name what is listed.
+    let err = manifest.release("0.5.9", &artifacts).unwrap_err().to_string();
+    assert!(err.contains("0.6.1") && err.contains("0.6.2"), "{err}");
+}
+
+/// Make the schema look like the 0.7 expand migration ran: version 3 and
+/// an authority row (and an authority-aware resolver to notice clobbering).
+const FAKE_EXPAND: &str = "
+INSERT INTO awa.schema_version (version) VALUES (3);
+CREATE TABLE awa.ring_cursor_authority (singleton boolean PRIMARY KEY DEFAULT true, authority text NOT NULL, flipped_at timestamptz);
+INSERT INTO awa.ring_cursor_authority (authority) VALUES ('columns');
+CREATE OR REPLACE FUNCTION awa.ring_cursor(ring text, OUT slot int, OUT generation bigint)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF (SELECT authority FROM awa.ring_cursor_authority) <> 'columns' THEN
+        RAISE EXCEPTION 'ledger cursor not faked in this test';
+    END IF;
+    SELECT s.current_slot, s.generation INTO slot, generation FROM awa.queue_ring_state s WHERE ring = 'queue'
+    UNION ALL SELECT s.current_slot, s.generation FROM awa.claim_ring_state s WHERE ring = 'claim'
+    UNION ALL SELECT s.current_slot, s.generation FROM awa.lease_ring_state s WHERE ring = 'lease';
+END
+$$;";
+
+fn dump(db: &Db) -> String {
+    let out = std::process::Command::new(db.cluster.bindir().join("pg_dump"))
+        .arg("--no-owner")
+        .arg(&db.url)
+        .output()
+        .expect("pg_dump");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // pg_dump marks its output with a random restrict key per run.
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn assert_same_dump(before: &str, after: &str) {
+    if let Some((a, b)) = before.lines().zip(after.lines()).find(|(a, b)| a != b) {
+        panic!("0.6.2 changed the database while refusing: {a:?} became {b:?}");
+    }
+    assert_eq!(before.lines().count(), after.lines().count(), "0.6.2 changed the database while refusing");
+}
+
+async fn versions(db: &Db) -> Vec<i32> {
+    db.client()
+        .await
+        .query("SELECT version FROM awa.schema_version ORDER BY 1", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_guard_rewrites_a_newer_schema_and_the_stepping_stone_refuses_it() {
+    let (v061, v062) = tokio::task::spawn_blocking(|| (build("0.6.1"), build("0.6.2"))).await.unwrap();
+    let bin061 = v061.binary.to_str().unwrap().to_string();
+    let bin062 = v062.binary.to_str().unwrap().to_string();
+    let (_, out, _) = run(&bin061, "", &["--version"], &[]).await;
+    assert!(out.contains("0.6.1"), "{out}");
+
+    // 0.6.1 on the expand schema: the unsafe legacy rewrite.
+    let db = Db::migrated("pre_guard").await;
+    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    let (code, out, err) = run(&bin061, &db.url, &["migrate"], &[]).await;
+    assert_eq!(code, 0, "0.6.1 does not refuse: {err}");
+    assert!(err.contains("legacy"), "{err}");
+    assert!(out.contains("\"legacy_rewrite\":true"), "{out}");
+    assert_eq!(versions(&db).await, vec![1, 2], "schema_version was rewritten");
+    let body: String = db
+        .client()
+        .await
+        .query_one("SELECT prosrc FROM pg_proc WHERE oid = 'awa.ring_cursor(text)'::regprocedure", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!body.contains("ring_cursor_authority"), "the authority-aware resolver was replaced by 0.6.1's own: {body}");
+
+    // 0.6.2 on a schema one past the expand migration: refuses, writes nothing.
+    let db = Db::migrated("guard_unknown").await;
+    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    db.client().await.batch_execute("INSERT INTO awa.schema_version (version) VALUES (4)").await.unwrap();
+    let before = dump(&db);
+    for cmd in [&["migrate"][..], &["worker"][..], &["produce", "--count", "5"][..]] {
+        let (code, out, err) = run(&bin062, &db.url, cmd, &[]).await;
+        assert_eq!(code, 2, "{cmd:?}: {err}");
+        assert!(out.contains("\"event\":\"refused\""), "{cmd:?}: {out}");
+        assert!(err.contains("version 4") && err.contains("refusing before any write"), "{cmd:?}: {err}");
+    }
+    assert_same_dump(&before, &dump(&db));
+
+    // 0.6.2 on the expand migration after a flip (ledger authority): refuses.
+    let db = Db::migrated("guard_ledger").await;
+    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    db.client().await.batch_execute("UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now()").await.unwrap();
+    let before = dump(&db);
+    for cmd in [&["migrate"][..], &["worker"][..]] {
+        let (code, _, err) = run(&bin062, &db.url, cmd, &[]).await;
+        assert_eq!(code, 2, "{cmd:?}: {err}");
+        assert!(err.contains("`ledger`") && err.contains("0.7 or later"), "{cmd:?}: {err}");
+    }
+    assert_same_dump(&before, &dump(&db));
+
+    // 0.6.2 on the expand migration in columns authority: runs.
+    let db = Db::migrated("guard_columns").await;
+    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    let (code, out, err) = run(&bin062, &db.url, &["migrate"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"ahead_compatible\":true"), "{out}");
+    assert_eq!(versions(&db).await, vec![1, 2, 3], "nothing rewritten");
+    let worker = spawn(&bin062, &db.url, &["worker"], &[]);
+    worker.wait_for("ready", Duration::from_secs(10), |ev| ev.iter().any(|e| e["event"] == "ready")).await;
+    let (code, _, err) = run(&bin062, &db.url, &["produce", "--count", "20", "--rate", "0"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    wait_count(&db.client().await, "SELECT count(*) FROM awa.claim_closures WHERE terminal", 20, Duration::from_secs(20)).await;
+    assert_eq!(worker.terminate().await, 0);
+}
