@@ -1,1 +1,30 @@
-fn main(){}
+//! The `rehearse` binary: parse flags, run the library, turn the result into an exit code.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use rehearsal::cli::Cli;
+use rehearsal::{Environment, exit};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Usage errors and --help both print here; only the code differs.
+            let _ = e.print();
+            return ExitCode::from(exit::for_clap(&e));
+        }
+    };
+    let result = Environment::from_process().and_then(|env| {
+        let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+        rehearsal::execute(&cli, &env, &mut out, &mut err)
+    });
+    match result {
+        Ok(outcome) => ExitCode::from(exit::for_outcome(outcome)),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{}", e.chain());
+            ExitCode::from(exit::for_error(&e))
+        }
+    }
+}

@@ -102,7 +102,12 @@ impl<'a> Sink<'a> {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
-        Sink { file, line_starts, text, items: Vec::new() }
+        Sink {
+            file,
+            line_starts,
+            text,
+            items: Vec::new(),
+        }
     }
 
     /// The 1-based line and column of a byte offset into the file.
@@ -110,14 +115,29 @@ impl<'a> Sink<'a> {
         let offset = offset.min(self.text.len());
         let line_index = self.line_starts.partition_point(|&start| start <= offset) - 1;
         let line_start = self.line_starts[line_index];
-        let column = self.text.get(line_start..offset).map_or(offset - line_start, |s| s.chars().count());
-        Location { line: line_index + 1, column: column + 1 }
+        let column = self
+            .text
+            .get(line_start..offset)
+            .map_or(offset - line_start, |s| s.chars().count());
+        Location {
+            line: line_index + 1,
+            column: column + 1,
+        }
     }
 
     /// Records a problem at `span` (its start), under `context`.
-    pub(crate) fn error(&mut self, span: Option<Range<usize>>, context: &str, message: impl Into<String>) {
+    pub(crate) fn error(
+        &mut self,
+        span: Option<Range<usize>>,
+        context: &str,
+        message: impl Into<String>,
+    ) {
         let location = span.map(|s| self.locate(s.start));
-        self.items.push(Diagnostic { location, context: context.to_owned(), message: message.into() });
+        self.items.push(Diagnostic {
+            location,
+            context: context.to_owned(),
+            message: message.into(),
+        });
     }
 
     /// Records a problem the TOML parser or serde reported.
@@ -132,13 +152,22 @@ impl<'a> Sink<'a> {
 
     /// The collected problems, sorted by position; stable for equal positions.
     pub(crate) fn finish(mut self) -> Diagnostics {
-        self.items.sort_by_key(|d| d.location.map_or((usize::MAX, usize::MAX), |l| (l.line, l.column)));
-        Diagnostics { file: self.file.to_owned(), items: self.items }
+        self.items.sort_by_key(|d| {
+            d.location
+                .map_or((usize::MAX, usize::MAX), |l| (l.line, l.column))
+        });
+        Diagnostics {
+            file: self.file.to_owned(),
+            items: self.items,
+        }
     }
 }
 
 /// The candidate closest to `word`, when it is close enough to be a likely typo.
-pub(crate) fn suggest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+pub(crate) fn suggest<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
     let limit = (word.chars().count() / 3).max(1);
     candidates
         .into_iter()
@@ -149,7 +178,10 @@ pub(crate) fn suggest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c s
 }
 
 /// " (did you mean "X"?)" when a candidate is close, else nothing.
-pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> String {
+pub(crate) fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> String {
     suggest(word, candidates).map_or_else(String::new, |c| format!(" (did you mean \"{c}\"?)"))
 }
 
@@ -162,7 +194,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let above = row[j + 1];
-            row[j + 1] = if ca == *cb { diagonal } else { 1 + diagonal.min(above).min(row[j]) };
+            row[j + 1] = if ca == *cb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
             diagonal = above;
         }
     }

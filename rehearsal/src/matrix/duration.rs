@@ -30,7 +30,9 @@ impl Duration {
 
     /// A duration of `secs` whole seconds.
     pub const fn from_secs(secs: u64) -> Self {
-        Duration { millis: secs * 1_000 }
+        Duration {
+            millis: secs * 1_000,
+        }
     }
 
     /// Length in milliseconds, the unit the runtime's `AWA_*` settings take.
@@ -61,7 +63,10 @@ pub struct DurationError {
 
 impl DurationError {
     fn new(input: &str, reason: &'static str) -> Self {
-        DurationError { input: input.to_owned(), reason }
+        DurationError {
+            input: input.to_owned(),
+            reason,
+        }
     }
 
     /// The short reason, without the input and the syntax reminder.
@@ -96,7 +101,9 @@ impl FromStr for Duration {
             }
             let (number, tail) = rest.split_at(digits);
             if tail.starts_with('.') || tail.starts_with(',') {
-                return Err(err("use whole numbers, e.g. \"1500ms\" instead of \"1.5s\""));
+                return Err(err(
+                    "use whole numbers, e.g. \"1500ms\" instead of \"1.5s\"",
+                ));
             }
             let letters = tail.bytes().take_while(u8::is_ascii_alphabetic).count();
             if letters == 0 {
@@ -111,7 +118,9 @@ impl FromStr for Duration {
                 return Err(err("unknown unit"));
             };
             if last_unit.is_some_and(|last| unit_index <= last) {
-                return Err(err("units must go from largest to smallest, each at most once"));
+                return Err(err(
+                    "units must go from largest to smallest, each at most once",
+                ));
             }
             last_unit = Some(unit_index);
             let value: u64 = number.parse().map_err(|_| err("the number is too large"))?;
@@ -126,20 +135,17 @@ impl FromStr for Duration {
 }
 
 impl fmt::Display for Duration {
-    /// Canonical form: the shortest spelling in our syntax ("1m30s", "250ms", "0s").
+    /// Canonical form: one number in the largest unit that divides it exactly
+    /// ("1500ms", "90s", "1m", "0s"), the way people write timings.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.millis == 0 {
             return f.write_str("0s");
         }
-        let mut rest = self.millis;
-        for (name, size) in UNITS {
-            let count = rest / size;
-            if count > 0 {
-                write!(f, "{count}{name}")?;
-                rest %= size;
-            }
-        }
-        Ok(())
+        let (name, size) = UNITS
+            .into_iter()
+            .find(|(_, size)| self.millis.is_multiple_of(*size))
+            .unwrap_or(("ms", 1));
+        write!(f, "{}{name}", self.millis / size)
     }
 }
 
@@ -192,8 +198,14 @@ mod tests {
             ("1500", "the number has no unit"),
             ("s", "a unit needs a number before it"),
             ("ms", "a unit needs a number before it"),
-            ("1.5s", "use whole numbers, e.g. \"1500ms\" instead of \"1.5s\""),
-            ("1,5s", "use whole numbers, e.g. \"1500ms\" instead of \"1.5s\""),
+            (
+                "1.5s",
+                "use whole numbers, e.g. \"1500ms\" instead of \"1.5s\"",
+            ),
+            (
+                "1,5s",
+                "use whole numbers, e.g. \"1500ms\" instead of \"1.5s\"",
+            ),
             ("-1s", "durations cannot be negative"),
             ("+1s", "expected a digit"),
             (" 2s", "expected a digit"),
@@ -203,9 +215,18 @@ mod tests {
             ("2S", "unknown unit"),
             ("2d", "unknown unit"),
             ("2us", "unknown unit"),
-            ("1s1m", "units must go from largest to smallest, each at most once"),
-            ("1s1s", "units must go from largest to smallest, each at most once"),
-            ("1ms1s", "units must go from largest to smallest, each at most once"),
+            (
+                "1s1m",
+                "units must go from largest to smallest, each at most once",
+            ),
+            (
+                "1s1s",
+                "units must go from largest to smallest, each at most once",
+            ),
+            (
+                "1ms1s",
+                "units must go from largest to smallest, each at most once",
+            ),
             ("18446744073709551616ms", "the number is too large"),
             ("18446744073709551615s", "the number is too large"),
             ("5124095576030h1551616ms", "the number is too large"),
@@ -232,11 +253,13 @@ mod tests {
             (0, "0s"),
             (1, "1ms"),
             (250, "250ms"),
-            (1_500, "1s500ms"),
+            (1_500, "1500ms"),
             (2_000, "2s"),
-            (90_000, "1m30s"),
+            (60_000, "1m"),
+            (90_000, "90s"),
             (3_600_000, "1h"),
-            (3_723_004, "1h2m3s4ms"),
+            (5_400_000, "90m"),
+            (3_723_004, "3723004ms"),
         ];
         for (millis, text) in table {
             let duration = Duration::from_millis(*millis);
@@ -248,7 +271,7 @@ mod tests {
     #[test]
     fn serde_uses_the_matrix_syntax() {
         let json = serde_json::to_string(&Duration::from_millis(1_500)).unwrap();
-        assert_eq!(json, "\"1s500ms\"");
+        assert_eq!(json, "\"1500ms\"");
         let back: Duration = serde_json::from_str("\"1m30s\"").unwrap();
         assert_eq!(back, Duration::from_secs(90));
         assert!(serde_json::from_str::<Duration>("\"soon\"").is_err());

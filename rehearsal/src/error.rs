@@ -1,0 +1,60 @@
+//! The library's one error type: what failed, in a lowercase fragment.
+//!
+//! `main` prints it with its chain of causes and maps it to an exit
+//! code through `exit::for_error`.
+
+use crate::matrix::LoadError;
+use crate::plan::SelectError;
+
+/// Everything that can stop a `rehearse` command before it reaches a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The matrix file could not be found, read or validated.
+    #[error(transparent)]
+    Matrix(#[from] LoadError),
+    /// `--matrix` or `--cell` named something the matrix does not have.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// A flag value clap accepted but we cannot use.
+    #[error("invalid {flag}: {message}")]
+    BadFlag {
+        /// The flag, as typed (`--database-url`).
+        flag: &'static str,
+        /// What is wrong and what would be valid.
+        message: String,
+    },
+    /// The current directory is unreadable, so matrix.toml cannot be searched for.
+    #[error("failed to read the current directory")]
+    CurrentDir(#[source] std::io::Error),
+    /// Writing to stdout or stderr failed (a closed pipe, a full disk).
+    #[error("failed to write output")]
+    Output(#[source] std::io::Error),
+    /// A plan or listing could not be encoded as JSON.
+    #[error("failed to encode JSON output")]
+    Json(#[source] serde_json::Error),
+    /// A part of rehearse that is still being written.
+    #[error("{what} is not yet implemented")]
+    NotImplemented {
+        /// The missing part.
+        what: &'static str,
+    },
+}
+
+impl Error {
+    /// The error and its causes, one per line, for stderr.
+    pub fn chain(&self) -> String {
+        let mut text = format!("error: {self}");
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(&format!("\n  caused by: {cause}"));
+            source = cause.source();
+        }
+        text
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Output(e)
+    }
+}

@@ -1,0 +1,60 @@
+//! `rehearse`: prove a release of awa-runtime can be rolled out to a live fleet.
+//!
+//! The engine of the `rehearse` binary, as a library so every stage has
+//! tests of its own. Data flows one way:
+//!
+//! `matrix` (matrix.toml, validated) -> `plan` (cells with every random
+//! choice resolved from a seed) -> driver -> reconcile -> report.
+//!
+//! The driver, reconciliation and reports are being written; today the
+//! crate parses and validates the matrix, expands plans and serves the
+//! `plan` and `list` commands.
+//!
+//! ```
+//! use rehearsal::{matrix, plan};
+//!
+//! let text = r#"
+//! [artifacts.previous]
+//! release = "0.6.2"
+//! [artifacts.current]
+//! build = "workspace"
+//!
+//! [workload]
+//! rate_per_s = 200
+//! mix = { complete = 1 }
+//!
+//! [timings]
+//! heartbeat = "200ms"
+//! stale_after = "1500ms"
+//! rescue_every = "250ms"
+//! rotate_every = "1s"
+//! deadline = "2s"
+//! drain_timeout = "60s"
+//!
+//! [[cell]]
+//! name = "tiny"
+//! about = "two workers, one killed"
+//! steps = [
+//!   { fleet = "previous", workers = 2, producers = 1 },
+//!   { kill = "worker" },
+//!   { drain = "10s" },
+//! ]
+//! "#;
+//! let matrix = matrix::parse("matrix.toml", text).expect("valid");
+//! let selection = plan::Selection { matrix: None, cells: vec!["tiny".into()] };
+//! let plan = plan::expand(&matrix, &selection, 42).unwrap();
+//! assert_eq!(plan.replay, "rehearse --cell tiny --seed 42");
+//! assert_eq!(plan.cells[0].steps.len(), 3);
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod commands;
+mod error;
+pub mod exit;
+pub mod matrix;
+pub mod plan;
+
+pub use commands::{Environment, execute};
+pub use error::Error;

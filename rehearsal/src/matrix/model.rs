@@ -1,0 +1,889 @@
+//! The validated matrix: what a cell means once matrix.toml has passed every check.
+//!
+//! These types are what the rest of rehearse consumes (plan, driver,
+//! report). They serialize to JSON for `--json` and for report.json, and
+//! deserialize back so `rehearse report DIR` can re-render a run. The
+//! shape of the file itself, with spans for error messages, lives in
+//! `raw.rs`; the checks that turn one into the other in `validate.rs`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::duration::Duration;
+
+/// A validated matrix.toml: artifacts, workload, timings, cells, named matrices.
+///
+/// Build one with [`crate::matrix::parse`] or [`crate::matrix::load`]; the
+/// plan relies on the invariants validation established (every artifact a
+/// step names is declared, every named matrix lists known cells).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Matrix {
+    /// Declared artifacts by name (`previous`, `current`, ...).
+    pub artifacts: BTreeMap<String, Artifact>,
+    /// The job load every cell runs under.
+    pub workload: Workload,
+    /// Compressed runtime timings handed to every runtime process.
+    pub timings: Timings,
+    /// Cells in file order.
+    pub cells: Vec<Cell>,
+    /// Named matrices (`smoke`, `full`, ...) by name.
+    pub matrices: BTreeMap<String, NamedMatrix>,
+}
+
+impl Matrix {
+    /// The cell called `name`, if declared.
+    pub fn cell(&self, name: &str) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.name == name)
+    }
+
+    /// Cell names in file order.
+    pub fn cell_names(&self) -> Vec<&str> {
+        self.cells.iter().map(|c| c.name.as_str()).collect()
+    }
+}
+
+/// The artifact a non-fresh cell's database is prepared with (the N-1 schema).
+pub const PREVIOUS: &str = "previous";
+/// The build under test: migrates fresh installs and flips by default.
+pub const CURRENT: &str = "current";
+
+/// One runtime version the rehearsal can start: where it comes from, what is armed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// Where the binary comes from.
+    pub source: ArtifactSource,
+    /// A seeded defect armed in this build (a "defective candidate"), if any.
+    pub failpoint: Option<String>,
+}
+
+/// The single source of an artifact's binary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArtifactSource {
+    /// A frozen release archive listed in `artifacts/manifest.toml`.
+    Release(Version),
+    /// Built from this repository.
+    Build(BuildSource),
+    /// A container image reference, pulled as production would.
+    Image(String),
+}
+
+/// What a `build = "..."` source builds; only the workspace today.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildSource {
+    /// The workspace's `awa-runtime` crate.
+    Workspace,
+}
+
+impl fmt::Display for ArtifactSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArtifactSource::Release(v) => write!(f, "release {v}"),
+            ArtifactSource::Build(BuildSource::Workspace) => f.write_str("workspace build"),
+            ArtifactSource::Image(r) => write!(f, "image {r}"),
+        }
+    }
+}
+
+impl fmt::Display for Artifact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source)?;
+        if let Some(fp) = &self.failpoint {
+            write!(f, " with failpoint {fp}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A release version `X.Y.Z` (no pre-release or build suffix: releases are plain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    /// X
+    pub major: u64,
+    /// Y
+    pub minor: u64,
+    /// Z
+    pub patch: u64,
+}
+
+impl FromStr for Version {
+    type Err = &'static str;
+
+    /// Accepts exactly three dot-separated decimal numbers without leading zeros.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split('.').collect();
+        let [major, minor, patch] = parts.as_slice() else {
+            return Err("a release version has three numbers, like \"0.6.2\"");
+        };
+        let number = |p: &str| -> Result<u64, &'static str> {
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err("a release version is three plain numbers, like \"0.6.2\"");
+            }
+            if p.len() > 1 && p.starts_with('0') {
+                return Err("version numbers have no leading zeros");
+            }
+            p.parse().map_err(|_| "a version number is too large")
+        };
+        Ok(Version {
+            major: number(major)?,
+            minor: number(minor)?,
+            patch: number(patch)?,
+        })
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The job load: a banked backlog, a live enqueue rate, a mix of job modes, cron.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// Jobs per second the producers enqueue while load is on.
+    pub rate_per_s: u32,
+    /// Jobs enqueued before the first step.
+    pub backlog: u64,
+    /// Relative weights of the job modes; the total is positive.
+    pub mix: BTreeMap<JobMode, u32>,
+    /// A cron schedule the maintenance leader fires, if any.
+    pub cron: Option<Cron>,
+}
+
+/// The modes of the runtime's built-in `rehearsal` job, plus scheduled jobs.
+///
+/// Each mode has one designed terminal `(state, attempt)` that
+/// reconciliation checks; `scheduled` is a `complete` job with a future `run_at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobMode {
+    /// Completes on the first attempt.
+    Complete,
+    /// Fails once, then completes.
+    RetryOnce,
+    /// Fails terminally on the first attempt.
+    FailTerminal,
+    /// Fails until its attempts run out.
+    ExhaustRetries,
+    /// Snoozes once, then completes.
+    SnoozeOnce,
+    /// Cancels itself.
+    CancelSelf,
+    /// Sleeps, holding its claim (in-flight across migrations and kills).
+    Sleep,
+    /// A `complete` job enqueued with a future `run_at`.
+    Scheduled,
+    /// Runs past its deadline, so deadline rescue must recover it.
+    OverrunDeadline,
+}
+
+impl JobMode {
+    /// Every mode, in the order matrix.toml documents them.
+    pub const ALL: [JobMode; 9] = [
+        JobMode::Complete,
+        JobMode::RetryOnce,
+        JobMode::FailTerminal,
+        JobMode::ExhaustRetries,
+        JobMode::SnoozeOnce,
+        JobMode::CancelSelf,
+        JobMode::Sleep,
+        JobMode::Scheduled,
+        JobMode::OverrunDeadline,
+    ];
+
+    /// The key used in matrix.toml and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobMode::Complete => "complete",
+            JobMode::RetryOnce => "retry_once",
+            JobMode::FailTerminal => "fail_terminal",
+            JobMode::ExhaustRetries => "exhaust_retries",
+            JobMode::SnoozeOnce => "snooze_once",
+            JobMode::CancelSelf => "cancel_self",
+            JobMode::Sleep => "sleep",
+            JobMode::Scheduled => "scheduled",
+            JobMode::OverrunDeadline => "overrun_deadline",
+        }
+    }
+}
+
+/// A cron schedule: one job per fire time, fired by the maintenance leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cron {
+    /// Interval between fire times.
+    pub every: Duration,
+}
+
+/// Runtime timings, compressed so a cell sees many rotations, rescues and heartbeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    /// How often workers heartbeat their attempts and instances.
+    pub heartbeat: Duration,
+    /// A heartbeat older than this is stale (crash and heartbeat rescue).
+    pub stale_after: Duration,
+    /// How often the leader looks for attempts to rescue.
+    pub rescue_every: Duration,
+    /// How often the leader rotates the rings.
+    pub rotate_every: Duration,
+    /// Claim deadline for jobs (deadline rescue).
+    pub deadline: Duration,
+    /// How long a graceful stop may take before the driver gives up.
+    pub drain_timeout: Duration,
+}
+
+/// A named list of cells, such as `smoke`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamedMatrix {
+    /// The entries as written (`"*"` means every cell).
+    pub entries: Vec<String>,
+    /// The cells it selects, in order, without duplicates.
+    pub cells: Vec<String>,
+}
+
+/// One scenario: its steps and what its verdict must be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Unique name (lowercase letters, digits, dashes).
+    pub name: String,
+    /// One-line description for `rehearse list` and the report.
+    pub about: String,
+    /// The verdict this cell must reach.
+    pub expect: Expectation,
+    /// Start on an empty database migrated by `current` instead of the N-1 schema.
+    pub fresh_install: bool,
+    /// Steps, executed in order.
+    pub steps: Vec<Step>,
+}
+
+/// What a cell must produce: a clean pass, or a named finding (for seeded defects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expectation {
+    /// Reconciliation and the monitor find nothing.
+    Pass,
+    /// This reconciliation or monitor rule must fire.
+    Detect(FindingRule),
+}
+
+impl fmt::Display for Expectation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expectation::Pass => f.write_str("pass"),
+            Expectation::Detect(rule) => write!(f, "detect {}", rule.name()),
+        }
+    }
+}
+
+/// The reconciliation and monitor rules a finding can come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingRule {
+    /// An accepted job has no terminal record.
+    Lost,
+    /// An accepted job has more than one terminal record.
+    Duplicate,
+    /// A job ended in a state its mode was not designed for.
+    WrongState,
+    /// A job ended on an attempt its mode was not designed for.
+    WrongAttempt,
+    /// Work is left non-terminal after drain.
+    Stuck,
+    /// A completed job executed more often than interruptions explain.
+    DoubleExecution,
+    /// A killed worker's jobs did not end with exactly one more attempt.
+    RescueUnproven,
+    /// A cron fire time produced more than one job.
+    CronDoubleFire,
+    /// A cron fire time produced no job.
+    CronMissedFire,
+    /// Operator counts differ from the true per-state counts.
+    CountDrift,
+    /// A fenced old binary wrote, or did not refuse, after the flip.
+    FenceBreached,
+    /// A ring advanced under both disciplines without the ledger shadowing it.
+    MixedDiscipline,
+    /// After the flip, ledgers and poisoned columns do not verify.
+    FlipUnverified,
+}
+
+impl FindingRule {
+    /// Every rule, in documentation order.
+    pub const ALL: [FindingRule; 13] = [
+        FindingRule::Lost,
+        FindingRule::Duplicate,
+        FindingRule::WrongState,
+        FindingRule::WrongAttempt,
+        FindingRule::Stuck,
+        FindingRule::DoubleExecution,
+        FindingRule::RescueUnproven,
+        FindingRule::CronDoubleFire,
+        FindingRule::CronMissedFire,
+        FindingRule::CountDrift,
+        FindingRule::FenceBreached,
+        FindingRule::MixedDiscipline,
+        FindingRule::FlipUnverified,
+    ];
+
+    /// The name used in matrix.toml, findings and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingRule::Lost => "lost",
+            FindingRule::Duplicate => "duplicate",
+            FindingRule::WrongState => "wrong_state",
+            FindingRule::WrongAttempt => "wrong_attempt",
+            FindingRule::Stuck => "stuck",
+            FindingRule::DoubleExecution => "double_execution",
+            FindingRule::RescueUnproven => "rescue_unproven",
+            FindingRule::CronDoubleFire => "cron_double_fire",
+            FindingRule::CronMissedFire => "cron_missed_fire",
+            FindingRule::CountDrift => "count_drift",
+            FindingRule::FenceBreached => "fence_breached",
+            FindingRule::MixedDiscipline => "mixed_discipline",
+            FindingRule::FlipUnverified => "flip_unverified",
+        }
+    }
+
+    /// The rule called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+/// One step of a cell. `K` is the kill step's shape: as written in the
+/// matrix ([`KillStep`]) or with its random choices resolved by the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step<K = KillStep> {
+    /// Start workers and producers of an artifact.
+    Fleet(FleetStep),
+    /// Turn live enqueue on or off.
+    Load(LoadStep),
+    /// Run an artifact's `awa migrate`.
+    Migrate(MigrateStep),
+    /// Replace running processes of other artifacts with this one.
+    Roll(RollStep),
+    /// Retire every other artifact's processes and run this one alone.
+    Rollback(RollbackStep),
+    /// Hard-kill a worker, the leader or a producer.
+    Kill(K),
+    /// Immediate-mode stop and restart of PostgreSQL.
+    PgCrash(PgCrashStep),
+    /// Flip ring-cursor authority to the ledgers.
+    Flip(FlipStep),
+    /// Start an artifact's worker after the flip; it must refuse and change nothing.
+    Fence(FenceStep),
+    /// Let the fleet run as it is.
+    Hold(HoldStep),
+    /// Stop the fleet gracefully and wait for all work to finish.
+    Drain(DrainStep),
+    /// Check a named condition now.
+    Assert(AssertStep),
+}
+
+/// The step names, in the order error messages list them.
+pub const STEP_NAMES: [&str; 12] = [
+    "fleet", "load", "migrate", "roll", "rollback", "kill", "pg_crash", "flip", "fence", "hold",
+    "drain", "assert",
+];
+
+impl<K> Step<K> {
+    /// The step's key in matrix.toml.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Fleet(_) => "fleet",
+            Step::Load(_) => "load",
+            Step::Migrate(_) => "migrate",
+            Step::Roll(_) => "roll",
+            Step::Rollback(_) => "rollback",
+            Step::Kill(_) => "kill",
+            Step::PgCrash(_) => "pg_crash",
+            Step::Flip(_) => "flip",
+            Step::Fence(_) => "fence",
+            Step::Hold(_) => "hold",
+            Step::Drain(_) => "drain",
+            Step::Assert(_) => "assert",
+        }
+    }
+}
+
+/// `{ fleet = "previous", workers = 2, producers = 1, leader = true }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetStep {
+    /// Artifact whose binary the processes run.
+    pub artifact: String,
+    /// Workers to start.
+    pub workers: u32,
+    /// Producers to start.
+    pub producers: u32,
+    /// Start the first worker alone and wait until it reports maintenance leadership.
+    pub leader: bool,
+}
+
+/// `{ load = "on" }`
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadStep {
+    /// Whether producers enqueue from now on.
+    pub on: bool,
+}
+
+/// Whether a migration or flip must succeed or be refused by a guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Must succeed.
+    Ok,
+    /// Must be refused (exit code 2 and a refusal event), changing nothing.
+    Refused,
+}
+
+/// `{ migrate = "current", allow_live_runtimes = false, expect = "ok" }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigrateStep {
+    /// Artifact whose migrations run.
+    pub artifact: String,
+    /// Pass `--allow-live-runtimes` (override the runtime version floor).
+    pub allow_live_runtimes: bool,
+    /// Required result.
+    pub expect: Outcome,
+}
+
+/// `{ roll = "current", one_at_a_time = true, pause = "2s", producers = true }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollStep {
+    /// Artifact every replaced process runs afterwards.
+    pub artifact: String,
+    /// Replace one process at a time (else all at once).
+    pub one_at_a_time: bool,
+    /// Wait between replacements.
+    pub pause: Duration,
+    /// Roll producers too, not only workers.
+    pub producers: bool,
+}
+
+/// `{ rollback = "previous", workers = 3 }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollbackStep {
+    /// Artifact that runs alone afterwards.
+    pub artifact: String,
+    /// Workers of it afterwards; `None` keeps the current worker count.
+    pub workers: Option<u32>,
+}
+
+/// Which process a kill hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillTarget {
+    /// A worker (possibly the leader).
+    Worker,
+    /// The process holding maintenance leadership when the kill fires.
+    Leader,
+    /// A producer.
+    Producer,
+}
+
+impl KillTarget {
+    /// The name used in matrix.toml.
+    pub fn name(self) -> &'static str {
+        match self {
+            KillTarget::Worker => "worker",
+            KillTarget::Leader => "leader",
+            KillTarget::Producer => "producer",
+        }
+    }
+}
+
+/// When a fault fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// As this step runs.
+    Now,
+    /// While the next `migrate` step's migration runs.
+    DuringMigrate,
+    /// While the next `flip` step's flip runs.
+    DuringFlip,
+}
+
+impl When {
+    /// Human wording for plans.
+    fn describe(self) -> &'static str {
+        match self {
+            When::Now => "now",
+            When::DuringMigrate => "during the next migrate",
+            When::DuringFlip => "during the next flip",
+        }
+    }
+}
+
+/// The signal a kill sends; only SIGKILL, the crash a supervisor cannot soften.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// SIGKILL.
+    Kill,
+}
+
+/// `{ kill = "worker", of = "current", when = "now", after_started = 20, signal = "kill" }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillStep {
+    /// Which kind of process.
+    pub target: KillTarget,
+    /// Only processes of this artifact are candidates.
+    pub of: Option<String>,
+    /// When it fires.
+    pub when: When,
+    /// Fire once the victim has reported starting this many jobs (0: do not wait).
+    pub after_started: u64,
+    /// Signal sent.
+    pub signal: Signal,
+}
+
+/// `{ pg_crash = "during_flip" }`
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgCrashStep {
+    /// When the crash fires. A migrate or flip it interrupts is run once more
+    /// after PostgreSQL is back, as an operator would; its `expect` applies to that run.
+    pub when: When,
+}
+
+/// How the flip is triggered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlipMode {
+    /// `awa storage flip-ring-authority`.
+    Manual,
+    /// `awa storage flip-ring-authority --force`.
+    Force,
+    /// Wait for the leader's auto-flip.
+    Auto,
+}
+
+impl FlipMode {
+    /// The name used in matrix.toml.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlipMode::Manual => "manual",
+            FlipMode::Force => "force",
+            FlipMode::Auto => "auto",
+        }
+    }
+}
+
+/// `{ flip = "auto", timeout = "30s", by = "current", expect = "ok" }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlipStep {
+    /// How the flip is triggered.
+    pub mode: FlipMode,
+    /// Required result.
+    pub expect: Outcome,
+    /// For `auto`: how long to wait for the leader to flip.
+    pub timeout: Option<Duration>,
+    /// Artifact whose binary runs the flip command (or whose leader auto-flips).
+    pub by: String,
+}
+
+/// `{ fence = "previous" }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceStep {
+    /// Artifact whose worker must refuse.
+    pub artifact: String,
+}
+
+/// `{ hold = "5s" }`
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldStep {
+    /// How long.
+    pub duration: Duration,
+}
+
+/// `{ drain = "60s" }`
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainStep {
+    /// Longest wait for the queue to empty and processes to stop.
+    pub timeout: Duration,
+}
+
+/// `{ assert = "leader_is:current" }`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssertStep {
+    /// The condition checked.
+    pub check: Check,
+}
+
+/// The named checks an `assert` step can run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// The expand migration has been applied.
+    SchemaExpanded,
+    /// Ring-cursor authority is `columns`.
+    AuthorityColumns,
+    /// Ring-cursor authority is `ledger`.
+    AuthorityLedger,
+    /// The old-binary fence trigger is active and the cursor columns poisoned.
+    FenceActive,
+    /// Workers of both versions have claimed jobs.
+    MixedFleetClaimed,
+    /// Deadline-overrun claims are waiting for a flip-aware leader to rescue them.
+    DeadlineRescuePending,
+    /// Those deadline-overrun claims have been rescued.
+    DeadlineRescued,
+    /// The maintenance leader runs this artifact.
+    LeaderIs(String),
+}
+
+/// Check names without an argument, in documentation order.
+pub const CHECK_NAMES: [&str; 7] = [
+    "schema_expanded",
+    "authority_columns",
+    "authority_ledger",
+    "fence_active",
+    "mixed_fleet_claimed",
+    "deadline_rescue_pending",
+    "deadline_rescued",
+];
+
+/// The prefix of the one check that takes an argument.
+pub const LEADER_IS: &str = "leader_is:";
+
+impl FromStr for Check {
+    type Err = ();
+
+    /// Parses a check name; the artifact of `leader_is:` is not checked here.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "schema_expanded" => Check::SchemaExpanded,
+            "authority_columns" => Check::AuthorityColumns,
+            "authority_ledger" => Check::AuthorityLedger,
+            "fence_active" => Check::FenceActive,
+            "mixed_fleet_claimed" => Check::MixedFleetClaimed,
+            "deadline_rescue_pending" => Check::DeadlineRescuePending,
+            "deadline_rescued" => Check::DeadlineRescued,
+            _ => match s.strip_prefix(LEADER_IS) {
+                Some(artifact) if !artifact.is_empty() => Check::LeaderIs(artifact.to_owned()),
+                _ => return Err(()),
+            },
+        })
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Check::SchemaExpanded => CHECK_NAMES[0],
+            Check::AuthorityColumns => CHECK_NAMES[1],
+            Check::AuthorityLedger => CHECK_NAMES[2],
+            Check::FenceActive => CHECK_NAMES[3],
+            Check::MixedFleetClaimed => CHECK_NAMES[4],
+            Check::DeadlineRescuePending => CHECK_NAMES[5],
+            Check::DeadlineRescued => CHECK_NAMES[6],
+            Check::LeaderIs(artifact) => return write!(f, "{LEADER_IS}{artifact}"),
+        };
+        f.write_str(name)
+    }
+}
+
+impl Serialize for Check {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Check {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse()
+            .map_err(|()| serde::de::Error::custom(format!("unknown check \"{name}\"")))
+    }
+}
+
+impl fmt::Display for KillStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kill {}", self.target.name())?;
+        if let Some(of) = &self.of {
+            write!(f, " of {of}")?;
+        }
+        write!(f, ": {}", self.when.describe())?;
+        if self.after_started > 0 {
+            write!(f, ", once it has started {} jobs", self.after_started)?;
+        }
+        Ok(())
+    }
+}
+
+impl<K: fmt::Display> fmt::Display for Step<K> {
+    /// One line for `rehearse plan`, e.g. `roll to current one at a time, pause 2s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Fleet(s) => {
+                write!(f, "fleet {}:", s.artifact)?;
+                let mut parts = Vec::new();
+                if s.workers > 0 {
+                    parts.push(plural(s.workers, "worker"));
+                }
+                if s.producers > 0 {
+                    parts.push(plural(s.producers, "producer"));
+                }
+                write!(f, " {}", parts.join(", "))?;
+                if s.leader {
+                    f.write_str(", first worker becomes leader")?;
+                }
+                Ok(())
+            }
+            Step::Load(s) => write!(f, "load {}", if s.on { "on" } else { "off" }),
+            Step::Migrate(s) => {
+                write!(f, "migrate with {}", s.artifact)?;
+                if s.allow_live_runtimes {
+                    f.write_str(" --allow-live-runtimes")?;
+                }
+                if s.expect == Outcome::Refused {
+                    f.write_str(", must be refused")?;
+                }
+                Ok(())
+            }
+            Step::Roll(s) => {
+                write!(f, "roll to {}", s.artifact)?;
+                if s.one_at_a_time {
+                    write!(f, " one at a time, pause {}", s.pause)?;
+                } else {
+                    f.write_str(" all at once")?;
+                }
+                if !s.producers {
+                    f.write_str(", workers only")?;
+                }
+                Ok(())
+            }
+            Step::Rollback(s) => {
+                write!(f, "rollback to {}", s.artifact)?;
+                if let Some(n) = s.workers {
+                    write!(f, " with {}", plural(n, "worker"))?;
+                }
+                Ok(())
+            }
+            Step::Kill(k) => write!(f, "{k}"),
+            Step::PgCrash(s) => write!(f, "pg_crash {}", s.when.describe()),
+            Step::Flip(s) => {
+                write!(f, "flip {} by {}", s.mode.name(), s.by)?;
+                if let Some(t) = s.timeout {
+                    write!(f, ", timeout {t}")?;
+                }
+                if s.expect == Outcome::Refused {
+                    f.write_str(", must be refused")?;
+                }
+                Ok(())
+            }
+            Step::Fence(s) => write!(
+                f,
+                "fence {}: its worker must refuse and change nothing",
+                s.artifact
+            ),
+            Step::Hold(s) => write!(f, "hold {}", s.duration),
+            Step::Drain(s) => write!(f, "drain, up to {}", s.timeout),
+            Step::Assert(s) => write!(f, "assert {}", s.check),
+        }
+    }
+}
+
+/// "1 worker", "3 workers".
+pub(crate) fn plural(n: u32, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_accepted_and_rejected() {
+        assert_eq!(
+            "0.6.2".parse(),
+            Ok(Version {
+                major: 0,
+                minor: 6,
+                patch: 2
+            })
+        );
+        assert_eq!(
+            "10.20.30".parse::<Version>().map(|v| v.to_string()),
+            Ok("10.20.30".to_owned())
+        );
+        for bad in [
+            "0.6",
+            "0.6.2.1",
+            "v0.6.2",
+            "0.6.2-rc1",
+            "0.06.2",
+            "",
+            "..",
+            "0.6.x",
+            "0.6.2 ",
+        ] {
+            assert!(bad.parse::<Version>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn checks_round_trip_through_their_names() {
+        for name in CHECK_NAMES.into_iter().chain(["leader_is:previous"]) {
+            let check: Check = name.parse().unwrap();
+            assert_eq!(check.to_string(), name);
+        }
+        assert!("leader_is:".parse::<Check>().is_err());
+        assert!("leader_is".parse::<Check>().is_err());
+        assert!("fenced".parse::<Check>().is_err());
+    }
+
+    #[test]
+    fn finding_rules_round_trip_through_their_names() {
+        for rule in FindingRule::ALL {
+            assert_eq!(FindingRule::from_name(rule.name()), Some(rule));
+            assert_eq!(
+                serde_json::to_string(&rule).unwrap(),
+                format!("\"{}\"", rule.name())
+            );
+        }
+        assert_eq!(FindingRule::from_name("fence-breached"), None);
+    }
+
+    #[test]
+    fn steps_serialize_with_a_step_tag() {
+        let step: Step = Step::Hold(HoldStep {
+            duration: Duration::from_secs(5),
+        });
+        assert_eq!(
+            serde_json::to_string(&step).unwrap(),
+            r#"{"step":"hold","duration":"5s"}"#
+        );
+        let back: Step = serde_json::from_str(r#"{"step":"hold","duration":"5s"}"#).unwrap();
+        assert_eq!(back, step);
+        let expect =
+            serde_json::to_string(&Expectation::Detect(FindingRule::FenceBreached)).unwrap();
+        assert_eq!(expect, r#"{"detect":"fence_breached"}"#);
+        assert_eq!(
+            serde_json::to_string(&Expectation::Pass).unwrap(),
+            r#""pass""#
+        );
+    }
+}

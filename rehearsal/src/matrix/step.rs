@@ -1,0 +1,598 @@
+//! Steps: one inline table, one step key, that step's options.
+//!
+//! serde cannot express "the key is the tag" for an internally tagged
+//! enum, so each step arrives as a spanned key/value list and is converted
+//! here by hand. That is also where the good messages come from: an
+//! unknown step is told from a misspelt option, two step keys in one table
+//! are named, and every option is checked for type and range at its own
+//! line and column.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use toml::{Spanned, Value};
+
+use super::diagnostic::{Sink, did_you_mean};
+use super::duration::Duration;
+use super::model::{
+    AssertStep, CHECK_NAMES, CURRENT, Check, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep,
+    HoldStep, KillStep, KillTarget, LEADER_IS, LoadStep, MigrateStep, Outcome, PgCrashStep,
+    RollStep, RollbackStep, STEP_NAMES, Signal, Step, When,
+};
+use super::raw::RawStep;
+
+/// Most workers one step may start: a typo must not fork-bomb the machine.
+pub const MAX_WORKERS: u64 = 32;
+/// Most producers one step may start.
+pub const MAX_PRODUCERS: u64 = 8;
+/// Largest `after_started` threshold.
+pub const MAX_AFTER_STARTED: u64 = 1_000_000;
+
+/// The options each step takes, besides its own key.
+const OPTIONS: [(&str, &[&str]); 12] = [
+    ("fleet", &["workers", "producers", "leader"]),
+    ("load", &[]),
+    ("migrate", &["allow_live_runtimes", "expect"]),
+    ("roll", &["one_at_a_time", "pause", "producers"]),
+    ("rollback", &["workers"]),
+    ("kill", &["of", "when", "after_started", "signal"]),
+    ("pg_crash", &[]),
+    ("flip", &["expect", "timeout", "by"]),
+    ("fence", &[]),
+    ("hold", &[]),
+    ("drain", &[]),
+    ("assert", &[]),
+];
+
+const WHEN: [(&str, When); 3] = [
+    ("now", When::Now),
+    ("during_migrate", When::DuringMigrate),
+    ("during_flip", When::DuringFlip),
+];
+const OUTCOME: [(&str, Outcome); 2] = [("ok", Outcome::Ok), ("refused", Outcome::Refused)];
+
+fn options_of(step: &str) -> &'static [&'static str] {
+    OPTIONS
+        .iter()
+        .find(|(name, _)| *name == step)
+        .map_or(&[], |(_, options)| options)
+}
+
+/// The context prefix of a step's messages: `cell "fence", step 3 (flip)`.
+///
+/// `cell` is the cell's label (`cell "fence"`, or `cell #4` when it has no name).
+pub(crate) fn step_context(cell: &str, index: usize, step: Option<&str>) -> String {
+    match step {
+        Some(name) => format!("{cell}, step {index} ({name})"),
+        None => format!("{cell}, step {index}"),
+    }
+}
+
+/// Converts one raw step (1-based `index`) of the cell labelled `cell`, recording every problem; `None` if any.
+pub(crate) fn convert(
+    raw: &Spanned<RawStep>,
+    cell: &str,
+    index: usize,
+    artifacts: &BTreeSet<String>,
+    sink: &mut Sink<'_>,
+) -> Option<Step> {
+    let entries = match raw.get_ref() {
+        RawStep::Table(entries) => entries,
+        RawStep::Broken => return None,
+        RawStep::NotATable(found) => {
+            sink.error(
+                Some(raw.span()),
+                &step_context(cell, index, None),
+                format!("expected an inline table like {{ hold = \"5s\" }}, found {found}"),
+            );
+            return None;
+        }
+    };
+    let step_keys: Vec<&(Spanned<String>, Spanned<Value>)> = entries
+        .iter()
+        .filter(|(k, _)| STEP_NAMES.contains(&k.get_ref().as_str()))
+        .collect();
+    let step = match step_keys.as_slice() {
+        [(key, _)] => STEP_NAMES.into_iter().find(|s| s == key.get_ref())?,
+        [] => {
+            report_missing_step(raw, entries, cell, index, sink);
+            return None;
+        }
+        [_, second, ..] => {
+            let names: Vec<&str> = step_keys
+                .iter()
+                .map(|(k, _)| k.get_ref().as_str())
+                .collect();
+            sink.error(
+                Some(second.0.span()),
+                &step_context(cell, index, None),
+                format!(
+                    "one step per table, found {} step keys ({}); split them into separate steps",
+                    names.len(),
+                    names.join(", ")
+                ),
+            );
+            return None;
+        }
+    };
+    let mut r = Reader {
+        sink,
+        context: step_context(cell, index, Some(step)),
+        step,
+        table: raw.span(),
+        entries,
+        artifacts,
+        ok: true,
+    };
+    r.reject_unknown_options();
+    let step = match step {
+        "fleet" => fleet(&mut r),
+        "load" => {
+            let on = r.head_choice(&[("on", true), ("off", false)]);
+            on.map(|on| Step::Load(LoadStep { on }))
+        }
+        "migrate" => {
+            let artifact = r.head_artifact();
+            let allow_live_runtimes = r.boolean("allow_live_runtimes", false);
+            let expect = r.choice("expect", &OUTCOME, Outcome::Ok);
+            artifact.map(|artifact| {
+                Step::Migrate(MigrateStep {
+                    artifact,
+                    allow_live_runtimes,
+                    expect,
+                })
+            })
+        }
+        "roll" => roll(&mut r),
+        "rollback" => {
+            let artifact = r.head_artifact();
+            let workers = r.count_opt("workers", 1, MAX_WORKERS);
+            artifact.map(|artifact| {
+                Step::Rollback(RollbackStep {
+                    artifact,
+                    workers: workers.map(to_u32),
+                })
+            })
+        }
+        "kill" => kill(&mut r),
+        "pg_crash" => r
+            .head_choice(&WHEN)
+            .map(|when| Step::PgCrash(PgCrashStep { when })),
+        "flip" => flip(&mut r),
+        "fence" => r
+            .head_artifact()
+            .map(|artifact| Step::Fence(FenceStep { artifact })),
+        "hold" => r
+            .head_positive_duration()
+            .map(|duration| Step::Hold(HoldStep { duration })),
+        "drain" => r
+            .head_positive_duration()
+            .map(|timeout| Step::Drain(DrainStep { timeout })),
+        "assert" => r
+            .head_check()
+            .map(|check| Step::Assert(AssertStep { check })),
+        _ => None,
+    };
+    if r.ok { step } else { None }
+}
+
+/// A table without a step key: either a misspelt step, or options alone.
+fn report_missing_step(
+    raw: &Spanned<RawStep>,
+    entries: &[(Spanned<String>, Spanned<Value>)],
+    cell: &str,
+    index: usize,
+    sink: &mut Sink<'_>,
+) {
+    let context = step_context(cell, index, None);
+    let is_option = |key: &str| OPTIONS.iter().any(|(_, options)| options.contains(&key));
+    let expected = STEP_NAMES.join(", ");
+    if let Some((key, _)) = entries.iter().find(|(k, _)| !is_option(k.get_ref())) {
+        let name = key.get_ref();
+        sink.error(
+            Some(key.span()),
+            &context,
+            format!(
+                "unknown step \"{name}\"{}; expected one of {expected}",
+                did_you_mean(name, STEP_NAMES)
+            ),
+        );
+    } else if entries.is_empty() {
+        sink.error(
+            Some(raw.span()),
+            &context,
+            format!("empty step; expected one of {expected}"),
+        );
+    } else {
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.get_ref().as_str()).collect();
+        sink.error(
+            Some(raw.span()),
+            &context,
+            format!(
+                "step has options ({}) but no step key; expected one of {expected}",
+                keys.join(", ")
+            ),
+        );
+    }
+}
+
+fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let artifact = r.head_artifact();
+    let workers = r.count("workers", 0, 0, MAX_WORKERS);
+    let producers = r.count("producers", 0, 0, MAX_PRODUCERS);
+    let leader = r.boolean("leader", false);
+    if workers == 0 && producers == 0 && r.ok {
+        r.fail(
+            Some(r.table.clone()),
+            "a fleet step must start something: set workers or producers (or both)",
+        );
+    }
+    if leader && workers == 0 {
+        let span = r.span_of("leader");
+        r.fail(
+            span,
+            "leader = true needs workers >= 1: the leader is this fleet's first worker",
+        );
+    }
+    let (workers, producers) = (to_u32(workers), to_u32(producers));
+    artifact.map(|artifact| {
+        Step::Fleet(FleetStep {
+            artifact,
+            workers,
+            producers,
+            leader,
+        })
+    })
+}
+
+fn roll(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let artifact = r.head_artifact();
+    let one_at_a_time = r.boolean("one_at_a_time", true);
+    let pause = r.duration("pause").unwrap_or(Duration::from_secs(1));
+    let producers = r.boolean("producers", true);
+    if !one_at_a_time && r.get("pause").is_some() {
+        let span = r.span_of("pause");
+        r.fail(
+            span,
+            "pause only applies with one_at_a_time = true: an all-at-once roll has no gaps",
+        );
+    }
+    artifact.map(|artifact| {
+        Step::Roll(RollStep {
+            artifact,
+            one_at_a_time,
+            pause,
+            producers,
+        })
+    })
+}
+
+fn kill(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let target = r.head_choice(&[
+        ("worker", KillTarget::Worker),
+        ("leader", KillTarget::Leader),
+        ("producer", KillTarget::Producer),
+    ]);
+    let of = r.artifact("of");
+    let when = r.choice("when", &WHEN, When::Now);
+    let after_started = r.count("after_started", 0, 0, MAX_AFTER_STARTED);
+    let signal = r.choice("signal", &[("kill", Signal::Kill)], Signal::Kill);
+    if after_started > 0 {
+        let span = r.span_of("after_started");
+        if target == Some(KillTarget::Producer) {
+            r.fail(
+                span,
+                "after_started counts jobs a worker started; a producer starts none",
+            );
+        } else if when != When::Now {
+            r.fail(span, "after_started only applies to when = \"now\"; a kill during a migrate or flip fires as that phase runs");
+        }
+    }
+    target.map(|target| {
+        Step::Kill(KillStep {
+            target,
+            of,
+            when,
+            after_started,
+            signal,
+        })
+    })
+}
+
+fn flip(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let mode = r.head_choice(&[
+        ("manual", FlipMode::Manual),
+        ("force", FlipMode::Force),
+        ("auto", FlipMode::Auto),
+    ]);
+    let expect = r.choice("expect", &OUTCOME, Outcome::Ok);
+    let timeout = r.duration("timeout");
+    let by = r.artifact("by");
+    let timeout = match mode {
+        Some(FlipMode::Auto) => {
+            let timeout = timeout.unwrap_or(Duration::from_secs(30));
+            if timeout.is_zero() {
+                let span = r.span_of("timeout");
+                r.fail(
+                    span,
+                    "timeout must be longer than 0s: the leader needs time to auto-flip",
+                );
+            }
+            Some(timeout)
+        }
+        Some(other) => {
+            if r.get("timeout").is_some() {
+                let span = r.span_of("timeout");
+                r.fail(
+                    span,
+                    format!(
+                        "timeout only applies to flip = \"auto\"; a {} flip runs once",
+                        other.name()
+                    ),
+                );
+            }
+            None
+        }
+        None => None,
+    };
+    let by = match by {
+        Some(by) => by,
+        None if r.artifacts.contains(CURRENT) => CURRENT.to_owned(),
+        None => {
+            let span = Some(r.table.clone());
+            r.fail(span, "flip runs with artifact \"current\" by default, which is not declared; set by = \"ARTIFACT\"");
+            String::new()
+        }
+    };
+    mode.map(|mode| {
+        Step::Flip(FlipStep {
+            mode,
+            expect,
+            timeout,
+            by,
+        })
+    })
+}
+
+fn to_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Reads the options of one step table, recording problems as it goes.
+struct Reader<'a, 's> {
+    sink: &'a mut Sink<'s>,
+    context: String,
+    step: &'static str,
+    table: Range<usize>,
+    entries: &'a [(Spanned<String>, Spanned<Value>)],
+    artifacts: &'a BTreeSet<String>,
+    ok: bool,
+}
+
+impl<'a> Reader<'a, '_> {
+    fn fail(&mut self, span: Option<Range<usize>>, message: impl Into<String>) {
+        self.ok = false;
+        self.sink.error(span, &self.context, message);
+    }
+
+    fn get(&self, key: &str) -> Option<&'a Spanned<Value>> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k.get_ref() == key)
+            .map(|(_, v)| v)
+    }
+
+    fn span_of(&self, key: &str) -> Option<Range<usize>> {
+        self.get(key).map(Spanned::span)
+    }
+
+    fn reject_unknown_options(&mut self) {
+        let allowed = options_of(self.step);
+        let unknown: Vec<&Spanned<String>> = self
+            .entries
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|k| k.get_ref() != self.step && !allowed.contains(&k.get_ref().as_str()))
+            .collect();
+        for key in unknown {
+            let name = key.get_ref();
+            let message = if allowed.is_empty() {
+                format!("unknown option \"{name}\"; {} takes no options", self.step)
+            } else {
+                format!(
+                    "unknown option \"{name}\" for {}{}; expected one of {}",
+                    self.step,
+                    did_you_mean(name, allowed.iter().copied()),
+                    allowed.join(", ")
+                )
+            };
+            self.fail(Some(key.span()), message);
+        }
+    }
+
+    /// A string option; a wrong type is reported against `expected`.
+    fn string(&mut self, key: &str, expected: &str) -> Option<(&'a str, Range<usize>)> {
+        let value = self.get(key)?;
+        match value.get_ref() {
+            Value::String(s) => Some((s.as_str(), value.span())),
+            other => {
+                self.fail(
+                    Some(value.span()),
+                    format!("{key} must be {expected}, found {}", describe(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn known_artifact(&mut self, name: &str, span: Range<usize>) -> Option<String> {
+        if self.artifacts.contains(name) {
+            return Some(name.to_owned());
+        }
+        let declared: Vec<&str> = self.artifacts.iter().map(String::as_str).collect();
+        let message = if declared.is_empty() {
+            format!(
+                "unknown artifact \"{name}\"; no artifacts are declared: add an [artifacts.{name}] table"
+            )
+        } else {
+            format!(
+                "unknown artifact \"{name}\"{}; declared artifacts: {}",
+                did_you_mean(name, declared.iter().copied()),
+                declared.join(", ")
+            )
+        };
+        self.fail(Some(span), message);
+        None
+    }
+
+    /// The step key's value, naming a declared artifact.
+    fn head_artifact(&mut self) -> Option<String> {
+        let (name, span) = self.string(self.step, "an artifact name (a string)")?;
+        self.known_artifact(name, span)
+    }
+
+    /// An optional option naming a declared artifact.
+    fn artifact(&mut self, key: &str) -> Option<String> {
+        let (name, span) = self.string(key, "an artifact name (a string)")?;
+        self.known_artifact(name, span)
+    }
+
+    fn boolean(&mut self, key: &str, default: bool) -> bool {
+        let Some(value) = self.get(key) else {
+            return default;
+        };
+        match value.get_ref() {
+            Value::Boolean(b) => *b,
+            other => {
+                self.fail(
+                    Some(value.span()),
+                    format!("{key} must be true or false, found {}", describe(other)),
+                );
+                default
+            }
+        }
+    }
+
+    /// An integer option in `min..=max`, or `default` when absent.
+    fn count(&mut self, key: &str, default: u64, min: u64, max: u64) -> u64 {
+        self.count_opt(key, min, max).unwrap_or(default)
+    }
+
+    fn count_opt(&mut self, key: &str, min: u64, max: u64) -> Option<u64> {
+        let value = self.get(key)?;
+        let expected = format!("an integer from {min} to {max}");
+        match value.get_ref() {
+            Value::Integer(n) if (min as i128..=max as i128).contains(&(*n as i128)) => {
+                Some(*n as u64)
+            }
+            Value::Integer(n) => {
+                self.fail(
+                    Some(value.span()),
+                    format!("{key} must be {expected}, found {n}"),
+                );
+                None
+            }
+            other => {
+                self.fail(
+                    Some(value.span()),
+                    format!("{key} must be {expected}, found {}", describe(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn parse_duration(&mut self, key: &str) -> Option<Duration> {
+        let (text, span) = self.string(key, "a duration like \"2s\"")?;
+        match text.parse::<Duration>() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.fail(Some(span), e.to_string());
+                None
+            }
+        }
+    }
+
+    /// An optional duration option.
+    fn duration(&mut self, key: &str) -> Option<Duration> {
+        self.parse_duration(key)
+    }
+
+    /// The step key's value as a duration longer than zero.
+    fn head_positive_duration(&mut self) -> Option<Duration> {
+        let d = self.parse_duration(self.step)?;
+        if d.is_zero() {
+            let span = self.span_of(self.step);
+            self.fail(span, format!("{} must be longer than 0s", self.step));
+            return None;
+        }
+        Some(d)
+    }
+
+    fn pick<T: Copy>(&mut self, key: &str, choices: &[(&str, T)]) -> Option<T> {
+        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+        let (text, span) = self.string(key, &format!("one of {}", names.join(", ")))?;
+        if let Some((_, v)) = choices.iter().find(|(n, _)| *n == text) {
+            return Some(*v);
+        }
+        self.fail(
+            Some(span),
+            format!(
+                "invalid {key} \"{text}\"{}; expected one of {}",
+                did_you_mean(text, names.iter().copied()),
+                names.join(", ")
+            ),
+        );
+        None
+    }
+
+    /// The step key's value, one of `choices`.
+    fn head_choice<T: Copy>(&mut self, choices: &[(&str, T)]) -> Option<T> {
+        self.pick(self.step, choices)
+    }
+
+    /// An option that is one of `choices`, or `default` when absent or invalid.
+    fn choice<T: Copy>(&mut self, key: &str, choices: &[(&str, T)], default: T) -> T {
+        self.pick(key, choices).unwrap_or(default)
+    }
+
+    fn head_check(&mut self) -> Option<Check> {
+        let (text, span) = self.string(self.step, "a check name (a string)")?;
+        match text.parse::<Check>() {
+            Ok(Check::LeaderIs(artifact)) => {
+                let start = span.start + 1 + LEADER_IS.len();
+                self.known_artifact(&artifact, start..span.end)
+                    .map(Check::LeaderIs)
+            }
+            Ok(check) => Some(check),
+            Err(()) => {
+                let hint = if text.starts_with("leader_is") {
+                    String::new()
+                } else {
+                    did_you_mean(text, CHECK_NAMES)
+                };
+                self.fail(
+                    Some(span),
+                    format!(
+                        "unknown check \"{text}\"{hint}; expected one of {}, {LEADER_IS}<artifact>",
+                        CHECK_NAMES.join(", ")
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// A TOML value named for an error message: `string "two"`, `integer 3`.
+pub(crate) fn describe(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("string \"{s}\""),
+        Value::Integer(n) => format!("integer {n}"),
+        Value::Float(x) => format!("float {x}"),
+        Value::Boolean(b) => format!("boolean {b}"),
+        Value::Datetime(d) => format!("datetime {d}"),
+        Value::Array(_) => "an array".to_owned(),
+        Value::Table(_) => "a table".to_owned(),
+    }
+}

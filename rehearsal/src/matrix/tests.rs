@@ -1,0 +1,1140 @@
+//! Parsing and validation of matrix.toml: the shipped file, and one test per error class.
+//!
+//! Each test document puts the part under test first, so the line numbers
+//! in the expected messages are easy to read off; the valid remainder of a
+//! matrix follows. Every test asserts the complete list of messages, so a
+//! check that starts cascading into extra noise fails too.
+
+use super::*;
+
+/// The matrix the repository ships; it must always be valid.
+const SHIPPED: &str = include_str!("../../../matrix.toml");
+
+const ARTIFACTS: &str = r#"
+[artifacts.previous]
+release = "0.6.2"
+[artifacts.current]
+build = "workspace"
+"#;
+
+const WORKLOAD: &str = r#"
+[workload]
+rate_per_s = 200
+backlog = 100
+mix = { complete = 3, retry_once = 1 }
+cron = { every = "2s" }
+"#;
+
+const TIMINGS: &str = r#"
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "60s"
+"#;
+
+const CELL: &str = r#"
+[[cell]]
+name = "ok"
+about = "a valid cell"
+steps = [{ fleet = "previous", workers = 1 }]
+"#;
+
+/// `first` (starting at line 1), then whatever of the valid parts it does not replace.
+fn doc(first: &str, skip: &[&str]) -> String {
+    let mut text = first.trim_start_matches('\n').to_owned();
+    for part in [ARTIFACTS, WORKLOAD, TIMINGS, CELL] {
+        if !skip.contains(&part) {
+            text.push_str(part);
+        }
+    }
+    text
+}
+
+/// Every message for `text`, or a panic if it is valid.
+fn errors(text: &str) -> Vec<String> {
+    match parse("matrix.toml", text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(d) => d.lines(),
+    }
+}
+
+/// Asserts the complete list of messages for cells written first in a valid matrix.
+#[track_caller]
+fn assert_cells(cells: &str, expected: &[&str]) {
+    assert_eq!(errors(&doc(cells, &[CELL])), expected);
+}
+
+/// A one-cell matrix whose cell has `steps` (one per line, starting at line 4).
+fn steps(lines: &[&str]) -> String {
+    let mut text = String::from("[[cell]]\nname = \"c\"\nabout = \"test\"\nsteps = [\n");
+    for line in lines {
+        text.push_str("  ");
+        text.push_str(line);
+        text.push_str(",\n");
+    }
+    text.push_str("]\n");
+    text
+}
+
+#[track_caller]
+fn assert_steps(lines: &[&str], expected: &[&str]) {
+    assert_cells(&steps(lines), expected);
+}
+
+#[track_caller]
+fn assert_valid_steps(lines: &[&str]) -> Matrix {
+    let text = doc(&steps(lines), &[CELL]);
+    parse("matrix.toml", &text).unwrap_or_else(|d| panic!("rejected:\n{d}"))
+}
+
+const STEP_LIST: &str =
+    "fleet, load, migrate, roll, rollback, kill, pg_crash, flip, fence, hold, drain, assert";
+
+// --- the shipped matrix -------------------------------------------------------
+
+#[test]
+fn shipped_matrix_is_valid() {
+    let matrix = parse("matrix.toml", SHIPPED)
+        .unwrap_or_else(|d| panic!("shipped matrix.toml is invalid:\n{d}"));
+    let names = matrix.cell_names();
+    let required = [
+        "migrate-first",
+        "binary-first",
+        "overlapping",
+        "n1-only-expanded",
+        "mixed-claims",
+        "leader-handoff-cron",
+        "inflight-across-migrate",
+        "hard-kill-rescue",
+        "deadline-rescue-handoff",
+        "flip-manual",
+        "flip-auto",
+        "fence",
+        "rollback-before-flip",
+        "floor-refuses-pre-guard",
+        "pg-crash-during-migrate",
+        "pg-crash-during-flip",
+        "fresh-install",
+        "defect-flip-skip-reconcile",
+        "defect-fence-current-slot-only",
+        "defect-compat-backfill-one",
+    ];
+    assert_eq!(names, required);
+    assert_eq!(
+        matrix.matrices["smoke"].cells,
+        ["migrate-first", "binary-first", "fence"]
+    );
+    assert_eq!(matrix.matrices["full"].cells, required);
+    assert_eq!(matrix.matrices["nightly"].cells, required);
+    assert_eq!(matrix.workload.rate_per_s, 200);
+    assert_eq!(matrix.workload.backlog, 5000);
+    assert!(matrix.cell("fresh-install").unwrap().fresh_install);
+    for cell in &matrix.cells {
+        assert!(!cell.about.is_empty(), "{}", cell.name);
+    }
+}
+
+#[test]
+fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
+    let matrix = parse("matrix.toml", SHIPPED).unwrap();
+    for (cell, artifact, failpoint, rule) in [
+        (
+            "defect-flip-skip-reconcile",
+            "defective_flip",
+            "flip_skip_reconcile",
+            FindingRule::FlipUnverified,
+        ),
+        (
+            "defect-fence-current-slot-only",
+            "defective_fence",
+            "fence_current_slot_only",
+            FindingRule::FenceBreached,
+        ),
+        (
+            "defect-compat-backfill-one",
+            "defective_compat",
+            "compat_backfill_one",
+            FindingRule::MixedDiscipline,
+        ),
+    ] {
+        let c = matrix.cell(cell).unwrap();
+        assert_eq!(c.expect, Expectation::Detect(rule), "{cell}");
+        assert_eq!(
+            matrix.artifacts[artifact].failpoint.as_deref(),
+            Some(failpoint)
+        );
+        assert!(
+            c.steps
+                .iter()
+                .any(|s| matches!(s, Step::Migrate(m) if m.artifact == artifact)),
+            "{cell}"
+        );
+    }
+    for clean in matrix
+        .cells
+        .iter()
+        .filter(|c| !c.name.starts_with("defect-"))
+    {
+        assert_eq!(clean.expect, Expectation::Pass, "{}", clean.name);
+    }
+}
+
+#[test]
+fn shipped_deadline_handoff_cell_asserts_pending_then_rescued_around_the_leader_kill() {
+    let matrix = parse("matrix.toml", SHIPPED).unwrap();
+    let steps = &matrix.cell("deadline-rescue-handoff").unwrap().steps;
+    let position = |wanted: &dyn Fn(&Step) -> bool| steps.iter().position(wanted).unwrap();
+    let pending =
+        position(&|s| matches!(s, Step::Assert(a) if a.check == Check::DeadlineRescuePending));
+    let kill = position(&|s| matches!(s, Step::Kill(k) if k.target == KillTarget::Leader));
+    let rescued = position(&|s| matches!(s, Step::Assert(a) if a.check == Check::DeadlineRescued));
+    assert!(pending < kill && kill < rescued);
+}
+
+#[test]
+fn a_valid_matrix_parses_every_step_with_defaults() {
+    let matrix = assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 2, producers = 1, leader = true }"#,
+        r#"{ load = "on" }"#,
+        r#"{ migrate = "current" }"#,
+        r#"{ kill = "worker" }"#,
+        r#"{ roll = "current" }"#,
+        r#"{ rollback = "previous" }"#,
+        r#"{ roll = "current", one_at_a_time = false, producers = false }"#,
+        r#"{ pg_crash = "now" }"#,
+        r#"{ flip = "auto" }"#,
+        r#"{ fence = "previous" }"#,
+        r#"{ hold = "1m30s" }"#,
+        r#"{ assert = "leader_is:current" }"#,
+        r#"{ drain = "60s" }"#,
+    ]);
+    let cell = &matrix.cells[0];
+    assert_eq!(cell.expect, Expectation::Pass);
+    assert!(!cell.fresh_install);
+    let s = &cell.steps;
+    assert_eq!(
+        s[0],
+        Step::Fleet(FleetStep {
+            artifact: "previous".into(),
+            workers: 2,
+            producers: 1,
+            leader: true
+        })
+    );
+    assert_eq!(s[1], Step::Load(LoadStep { on: true }));
+    assert_eq!(
+        s[2],
+        Step::Migrate(MigrateStep {
+            artifact: "current".into(),
+            allow_live_runtimes: false,
+            expect: Outcome::Ok
+        })
+    );
+    assert_eq!(
+        s[3],
+        Step::Kill(KillStep {
+            target: KillTarget::Worker,
+            of: None,
+            when: When::Now,
+            after_started: 0,
+            signal: Signal::Kill
+        })
+    );
+    assert_eq!(
+        s[4],
+        Step::Roll(RollStep {
+            artifact: "current".into(),
+            one_at_a_time: true,
+            pause: Duration::from_secs(1),
+            producers: true
+        })
+    );
+    assert_eq!(
+        s[5],
+        Step::Rollback(RollbackStep {
+            artifact: "previous".into(),
+            workers: None
+        })
+    );
+    assert_eq!(
+        s[8],
+        Step::Flip(FlipStep {
+            mode: FlipMode::Auto,
+            expect: Outcome::Ok,
+            timeout: Some(Duration::from_secs(30)),
+            by: "current".into()
+        })
+    );
+    assert_eq!(
+        s[10],
+        Step::Hold(HoldStep {
+            duration: Duration::from_secs(90)
+        })
+    );
+    assert_eq!(
+        s[11],
+        Step::Assert(AssertStep {
+            check: Check::LeaderIs("current".into())
+        })
+    );
+    assert_eq!(
+        s[12],
+        Step::Drain(DrainStep {
+            timeout: Duration::from_secs(60)
+        })
+    );
+}
+
+// --- syntax and unknown keys -------------------------------------------------------
+
+#[test]
+fn syntax_errors_stop_before_the_checks_with_their_locations() {
+    assert_eq!(
+        errors(&doc("[[cell]\nname = \"x\"\n", &[])),
+        ["matrix.toml:1:8: unclosed array table, expected `]`"]
+    );
+    let lines = errors(&doc(
+        "[workload]\nrate_per_s = \nbacklog = 1\n[timings]\nheartbeat = \"2s\" extra\n",
+        &[WORKLOAD, TIMINGS],
+    ));
+    let locations: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        locations,
+        ["matrix.toml:2:14", "matrix.toml:5:18"],
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn unknown_section() {
+    assert_eq!(
+        errors(&doc("[workloads]\nrate_per_s = 1\n", &[])),
+        [
+            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, cell, matrix"
+        ]
+    );
+}
+
+#[test]
+fn unknown_key_in_an_artifact() {
+    assert_eq!(
+        errors(&doc(
+            "[artifacts.extra]\nrelease = \"0.6.2\"\nsha = \"abc\"\n",
+            &[]
+        )),
+        [
+            "matrix.toml:3:1: artifact \"extra\": unknown field `sha`, expected one of `release`, `build`, `image`, `failpoint`"
+        ]
+    );
+}
+
+#[test]
+fn unknown_key_in_a_cell() {
+    assert_cells(
+        "[[cell]]\nname = \"c\"\nabout = \"a\"\nstep = []\n",
+        &[
+            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`",
+        ],
+    );
+}
+
+#[test]
+fn unknown_key_in_workload_and_cron() {
+    let text = doc(
+        "[workload]\nrate_per_s = 200\nmix = { complete = 1 }\ncron = { every = \"2s\", at = \"now\" }\n",
+        &[WORKLOAD],
+    );
+    assert_eq!(
+        errors(&text),
+        ["matrix.toml:4:24: workload: unknown field `at`, expected `every`"]
+    );
+}
+
+#[test]
+fn wrong_type_in_a_section() {
+    let text = doc(
+        "[workload]\nrate_per_s = \"fast\"\nmix = { complete = 1 }\n",
+        &[WORKLOAD],
+    );
+    assert_eq!(
+        errors(&text),
+        ["matrix.toml:2:14: workload: invalid type: string \"fast\", expected i64"]
+    );
+}
+
+#[test]
+fn cells_must_be_an_array_of_tables() {
+    assert_eq!(
+        errors(&doc("[cell]\nname = \"c\"\n", &[CELL])),
+        ["matrix.toml:1:1: cell: expected an array of tables: write each cell as [[cell]]"]
+    );
+}
+
+// --- steps: names and shapes ---------------------------------------------------------
+
+#[test]
+fn unknown_step() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ rol = "current", one_at_a_time = true, pause = "2s" }"#,
+        ],
+        &[&format!(
+            "matrix.toml:6:5: cell \"c\", step 2: unknown step \"rol\" (did you mean \"roll\"?); expected one of {STEP_LIST}"
+        )],
+    );
+}
+
+#[test]
+fn unknown_step_without_a_close_name() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ teleport = "mars" }"#,
+        ],
+        &[&format!(
+            "matrix.toml:6:5: cell \"c\", step 2: unknown step \"teleport\"; expected one of {STEP_LIST}"
+        )],
+    );
+}
+
+#[test]
+fn step_with_no_step_key() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ workers = 2, producers = 1 }"#,
+            "{}",
+        ],
+        &[
+            &format!(
+                "matrix.toml:6:3: cell \"c\", step 2: step has options (workers, producers) but no step key; expected one of {STEP_LIST}"
+            ),
+            &format!(
+                "matrix.toml:7:3: cell \"c\", step 3: empty step; expected one of {STEP_LIST}"
+            ),
+        ],
+    );
+}
+
+#[test]
+fn step_with_two_step_keys() {
+    assert_steps(
+        &[r#"{ fleet = "previous", workers = 2, hold = "2s" }"#],
+        &[
+            "matrix.toml:5:38: cell \"c\", step 1: one step per table, found 2 step keys (fleet, hold); split them into separate steps",
+        ],
+    );
+}
+
+#[test]
+fn step_that_is_not_a_table() {
+    assert_steps(
+        &[r#"{ fleet = "previous", workers = 2 }"#, r#""hold""#, "3"],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2: expected an inline table like { hold = \"5s\" }, found a string",
+            "matrix.toml:7:3: cell \"c\", step 3: expected an inline table like { hold = \"5s\" }, found an integer",
+        ],
+    );
+}
+
+#[test]
+fn step_values_of_every_toml_type_get_our_message() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            "[1, 2]",
+            "1979-05-27",
+            "{ hold = 1979-05-27T07:32:00Z }",
+            "{ fleet = { workers = 1 } }",
+            "{ hold = 2.5 }",
+            "{ load = true }",
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2: expected an inline table like { hold = \"5s\" }, found an array",
+            "matrix.toml:7:3: cell \"c\", step 3: expected an inline table like { hold = \"5s\" }, found a datetime",
+            "matrix.toml:8:12: cell \"c\", step 4 (hold): hold must be a duration like \"2s\", found datetime 1979-05-27T07:32:00Z",
+            "matrix.toml:9:13: cell \"c\", step 5 (fleet): fleet must be an artifact name (a string), found a table",
+            "matrix.toml:10:12: cell \"c\", step 6 (hold): hold must be a duration like \"2s\", found float 2.5",
+            "matrix.toml:11:12: cell \"c\", step 7 (load): load must be one of on, off, found boolean true",
+        ],
+    );
+}
+
+#[test]
+fn steps_must_be_an_array() {
+    assert_cells(
+        "[[cell]]\nname = \"c\"\nabout = \"x\"\nsteps = { hold = \"1s\" }\n",
+        &[
+            "matrix.toml:4:9: cell \"c\": steps must be an array of step tables, like [{ hold = \"5s\" }]",
+        ],
+    );
+}
+
+#[test]
+fn unknown_step_options() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ roll = "current", one_at_time = true }"#,
+            r#"{ hold = "2s", pause = "1s" }"#,
+        ],
+        &[
+            "matrix.toml:6:23: cell \"c\", step 2 (roll): unknown option \"one_at_time\" for roll (did you mean \"one_at_a_time\"?); expected one of one_at_a_time, pause, producers",
+            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\"; hold takes no options",
+        ],
+    );
+}
+
+// --- steps: artifact references -------------------------------------------------------
+
+#[test]
+fn undeclared_artifacts() {
+    assert_steps(
+        &[
+            r#"{ fleet = "prevous", workers = 2 }"#,
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ kill = "worker", of = "nightly" }"#,
+            r#"{ flip = "manual", by = "curent" }"#,
+            r#"{ assert = "leader_is:n2" }"#,
+            r#"{ fence = "old" }"#,
+        ],
+        &[
+            "matrix.toml:5:13: cell \"c\", step 1 (fleet): unknown artifact \"prevous\" (did you mean \"previous\"?); declared artifacts: current, previous",
+            "matrix.toml:7:27: cell \"c\", step 3 (kill): unknown artifact \"nightly\"; declared artifacts: current, previous",
+            "matrix.toml:8:27: cell \"c\", step 4 (flip): unknown artifact \"curent\" (did you mean \"current\"?); declared artifacts: current, previous",
+            "matrix.toml:9:25: cell \"c\", step 5 (assert): unknown artifact \"n2\"; declared artifacts: current, previous",
+            "matrix.toml:10:13: cell \"c\", step 6 (fence): unknown artifact \"old\"; declared artifacts: current, previous",
+        ],
+    );
+}
+
+#[test]
+fn artifact_name_must_be_a_string() {
+    assert_steps(
+        &[r#"{ fleet = 3, workers = 2 }"#],
+        &[
+            "matrix.toml:5:13: cell \"c\", step 1 (fleet): fleet must be an artifact name (a string), found integer 3",
+        ],
+    );
+}
+
+// --- steps: option types and ranges ---------------------------------------------------
+
+#[test]
+fn counts_are_checked_for_type_and_range() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = "two", producers = 9 }"#,
+            r#"{ fleet = "previous", workers = 40 }"#,
+            r#"{ fleet = "previous", workers = -1 }"#,
+            r#"{ fleet = "previous", workers = 1 }"#,
+            r#"{ kill = "worker", after_started = 2000000 }"#,
+            r#"{ rollback = "previous", workers = 0 }"#,
+        ],
+        &[
+            "matrix.toml:5:35: cell \"c\", step 1 (fleet): workers must be an integer from 0 to 32, found string \"two\"",
+            "matrix.toml:5:54: cell \"c\", step 1 (fleet): producers must be an integer from 0 to 8, found 9",
+            "matrix.toml:6:35: cell \"c\", step 2 (fleet): workers must be an integer from 0 to 32, found 40",
+            "matrix.toml:7:35: cell \"c\", step 3 (fleet): workers must be an integer from 0 to 32, found -1",
+            "matrix.toml:9:38: cell \"c\", step 5 (kill): after_started must be an integer from 0 to 1000000, found 2000000",
+            "matrix.toml:10:38: cell \"c\", step 6 (rollback): workers must be an integer from 1 to 32, found 0",
+        ],
+    );
+}
+
+#[test]
+fn booleans_are_checked() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1, leader = "yes" }"#,
+            r#"{ migrate = "current", allow_live_runtimes = 1 }"#,
+        ],
+        &[
+            "matrix.toml:5:47: cell \"c\", step 1 (fleet): leader must be true or false, found string \"yes\"",
+            "matrix.toml:6:48: cell \"c\", step 2 (migrate): allow_live_runtimes must be true or false, found integer 1",
+        ],
+    );
+}
+
+#[test]
+fn choices_are_checked() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1, producers = 1 }"#,
+            r#"{ load = "onn" }"#,
+            r#"{ kill = "wroker" }"#,
+            r#"{ kill = "worker", when = "later", signal = "term" }"#,
+            r#"{ migrate = "current", expect = "fail" }"#,
+            r#"{ pg_crash = "soon" }"#,
+            r#"{ flip = "automatic" }"#,
+        ],
+        &[
+            "matrix.toml:6:12: cell \"c\", step 2 (load): invalid load \"onn\" (did you mean \"on\"?); expected one of on, off",
+            "matrix.toml:7:12: cell \"c\", step 3 (kill): invalid kill \"wroker\" (did you mean \"worker\"?); expected one of worker, leader, producer",
+            "matrix.toml:8:29: cell \"c\", step 4 (kill): invalid when \"later\"; expected one of now, during_migrate, during_flip",
+            "matrix.toml:8:47: cell \"c\", step 4 (kill): invalid signal \"term\"; expected one of kill",
+            "matrix.toml:9:35: cell \"c\", step 5 (migrate): invalid expect \"fail\"; expected one of ok, refused",
+            "matrix.toml:10:16: cell \"c\", step 6 (pg_crash): invalid pg_crash \"soon\"; expected one of now, during_migrate, during_flip",
+            "matrix.toml:11:12: cell \"c\", step 7 (flip): invalid flip \"automatic\"; expected one of manual, force, auto",
+        ],
+    );
+}
+
+#[test]
+fn step_durations_are_checked() {
+    let syntax = "expected a whole number and a unit (ms, s, m, h), like \\\"250ms\\\", \\\"2s\\\" or \\\"1m30s\\\"";
+    let syntax = syntax.replace('\\', "");
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ hold = "5 s" }"#,
+            r#"{ hold = "0s" }"#,
+            r#"{ roll = "current", pause = "1.5s" }"#,
+            r#"{ drain = 60 }"#,
+            r#"{ flip = "auto", timeout = "0ms" }"#,
+        ],
+        &[
+            &format!(
+                "matrix.toml:6:12: cell \"c\", step 2 (hold): invalid duration \"5 s\": expected a unit after the number; {syntax}"
+            ),
+            "matrix.toml:7:12: cell \"c\", step 3 (hold): hold must be longer than 0s",
+            &format!(
+                "matrix.toml:8:31: cell \"c\", step 4 (roll): invalid duration \"1.5s\": use whole numbers, e.g. \"1500ms\" instead of \"1.5s\"; {syntax}"
+            ),
+            "matrix.toml:9:13: cell \"c\", step 5 (drain): drain must be a duration like \"2s\", found integer 60",
+            "matrix.toml:10:30: cell \"c\", step 6 (flip): timeout must be longer than 0s: the leader needs time to auto-flip",
+        ],
+    );
+}
+
+#[test]
+fn options_that_contradict_each_other() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous" }"#,
+            r#"{ fleet = "previous", producers = 1, leader = true }"#,
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ roll = "current", one_at_a_time = false, pause = "2s" }"#,
+            r#"{ kill = "producer", after_started = 5 }"#,
+            r#"{ kill = "worker", when = "during_flip", after_started = 5 }"#,
+            r#"{ flip = "manual", timeout = "10s" }"#,
+        ],
+        &[
+            "matrix.toml:5:3: cell \"c\", step 1 (fleet): a fleet step must start something: set workers or producers (or both)",
+            "matrix.toml:6:49: cell \"c\", step 2 (fleet): leader = true needs workers >= 1: the leader is this fleet's first worker",
+            "matrix.toml:8:54: cell \"c\", step 4 (roll): pause only applies with one_at_a_time = true: an all-at-once roll has no gaps",
+            "matrix.toml:9:40: cell \"c\", step 5 (kill): after_started counts jobs a worker started; a producer starts none",
+            "matrix.toml:10:60: cell \"c\", step 6 (kill): after_started only applies to when = \"now\"; a kill during a migrate or flip fires as that phase runs",
+            "matrix.toml:11:32: cell \"c\", step 7 (flip): timeout only applies to flip = \"auto\"; a manual flip runs once",
+        ],
+    );
+}
+
+#[test]
+fn unknown_check() {
+    let checks = "schema_expanded, authority_columns, authority_ledger, fence_active, mixed_fleet_claimed, deadline_rescue_pending, deadline_rescued, leader_is:<artifact>";
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ assert = "fence_activ" }"#,
+            r#"{ assert = "leader_is:" }"#,
+        ],
+        &[
+            &format!(
+                "matrix.toml:6:14: cell \"c\", step 2 (assert): unknown check \"fence_activ\" (did you mean \"fence_active\"?); expected one of {checks}"
+            ),
+            &format!(
+                "matrix.toml:7:14: cell \"c\", step 3 (assert): unknown check \"leader_is:\"; expected one of {checks}"
+            ),
+        ],
+    );
+}
+
+// --- steps in sequence: the fleet model ---------------------------------------------------
+
+#[test]
+fn kill_needs_a_running_victim() {
+    assert_steps(
+        &[
+            r#"{ kill = "worker" }"#,
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ kill = "worker", of = "current" }"#,
+            r#"{ kill = "producer" }"#,
+            r#"{ kill = "leader", of = "previous" }"#,
+        ],
+        &[
+            "matrix.toml:5:3: cell \"c\", step 1 (kill): kill worker: no worker is running here (running workers: none)",
+            "matrix.toml:7:3: cell \"c\", step 3 (kill): kill worker: no worker of current is running here (running workers: 2 of previous)",
+            "matrix.toml:8:3: cell \"c\", step 4 (kill): kill producer: no producer is running here (running producers: none)",
+        ],
+    );
+}
+
+#[test]
+fn untargeted_kill_in_a_mixed_fleet_makes_later_targets_uncertain() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1 }"#,
+            r#"{ fleet = "current", workers = 1 }"#,
+            r#"{ kill = "worker" }"#,
+            r#"{ kill = "worker", of = "current" }"#,
+        ],
+        &[
+            "matrix.toml:8:3: cell \"c\", step 4 (kill): kill worker: a worker of current may not be running here, because an earlier kill without `of` may have hit it (running workers: 0-1 of current, 0-1 of previous); add of = \"...\" to that kill",
+        ],
+    );
+}
+
+#[test]
+fn roll_needs_something_to_roll() {
+    assert_steps(
+        &[
+            r#"{ fleet = "current", workers = 2 }"#,
+            r#"{ roll = "current" }"#,
+            r#"{ rollback = "previous" }"#,
+            r#"{ roll = "current", producers = false }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (roll): nothing to roll: every worker and producer already runs current (running workers: 2 of current)",
+        ],
+    );
+}
+
+#[test]
+fn load_needs_a_producer_and_rollback_a_worker() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1 }"#,
+            r#"{ load = "on" }"#,
+            r#"{ kill = "worker" }"#,
+            r#"{ rollback = "previous" }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (load): load = \"on\" needs a running producer; start one first with a fleet step (producers = 1)",
+            "matrix.toml:8:3: cell \"c\", step 4 (rollback): rollback leaves no worker running: set workers = N",
+        ],
+    );
+}
+
+#[test]
+fn faults_during_a_phase_need_that_phase_later() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ flip = "manual" }"#,
+            r#"{ kill = "worker", when = "during_flip" }"#,
+            r#"{ pg_crash = "during_migrate" }"#,
+            r#"{ hold = "1s" }"#,
+        ],
+        &[
+            "matrix.toml:7:3: cell \"c\", step 3 (kill): when = \"during_flip\" needs a later flip step in this cell",
+            "matrix.toml:8:3: cell \"c\", step 4 (pg_crash): pg_crash = \"during_migrate\" needs a later migrate step in this cell",
+        ],
+    );
+}
+
+#[test]
+fn a_kill_during_a_phase_is_checked_against_the_fleet_at_that_phase() {
+    // The kill is written before the fleet exists but fires during the migration.
+    assert_valid_steps(&[
+        r#"{ kill = "worker", of = "current", when = "during_migrate" }"#,
+        r#"{ fleet = "current", workers = 1 }"#,
+        r#"{ migrate = "current" }"#,
+    ]);
+}
+
+#[test]
+fn fence_and_ledger_checks_need_a_flip() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ fence = "previous" }"#,
+            r#"{ assert = "authority_ledger" }"#,
+            r#"{ assert = "fence_active" }"#,
+            r#"{ assert = "schema_expanded" }"#,
+            r#"{ flip = "manual", expect = "refused" }"#,
+            r#"{ fence = "previous" }"#,
+            r#"{ migrate = "current" }"#,
+            r#"{ flip = "manual" }"#,
+            r#"{ fence = "previous" }"#,
+            r#"{ assert = "authority_columns" }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (fence): fence previous needs an earlier flip (or fresh_install = true): before the flip an N-1 binary may run",
+            "matrix.toml:7:3: cell \"c\", step 3 (assert): authority_ledger needs an earlier flip that is expected to succeed (or fresh_install = true)",
+            "matrix.toml:8:3: cell \"c\", step 4 (assert): fence_active needs an earlier flip that is expected to succeed (or fresh_install = true)",
+            "matrix.toml:9:3: cell \"c\", step 5 (assert): schema_expanded needs an earlier migrate step that is expected to succeed",
+            "matrix.toml:11:3: cell \"c\", step 7 (fence): fence previous needs an earlier flip (or fresh_install = true): before the flip an N-1 binary may run",
+            "matrix.toml:15:3: cell \"c\", step 11 (assert): authority_columns cannot hold here: authority is ledger after a flip or on a fresh install",
+        ],
+    );
+}
+
+#[test]
+fn fleet_assertions_need_the_fleet() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ assert = "mixed_fleet_claimed" }"#,
+            r#"{ assert = "leader_is:current" }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (assert): mixed_fleet_claimed needs workers of two artifacts before it; workers so far ran: previous",
+            "matrix.toml:7:3: cell \"c\", step 3 (assert): no worker of current is running here, so it cannot be leader (running workers: 2 of previous)",
+        ],
+    );
+}
+
+#[test]
+fn fresh_install_starts_flipped() {
+    let cell = "[[cell]]\nname = \"f\"\nabout = \"fresh\"\nfresh_install = true\nsteps = [\n  { fleet = \"current\", workers = 1 },\n  { assert = \"authority_ledger\" },\n  { fence = \"previous\" },\n]\n";
+    let matrix = parse("matrix.toml", &doc(cell, &[CELL])).unwrap_or_else(|d| panic!("{d}"));
+    assert!(matrix.cells[0].fresh_install);
+    assert_cells(
+        &cell.replace("authority_ledger", "authority_columns"),
+        &[
+            "matrix.toml:7:3: cell \"f\", step 2 (assert): authority_columns cannot hold here: authority is ledger after a flip or on a fresh install",
+        ],
+    );
+}
+
+// --- cells ---------------------------------------------------------------------------------
+
+#[test]
+fn duplicate_cell_names() {
+    let cells = "[[cell]]\nname = \"a\"\nabout = \"one\"\nsteps = [{ fleet = \"previous\", workers = 1 }]\n\n[[cell]]\nname = \"a\"\nabout = \"two\"\nsteps = [{ fleet = \"previous\", workers = 1 }]\n";
+    assert_cells(
+        cells,
+        &["matrix.toml:7:8: cell \"a\": cell \"a\" is defined twice; the first is at line 2"],
+    );
+}
+
+#[test]
+fn cell_without_steps() {
+    assert_cells(
+        "[[cell]]\nname = \"empty\"\nabout = \"nothing\"\nsteps = []\n\n[[cell]]\nname = \"none\"\nabout = \"nothing\"\n",
+        &[
+            "matrix.toml:4:9: cell \"empty\": the cell has no steps; add at least one, e.g. { fleet = \"previous\", workers = 2 }",
+            "matrix.toml:6:1: cell \"none\": missing steps = [ ... ]; add at least one step",
+        ],
+    );
+}
+
+#[test]
+fn cell_name_and_about() {
+    assert_cells(
+        "[[cell]]\nname = \"Migrate First\"\nabout = \"\"\nsteps = [{ fleet = \"previous\", workers = 1 }]\n\n[[cell]]\nsteps = [{ fleet = \"previous\", workers = 1 }]\n",
+        &[
+            "matrix.toml:2:8: cell \"Migrate First\": a cell name uses lowercase letters, digits and dashes, like migrate-first",
+            "matrix.toml:3:9: cell \"Migrate First\": about must be one non-empty line",
+            "matrix.toml:6:1: cell #2: missing name = \"...\"",
+            "matrix.toml:6:1: cell #2: missing about = \"...\" (a one-line description)",
+        ],
+    );
+}
+
+#[test]
+fn expect_detect_must_name_a_known_rule() {
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified";
+    assert_cells(
+        &format!(
+            "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",
+            steps(&[r#"{ hold = "1s" }"#])
+        ),
+        &[
+            &format!(
+                "matrix.toml:7:10: cell \"c\": unknown finding rule \"fence-breached\" (did you mean \"fence_breached\"?); expected one of {rules}"
+            ),
+            "matrix.toml:13:10: cell \"d\": invalid expect string \"fail\"; expected \"pass\" or { detect = \"RULE\" }",
+            "matrix.toml:19:10: cell \"e\": invalid expect key \"detects\" (did you mean \"detect\"?); expected \"pass\" or { detect = \"RULE\" }",
+        ],
+    );
+    let matrix = parse(
+        "matrix.toml",
+        &doc(
+            &format!(
+                "{}expect = {{ detect = \"fence_breached\" }}\n",
+                steps(&[r#"{ hold = "1s" }"#])
+            ),
+            &[CELL],
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        matrix.cells[0].expect,
+        Expectation::Detect(FindingRule::FenceBreached)
+    );
+}
+
+#[test]
+fn a_cell_needs_previous_unless_it_is_a_fresh_install() {
+    let text = "[artifacts.current]\nbuild = \"workspace\"\n\n[[cell]]\nname = \"c\"\nabout = \"x\"\nsteps = [{ fleet = \"current\", workers = 1 }]\n";
+    assert_eq!(
+        errors(&doc(text, &[ARTIFACTS, CELL])),
+        [
+            "matrix.toml:5:8: cell \"c\": the cell starts on the N-1 schema prepared by artifact \"previous\", which is not declared; declare [artifacts.previous] or set fresh_install = true"
+        ]
+    );
+}
+
+// --- artifacts -------------------------------------------------------------------------------
+
+#[test]
+fn artifact_sources() {
+    let text = concat!(
+        "[artifacts.none]\n",
+        "failpoint = \"x\"\n",
+        "[artifacts.two]\n",
+        "release = \"0.6.2\"\n",
+        "build = \"workspace\"\n",
+        "[artifacts.badversion]\n",
+        "release = \"0.6\"\n",
+        "[artifacts.prerelease]\n",
+        "release = \"0.7.0-rc1\"\n",
+        "[artifacts.badbuild]\n",
+        "build = \"release\"\n",
+        "[artifacts.badimage]\n",
+        "image = \"\"\n",
+        "[artifacts.armed_release]\n",
+        "release = \"0.6.2\"\n",
+        "failpoint = \"flip_skip_reconcile\"\n",
+        "[artifacts.badfailpoint]\n",
+        "build = \"workspace\"\n",
+        "failpoint = \"Flip Skip\"\n",
+        "[artifacts.Upper]\n",
+        "image = \"registry:5000/awa-runtime:0.6.2\"\n",
+    );
+    assert_eq!(
+        errors(&doc(text, &[])),
+        [
+            "matrix.toml:1:12: artifact \"none\": no source: set exactly one of release = \"X.Y.Z\", build = \"workspace\" or image = \"REF\"",
+            "matrix.toml:5:9: artifact \"two\": more than one source (release, build); set exactly one of release, build or image",
+            "matrix.toml:7:11: artifact \"badversion\": release \"0.6\" is not a version: a release version has three numbers, like \"0.6.2\"",
+            "matrix.toml:9:11: artifact \"prerelease\": release \"0.7.0-rc1\" is not a version: a release version is three plain numbers, like \"0.6.2\"",
+            "matrix.toml:11:9: artifact \"badbuild\": invalid build \"release\"; expected \"workspace\" (for a release use release = \"X.Y.Z\")",
+            "matrix.toml:13:9: artifact \"badimage\": invalid image \"\"; expected a reference like \"registry:5000/awa-runtime:0.6.2\"",
+            "matrix.toml:16:13: artifact \"armed_release\": failpoint needs build = \"workspace\": release archives and images are built without failpoints",
+            "matrix.toml:19:13: artifact \"badfailpoint\": failpoint \"Flip Skip\" is not a failpoint name; use lowercase letters, digits and underscores, like flip_skip_reconcile",
+            "matrix.toml:20:12: artifact \"Upper\": an artifact name uses lowercase letters, digits and underscores, like pre_guard",
+        ]
+    );
+}
+
+#[test]
+fn current_must_be_declared() {
+    let text = "[artifacts.previous]\nrelease = \"0.6.2\"\n";
+    assert_eq!(
+        errors(&doc(text, &[ARTIFACTS])),
+        [
+            "matrix.toml: artifacts: artifact \"current\" (the build under test) is not declared; add [artifacts.current] with build = \"workspace\""
+        ]
+    );
+}
+
+// --- workload and timings ------------------------------------------------------------------------
+
+#[test]
+fn mix_weights() {
+    let text = "[workload]\nrate_per_s = 0\nbacklog = -5\nmix = { compleet = 1, sleep = -2, retry_once = 1 }\n";
+    assert_eq!(
+        errors(&doc(text, &[WORKLOAD])),
+        [
+            "matrix.toml:2:14: workload: rate_per_s must be an integer from 1 to 100000, found 0",
+            "matrix.toml:3:11: workload: backlog must be an integer from 0 to 10000000, found -5",
+            "matrix.toml:4:9: workload.mix: unknown job mode \"compleet\" (did you mean \"complete\"?); expected one of complete, retry_once, fail_terminal, exhaust_retries, snooze_once, cancel_self, sleep, scheduled, overrun_deadline",
+            "matrix.toml:4:31: workload.mix: weight of sleep must be an integer from 0 to 1000000, found -2",
+        ]
+    );
+    let zero = "[workload]\nrate_per_s = 10\nmix = { complete = 0, sleep = 0 }\n";
+    assert_eq!(
+        errors(&doc(zero, &[WORKLOAD])),
+        [
+            "matrix.toml:3:7: workload.mix: the weights add up to 0; give at least one job mode a positive weight"
+        ]
+    );
+    let float = "[workload]\nrate_per_s = 10\nmix = { complete = 1.5 }\n";
+    assert_eq!(
+        errors(&doc(float, &[WORKLOAD])),
+        ["matrix.toml:3:20: workload: invalid type: floating point `1.5`, expected i64"]
+    );
+}
+
+#[test]
+fn workload_keys_are_required() {
+    let text = "[workload]\ncron = { every = \"0s\" }\n";
+    assert_eq!(
+        errors(&doc(text, &[WORKLOAD])),
+        [
+            "matrix.toml:1:1: workload: missing rate_per_s = N (an integer from 1 to 100000)",
+            "matrix.toml:1:1: workload: missing mix = { complete = N, ... } (job mode weights)",
+            "matrix.toml:2:18: workload.cron: every must be longer than 0s",
+        ]
+    );
+}
+
+#[test]
+fn timings() {
+    let text = "[timings]\nheartbeat = \"2s\"\nstale_after = \"1s\"\nrescue_every = \"fast\"\nrotate_every = \"0s\"\ndeadline = \"2s\"\n";
+    assert_eq!(
+        errors(&doc(text, &[TIMINGS])),
+        [
+            "matrix.toml:1:1: timings: missing drain_timeout = \"DURATION\"",
+            "matrix.toml:3:15: timings: stale_after (1s) must be longer than heartbeat (2s), or every live worker looks stale",
+            "matrix.toml:4:16: timings: rescue_every: invalid duration \"fast\": a unit needs a number before it; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\"",
+            "matrix.toml:5:16: timings: rotate_every must be longer than 0s",
+        ]
+    );
+}
+
+#[test]
+fn missing_sections() {
+    let text = "[[cell]]\nname = \"f\"\nabout = \"x\"\nfresh_install = true\nsteps = [{ fence = \"previous\" }]\n";
+    assert_eq!(
+        errors(text),
+        [
+            "matrix.toml:5:20: cell \"f\", step 1 (fence): unknown artifact \"previous\"; no artifacts are declared: add an [artifacts.previous] table",
+            "matrix.toml: artifacts: artifact \"current\" (the build under test) is not declared; add [artifacts.current] with build = \"workspace\"",
+            "matrix.toml: missing [workload] section with rate_per_s, backlog and mix",
+            "matrix.toml: missing [timings] section with heartbeat, stale_after, rescue_every, rotate_every, deadline and drain_timeout",
+        ]
+    );
+}
+
+// --- named matrices ------------------------------------------------------------------------------
+
+#[test]
+fn named_matrices() {
+    let text = "[matrix]\nsmoke = [\"ok\", \"migrate-frist\"]\nall = [\"*\", \"ok\"]\nnone = []\ntwice = [\"ok\", \"ok\"]\n";
+    assert_eq!(
+        errors(&doc(text, &[])),
+        [
+            "matrix.toml:2:16: matrix \"smoke\": unknown cell \"migrate-frist\"; expected \"*\" or one of ok",
+            "matrix.toml:3:8: matrix \"all\": \"*\" already means every cell; list it alone",
+            "matrix.toml:4:8: matrix \"none\": the matrix lists no cells; list cell names, or \"*\" for every cell",
+            "matrix.toml:5:16: matrix \"twice\": cell \"ok\" is listed twice",
+        ]
+    );
+    let ok = parse(
+        "matrix.toml",
+        &doc("[matrix]\nfull = [\"*\"]\none = [\"ok\"]\n", &[]),
+    )
+    .unwrap();
+    assert_eq!(ok.matrices["full"].cells, ["ok"]);
+    assert_eq!(ok.matrices["full"].entries, ["*"]);
+    assert_eq!(ok.matrices["one"].cells, ["ok"]);
+}
+
+// --- many errors at once ---------------------------------------------------------------------------
+
+#[test]
+fn every_problem_is_reported_in_file_order() {
+    let text = concat!(
+        "[artifacts.previous]\n",
+        "release = \"0.6\"\n",
+        "[artifacts.current]\n",
+        "build = \"workspace\"\n",
+        "[workload]\n",
+        "rate_per_s = 200\n",
+        "mix = { complete = 1, bogus = 1 }\n",
+        "[timings]\n",
+        "heartbeat = \"200ms\"\n",
+        "stale_after = \"1500ms\"\n",
+        "rescue_every = \"250ms\"\n",
+        "rotate_every = \"1s\"\n",
+        "deadline = \"2x\"\n",
+        "drain_timeout = \"60s\"\n",
+        "[[cell]]\n",
+        "name = \"c\"\n",
+        "about = \"x\"\n",
+        "steps = [\n",
+        "  { fleet = \"previous\", workers = 2 },\n",
+        "  { rol = \"current\" },\n",
+        "  { hold = \"forever\" },\n",
+        "]\n",
+        "expect = { detect = \"nope\" }\n",
+        "[matrix]\n",
+        "smoke = [\"d\"]\n",
+    );
+    let lines = errors(text);
+    let locations: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        locations,
+        [
+            "matrix.toml:2:11",
+            "matrix.toml:7:23",
+            "matrix.toml:13:12",
+            "matrix.toml:20:5",
+            "matrix.toml:21:12",
+            "matrix.toml:23:10",
+            "matrix.toml:25:10",
+        ],
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn diagnostics_name_the_file_given() {
+    let err = parse("/etc/rehearse/m.toml", "[workloads]\n").unwrap_err();
+    assert_eq!(err.file(), "/etc/rehearse/m.toml");
+    assert!(
+        err.lines()[0].starts_with("/etc/rehearse/m.toml:1:2: unknown section"),
+        "{err}"
+    );
+}
+
+#[test]
+fn find_prefers_explicit_then_walks_up_then_env() {
+    let root = std::env::temp_dir().join(format!("rehearse-find-{}", std::process::id()));
+    let deep = root.join("x").join("y");
+    std::fs::create_dir_all(&deep).unwrap();
+    let explicit = Path::new("/some/where.toml");
+    let env = Path::new("/from/env.toml");
+    assert_eq!(find(Some(explicit), &deep, Some(env)).unwrap(), explicit);
+    // Nothing on the way up (unless the temp dir's parents have one): the env var.
+    if !root.ancestors().any(|d| d.join(FILE_NAME).is_file()) {
+        assert_eq!(find(None, &deep, Some(env)).unwrap(), env);
+        assert!(matches!(
+            find(None, &deep, None),
+            Err(LoadError::NotFound { .. })
+        ));
+    }
+    std::fs::write(root.join(FILE_NAME), "").unwrap();
+    assert_eq!(find(None, &deep, Some(env)).unwrap(), root.join(FILE_NAME));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn load_reports_unreadable_files() {
+    let missing = Path::new("/nonexistent/rehearse/matrix.toml");
+    let err = load(missing).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to read matrix file /nonexistent/rehearse/matrix.toml"
+    );
+    assert!(std::error::Error::source(&err).is_some());
+}
+
+#[test]
+fn invalid_load_error_counts_problems() {
+    let root = std::env::temp_dir().join(format!("rehearse-load-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let file = root.join("m.toml");
+    std::fs::write(&file, "[workloads]\n").unwrap();
+    let text = load(&file).unwrap_err().to_string();
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "invalid matrix file (5 problems); nothing was started"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -1,0 +1,711 @@
+//! Turns matrix.toml as written into a [`Matrix`], checking everything first.
+//!
+//! Every check runs and records its problem; nothing short-circuits but
+//! a syntax error. References are checked against what is declared even
+//! when the declaration itself is broken, so one typo yields one message,
+//! not a cascade. A matrix comes out only when no problem was found:
+//! a typo must never cost a PostgreSQL start or an image build.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::diagnostic::{Sink, did_you_mean};
+use super::duration::Duration;
+use super::fleet::FleetModel;
+use super::model::{
+    Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, Expectation, FindingRule, JobMode,
+    Matrix, NamedMatrix, PREVIOUS, Step, Timings, Version, Workload,
+};
+use super::raw::{
+    RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
+    table_head,
+};
+use super::step::{convert, describe, step_context};
+
+/// Highest live enqueue rate a matrix may ask for.
+pub const MAX_RATE_PER_S: i64 = 100_000;
+/// Largest banked backlog.
+pub const MAX_BACKLOG: i64 = 10_000_000;
+/// Largest single mix weight.
+pub const MAX_WEIGHT: i64 = 1_000_000;
+
+/// Checks the raw matrix; returns it validated only if `sink` stayed empty.
+pub(crate) fn validate(raw: RawMatrix, sink: &mut Sink<'_>) -> Option<Matrix> {
+    // Names count as declared even when their body is broken, to avoid cascades.
+    let declared: BTreeSet<String> = raw
+        .artifacts
+        .iter()
+        .map(|(name, _)| name.get_ref().clone())
+        .collect();
+    let artifacts = validate_artifacts(&raw, sink);
+    if !raw.broken.contains(&"artifacts") && !declared.contains(CURRENT) {
+        sink.error(
+            None,
+            "artifacts",
+            "artifact \"current\" (the build under test) is not declared; add [artifacts.current] with build = \"workspace\"",
+        );
+    }
+    let workload = match &raw.workload {
+        Some(w) => validate_workload(w, sink),
+        None => {
+            if !raw.broken.contains(&"workload") {
+                sink.error(
+                    None,
+                    "",
+                    "missing [workload] section with rate_per_s, backlog and mix",
+                );
+            }
+            None
+        }
+    };
+    let timings = match &raw.timings {
+        Some(t) => validate_timings(t, sink),
+        None => {
+            if !raw.broken.contains(&"timings") {
+                sink.error(
+                    None,
+                    "",
+                    "missing [timings] section with heartbeat, stale_after, rescue_every, rotate_every, deadline and drain_timeout",
+                );
+            }
+            None
+        }
+    };
+    let (cells, cell_names) = validate_cells(&raw.cells, &declared, sink);
+    if cell_names.is_empty() && !raw.broken.contains(&"cell") {
+        sink.error(
+            None,
+            "",
+            "no cells: add at least one [[cell]] with a name, about and steps",
+        );
+    }
+    let matrices = validate_matrices(&raw.matrices, &cell_names, sink);
+    if sink.has_errors() {
+        return None;
+    }
+    Some(Matrix {
+        artifacts: artifacts?,
+        workload: workload?,
+        timings: timings?,
+        cells: cells?,
+        matrices,
+    })
+}
+
+fn is_identifier(name: &str, extra: char) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == extra)
+}
+
+fn validate_artifacts(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<BTreeMap<String, Artifact>> {
+    let mut artifacts = BTreeMap::new();
+    let mut ok = !raw.broken.contains(&"artifacts");
+    for (name, a) in &raw.artifacts {
+        let context = format!("artifact \"{}\"", name.get_ref());
+        match validate_artifact(name, a, &context, sink) {
+            Some(artifact) => {
+                artifacts.insert(name.get_ref().clone(), artifact);
+            }
+            None => ok = false,
+        }
+    }
+    ok.then_some(artifacts)
+}
+
+fn validate_artifact(
+    name: &Spanned<String>,
+    a: &RawArtifact,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<Artifact> {
+    let mut ok = true;
+    if !is_identifier(name.get_ref(), '_') {
+        sink.error(
+            Some(name.span()),
+            context,
+            "an artifact name uses lowercase letters, digits and underscores, like pre_guard",
+        );
+        ok = false;
+    }
+    let sources: Vec<(&str, &Spanned<String>)> = [
+        ("release", &a.release),
+        ("build", &a.build),
+        ("image", &a.image),
+    ]
+    .into_iter()
+    .filter_map(|(key, v)| v.as_ref().map(|v| (key, v)))
+    .collect();
+    let source = match sources.as_slice() {
+        [] => {
+            sink.error(
+                Some(name.span()),
+                context,
+                "no source: set exactly one of release = \"X.Y.Z\", build = \"workspace\" or image = \"REF\"",
+            );
+            None
+        }
+        [(key, value)] => source(key, value, context, sink),
+        [_, (_, second), ..] => {
+            let keys: Vec<&str> = sources.iter().map(|(k, _)| *k).collect();
+            sink.error(
+                Some(second.span()),
+                context,
+                format!(
+                    "more than one source ({}); set exactly one of release, build or image",
+                    keys.join(", ")
+                ),
+            );
+            None
+        }
+    };
+    let failpoint = a.failpoint.as_ref().map(|fp| {
+        if matches!(sources.as_slice(), [(key, _)] if *key != "build") {
+            sink.error(
+                Some(fp.span()),
+                context,
+                "failpoint needs build = \"workspace\": release archives and images are built without failpoints",
+            );
+            ok = false;
+        }
+        if !is_identifier(fp.get_ref(), '_') || fp.get_ref().starts_with(|c: char| c.is_ascii_digit()) {
+            sink.error(
+                Some(fp.span()),
+                context,
+                format!("failpoint \"{}\" is not a failpoint name; use lowercase letters, digits and underscores, like flip_skip_reconcile", fp.get_ref()),
+            );
+            ok = false;
+        }
+        fp.get_ref().clone()
+    });
+    let source = source?;
+    ok.then_some(Artifact { source, failpoint })
+}
+
+fn source(
+    key: &str,
+    value: &Spanned<String>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<ArtifactSource> {
+    let text = value.get_ref();
+    match key {
+        "release" => match text.parse::<Version>() {
+            Ok(v) => Some(ArtifactSource::Release(v)),
+            Err(why) => {
+                sink.error(
+                    Some(value.span()),
+                    context,
+                    format!("release \"{text}\" is not a version: {why}"),
+                );
+                None
+            }
+        },
+        "build" if text == "workspace" => Some(ArtifactSource::Build(BuildSource::Workspace)),
+        "build" => {
+            sink.error(
+                Some(value.span()),
+                context,
+                format!("invalid build \"{text}\"; expected \"workspace\" (for a release use release = \"X.Y.Z\")"),
+            );
+            None
+        }
+        _ if text.is_empty() || text.contains(char::is_whitespace) => {
+            sink.error(
+                Some(value.span()),
+                context,
+                format!("invalid image \"{text}\"; expected a reference like \"registry:5000/awa-runtime:0.6.2\""),
+            );
+            None
+        }
+        _ => Some(ArtifactSource::Image(text.clone())),
+    }
+}
+
+/// Parses a required duration key of a section; `min_ms` is the smallest valid length.
+fn duration_key(
+    value: &Option<Spanned<String>>,
+    key: &str,
+    section: &Range<usize>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<Duration> {
+    let Some(value) = value else {
+        sink.error(
+            table_head(section),
+            context,
+            format!("missing {key} = \"DURATION\""),
+        );
+        return None;
+    };
+    match value.get_ref().parse::<Duration>() {
+        Ok(d) if d.is_zero() => {
+            sink.error(
+                Some(value.span()),
+                context,
+                format!("{key} must be longer than 0s"),
+            );
+            None
+        }
+        Ok(d) => Some(d),
+        Err(e) => {
+            sink.error(Some(value.span()), context, format!("{key}: {e}"));
+            None
+        }
+    }
+}
+
+fn integer_key(
+    value: &Option<Spanned<i64>>,
+    key: &str,
+    range: (i64, i64),
+    section: &Range<usize>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<i64> {
+    let Some(value) = value else {
+        sink.error(
+            table_head(section),
+            context,
+            format!(
+                "missing {key} = N (an integer from {} to {})",
+                range.0, range.1
+            ),
+        );
+        return None;
+    };
+    let n = *value.get_ref();
+    if !(range.0..=range.1).contains(&n) {
+        sink.error(
+            Some(value.span()),
+            context,
+            format!(
+                "{key} must be an integer from {} to {}, found {n}",
+                range.0, range.1
+            ),
+        );
+        return None;
+    }
+    Some(n)
+}
+
+fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -> Option<Workload> {
+    let context = "workload";
+    let span = w.span();
+    let w = w.get_ref();
+    let rate = integer_key(
+        &w.rate_per_s,
+        "rate_per_s",
+        (1, MAX_RATE_PER_S),
+        &span,
+        context,
+        sink,
+    );
+    let backlog = match &w.backlog {
+        Some(_) => integer_key(
+            &w.backlog,
+            "backlog",
+            (0, MAX_BACKLOG),
+            &span,
+            context,
+            sink,
+        ),
+        None => Some(0),
+    };
+    let mix = match &w.mix {
+        Some(mix) => validate_mix(mix, sink),
+        None => {
+            sink.error(
+                table_head(&span),
+                context,
+                "missing mix = { complete = N, ... } (job mode weights)",
+            );
+            None
+        }
+    };
+    let cron = match &w.cron {
+        None => Some(None),
+        Some(cron) => {
+            let every = duration_key(
+                &cron.get_ref().every,
+                "every",
+                &cron.span(),
+                "workload.cron",
+                sink,
+            );
+            every.map(|every| Some(Cron { every }))
+        }
+    };
+    Some(Workload {
+        rate_per_s: u32::try_from(rate?).ok()?,
+        backlog: u64::try_from(backlog?).ok()?,
+        mix: mix?,
+        cron: cron?,
+    })
+}
+
+fn validate_mix(mix: &RawMix, sink: &mut Sink<'_>) -> Option<BTreeMap<JobMode, u32>> {
+    let context = "workload.mix";
+    let names: Vec<&str> = JobMode::ALL.iter().map(|m| m.name()).collect();
+    let mut weights = BTreeMap::new();
+    let mut ok = true;
+    let mut entries: Vec<_> = mix.get_ref().iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    for (key, weight) in entries {
+        let Some(mode) = JobMode::ALL.into_iter().find(|m| m.name() == key.get_ref()) else {
+            sink.error(
+                Some(key.span()),
+                context,
+                format!(
+                    "unknown job mode \"{}\"{}; expected one of {}",
+                    key.get_ref(),
+                    did_you_mean(key.get_ref(), names.iter().copied()),
+                    names.join(", ")
+                ),
+            );
+            ok = false;
+            continue;
+        };
+        let n = *weight.get_ref();
+        if !(0..=MAX_WEIGHT).contains(&n) {
+            sink.error(
+                Some(weight.span()),
+                context,
+                format!(
+                    "weight of {} must be an integer from 0 to {MAX_WEIGHT}, found {n}",
+                    key.get_ref()
+                ),
+            );
+            ok = false;
+            continue;
+        }
+        weights.insert(mode, n as u32);
+    }
+    if ok && weights.values().all(|&w| w == 0) {
+        sink.error(
+            Some(mix.span()),
+            context,
+            "the weights add up to 0; give at least one job mode a positive weight",
+        );
+        ok = false;
+    }
+    ok.then_some(weights)
+}
+
+fn validate_timings(t: &Spanned<RawTimings>, sink: &mut Sink<'_>) -> Option<Timings> {
+    let context = "timings";
+    let span = t.span();
+    let t = t.get_ref();
+    let heartbeat = duration_key(&t.heartbeat, "heartbeat", &span, context, sink);
+    let stale_after = duration_key(&t.stale_after, "stale_after", &span, context, sink);
+    let rescue_every = duration_key(&t.rescue_every, "rescue_every", &span, context, sink);
+    let rotate_every = duration_key(&t.rotate_every, "rotate_every", &span, context, sink);
+    let deadline = duration_key(&t.deadline, "deadline", &span, context, sink);
+    let drain_timeout = duration_key(&t.drain_timeout, "drain_timeout", &span, context, sink);
+    if let (Some(h), Some(s), Some(raw)) = (heartbeat, stale_after, &t.stale_after)
+        && s <= h
+    {
+        sink.error(
+            Some(raw.span()),
+            context,
+            format!("stale_after ({s}) must be longer than heartbeat ({h}), or every live worker looks stale"),
+        );
+        return None;
+    }
+    Some(Timings {
+        heartbeat: heartbeat?,
+        stale_after: stale_after?,
+        rescue_every: rescue_every?,
+        rotate_every: rotate_every?,
+        deadline: deadline?,
+        drain_timeout: drain_timeout?,
+    })
+}
+
+/// Validates every cell; returns the cells (if all are valid) and every name seen.
+fn validate_cells(
+    raw: &[Spanned<RawCell>],
+    artifacts: &BTreeSet<String>,
+    sink: &mut Sink<'_>,
+) -> (Option<Vec<Cell>>, Vec<String>) {
+    let mut cells = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut first_line: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ok = true;
+    for (i, cell) in raw.iter().enumerate() {
+        let name = cell.get_ref().name.as_ref();
+        if let Some(name) = name {
+            let line = sink.locate(name.span().start).line;
+            if let Some(first) = first_line.get(name.get_ref()) {
+                sink.error(
+                    Some(name.span()),
+                    &format!("cell \"{}\"", name.get_ref()),
+                    format!(
+                        "cell \"{}\" is defined twice; the first is at line {first}",
+                        name.get_ref()
+                    ),
+                );
+                ok = false;
+            } else {
+                first_line.insert(name.get_ref().clone(), line);
+                names.push(name.get_ref().clone());
+            }
+        }
+        match validate_cell(i + 1, cell, artifacts, sink) {
+            Some(c) => cells.push(c),
+            None => ok = false,
+        }
+    }
+    (ok.then_some(cells), names)
+}
+
+fn validate_cell(
+    position: usize,
+    cell: &Spanned<RawCell>,
+    artifacts: &BTreeSet<String>,
+    sink: &mut Sink<'_>,
+) -> Option<Cell> {
+    let span = cell.span();
+    let raw = cell.get_ref();
+    let label = match &raw.name {
+        Some(n) => format!("cell \"{}\"", n.get_ref()),
+        None => format!("cell #{position}"),
+    };
+    let mut ok = true;
+    let name = match &raw.name {
+        None => {
+            sink.error(table_head(&span), &label, "missing name = \"...\"");
+            ok = false;
+            String::new()
+        }
+        Some(n) => {
+            if !is_identifier(n.get_ref(), '-') {
+                sink.error(
+                    Some(n.span()),
+                    &label,
+                    "a cell name uses lowercase letters, digits and dashes, like migrate-first",
+                );
+                ok = false;
+            }
+            n.get_ref().clone()
+        }
+    };
+    let about = match &raw.about {
+        None => {
+            sink.error(
+                table_head(&span),
+                &label,
+                "missing about = \"...\" (a one-line description)",
+            );
+            ok = false;
+            String::new()
+        }
+        Some(a) if a.get_ref().trim().is_empty() || a.get_ref().contains('\n') => {
+            sink.error(Some(a.span()), &label, "about must be one non-empty line");
+            ok = false;
+            String::new()
+        }
+        Some(a) => a.get_ref().clone(),
+    };
+    let expect = match &raw.expect {
+        None => Some(Expectation::Pass),
+        Some(e) => expectation(e, &label, sink),
+    };
+    let fresh_install = raw.fresh_install.as_ref().is_some_and(|f| *f.get_ref());
+    if !fresh_install && !artifacts.contains(PREVIOUS) {
+        sink.error(
+            raw.name.as_ref().map_or_else(|| table_head(&span), |n| Some(n.span())),
+            &label,
+            "the cell starts on the N-1 schema prepared by artifact \"previous\", which is not declared; declare [artifacts.previous] or set fresh_install = true",
+        );
+        ok = false;
+    }
+    let steps = match &raw.steps {
+        RawSteps::List(steps) if !steps.get_ref().is_empty() => {
+            let converted: Vec<Option<Step>> = steps
+                .get_ref()
+                .iter()
+                .enumerate()
+                .map(|(i, s)| convert(s, &label, i + 1, artifacts, sink))
+                .collect();
+            let steps_ok: Option<Vec<Step>> = converted.into_iter().collect();
+            if let Some(valid) = &steps_ok {
+                let model = FleetModel::walk(fresh_install, valid);
+                for problem in &model.problems {
+                    let at = problem.step;
+                    let step_span = steps.get_ref()[at - 1].span();
+                    let context = step_context(&label, at, Some(valid[at - 1].name()));
+                    sink.error(Some(step_span), &context, problem.message.clone());
+                }
+                if !model.problems.is_empty() {
+                    ok = false;
+                }
+            }
+            steps_ok
+        }
+        RawSteps::List(steps) => {
+            sink.error(Some(steps.span()), &label, "the cell has no steps; add at least one, e.g. { fleet = \"previous\", workers = 2 }");
+            None
+        }
+        RawSteps::Invalid => None,
+        RawSteps::Missing => {
+            sink.error(
+                table_head(&span),
+                &label,
+                "missing steps = [ ... ]; add at least one step",
+            );
+            None
+        }
+    };
+    let cell = Cell {
+        name,
+        about,
+        expect: expect?,
+        fresh_install,
+        steps: steps?,
+    };
+    ok.then_some(cell)
+}
+
+fn expectation(
+    value: &Spanned<toml::Value>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<Expectation> {
+    let rules: Vec<&str> = FindingRule::ALL.iter().map(|r| r.name()).collect();
+    let usage = "expected \"pass\" or { detect = \"RULE\" }";
+    match value.get_ref() {
+        toml::Value::String(s) if s == "pass" => Some(Expectation::Pass),
+        toml::Value::Table(t) => {
+            let Some((key, rule)) = t.iter().next().filter(|_| t.len() == 1) else {
+                let keys: Vec<&str> = t.keys().map(String::as_str).collect();
+                sink.error(
+                    Some(value.span()),
+                    context,
+                    format!("invalid expect with keys ({}); {usage}", keys.join(", ")),
+                );
+                return None;
+            };
+            if key != "detect" {
+                sink.error(
+                    Some(value.span()),
+                    context,
+                    format!(
+                        "invalid expect key \"{key}\"{}; {usage}",
+                        did_you_mean(key, ["detect"])
+                    ),
+                );
+                return None;
+            }
+            let Some(rule) = rule.as_str() else {
+                sink.error(
+                    Some(value.span()),
+                    context,
+                    format!("detect must name a finding rule, found {}", describe(rule)),
+                );
+                return None;
+            };
+            match FindingRule::from_name(rule) {
+                Some(r) => Some(Expectation::Detect(r)),
+                None => {
+                    sink.error(
+                        Some(value.span()),
+                        context,
+                        format!(
+                            "unknown finding rule \"{rule}\"{}; expected one of {}",
+                            did_you_mean(rule, rules.iter().copied()),
+                            rules.join(", ")
+                        ),
+                    );
+                    None
+                }
+            }
+        }
+        other => {
+            sink.error(
+                Some(value.span()),
+                context,
+                format!("invalid expect {}; {usage}", describe(other)),
+            );
+            None
+        }
+    }
+}
+
+fn validate_matrices(
+    raw: &[RawNamedMatrix],
+    cells: &[String],
+    sink: &mut Sink<'_>,
+) -> BTreeMap<String, NamedMatrix> {
+    let mut matrices = BTreeMap::new();
+    for (name, list) in raw {
+        let context = format!("matrix \"{}\"", name.get_ref());
+        if !is_identifier(name.get_ref(), '-') {
+            sink.error(
+                Some(name.span()),
+                &context,
+                "a matrix name uses lowercase letters, digits and dashes, like smoke",
+            );
+        }
+        if list.get_ref().is_empty() {
+            sink.error(
+                Some(list.span()),
+                &context,
+                "the matrix lists no cells; list cell names, or \"*\" for every cell",
+            );
+            continue;
+        }
+        let mut selected: Vec<String> = Vec::new();
+        let mut entries = Vec::new();
+        // With "*" present its own message covers the rest; no "listed twice" echoes.
+        let has_star = list.get_ref().iter().any(|e| e.get_ref() == "*");
+        for entry in list.get_ref() {
+            let cell = entry.get_ref();
+            entries.push(cell.clone());
+            if cell == "*" {
+                if list.get_ref().len() > 1 {
+                    sink.error(
+                        Some(entry.span()),
+                        &context,
+                        "\"*\" already means every cell; list it alone",
+                    );
+                }
+                selected.extend(cells.iter().cloned());
+            } else if !cells.contains(cell) {
+                sink.error(
+                    Some(entry.span()),
+                    &context,
+                    format!(
+                        "unknown cell \"{cell}\"{}; expected \"*\" or one of {}",
+                        did_you_mean(cell, cells.iter().map(String::as_str)),
+                        cells.join(", ")
+                    ),
+                );
+            } else if selected.contains(cell) {
+                if !has_star {
+                    sink.error(
+                        Some(entry.span()),
+                        &context,
+                        format!("cell \"{cell}\" is listed twice"),
+                    );
+                }
+            } else {
+                selected.push(cell.clone());
+            }
+        }
+        let mut seen = BTreeSet::new();
+        selected.retain(|c| seen.insert(c.clone()));
+        matrices.insert(
+            name.get_ref().clone(),
+            NamedMatrix {
+                entries,
+                cells: selected,
+            },
+        );
+    }
+    matrices
+}
