@@ -54,6 +54,7 @@ pub mod commands;
 mod error;
 pub mod exit;
 pub mod matrix;
+pub mod observe;
 pub mod plan;
 
 pub use commands::{Environment, execute};

@@ -1,0 +1,190 @@
+//! What a cell's run observed. The driver fills an [`Observations`];
+//! reconciliation reads it (with the cell's database) and produces
+//! [`Finding`]s; reports render both. These types are the contract
+//! between those stages, so they only grow (new fields get defaults).
+
+#![expect(missing_docs, reason = "plain data records; fields are named for what they hold and documented where that is not enough")]
+
+use crate::matrix::FindingRule;
+use serde::{Deserialize, Serialize};
+
+/// A job a producer reported `accepted` (printed only after commit), or
+/// reported `uncertain` (its commit's fate unknown).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptedJob {
+    pub job_id: i64,
+    /// The workload mode (`complete`, `retry_once`, ...).
+    pub mode: String,
+    pub max_attempts: i32,
+    /// Version of the producer that enqueued it.
+    pub version: String,
+}
+
+/// An attempt a worker reported `started` and had not reported
+/// `finished` when it was killed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    pub job_id: i64,
+    pub attempt: i32,
+    pub run_lease: i64,
+}
+
+/// A hard kill the driver performed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillRecord {
+    /// The process name (e.g. `previous-worker-2`).
+    pub process: String,
+    pub version: String,
+    /// `worker`, `leader` or `producer`.
+    pub role: String,
+    /// Milliseconds since the cell started.
+    pub at_ms: u64,
+    /// Its attempts in flight when killed: rescue must be proven on each.
+    pub in_flight: Vec<InFlight>,
+}
+
+/// A cron schedule and the window in which every fire time must have
+/// produced exactly one job: fire times `t` with `from_ms < t <= to_ms`
+/// (Unix ms) that are multiples of `every_ms`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CronWindow {
+    pub name: String,
+    pub every_ms: i64,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+/// One run of `awa storage flip-ring-authority`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlipRecord {
+    /// `manual`, `force` or `auto`.
+    pub mode: String,
+    /// `ok` or `refused`: what the step expected.
+    pub expected: String,
+    /// Process exit code (`None` for an auto-flip observed in the database).
+    pub exit_code: Option<i32>,
+    pub at_ms: u64,
+    /// The JSON lines the command printed.
+    pub output: Vec<serde_json::Value>,
+}
+
+/// An old binary started after the flip to prove the fence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceRecord {
+    pub artifact: String,
+    pub version: String,
+    pub exit_code: Option<i32>,
+    /// Whether it printed a `refused` event.
+    pub refused: bool,
+    /// Digests of the storage state (cursor columns, ledgers, authority,
+    /// runtime_instances rows of that binary) before and after.
+    pub state_before: String,
+    pub state_after: String,
+    pub stderr_tail: String,
+}
+
+/// A process the driver ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    pub name: String,
+    pub artifact: String,
+    pub version: String,
+    /// `worker`, `producer`, `migrate`, `flip`, `fence`, ...
+    pub role: String,
+    pub exit_code: Option<i32>,
+    /// Whether the driver killed it (SIGKILL) on purpose.
+    pub killed: bool,
+    /// Log file, relative to the run's report folder.
+    pub log: String,
+}
+
+/// A phase of the cell: one step, with its timing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phase {
+    /// 1-based step index (0 for setup, and for the final drain/reconcile phases).
+    pub step: usize,
+    /// Short name: `fleet`, `migrate`, `flip`, `reconcile`, ...
+    pub name: String,
+    /// Human description of what happened.
+    pub detail: String,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    /// `ok`, `refused`, `failed`, ...
+    pub outcome: String,
+}
+
+/// One monitor sample of one ring.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingSample {
+    pub at_ms: u64,
+    pub ring: String,
+    /// `columns`, `ledger`, or `none` before the expand migration.
+    pub authority: String,
+    /// The singleton columns.
+    pub column_slot: i32,
+    pub column_generation: i64,
+    /// The ledger's max row (`None` before the expand migration).
+    pub ledger_generation: Option<i64>,
+    pub ledger_slot: Option<i32>,
+    /// Ledger rows, and generations missing between its min and max.
+    pub ledger_rows: i64,
+    pub ledger_gaps: i64,
+}
+
+/// Throughput and fleet counts at one sample time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CensusSample {
+    pub at_ms: u64,
+    /// Events seen so far, by `version` then kind (`accepted`, `started`, `finished`).
+    pub by_version: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
+    /// Fresh runtime_instances rows by version.
+    pub fresh_runtimes: std::collections::BTreeMap<String, u64>,
+    /// Rows in queue_terminal_rollup_deltas (0 before it exists).
+    pub delta_rows: i64,
+    /// Sessions waiting on a lock at sample time.
+    pub lock_waits: i64,
+}
+
+/// Everything one cell's run observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observations {
+    pub accepted: Vec<AcceptedJob>,
+    pub uncertain: Vec<AcceptedJob>,
+    pub kills: Vec<KillRecord>,
+    pub cron: Vec<CronWindow>,
+    pub flips: Vec<FlipRecord>,
+    pub fences: Vec<FenceRecord>,
+    pub processes: Vec<ProcessRecord>,
+    pub phases: Vec<Phase>,
+    pub rings: Vec<RingSample>,
+    pub census: Vec<CensusSample>,
+}
+
+/// Something reconciliation (or the monitor) found wrong.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub rule: FindingRule,
+    /// The phase in which it was found or to which it points (`reconcile`
+    /// when only the end state shows it).
+    pub phase: String,
+    /// What is wrong, in one sentence.
+    pub message: String,
+    /// The first 20 job ids (or row keys) concerned.
+    pub ids: Vec<i64>,
+    /// How many in all.
+    pub count: u64,
+}
+
+/// A cell's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The cell met its expectation (no findings for `pass`; the required
+    /// finding for `detect`).
+    Pass,
+    /// It did not.
+    Fail,
+    /// The harness could not run it (no PostgreSQL, a binary that would
+    /// not start, cut short by Ctrl-C).
+    Inconclusive,
+}
