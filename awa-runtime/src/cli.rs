@@ -33,6 +33,12 @@ enum Command {
         /// Proceed even while runtimes below a migration's version floor heartbeat.
         #[arg(long, env = "AWA_ALLOW_LIVE_RUNTIMES")]
         allow_live_runtimes: bool,
+        /// Heartbeat age after which a runtime no longer counts as live.
+        #[arg(long, env = "AWA_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
+        stale_after: Duration,
+        /// Hold the migration transaction open this long after the preflight.
+        #[arg(long, env = "AWA_MIGRATE_PAUSE", default_value = "0ms", value_parser = parse_duration)]
+        pause: Duration,
     },
     /// Run a worker: claim and run jobs; compete for maintenance leadership.
     Worker(WorkerArgs),
@@ -85,12 +91,17 @@ enum JobCommand {
 
 #[derive(Debug, Subcommand)]
 enum StorageCommand {
-    /// Flip the ring-cursor authority from columns to ledger.
+    /// Flip the ring-cursor authority from columns to ledger (one way).
     FlipRingAuthority {
+        /// Flip although fresh runtimes are not flip-aware.
         #[arg(long)]
         force: bool,
+        /// Only report whether the flip would proceed (exit 2 when blocked).
         #[arg(long)]
         check: bool,
+        /// Heartbeat age after which a runtime no longer counts as fresh.
+        #[arg(long, env = "AWA_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
+        stale_after: Duration,
     },
 }
 
@@ -118,6 +129,20 @@ struct TimingArgs {
     shutdown_grace: Duration,
     #[arg(long, env = "AWA_DB_PATIENCE", default_value = "30s", value_parser = parse_duration)]
     db_patience: Duration,
+    /// The leader's rollup tick: fold deltas and trim ledgers.
+    #[arg(long, env = "AWA_FOLD_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    fold_interval: Duration,
+    /// Auto-flip once every fresh runtime is flip-aware for this long; `off` disables.
+    #[arg(long, env = "AWA_AUTO_FLIP", default_value = "5m", value_parser = parse_auto_flip)]
+    auto_flip: AutoFlip,
+}
+
+/// `off`, or the stability period of the auto-flip.
+#[derive(Debug, Clone, Copy)]
+struct AutoFlip(Option<Duration>);
+
+fn parse_auto_flip(s: &str) -> Result<AutoFlip, String> {
+    if s.trim() == "off" { Ok(AutoFlip(None)) } else { parse_duration(s).map(|d| AutoFlip(Some(d))) }
 }
 
 impl TimingArgs {
@@ -134,6 +159,8 @@ impl TimingArgs {
             snooze: self.snooze,
             shutdown_grace: self.shutdown_grace,
             db_patience: self.db_patience,
+            fold_every: self.fold_interval,
+            auto_flip_after: self.auto_flip.0,
         }
     }
 }
@@ -225,15 +252,12 @@ async fn dispatch(cli: Cli) -> Result<()> {
         return Err(Error::Config("no database given; pass --database-url or set AWA_DATABASE_URL".into()));
     };
     match cli.command {
-        Command::Migrate { allow_live_runtimes } => {
+        Command::Migrate { allow_live_runtimes, stale_after, pause } => {
             let mut client = crate::db::connect(&url).await?;
-            let out = crate::schema::migrate(&mut client, &MigrateOptions { allow_live_runtimes }).await?;
-            match out {
+            let opts = MigrateOptions { allow_live_runtimes, stale_ms: stale_after.as_secs_f64() * 1000.0, pause };
+            match crate::schema::migrate(&mut client, &opts).await? {
                 MigrateOutcome::Applied { from, to } => emit("migrated", json!({ "from": from, "to": to, "version": VERSION })),
                 MigrateOutcome::UpToDate { version } => emit("migrated", json!({ "from": version, "to": version, "version": VERSION })),
-                MigrateOutcome::AheadCompatible { found } => {
-                    emit("migrated", json!({ "from": found, "to": found, "ahead_compatible": true, "version": VERSION }))
-                }
             }
             Ok(())
         }
@@ -303,9 +327,11 @@ async fn dispatch(cli: Cli) -> Result<()> {
             emit("cancelled", json!({ "job_id": job_id, "was_live": done }));
             Ok(())
         }
-        Command::Storage(StorageCommand::FlipRingAuthority { .. }) => Err(Error::Refused(format!(
-            "awa {VERSION} has no ring-cursor authority to flip (the singleton columns are the only cursor); run the flip with awa 0.7 or later"
-        ))),
+        Command::Storage(StorageCommand::FlipRingAuthority { force, check, stale_after }) => {
+            let mut client = crate::db::connect(&url).await?;
+            crate::schema::check_for_runtime(&client).await?;
+            flip_command(&mut client, force, check, stale_after.as_secs_f64() * 1000.0).await
+        }
         Command::Status { stale_after, .. } => {
             let client = crate::db::connect(&url).await?;
             let s = crate::store::read::status(&client, stale_after.as_secs_f64() * 1000.0).await?;
@@ -313,6 +339,42 @@ async fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `awa storage flip-ring-authority`: events on stdout, exit 2 when the
+/// flip is blocked (or, with `--check`, would be).
+async fn flip_command(client: &mut tokio_postgres::Client, force: bool, check: bool, stale_ms: f64) -> Result<()> {
+    use crate::store::authority::{self, Authority, FlipOutcome};
+    if check {
+        let current = authority::read(&*client).await?;
+        let (blocking, fresh) = authority::flip_readiness(&*client, stale_ms).await?;
+        let ready = current == Authority::Ledger || blocking.is_empty();
+        emit("flip_check", json!({ "authority": current, "ready": ready, "fresh_runtimes": fresh, "blocking": blocking }));
+        return if ready { Ok(()) } else { Err(Error::Refused(blocked_message(&blocking))) };
+    }
+    match authority::flip(client, stale_ms, force).await? {
+        FlipOutcome::Flipped { rings, forced } => {
+            emit("flipped", json!({ "rings": rings, "forced": forced, "version": VERSION }));
+            Ok(())
+        }
+        FlipOutcome::Already => {
+            emit("flipped", json!({ "already": true, "version": VERSION }));
+            Ok(())
+        }
+        FlipOutcome::Blocked { blocking } => {
+            emit("flip_check", json!({ "ready": false, "blocking": blocking }));
+            Err(Error::Refused(blocked_message(&blocking)))
+        }
+    }
+}
+
+fn blocked_message(blocking: &[crate::store::authority::Blocker]) -> String {
+    let names: Vec<String> = blocking.iter().map(|b| b.describe()).collect();
+    format!(
+        "the flip is blocked: {} fresh runtime(s) are not flip-aware: {}; stop or upgrade them (or wait until their heartbeat is stale), or pass --force",
+        blocking.len(),
+        names.join(", ")
+    )
 }
 
 /// Exit code of a refusal, re-exported for the binary's callers.

@@ -26,6 +26,7 @@ pub mod db;
 pub mod duration;
 pub mod error;
 pub mod events;
+pub mod failpoint;
 pub mod maintenance;
 pub mod pgtemp;
 pub mod producer;

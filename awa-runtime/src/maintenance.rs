@@ -7,7 +7,8 @@
 use crate::db::Conn;
 use crate::error::{Error, Result};
 use crate::events::emit;
-use crate::store::{Ring, cron, enqueue, instances, rescue, rings};
+use crate::store::authority::{self, Authority, FlipOutcome};
+use crate::store::{Ring, cron, enqueue, folds, instances, rescue, rings};
 use crate::timings::Timings;
 use serde_json::json;
 use std::time::Instant;
@@ -84,7 +85,15 @@ async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Rec
     instances::mark_leader(conn.client().await?, &me.instance_id).await?;
     emit("leader", json!({ "instance_id": me.instance_id, "name": me.name, "version": me.version }));
     let start = Instant::now();
-    let mut due = Due { promote: start, rescue: start, cron: start, rotate: start + t.rotate_every };
+    let mut due = Due {
+        promote: start,
+        rescue: start,
+        cron: start,
+        rotate: start + t.rotate_every,
+        fold: start + t.fold_every,
+        flip_check: start,
+    };
+    let mut ready_since: Option<Instant> = None;
     loop {
         if *stop.borrow() {
             return Ok(());
@@ -113,7 +122,20 @@ async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Rec
             }
             due.rotate = now + t.rotate_every;
         }
-        let next = due.promote.min(due.cron).min(due.rescue).min(due.rotate);
+        if now >= due.fold {
+            match folds::fold(conn.client_mut().await?).await? {
+                folds::Folded::StoodDown { pinned_by } => emit("fold_stood_down", json!({ "pinned_by": pinned_by })),
+                folds::Folded::Done { .. } => {}
+            }
+            due.fold = now + t.fold_every;
+        }
+        if now >= due.flip_check {
+            if let Some(stability) = t.auto_flip_after {
+                auto_flip(conn, t, stability, &mut ready_since).await?;
+            }
+            due.flip_check = now + t.heartbeat;
+        }
+        let next = due.promote.min(due.cron).min(due.rescue).min(due.rotate).min(due.fold).min(due.flip_check);
         sleep_or_stop(stop, next.saturating_duration_since(Instant::now()).max(std::time::Duration::from_millis(5))).await;
     }
 }
@@ -123,4 +145,31 @@ struct Due {
     rescue: Instant,
     cron: Instant,
     rotate: Instant,
+    fold: Instant,
+    flip_check: Instant,
+}
+
+/// The leader's auto-flip: once every fresh runtime has reported a
+/// flip-aware `binary_version` continuously for `stability` (and at least
+/// one is fresh), flip. Any blocker resets the clock.
+async fn auto_flip(conn: &mut Conn, t: &Timings, stability: std::time::Duration, ready_since: &mut Option<Instant>) -> Result<()> {
+    if authority::read(conn.client().await?).await? == Authority::Ledger {
+        *ready_since = None;
+        return Ok(());
+    }
+    let (blocking, fresh) = authority::flip_readiness(conn.client().await?, t.stale_ms()).await?;
+    if !blocking.is_empty() || fresh == 0 {
+        *ready_since = None;
+        return Ok(());
+    }
+    let since = *ready_since.get_or_insert_with(Instant::now);
+    if since.elapsed() < stability {
+        return Ok(());
+    }
+    match authority::flip(conn.client_mut().await?, t.stale_ms(), false).await? {
+        FlipOutcome::Flipped { rings, .. } => emit("flipped", json!({ "rings": rings, "forced": false, "auto": true })),
+        FlipOutcome::Already => {}
+        FlipOutcome::Blocked { .. } => *ready_since = None,
+    }
+    Ok(())
 }

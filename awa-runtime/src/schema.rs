@@ -4,7 +4,7 @@
 //! other sessions see the schema before or after the whole set.
 
 use crate::error::{Error, Result};
-use crate::version::{EXPAND_MIGRATION_VERSION, SCHEMA_VERSION, VERSION};
+use crate::version::{SCHEMA_VERSION, VERSION};
 use tokio_postgres::Client;
 
 /// One embedded migration.
@@ -21,10 +21,25 @@ pub struct Migration {
 pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "core", sql: include_str!("../migrations/v001_core.sql") },
     Migration { version: 2, name: "cron", sql: include_str!("../migrations/v002_cron.sql") },
+    Migration { version: 3, name: "expand_ring_ledgers", sql: include_str!("../migrations/v003_expand_ring_ledgers.sql") },
 ];
+
+/// Runtime version floors: applying migration `.0` requires every fresh
+/// runtime to run at least version `.1` (ADR-041 §3). The expand
+/// migration needs the 0.6.2 stepping-stone: older 0.6 binaries
+/// misclassify a newer schema.
+pub const MIGRATION_RUNTIME_VERSION_FLOORS: &[(i32, &str)] = &[(3, "0.6.2")];
+
+/// Migrations with no rolling-compatible shape: applying one requires no
+/// fresh runtime at all (ADR-041 §8). Empty: adding an entry needs a
+/// design review, a header justification and an operator procedure.
+pub const EXCLUSIVE_WINDOW_MIGRATIONS: &[i32] = &[];
 
 /// Serialises migrators (transaction-scoped advisory lock).
 const MIGRATE_LOCK_KEY: i64 = 0x6177_615f_6d67_7274;
+
+/// How often a migration that deadlocked with live traffic is retried.
+const DEADLOCK_RETRIES: u32 = 3;
 
 const BOOTSTRAP: &str = "CREATE SCHEMA IF NOT EXISTS awa;
 CREATE TABLE IF NOT EXISTS awa.schema_version (
@@ -34,6 +49,14 @@ CREATE TABLE IF NOT EXISTS awa.schema_version (
 const HAS_VERSION_TABLE: &str = "SELECT to_regclass('awa.schema_version') IS NOT NULL";
 const MAX_VERSION: &str = "SELECT coalesce(max(version), 0) FROM awa.schema_version";
 const RECORD_VERSION: &str = "INSERT INTO awa.schema_version (version) VALUES ($1)";
+/// Held until the migration commits, so no runtime can register or
+/// heartbeat its way past the preflight (blocks INSERT and UPDATE).
+const LOCK_RUNTIMES: &str = "LOCK TABLE awa.runtime_instances IN SHARE ROW EXCLUSIVE MODE";
+const FRESH_RUNTIMES: &str = "
+SELECT instance_id, name, version, (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint
+FROM awa.runtime_instances
+WHERE heartbeat_at > now() - $1::float8 * interval '1 millisecond'
+ORDER BY started_at, instance_id";
 
 /// What `awa migrate` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,17 +65,25 @@ pub enum MigrateOutcome {
     Applied { from: i32, to: i32 },
     /// Nothing to do.
     UpToDate { version: i32 },
-    /// The schema is at the 0.7 expand migration in `columns` authority,
-    /// which this release runs on unchanged: nothing to do.
-    AheadCompatible { found: i32 },
 }
 
 /// Options of `awa migrate`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MigrateOptions {
-    /// Accepted for the rehearsal contract; this release has no runtime
-    /// version floors to override.
+    /// Proceed although fresh runtimes are below a migration's floor, or
+    /// an exclusive-window migration is pending while runtimes are live.
     pub allow_live_runtimes: bool,
+    /// Heartbeat age below which a runtime counts as live.
+    pub stale_ms: f64,
+    /// Hold the migration transaction open this long after the preflight
+    /// (rehearsals use it to act during a migration).
+    pub pause: std::time::Duration,
+}
+
+impl Default for MigrateOptions {
+    fn default() -> Self {
+        MigrateOptions { allow_live_runtimes: false, stale_ms: 10_000.0, pause: std::time::Duration::ZERO }
+    }
 }
 
 /// The schema's current version, or `None` when no schema is installed.
@@ -73,95 +104,143 @@ pub async fn current_version(client: &impl tokio_postgres::GenericClient) -> Res
     Ok(Some(v))
 }
 
-/// Bring the schema to this binary's version.
-pub async fn migrate(client: &mut Client, _opts: &MigrateOptions) -> Result<MigrateOutcome> {
+fn newer_schema(found: i32) -> Error {
+    Error::Refused(format!(
+        "the schema is at version {found}, newer than awa {VERSION} knows ({SCHEMA_VERSION}); refusing before any write; \
+         run an awa release that matches the schema"
+    ))
+}
+
+/// Bring the schema to this binary's version: one transaction under an
+/// advisory lock, after the preflight; retried whole on deadlock.
+pub async fn migrate(client: &mut Client, opts: &MigrateOptions) -> Result<MigrateOutcome> {
+    let mut attempt = 0;
+    loop {
+        match migrate_once(client, opts).await {
+            Err(Error::Db { detail, .. }) if detail.contains("SQLSTATE 40P01") && attempt < DEADLOCK_RETRIES => {
+                attempt += 1;
+                eprintln!("awa: the migration deadlocked with live traffic ({detail}); retrying ({attempt}/{DEADLOCK_RETRIES})");
+                tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt))).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<MigrateOutcome> {
     let tx = client.transaction().await.map_err(|e| Error::db("starting the migration", e))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK_KEY])
         .await
         .map_err(|e| Error::db("taking the migration lock", e))?;
-    let found = current_version(&tx).await?;
-    let from = found.unwrap_or(0);
+    let from = current_version(&tx).await?.unwrap_or(0);
     if from > SCHEMA_VERSION {
-        // Fail closed before any write: only the expand migration in
-        // compat authority is a schema this release may run on.
-        check_ahead(&tx, from).await?;
-        tx.rollback().await.map_err(|e| Error::db("finishing the migration", e))?;
-        return Ok(MigrateOutcome::AheadCompatible { found: from });
+        // Fail closed before legacy detection, normalisation or any write.
+        return Err(newer_schema(from));
     }
     if from == SCHEMA_VERSION {
         tx.commit().await.map_err(|e| Error::db("finishing the migration", e))?;
         return Ok(MigrateOutcome::UpToDate { version: from });
+    }
+    let pending: Vec<i32> = MIGRATIONS.iter().filter(|m| m.version > from).map(|m| m.version).collect();
+    if from > 0 {
+        preflight(&tx, &pending, MIGRATION_RUNTIME_VERSION_FLOORS, EXCLUSIVE_WINDOW_MIGRATIONS, opts).await?;
+    }
+    if !opts.pause.is_zero() {
+        eprintln!("awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)", opts.pause);
+        tokio::time::sleep(opts.pause).await;
     }
     tx.batch_execute(BOOTSTRAP).await.map_err(|e| Error::db("creating the awa schema", e))?;
     for m in MIGRATIONS.iter().filter(|m| m.version > from) {
         tx.batch_execute(m.sql)
             .await
             .map_err(|e| Error::db(format!("applying migration v{} ({})", m.version, m.name), e))?;
+        if m.version == crate::version::EXPAND_MIGRATION_VERSION && crate::failpoint::armed(crate::failpoint::EXPAND_DROPS_COLUMNS) {
+            // The seeded defect: the first design of the expand migration
+            // dropped the columns 0.6 binaries still use.
+            tx.batch_execute(
+                "ALTER TABLE awa.queue_ring_state DROP COLUMN current_slot, DROP COLUMN generation;
+                 ALTER TABLE awa.claim_ring_state DROP COLUMN current_slot, DROP COLUMN generation;
+                 ALTER TABLE awa.lease_ring_state DROP COLUMN current_slot, DROP COLUMN generation;
+                 UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now();",
+            )
+            .await
+            .map_err(|e| Error::db("dropping the compat columns", e))?;
+        }
         tx.execute(RECORD_VERSION, &[&m.version])
             .await
             .map_err(|e| Error::db(format!("recording migration v{}", m.version), e))?;
+    }
+    if from == 0 {
+        // A fresh install: no old binary can exist, start on the ledger.
+        crate::store::authority::promote_ledger(&tx).await?;
     }
     tx.commit().await.map_err(|e| Error::db("committing the migration", e))?;
     Ok(MigrateOutcome::Applied { from, to: SCHEMA_VERSION })
 }
 
-const HAS_AUTHORITY: &str = "SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL";
-const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority";
-
-/// The forward-schema guard: a schema newer than this binary is accepted
-/// only when it is exactly the 0.7 expand migration and the ring-cursor
-/// authority is still `columns`; anything else is refused (nothing has
-/// been written when this runs).
-async fn check_ahead(client: &impl tokio_postgres::GenericClient, found: i32) -> Result<()> {
-    if found != EXPAND_MIGRATION_VERSION {
-        return Err(Error::Refused(format!(
-            "the schema is at version {found}, newer than awa {VERSION} knows (it runs on {SCHEMA_VERSION}, \
-             or on {EXPAND_MIGRATION_VERSION} while the ring-cursor authority is `columns`); refusing before any write; \
-             run an awa release that matches the schema"
-        )));
+/// The migration preflight (ADR-041 §3, §8): with `runtime_instances`
+/// locked until commit, refuse while a fresh runtime is below the floor
+/// of a pending migration, or while any runtime is live and a pending
+/// migration needs an exclusive window; `allow_live_runtimes` overrides.
+/// Public so its refusal paths can be tested with other lists.
+pub async fn preflight(
+    tx: &tokio_postgres::Transaction<'_>,
+    pending: &[i32],
+    floors: &[(i32, &str)],
+    exclusive: &[i32],
+    opts: &MigrateOptions,
+) -> Result<()> {
+    use crate::store::authority::parse_version;
+    if !crate::failpoint::armed(crate::failpoint::PREFLIGHT_NO_LOCK) {
+        tx.batch_execute(LOCK_RUNTIMES).await.map_err(|e| Error::db("locking runtime_instances", e))?;
     }
-    let has: bool = client
-        .query_one(HAS_AUTHORITY, &[])
-        .await
-        .map_err(|e| Error::db("reading the ring-cursor authority", e))?
-        .get(0);
-    let authority: Option<String> = if has {
-        client
-            .query_opt(AUTHORITY, &[])
-            .await
-            .map_err(|e| Error::db("reading the ring-cursor authority", e))?
-            .map(|r| r.get(0))
-    } else {
-        None
+    let fresh = tx.query(FRESH_RUNTIMES, &[&opts.stale_ms]).await.map_err(|e| Error::db("reading runtime_instances", e))?;
+    let fresh: Vec<(String, String, String, i64)> = fresh.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    let describe = |rows: &[&(String, String, String, i64)]| -> String {
+        let mut s: Vec<String> =
+            rows.iter().take(5).map(|(id, name, v, age)| format!("{name} ({id}, version {v}, heartbeat {age} ms ago)")).collect();
+        if rows.len() > 5 {
+            s.push(format!("and {} more", rows.len() - 5));
+        }
+        s.join(", ")
     };
-    match authority.as_deref() {
-        Some("columns") => Ok(()),
-        Some(other) => Err(Error::Refused(format!(
-            "the ring-cursor authority is `{other}`: the cursor columns awa {VERSION} uses were retired by the flip; \
-             refusing before any write; run awa 0.7 or later (rollback across the flip is not supported)"
-        ))),
-        None => Err(Error::Refused(format!(
-            "the schema is at version {found} but has no ring-cursor authority row; refusing before any write; \
-             finish the migration with awa 0.7 or later"
-        ))),
+    for v in pending {
+        if exclusive.contains(v) && !fresh.is_empty() && !opts.allow_live_runtimes {
+            let all: Vec<_> = fresh.iter().collect();
+            return Err(Error::Refused(format!(
+                "migration v{v} needs an exclusive window but {} runtime(s) are live: {}; stop them first, or pass --allow-live-runtimes",
+                fresh.len(),
+                describe(&all)
+            )));
+        }
+        for (fv, floor) in floors.iter().filter(|(fv, _)| fv == v) {
+            let min = parse_version(floor).expect("floors are X.Y.Z");
+            let below: Vec<_> = fresh.iter().filter(|(_, _, ver, _)| parse_version(ver).is_none_or(|x| x < min)).collect();
+            if !below.is_empty() && !opts.allow_live_runtimes {
+                return Err(Error::Refused(format!(
+                    "migration v{fv} requires every live runtime at {floor} or later, but {} is older: {}; \
+                     stop or upgrade it (to {floor}), or pass --allow-live-runtimes",
+                    below.len(),
+                    describe(&below)
+                )));
+            }
+        }
     }
+    Ok(())
 }
 
 /// The check a worker or producer runs before it writes anything: the
-/// schema must be installed, at least at this binary's version, and pass
-/// the forward-schema guard when newer.
+/// schema must be installed and at exactly this binary's version (older:
+/// run `awa migrate`; newer: fail closed).
 pub async fn check_for_runtime(client: &Client) -> Result<i32> {
     match current_version(client).await? {
         None => Err(Error::Refused(format!(
             "no awa schema in this database; run `awa migrate` (awa {VERSION}) first"
         ))),
         Some(v) if v < SCHEMA_VERSION => Err(Error::Refused(format!(
-            "the schema is at version {v} but awa {VERSION} needs version {SCHEMA_VERSION}; run `awa migrate` first"
+            "the schema is at version {v} but awa {VERSION} needs version {SCHEMA_VERSION}; run `awa migrate` (awa {VERSION}) first"
         ))),
-        Some(v) if v > SCHEMA_VERSION => {
-            check_ahead(client, v).await?;
-            Ok(v)
-        }
+        Some(v) if v > SCHEMA_VERSION => Err(newer_schema(v)),
         Some(v) => Ok(v),
     }
 }

@@ -29,6 +29,11 @@ pub struct Timings {
     pub shutdown_grace: Duration,
     /// How long transient database failures are retried before giving up.
     pub db_patience: Duration,
+    /// The leader's rollup tick: fold rollup deltas and trim the ledgers.
+    pub fold_every: Duration,
+    /// Auto-flip once every fresh runtime has been flip-aware this long
+    /// (`None`: never auto-flip).
+    pub auto_flip_after: Option<Duration>,
 }
 
 impl Default for Timings {
@@ -45,6 +50,8 @@ impl Default for Timings {
             snooze: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(10),
             db_patience: Duration::from_secs(30),
+            fold_every: Duration::from_secs(30),
+            auto_flip_after: Some(Duration::from_secs(300)),
         }
     }
 }

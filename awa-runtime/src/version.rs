@@ -5,7 +5,7 @@
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The highest schema version this binary's embedded migrations create.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The schema version of the 0.7 expand migration (see
 /// `artifacts/manifest.toml`). Decided while cutting the 0.6 line so that

@@ -54,7 +54,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     instances::register(conn.client().await?, &me.instance_id, &me.name, VERSION, "worker").await?;
     emit(
         "ready",
-        json!({ "role": "worker", "instance_id": me.instance_id, "name": me.name, "version": VERSION, "pid": std::process::id() }),
+        json!({
+            "role": "worker", "instance_id": me.instance_id, "name": me.name, "version": VERSION,
+            "pid": std::process::id(), "failpoints": crate::failpoint::armed_list(),
+        }),
     );
 
     let t = cfg.timings.clone();

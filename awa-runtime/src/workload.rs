@@ -99,9 +99,11 @@ pub async fn run(args: &serde_json::Value, attempt: i32, deadline_ms: Option<i32
         }
         Mode::OverrunDeadline if attempt == 1 => {
             // Keep heartbeating (the worker does) while running far past
-            // the deadline: only deadline rescue can take this attempt.
+            // the deadline: only deadline rescue can take this attempt,
+            // however long the rescue takes to come (a 0.6 leader never
+            // deadline-rescues a 0.7 claim batch).
             let d = u64::try_from(deadline_ms.unwrap_or(1000)).unwrap_or(1000);
-            tokio::time::sleep(Duration::from_millis(d.saturating_mul(4).min(60_000))).await;
+            tokio::time::sleep(Duration::from_millis(d.saturating_mul(30).min(60_000))).await;
             Outcome::Completed
         }
         Mode::OverrunDeadline => Outcome::Completed,

@@ -1,7 +1,8 @@
 //! The frozen releases, built from their archives: the manifest's digests
-//! match; on a schema newer than it knows, 0.6.1 shows the unsafe
-//! rewrite (ADR-041 context item 1) while 0.6.2 refuses without writing,
-//! except on the expand migration in `columns` authority, where it runs.
+//! match; on a schema newer than it knows (the real 0.7 expand migration
+//! of this build), 0.6.1 shows the unsafe rewrite (ADR-041 context item
+//! 1) while 0.6.2 refuses without writing, except on the expand migration
+//! in `columns` authority, where it runs.
 
 mod common;
 
@@ -45,23 +46,19 @@ fn manifest_digests_match_the_archives() {
     assert!(err.contains("0.6.1") && err.contains("0.6.2"), "{err}");
 }
 
-/// Make the schema look like the 0.7 expand migration ran: version 3 and
-/// an authority row (and an authority-aware resolver to notice clobbering).
-const FAKE_EXPAND: &str = "
-INSERT INTO awa.schema_version (version) VALUES (3);
-CREATE TABLE awa.ring_cursor_authority (singleton boolean PRIMARY KEY DEFAULT true, authority text NOT NULL, flipped_at timestamptz);
-INSERT INTO awa.ring_cursor_authority (authority) VALUES ('columns');
-CREATE OR REPLACE FUNCTION awa.ring_cursor(ring text, OUT slot int, OUT generation bigint)
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    IF (SELECT authority FROM awa.ring_cursor_authority) <> 'columns' THEN
-        RAISE EXCEPTION 'ledger cursor not faked in this test';
-    END IF;
-    SELECT s.current_slot, s.generation INTO slot, generation FROM awa.queue_ring_state s WHERE ring = 'queue'
-    UNION ALL SELECT s.current_slot, s.generation FROM awa.claim_ring_state s WHERE ring = 'claim'
-    UNION ALL SELECT s.current_slot, s.generation FROM awa.lease_ring_state s WHERE ring = 'lease';
-END
-$$;";
+/// A database migrated by the 0.6.2 release (schema v2), then, when
+/// `expand`, by this build (the real 0.7 expand migration, v3, in
+/// `columns` authority).
+async fn prepared(name: &str, bin062: &str, expand: bool) -> Db {
+    let db = Db::empty(name).await;
+    let (code, _, err) = run(bin062, &db.url, &["migrate"], &[]).await;
+    assert_eq!(code, 0, "0.6.2 migrate: {err}");
+    if expand {
+        let mut c = db.client().await;
+        awa_runtime::schema::migrate(&mut c, &Default::default()).await.unwrap();
+    }
+    db
+}
 
 fn dump(db: &Db) -> String {
     let out = std::process::Command::new(db.cluster.bindir().join("pg_dump"))
@@ -106,8 +103,8 @@ async fn pre_guard_rewrites_a_newer_schema_and_the_stepping_stone_refuses_it() {
     assert!(out.contains("0.6.1"), "{out}");
 
     // 0.6.1 on the expand schema: the unsafe legacy rewrite.
-    let db = Db::migrated("pre_guard").await;
-    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    let db = prepared("pre_guard", &bin062, true).await;
+    assert_eq!(versions(&db).await, vec![1, 2, 3]);
     let (code, out, err) = run(&bin061, &db.url, &["migrate"], &[]).await;
     assert_eq!(code, 0, "0.6.1 does not refuse: {err}");
     assert!(err.contains("legacy"), "{err}");
@@ -123,8 +120,7 @@ async fn pre_guard_rewrites_a_newer_schema_and_the_stepping_stone_refuses_it() {
     assert!(!body.contains("ring_cursor_authority"), "the authority-aware resolver was replaced by 0.6.1's own: {body}");
 
     // 0.6.2 on a schema one past the expand migration: refuses, writes nothing.
-    let db = Db::migrated("guard_unknown").await;
-    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    let db = prepared("guard_unknown", &bin062, true).await;
     db.client().await.batch_execute("INSERT INTO awa.schema_version (version) VALUES (4)").await.unwrap();
     let before = dump(&db);
     for cmd in [&["migrate"][..], &["worker"][..], &["produce", "--count", "5"][..]] {
@@ -135,10 +131,10 @@ async fn pre_guard_rewrites_a_newer_schema_and_the_stepping_stone_refuses_it() {
     }
     assert_same_dump(&before, &dump(&db));
 
-    // 0.6.2 on the expand migration after a flip (ledger authority): refuses.
-    let db = Db::migrated("guard_ledger").await;
-    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
-    db.client().await.batch_execute("UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now()").await.unwrap();
+    // 0.6.2 on the expand migration after the flip (ledger authority): refuses.
+    let db = prepared("guard_ledger", &bin062, true).await;
+    let flipped = awa_runtime::store::authority::flip(&mut db.client().await, 1000.0, false).await.unwrap();
+    assert!(matches!(flipped, awa_runtime::store::authority::FlipOutcome::Flipped { .. }), "{flipped:?}");
     let before = dump(&db);
     for cmd in [&["migrate"][..], &["worker"][..]] {
         let (code, _, err) = run(&bin062, &db.url, cmd, &[]).await;
@@ -148,8 +144,7 @@ async fn pre_guard_rewrites_a_newer_schema_and_the_stepping_stone_refuses_it() {
     assert_same_dump(&before, &dump(&db));
 
     // 0.6.2 on the expand migration in columns authority: runs.
-    let db = Db::migrated("guard_columns").await;
-    db.client().await.batch_execute(FAKE_EXPAND).await.unwrap();
+    let db = prepared("guard_columns", &bin062, true).await;
     let (code, out, err) = run(&bin062, &db.url, &["migrate"], &[]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"ahead_compatible\":true"), "{out}");

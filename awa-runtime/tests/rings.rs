@@ -1,4 +1,5 @@
-//! Rotation and prune: with rotation at a 1 s cadence and 10,000 jobs
+//! Rotation and prune (ledger mode: a fresh install starts there; compat
+//! mode is covered by the mixed-fleet tests): with rotation at a 1 s cadence and 10,000 jobs
 //! through the system every accepted job has exactly one terminal record
 //! (in the ring or the archive); prune refuses a sealed slot that holds
 //! live work; rotation refuses a busy next slot and idle-skips only an
@@ -46,7 +47,7 @@ async fn ten_thousand_jobs_through_rotating_rings_each_end_exactly_once() {
     assert!(extra.is_empty() && lost.is_empty() && dup.is_empty(), "extra {extra:?} lost {lost:?} duplicated {dup:?}");
     let archived = records.iter().filter(|r| r.source == "archive").count();
     assert!(archived > 0, "prune archived nothing: rotation/prune did not run");
-    let generation: i64 = client.query_one("SELECT generation FROM awa.claim_ring_state", &[]).await.unwrap().get(0);
+    let generation: i64 = client.query_one("SELECT generation FROM awa.ring_cursor('claim')", &[]).await.unwrap().get(0);
     assert!(generation >= 3, "the claim ring rotated only {generation} times");
     // Operator counts (rollups + unarchived closures + dead letters) match
     // the row-by-row counts.
@@ -86,7 +87,7 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
     for _ in 0..6 {
         assert!(matches!(rings::rotate(&mut client, Ring::Queue).await.unwrap(), Rotated::Advanced { .. }));
     }
-    let cur: i32 = client.query_one("SELECT current_slot FROM awa.queue_ring_state", &[]).await.unwrap().get(0);
+    let cur: i32 = client.query_one("SELECT slot FROM awa.ring_cursor('queue')", &[]).await.unwrap().get(0);
     assert_eq!(cur, 7);
     // Slot 0 is empty: prune has nothing; rotate into it.
     assert_eq!(rings::prune(&mut client, Ring::Queue).await.unwrap(), Pruned::Empty);
@@ -98,14 +99,13 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
     let still: i64 = client.query_one("SELECT count(*) FROM awa.queue_entries WHERE job_id = 2", &[]).await.unwrap().get(0);
     assert_eq!(still, 1, "the live entry survived");
 
-    // Claim ring: a receipt without closure is live; once closed, prune
-    // archives the terminal closure and truncates.
+    // Claim ring: move its cursor to (slot 2, generation 2); slot 3 was
+    // last opened one wrap ago (generation 2 - 8 + 1 = -5). A receipt
+    // without closure is live; once closed, prune archives the terminal
+    // closure, appends a rollup delta and truncates.
     client
         .batch_execute(
-            "UPDATE awa.claim_ring_state SET current_slot = 2, generation = 2;
-             UPDATE awa.claim_ring_slots SET generation = 1 WHERE slot = 1;
-             UPDATE awa.claim_ring_slots SET generation = 2 WHERE slot = 2;
-             UPDATE awa.claim_ring_slots SET generation = -5 WHERE slot = 3;
+            "INSERT INTO awa.claim_ring_rotations (generation, slot) VALUES (1, 1), (2, 2);
              INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id) VALUES (3, -5, 9, 1, 1, 'x');",
         )
         .await
@@ -121,6 +121,13 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
     assert_eq!(rings::prune(&mut client, Ring::Claim).await.unwrap(), Pruned::Truncated { slot: 3, generation: -5, archived: 1 });
     let archived: i64 = client.query_one("SELECT count(*) FROM awa.terminal_archive WHERE job_id = 9", &[]).await.unwrap().get(0);
     assert_eq!(archived, 1);
+    let deltas: i64 = client.query_one("SELECT sum(count)::bigint FROM awa.queue_terminal_rollup_deltas", &[]).await.unwrap().get(0);
+    assert_eq!(deltas, 1, "ledger-mode prune appends a delta");
+    let rolled: i64 = client.query_one("SELECT count(*) FROM awa.queue_terminal_rollups", &[]).await.unwrap().get(0);
+    assert_eq!(rolled, 0, "ledger-mode prune does not upsert rollups");
+    // The fold drains the delta into the rollups.
+    let folded = awa_runtime::store::folds::fold(&mut client).await.unwrap();
+    assert!(matches!(folded, awa_runtime::store::folds::Folded::Done { delta_rows: 1, .. }), "{folded:?}");
     let rolled: i64 = client.query_one("SELECT sum(count)::bigint FROM awa.queue_terminal_rollups", &[]).await.unwrap().get(0);
     assert_eq!(rolled, 1);
 

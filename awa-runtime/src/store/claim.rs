@@ -1,5 +1,8 @@
 //! Claim: take ready entries, write a claim receipt and a run lease, and
-//! record the handler run, all in one statement.
+//! record the handler run, all in one statement. Since 0.7 a claim's
+//! deadline is written as a compact claim batch (`awa.claim_batches`),
+//! not on the lease: a 0.6 leader does not scan it, so deadline rescue of
+//! such claims waits for a 0.7 leader (the documented ADR-041 limitation).
 
 use crate::error::{Error, Result};
 use tokio_postgres::{Client, ToStatement};
@@ -43,10 +46,13 @@ r AS (
     INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id)
     SELECT cc.slot, cc.generation, j.job_id, j.run_lease, j.attempt, $3 FROM j, cc
 ), l AS (
-    INSERT INTO awa.leases (slot, generation, job_id, run_lease, attempt, instance_id, deadline_at)
-    SELECT lc.slot, lc.generation, j.job_id, j.run_lease, j.attempt, $3,
-           CASE WHEN j.deadline_ms IS NULL THEN NULL ELSE now() + j.deadline_ms * interval '1 millisecond' END
-    FROM j, lc
+    INSERT INTO awa.leases (slot, generation, job_id, run_lease, attempt, instance_id)
+    SELECT lc.slot, lc.generation, j.job_id, j.run_lease, j.attempt, $3 FROM j, lc
+), b AS (
+    -- Deadlines go to one compact claim-batch row per distinct deadline.
+    INSERT INTO awa.claim_batches (instance_id, deadline_at, job_ids, run_leases)
+    SELECT $3, now() + j.deadline_ms * interval '1 millisecond', array_agg(j.job_id), array_agg(j.run_lease)
+    FROM j WHERE j.deadline_ms IS NOT NULL GROUP BY j.deadline_ms
 ), e AS (
     INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version)
     SELECT j.job_id, j.run_lease, j.attempt, $3, $4 FROM j

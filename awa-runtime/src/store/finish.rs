@@ -2,8 +2,9 @@
 //! release, and the operator's cancel. Every statement is guarded by
 //! `(job_id, run_lease)` so a stale worker's result loses cleanly.
 //!
-//! Closure evidence goes to the claim ring's current slot, read from the
-//! `claim_ring_state` columns directly (the terminal-write path).
+//! Closure evidence goes to the claim ring's current slot, read through
+//! the authority-aware resolver (0.6 read the columns directly here,
+//! which is why the flip must fence them).
 
 use crate::error::{Error, Result};
 use tokio_postgres::{Client, ToStatement};
@@ -15,7 +16,7 @@ macro_rules! close_claim {
     ($terminal:literal) => {
         concat!(
             "
-, cs AS (SELECT current_slot, generation FROM awa.claim_ring_state)
+, cs AS (SELECT slot AS current_slot, generation FROM awa.ring_cursor('claim'))
 , c AS (
     INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
     SELECT cs.current_slot, cs.generation, j.job_id, j.run_lease, j.attempt, j.outcome, ",

@@ -4,8 +4,10 @@
 use crate::error::{Error, Result};
 use tokio_postgres::Client;
 
-const REGISTER: &str = "INSERT INTO awa.runtime_instances (instance_id, name, version, role)
-VALUES ($1, $2, $3, $4)
+/// `binary_version` is the flip capability the auto-flip and the manual
+/// flip check (ADR-041): this binary's version.
+const REGISTER: &str = "INSERT INTO awa.runtime_instances (instance_id, name, version, role, binary_version)
+VALUES ($1, $2, $3, $4, $3)
 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = now()";
 const HEARTBEAT: &str = "UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = $1";
 const HEARTBEAT_LEASES: &str = "UPDATE awa.leases SET heartbeat_at = now()

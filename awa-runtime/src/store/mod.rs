@@ -2,14 +2,17 @@
 //! statement (data-modifying CTEs) or one short transaction, with its SQL
 //! as named constants beside the code that runs it.
 //!
-//! Enqueue, promote, claim and rescue re-queue read ring cursors through
-//! the SQL resolver `awa.ring_cursor(ring)`; rotate, prune and terminal
-//! writes (closures) read the `{ring}_ring_state` columns directly.
+//! Enqueue, promote, claim, rescue re-queue and (since 0.7) terminal
+//! writes read ring cursors through the authority-aware SQL resolver
+//! `awa.ring_cursor(ring)`; rotate and prune branch on the authority
+//! themselves (`rings`).
 
+pub mod authority;
 pub mod claim;
 pub mod cron;
 pub mod enqueue;
 pub mod finish;
+pub mod folds;
 pub mod instances;
 pub mod read;
 pub mod rescue;

@@ -6,13 +6,18 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use tokio_postgres::Client;
 
-/// One ring's cursor as the columns hold it.
+/// One ring's cursor in both representations.
 #[derive(Debug, Clone, Serialize)]
 pub struct RingStatus {
     pub ring: String,
     pub slot_count: i32,
+    /// The singleton columns (poisoned to -1 after the flip).
     pub current_slot: i32,
     pub generation: i64,
+    /// The ledger's max row.
+    pub ledger_slot: Option<i32>,
+    pub ledger_generation: Option<i64>,
+    pub ledger_rows: i64,
 }
 
 /// One runtime.
@@ -33,6 +38,8 @@ pub struct InstanceStatus {
 pub struct Status {
     pub binary_version: String,
     pub schema_version: Option<i32>,
+    /// `columns` or `ledger`.
+    pub authority: Option<String>,
     pub rings: Vec<RingStatus>,
     pub instances: Vec<InstanceStatus>,
     /// Live jobs by state (scheduled, available, running).
@@ -46,9 +53,15 @@ pub struct Status {
 }
 
 const RINGS: &str = "
-SELECT 'queue', slot_count, current_slot, generation FROM awa.queue_ring_state
-UNION ALL SELECT 'claim', slot_count, current_slot, generation FROM awa.claim_ring_state
-UNION ALL SELECT 'lease', slot_count, current_slot, generation FROM awa.lease_ring_state";
+SELECT 'queue', s.slot_count, s.current_slot, s.generation, l.slot, l.generation, (SELECT count(*) FROM awa.queue_ring_rotations)
+FROM awa.queue_ring_state s LEFT JOIN LATERAL (SELECT slot, generation FROM awa.queue_ring_rotations ORDER BY generation DESC LIMIT 1) l ON true
+UNION ALL
+SELECT 'claim', s.slot_count, s.current_slot, s.generation, l.slot, l.generation, (SELECT count(*) FROM awa.claim_ring_rotations)
+FROM awa.claim_ring_state s LEFT JOIN LATERAL (SELECT slot, generation FROM awa.claim_ring_rotations ORDER BY generation DESC LIMIT 1) l ON true
+UNION ALL
+SELECT 'lease', s.slot_count, s.current_slot, s.generation, l.slot, l.generation, (SELECT count(*) FROM awa.lease_ring_rotations)
+FROM awa.lease_ring_state s LEFT JOIN LATERAL (SELECT slot, generation FROM awa.lease_ring_rotations ORDER BY generation DESC LIMIT 1) l ON true";
+const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority";
 const INSTANCES: &str = "
 SELECT instance_id, name, version, role, leader,
        heartbeat_at > now() - $1::float8 * interval '1 millisecond',
@@ -61,10 +74,12 @@ SELECT state, sum(n)::bigint FROM (
     UNION ALL SELECT state, count(*) FROM awa.terminal_archive GROUP BY 1
     UNION ALL SELECT 'failed', count(*) FROM awa.dead_letters
 ) t GROUP BY state";
+/// Rollups plus the unfolded deltas: exact whatever the fold timing.
 const OPERATOR_TERMINAL: &str = "
 SELECT state, sum(n)::bigint FROM (
     SELECT outcome AS state, count(*) AS n FROM awa.claim_closures WHERE terminal GROUP BY 1
     UNION ALL SELECT state, sum(count) FROM awa.queue_terminal_rollups GROUP BY 1
+    UNION ALL SELECT state, sum(count) FROM awa.queue_terminal_rollup_deltas GROUP BY 1
     UNION ALL SELECT 'failed', count(*) FROM awa.dead_letters
 ) t GROUP BY state";
 
@@ -83,21 +98,32 @@ pub async fn status(client: &Client, stale_ms: f64) -> Result<Status> {
     let mut s = Status {
         binary_version: crate::version::VERSION.to_string(),
         schema_version,
+        authority: None,
         rings: vec![],
         instances: vec![],
         live: BTreeMap::new(),
         terminal: BTreeMap::new(),
         operator_terminal: BTreeMap::new(),
     };
-    if schema_version.is_none() {
+    if schema_version.is_none_or(|v| v < crate::version::SCHEMA_VERSION) {
+        // Not this release's schema: the rest of the read API would not fit.
         return Ok(s);
     }
+    s.authority = Some(client.query_one(AUTHORITY, &[]).await.map_err(|e| Error::db("reading the authority", e))?.get(0));
     s.rings = client
         .query(RINGS, &[])
         .await
         .map_err(|e| Error::db("reading ring cursors", e))?
         .iter()
-        .map(|r| RingStatus { ring: r.get(0), slot_count: r.get(1), current_slot: r.get(2), generation: r.get(3) })
+        .map(|r| RingStatus {
+            ring: r.get(0),
+            slot_count: r.get(1),
+            current_slot: r.get(2),
+            generation: r.get(3),
+            ledger_slot: r.get(4),
+            ledger_generation: r.get(5),
+            ledger_rows: r.get(6),
+        })
         .collect();
     s.instances = client
         .query(INSTANCES, &[&stale_ms])

@@ -1,5 +1,5 @@
 //! Rescue by the maintenance leader: attempts past their deadline
-//! (deadline rescue), attempts of a runtime whose heartbeat is stale or
+//! (deadline rescue, from compact claim batches and from 0.6 leases), attempts of a runtime whose heartbeat is stale or
 //! gone (crash rescue), and attempts whose own heartbeat is stale
 //! (heartbeat rescue). A rescued attempt is closed with a rescue outcome
 //! and its job re-queued, or dead-lettered when its attempts are spent.
@@ -9,6 +9,12 @@ use crate::error::{Error, Result};
 use tokio_postgres::Client;
 
 const FIND: &str = "
+SELECT m.job_id, m.run_lease, 'deadline'
+FROM awa.claim_batches cb
+CROSS JOIN LATERAL unnest(cb.job_ids, cb.run_leases) AS m(job_id, run_lease)
+JOIN awa.jobs j ON j.job_id = m.job_id AND j.run_lease = m.run_lease AND j.state = 'running'
+WHERE cb.deadline_at < now()
+UNION ALL
 SELECT l.job_id, l.run_lease,
        CASE WHEN l.deadline_at IS NOT NULL AND l.deadline_at < now() THEN 'deadline'
             WHEN ri.instance_id IS NULL OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond' THEN 'crash'
@@ -34,6 +40,12 @@ const REQUEUE: &str = concat!(
     close_claim!("false")
 );
 
+/// Claim batches none of whose attempts is still running.
+const DROP_SPENT_BATCHES: &str = "
+DELETE FROM awa.claim_batches cb WHERE NOT EXISTS (
+    SELECT 1 FROM unnest(cb.job_ids, cb.run_leases) AS m(job_id, run_lease)
+    JOIN awa.jobs j ON j.job_id = m.job_id AND j.run_lease = m.run_lease AND j.state = 'running')";
+
 const DROP_LEASE: &str = "DELETE FROM awa.leases WHERE job_id = $1 AND run_lease = $2";
 
 /// One rescued attempt.
@@ -52,8 +64,12 @@ pub struct Rescued {
 pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> {
     let found = client.query(FIND, &[&stale_ms]).await.map_err(|e| Error::db("finding attempts to rescue", e))?;
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for row in found {
         let (job_id, run_lease, reason): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
+        if !seen.insert((job_id, run_lease)) {
+            continue;
+        }
         let outcome = format!("rescued_{reason}");
         let tx = client.transaction().await.map_err(|e| Error::db("rescuing an attempt", e))?;
         let requeued = tx
@@ -79,5 +95,6 @@ pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> 
             out.push(Rescued { job_id, run_lease, reason, dead });
         }
     }
+    client.execute(DROP_SPENT_BATCHES, &[]).await.map_err(|e| Error::db("dropping spent claim batches", e))?;
     Ok(out)
 }

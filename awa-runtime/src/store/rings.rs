@@ -1,11 +1,22 @@
-//! Rotation and prune of the three slot rings (maintenance leader only).
+//! Rotation and prune of the three slot rings (maintenance leader only),
+//! under either cursor authority (ADR-040).
 //!
-//! Both read and write the singleton cursor columns directly, under the
-//! singleton's `FOR UPDATE`, which serialises rotators and pruners.
+//! - `columns` (compat): the singleton `FOR UPDATE` serialises rotators
+//!   (0.6.2's and ours) and pruners. We take it before reading the
+//!   authority, backfill every ledger generation a 0.6 rotator advanced
+//!   past, CAS the columns and append the ledger, so the ledger is a
+//!   faithful copy ready to promote.
+//! - `ledger`: a per-ring `pg_try_advisory_xact_lock` serialises rotate and
+//!   prune (a rotate skips under contention); rotation appends one ledger
+//!   row with `ON CONFLICT (generation) DO NOTHING` as the compare-and-swap;
+//!   per-slot generations are derived (`slot = generation mod slot_count`);
+//!   prune appends rollup deltas. Nothing is UPDATEd: no dead tuples.
 
 use super::Ring;
+use super::authority::{self, Authority};
 use crate::error::{Error, Result};
-use tokio_postgres::{Client, Transaction};
+use crate::failpoint;
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 /// What a rotation tick did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -17,6 +28,10 @@ pub enum Rotated {
     IdleSkip,
     /// The next slot still holds rows (it has not been pruned).
     NextSlotBusy { slot: i32 },
+    /// Ledger mode: another session holds the ring's advisory lock.
+    Contended,
+    /// Ledger mode: a competitor appended this generation first.
+    LostRace { generation: i64 },
 }
 
 /// What a prune tick did.
@@ -30,11 +45,11 @@ pub enum Pruned {
     Empty,
     /// The slot still holds live work of its generation.
     Live { slot: i32, generation: i64 },
-    /// Another session held the slot's partitions; try next tick.
+    /// Another session held the slot's partitions or the ring's lock.
     Busy,
 }
 
-/// The cursor as the columns hold it.
+/// A cursor.
 #[derive(Debug, Clone, Copy)]
 struct Cursor {
     slot_count: i32,
@@ -42,17 +57,43 @@ struct Cursor {
     generation: i64,
 }
 
-async fn lock_cursor(tx: &Transaction<'_>, ring: Ring) -> Result<Cursor> {
-    let sql = format!(
-        "SELECT slot_count, current_slot, generation FROM awa.{}_ring_state FOR UPDATE",
-        ring.name()
-    );
+/// The advisory lock key of a ring in ledger mode.
+fn ring_lock_key(ring: Ring) -> i64 {
+    0x6177_615f_7269_6e00
+        + match ring {
+            Ring::Queue => 1,
+            Ring::Claim => 2,
+            Ring::Lease => 3,
+        }
+}
+
+async fn lock_columns(tx: &Transaction<'_>, ring: Ring) -> Result<Cursor> {
+    let sql = format!("SELECT slot_count, current_slot, generation FROM awa.{}_ring_state FOR UPDATE", ring.name());
     let row = tx.query_one(&sql, &[]).await.map_err(|e| Error::db(format!("locking the {} ring cursor", ring.name()), e))?;
     Ok(Cursor { slot_count: row.get(0), slot: row.get(1), generation: row.get(2) })
 }
 
-async fn exists(tx: &Transaction<'_>, sql: &str, what: &str) -> Result<bool> {
-    Ok(tx.query_one(sql, &[]).await.map_err(|e| Error::db(what.to_string(), e))?.get(0))
+async fn slot_count(client: &impl GenericClient, ring: Ring) -> Result<i32> {
+    let sql = format!("SELECT slot_count FROM awa.{}_ring_state", ring.name());
+    Ok(client.query_one(&sql, &[]).await.map_err(|e| Error::db("reading the ring's slot count", e))?.get(0))
+}
+
+async fn ledger_cursor(client: &impl GenericClient, ring: Ring, slot_count: i32) -> Result<Cursor> {
+    let sql = format!("SELECT slot, generation FROM awa.{}_ring_rotations ORDER BY generation DESC LIMIT 1", ring.name());
+    let row = client
+        .query_opt(&sql, &[])
+        .await
+        .map_err(|e| Error::db(format!("reading the {} ledger", ring.name()), e))?
+        .ok_or_else(|| Error::Db {
+            context: format!("reading the {} ledger", ring.name()),
+            detail: "the ledger is empty".into(),
+            transient: false,
+        })?;
+    Ok(Cursor { slot_count, slot: row.get(0), generation: row.get(1) })
+}
+
+async fn exists(client: &impl GenericClient, sql: &str, what: &str) -> Result<bool> {
+    Ok(client.query_one(sql, &[]).await.map_err(|e| Error::db(what.to_string(), e))?.get(0))
 }
 
 /// `EXISTS` over the given partitions of the ring (all of them for `None`).
@@ -81,15 +122,63 @@ fn live_sql(ring: Ring, slot: i32, generation: i64) -> String {
     }
 }
 
-/// Advance the ring's cursor by one slot.
+/// Append every ledger generation after the ledger's max up to `through`
+/// (or only the next one, when `only_one`): the compat reconcile after an
+/// interleaved 0.6 rotator. Returns how many rows were added.
+pub(crate) async fn backfill(tx: &Transaction<'_>, ring: &str, slot_count: i32, through: i64, only_one: bool) -> Result<u64> {
+    let sql = format!(
+        "INSERT INTO awa.{ring}_ring_rotations (generation, slot)
+         SELECT g, (g % $1::int)::int FROM generate_series(
+             (SELECT coalesce(max(generation), -1) + 1 FROM awa.{ring}_ring_rotations),
+             CASE WHEN $3 THEN LEAST($2, (SELECT coalesce(max(generation), -1) + 1 FROM awa.{ring}_ring_rotations)) ELSE $2 END) g
+         ON CONFLICT (generation) DO NOTHING"
+    );
+    tx.execute(&sql, &[&slot_count, &through, &only_one])
+        .await
+        .map_err(|e| Error::db(format!("backfilling the {ring} ledger"), e))
+}
+
+/// Generations missing from the ledger's last wrap (`slot_count` rows
+/// ending at its max), and rows whose slot is not `generation mod slot_count`.
+pub(crate) async fn ledger_gaps(client: &impl GenericClient, ring: &str, slot_count: i32) -> Result<i64> {
+    let sql = format!(
+        "WITH top AS (SELECT max(generation) AS g FROM awa.{ring}_ring_rotations),
+              wrap AS (SELECT x FROM top, generate_series(greatest(0, top.g - $1::int + 1), top.g) x)
+         SELECT (SELECT count(*) FROM wrap WHERE NOT EXISTS (SELECT 1 FROM awa.{ring}_ring_rotations r WHERE r.generation = wrap.x))
+              + (SELECT count(*) FROM awa.{ring}_ring_rotations r, top WHERE r.generation > top.g - $1::int AND r.slot <> (r.generation % $1::int))"
+    );
+    Ok(client.query_one(&sql, &[&slot_count]).await.map_err(|e| Error::db(format!("verifying the {ring} ledger"), e))?.get(0))
+}
+
+/// Advance the ring's cursor by one slot under the current authority.
 pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
+    let early = authority::read(&*client).await?;
+    if early == Authority::Ledger {
+        return rotate_ledger(client, ring).await;
+    }
+    let stale_read = failpoint::armed(failpoint::AUTHORITY_BEFORE_LOCK);
+    if stale_read {
+        // The seeded defect decides on the unlocked read; the pause widens
+        // the window in which a flip can commit in between.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
     let tx = client.transaction().await.map_err(|e| Error::db("starting a rotation", e))?;
-    let cur = lock_cursor(&tx, ring).await?;
+    let cur = lock_columns(&tx, ring).await?;
+    // Read the authority only under the singleton lock: the flip takes the
+    // same lock, so the answer cannot change before we commit.
+    if !stale_read && authority::read(&tx).await? == Authority::Ledger {
+        drop(tx);
+        return rotate_ledger(client, ring).await;
+    }
+    let only_one = failpoint::armed(failpoint::COMPAT_BACKFILL_ONE);
+    backfill(&tx, ring.name(), cur.slot_count, cur.generation, only_one).await?;
     if !exists(&tx, &any_rows_sql(ring, None), "checking whether the ring is idle").await? {
+        tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
         return Ok(Rotated::IdleSkip);
     }
     let next = (cur.slot + 1).rem_euclid(cur.slot_count);
     if exists(&tx, &any_rows_sql(ring, Some(next)), "checking the next slot").await? {
+        tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
         return Ok(Rotated::NextSlotBusy { slot: next });
     }
     let generation = cur.generation + 1;
@@ -101,8 +190,44 @@ pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     tx.execute(&open, &[&next, &generation])
         .await
         .map_err(|e| Error::db(format!("opening {} slot {next}", ring.name()), e))?;
+    let shadow = format!("INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING", ring.name());
+    tx.execute(&shadow, &[&generation, &next])
+        .await
+        .map_err(|e| Error::db(format!("shadowing the {} ledger", ring.name()), e))?;
     tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
     Ok(Rotated::Advanced { slot: next, generation })
+}
+
+async fn try_ring_lock(tx: &Transaction<'_>, ring: Ring) -> Result<bool> {
+    Ok(tx
+        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&ring_lock_key(ring)])
+        .await
+        .map_err(|e| Error::db(format!("taking the {} ring lock", ring.name()), e))?
+        .get(0))
+}
+
+async fn rotate_ledger(client: &mut Client, ring: Ring) -> Result<Rotated> {
+    let n = slot_count(&*client, ring).await?;
+    let tx = client.transaction().await.map_err(|e| Error::db("starting a rotation", e))?;
+    if !try_ring_lock(&tx, ring).await? {
+        return Ok(Rotated::Contended);
+    }
+    let cur = ledger_cursor(&tx, ring, n).await?;
+    if !exists(&tx, &any_rows_sql(ring, None), "checking whether the ring is idle").await? {
+        return Ok(Rotated::IdleSkip);
+    }
+    let next = (cur.slot + 1).rem_euclid(n);
+    if exists(&tx, &any_rows_sql(ring, Some(next)), "checking the next slot").await? {
+        return Ok(Rotated::NextSlotBusy { slot: next });
+    }
+    let generation = cur.generation + 1;
+    let append = format!("INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING", ring.name());
+    let n_rows = tx
+        .execute(&append, &[&generation, &next])
+        .await
+        .map_err(|e| Error::db(format!("appending the {} ledger", ring.name()), e))?;
+    tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
+    Ok(if n_rows == 1 { Rotated::Advanced { slot: next, generation } } else { Rotated::LostRace { generation } })
 }
 
 const ARCHIVE_SLOT: &str = "INSERT INTO awa.terminal_archive (job_id, run_lease, attempt, state, queue, priority, kind, closed_at)
@@ -110,24 +235,46 @@ SELECT job_id, run_lease, attempt, outcome, queue, priority, kind, closed_at FRO
 const ROLLUP_SLOT: &str = "INSERT INTO awa.queue_terminal_rollups (queue, priority, state, count)
 SELECT queue, priority, outcome, count(*) FROM awa.claim_closures_{slot} WHERE terminal GROUP BY 1, 2, 3
 ON CONFLICT (queue, priority, state) DO UPDATE SET count = queue_terminal_rollups.count + excluded.count";
+const DELTA_SLOT: &str = "INSERT INTO awa.queue_terminal_rollup_deltas (queue, priority, state, count)
+SELECT queue, priority, outcome, count(*) FROM awa.claim_closures_{slot} WHERE terminal GROUP BY 1, 2, 3";
 
 /// Prune the oldest sealed slot (the one after the current slot), after
 /// proving nothing live of its generation remains, re-checked under the
 /// partitions' ACCESS EXCLUSIVE lock. Terminal closures are archived and
-/// counted into the rollups before the truncate.
+/// counted (rollups in compat mode, deltas in ledger mode) first.
 pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
+    let mode = authority::read(&*client).await?;
+    let n = slot_count(&*client, ring).await?;
     let tx = client.transaction().await.map_err(|e| Error::db("starting a prune", e))?;
-    let cur = lock_cursor(&tx, ring).await?;
-    let slot = (cur.slot + 1).rem_euclid(cur.slot_count);
-    let sql = format!("SELECT generation FROM awa.{}_ring_slots WHERE slot = $1", ring.name());
-    let generation: i64 = tx
-        .query_one(&sql, &[&slot])
-        .await
-        .map_err(|e| Error::db(format!("reading {} slot {slot}", ring.name()), e))?
-        .get(0);
-    if generation >= cur.generation {
-        return Ok(Pruned::Empty);
-    }
+    let (slot, generation) = match mode {
+        Authority::Columns => {
+            let cur = lock_columns(&tx, ring).await?;
+            if authority::read(&tx).await? == Authority::Ledger {
+                // Flipped while we waited for the lock: next tick.
+                return Ok(Pruned::Busy);
+            }
+            let slot = (cur.slot + 1).rem_euclid(cur.slot_count);
+            let sql = format!("SELECT generation FROM awa.{}_ring_slots WHERE slot = $1", ring.name());
+            let g: i64 = tx
+                .query_one(&sql, &[&slot])
+                .await
+                .map_err(|e| Error::db(format!("reading {} slot {slot}", ring.name()), e))?
+                .get(0);
+            if g >= cur.generation {
+                return Ok(Pruned::Empty);
+            }
+            (slot, g)
+        }
+        Authority::Ledger => {
+            if !try_ring_lock(&tx, ring).await? {
+                return Ok(Pruned::Busy);
+            }
+            let cur = ledger_cursor(&tx, ring, n).await?;
+            // Derived: the oldest sealed slot was last opened one wrap ago.
+            let slot = (cur.slot + 1).rem_euclid(n);
+            (slot, cur.generation - i64::from(n) + 1)
+        }
+    };
     if !exists(&tx, &any_rows_sql(ring, Some(slot)), "checking the slot to prune").await? {
         return Ok(Pruned::Empty);
     }
@@ -148,13 +295,15 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
     }
     let mut archived = 0;
     if ring == Ring::Claim {
+        let s = slot.to_string();
         archived = tx
-            .execute(&ARCHIVE_SLOT.replace("{slot}", &slot.to_string()), &[])
+            .execute(&ARCHIVE_SLOT.replace("{slot}", &s), &[])
             .await
             .map_err(|e| Error::db("archiving terminal outcomes", e))? as i64;
-        tx.execute(&ROLLUP_SLOT.replace("{slot}", &slot.to_string()), &[])
+        let count = if mode == Authority::Ledger { DELTA_SLOT } else { ROLLUP_SLOT };
+        tx.execute(&count.replace("{slot}", &s), &[])
             .await
-            .map_err(|e| Error::db("counting terminal outcomes into rollups", e))?;
+            .map_err(|e| Error::db("counting terminal outcomes", e))?;
     }
     tx.batch_execute(&format!("TRUNCATE {}", parts.join(", ")))
         .await

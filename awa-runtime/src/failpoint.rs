@@ -1,0 +1,76 @@
+//! Seeded defects. Each names a real bug that ADR-040/041 record; a
+//! rehearsal runs the current build with one armed (a "defective
+//! candidate") and must catch it. Compiled only with the `failpoints`
+//! feature and armed at run time by `AWA_FAILPOINTS=name=return[;name2=return]`;
+//! without the feature `armed` is a constant `false`.
+
+/// The flip promotes the ledger without the final reconcile and verify.
+pub const FLIP_SKIP_RECONCILE: &str = "flip_skip_reconcile";
+/// The fence poisons only `current_slot` (not `generation` nor the
+/// per-slot prune metadata) and leaves the trigger inactive.
+pub const FENCE_CURRENT_SLOT_ONLY: &str = "fence_current_slot_only";
+/// A compat rotator reads the authority before taking the singleton lock.
+pub const AUTHORITY_BEFORE_LOCK: &str = "authority_before_lock";
+/// Folds stand down on any live `backend_xmin`, not only a pinned horizon.
+pub const FOLD_ANY_XMIN: &str = "fold_any_xmin";
+/// The expand migration drops the 0.6 cursor columns.
+pub const EXPAND_DROPS_COLUMNS: &str = "expand_drops_columns";
+/// A compat rotator backfills only one ledger generation.
+pub const COMPAT_BACKFILL_ONE: &str = "compat_backfill_one";
+/// The migration preflight does not lock `runtime_instances`.
+pub const PREFLIGHT_NO_LOCK: &str = "preflight_no_lock";
+
+/// Every seeded defect.
+pub const ALL: [&str; 7] = [
+    FLIP_SKIP_RECONCILE,
+    FENCE_CURRENT_SLOT_ONLY,
+    AUTHORITY_BEFORE_LOCK,
+    FOLD_ANY_XMIN,
+    EXPAND_DROPS_COLUMNS,
+    COMPAT_BACKFILL_ONE,
+    PREFLIGHT_NO_LOCK,
+];
+
+/// Whether the failpoint `name` is armed.
+#[cfg(feature = "failpoints")]
+pub fn armed(name: &str) -> bool {
+    setup();
+    fn probe(name: &str) -> bool {
+        fail::fail_point!(name, |_| true);
+        false
+    }
+    probe(name)
+}
+
+/// Whether the failpoint `name` is armed (never, in this build).
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn armed(_name: &str) -> bool {
+    false
+}
+
+/// Arm the failpoints listed in `AWA_FAILPOINTS`, once per process.
+#[cfg(feature = "failpoints")]
+fn setup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let spec = std::env::var("AWA_FAILPOINTS").unwrap_or_default();
+        for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+            let (name, action) = entry.split_once('=').unwrap_or((entry, "return"));
+            if !ALL.contains(&name) {
+                eprintln!("awa: unknown failpoint {name:?} in AWA_FAILPOINTS; known: {}", ALL.join(", "));
+                continue;
+            }
+            if let Err(e) = fail::cfg(name, action) {
+                eprintln!("awa: cannot arm failpoint {name}: {e}");
+            } else {
+                eprintln!("awa: SEEDED DEFECT ARMED: {name}");
+            }
+        }
+    });
+}
+
+/// The failpoints armed in this process (for `ready` events and reports).
+pub fn armed_list() -> Vec<&'static str> {
+    ALL.into_iter().filter(|n| armed(n)).collect()
+}
