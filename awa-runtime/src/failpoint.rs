@@ -74,3 +74,16 @@ fn setup() {
 pub fn armed_list() -> Vec<&'static str> {
     ALL.into_iter().filter(|n| armed(n)).collect()
 }
+
+/// Arm `name` in this process (tests of the seeded defects).
+#[cfg(feature = "failpoints")]
+pub fn arm(name: &str) {
+    setup();
+    fail::cfg(name, "return").expect("a valid failpoint action");
+}
+
+/// Disarm `name` in this process.
+#[cfg(feature = "failpoints")]
+pub fn disarm(name: &str) {
+    fail::remove(name);
+}

@@ -7,6 +7,7 @@
 //! `awa.ring_cursor(ring)`; rotate and prune branch on the authority
 //! themselves (`rings`).
 
+pub mod audit;
 pub mod authority;
 pub mod claim;
 pub mod cron;

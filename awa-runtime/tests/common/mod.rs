@@ -178,3 +178,56 @@ pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The binary of a frozen release, built from its archive (cached by
+/// digest under target/releases).
+pub fn release_bin(version: &str) -> String {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let artifacts = repo.join("artifacts");
+    let manifest = awa_runtime::release::load_manifest(&artifacts).unwrap();
+    let r = manifest.release(version, &artifacts).unwrap();
+    let built = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases")).unwrap_or_else(|e| panic!("{e}"));
+    built.binary.to_str().unwrap().to_string()
+}
+
+impl Db {
+    /// A database at the 0.6 schema (v2), migrated by the 0.6.2 release.
+    pub async fn at_v2(name: &str, bin062: &str) -> Db {
+        let db = Db::empty(name).await;
+        let (code, _, err) = run(bin062, &db.url, &["migrate"], &[]).await;
+        assert_eq!(code, 0, "0.6.2 migrate: {err}");
+        db
+    }
+
+    /// A database migrated by 0.6.2 and then expanded by this build: an
+    /// upgrade install in `columns` authority.
+    pub async fn expanded(name: &str, bin062: &str) -> Db {
+        let db = Db::at_v2(name, bin062).await;
+        awa_runtime::schema::migrate(&mut db.client().await, &Default::default()).await.expect("expand");
+        db
+    }
+
+    /// The authority row.
+    pub async fn authority(&self) -> String {
+        self.client().await.query_one("SELECT authority FROM awa.ring_cursor_authority", &[]).await.unwrap().get(0)
+    }
+
+    /// Per ring: (columns generation, ledger max generation, ledger gaps in its last wrap).
+    pub async fn cursors(&self) -> Vec<(String, i64, i64, i64)> {
+        let c = self.client().await;
+        let mut out = Vec::new();
+        for ring in ["queue", "claim", "lease"] {
+            let sql = format!(
+                "WITH top AS (SELECT max(generation) g FROM awa.{ring}_ring_rotations),
+                      n AS (SELECT slot_count FROM awa.{ring}_ring_state)
+                 SELECT s.generation, top.g,
+                        (SELECT count(*) FROM n, generate_series(greatest(0, top.g - n.slot_count + 1), top.g) x
+                         WHERE NOT EXISTS (SELECT 1 FROM awa.{ring}_ring_rotations r WHERE r.generation = x))
+                 FROM awa.{ring}_ring_state s, top"
+            );
+            let r = c.query_one(&sql, &[]).await.unwrap();
+            out.push((ring.to_string(), r.get(0), r.get(1), r.get(2)));
+        }
+        out
+    }
+}

@@ -1,0 +1,800 @@
+//! Audit reads: what reconciliation needs to judge a whole run at once,
+//! as set-based SQL over every job rather than a query per job.
+//!
+//! The caller loads the jobs it expects (id, mode, max attempts) into a
+//! session temp table with [`load_audit_set`]; every other read here
+//! joins that table against the storage in one statement. The runtime's
+//! own contract (which terminal `(state, attempt)` a mode is designed
+//! for, how rescue, release and snooze move the attempt counter, where
+//! terminal records live in either cursor representation) stays in this
+//! crate, next to the code that writes it.
+//!
+//! Run the reads inside one `REPEATABLE READ` transaction so they all see
+//! one snapshot; rolling it back also drops the temp table.
+//!
+//! ```no_run
+//! # async fn demo(client: &tokio_postgres::Client) -> awa_runtime::error::Result<()> {
+//! use awa_runtime::{store::audit, workload::Mode};
+//! let jobs = [audit::AuditJob { job_id: 1, mode: Mode::Complete, max_attempts: 3, uncertain: false }];
+//! let features = audit::schema_features(client).await?;
+//! audit::load_audit_set(client, jobs).await?;
+//! let jobs = audit::audit_jobs(client).await?;
+//! let counts = audit::terminal_counts(client, &features).await?;
+//! assert!(jobs.lost.is_empty() && counts.iter().all(|c| c.truth == c.operator));
+//! # Ok(()) }
+//! ```
+
+use crate::error::{Error, Result};
+use crate::workload::Mode;
+use serde::Serialize;
+use std::pin::pin;
+use tokio_postgres::Client;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::Type;
+
+/// How many ids an [`Offenders`] list keeps.
+pub const MAX_IDS: usize = 20;
+
+/// A job the caller expects the storage to account for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditJob {
+    pub job_id: i64,
+    pub mode: Mode,
+    pub max_attempts: i32,
+    /// Its enqueue may or may not have committed: it may be absent, but
+    /// never terminal twice.
+    pub uncertain: bool,
+}
+
+/// Which optional (0.7) relations the schema has; the reads that need
+/// them pick their query variant from this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct SchemaFeatures {
+    /// `awa.ring_cursor_authority` exists.
+    pub authority: bool,
+    /// `awa.queue_terminal_rollup_deltas` exists: operator counts add it.
+    pub rollup_deltas: bool,
+    /// `awa.{ring}_ring_rotations` exist.
+    pub ledgers: bool,
+}
+
+const FEATURES: &str = "
+SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL,
+       to_regclass('awa.queue_terminal_rollup_deltas') IS NOT NULL,
+       to_regclass('awa.queue_ring_rotations') IS NOT NULL
+         AND to_regclass('awa.claim_ring_rotations') IS NOT NULL
+         AND to_regclass('awa.lease_ring_rotations') IS NOT NULL";
+
+/// Read which optional relations exist.
+pub async fn schema_features(client: &Client) -> Result<SchemaFeatures> {
+    let row = client.query_one(FEATURES, &[]).await.map_err(|e| Error::db("probing the schema for 0.7 relations", e))?;
+    Ok(SchemaFeatures { authority: row.get(0), rollup_deltas: row.get(1), ledgers: row.get(2) })
+}
+
+// ---------------------------------------------------------------------
+// The audit set
+// ---------------------------------------------------------------------
+
+/// The temp table of expected jobs; `cron` marks the fired jobs the load
+/// adds from `awa.cron_fires`.
+const CREATE_AUDIT_SET: &str = "
+DROP TABLE IF EXISTS pg_temp.audit_jobs;
+CREATE TEMP TABLE audit_jobs (
+    job_id       bigint NOT NULL,
+    mode         text NOT NULL,
+    max_attempts int NOT NULL,
+    uncertain    boolean NOT NULL,
+    cron         boolean NOT NULL DEFAULT false
+)";
+const COPY_AUDIT_SET: &str = "COPY audit_jobs (job_id, mode, max_attempts, uncertain) FROM STDIN (FORMAT binary)";
+/// Cron-fired jobs come from the leader, not a producer: each fire is an
+/// expected job of the schedule's mode (`complete` when it names none).
+const INDEX_AND_ADD_CRON: &str = "
+ALTER TABLE audit_jobs ADD PRIMARY KEY (job_id);
+INSERT INTO audit_jobs (job_id, mode, max_attempts, uncertain, cron)
+SELECT f.job_id, coalesce(s.args->>'mode', 'complete'), coalesce(s.max_attempts, 3), false, true
+FROM awa.cron_fires f LEFT JOIN awa.cron_schedules s ON s.name = f.name
+ON CONFLICT (job_id) DO UPDATE SET cron = true;
+ANALYZE audit_jobs";
+const AUDIT_SET_SIZE: &str = "SELECT count(*) FILTER (WHERE NOT cron), count(*) FILTER (WHERE cron) FROM audit_jobs";
+
+/// Rows in the audit set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct AuditSetSize {
+    /// Jobs the caller gave.
+    pub given: i64,
+    /// Jobs added from `awa.cron_fires`.
+    pub cron_fires: i64,
+}
+
+/// Create the session temp table `audit_jobs`, stream `jobs` into it with
+/// one binary COPY (memory stays flat however many there are), add every
+/// cron-fired job, index and analyze it. Each `job_id` must appear once.
+/// Replaces an audit set loaded earlier in the session.
+pub async fn load_audit_set(client: &Client, jobs: impl IntoIterator<Item = AuditJob>) -> Result<AuditSetSize> {
+    client.batch_execute(CREATE_AUDIT_SET).await.map_err(|e| Error::db("creating the audit set", e))?;
+    let sink = client.copy_in(COPY_AUDIT_SET).await.map_err(|e| Error::db("starting to copy the audit set", e))?;
+    let mut writer = pin!(BinaryCopyInWriter::new(sink, &[Type::INT8, Type::TEXT, Type::INT4, Type::BOOL]));
+    for job in jobs {
+        writer
+            .as_mut()
+            .write(&[&job.job_id, &job.mode.name(), &job.max_attempts, &job.uncertain])
+            .await
+            .map_err(|e| Error::db("copying the audit set", e))?;
+    }
+    writer.as_mut().finish().await.map_err(|e| Error::db("copying the audit set", e))?;
+    client
+        .batch_execute(INDEX_AND_ADD_CRON)
+        .await
+        .map_err(|e| Error::db("indexing the audit set (is a job id given twice?) and adding cron fires", e))?;
+    let row = client.query_one(AUDIT_SET_SIZE, &[]).await.map_err(|e| Error::db("counting the audit set", e))?;
+    Ok(AuditSetSize { given: row.get(0), cron_fires: row.get(1) })
+}
+
+// ---------------------------------------------------------------------
+// Designed terminals
+// ---------------------------------------------------------------------
+
+/// Whether the handler behaves differently on attempt 1 than on later
+/// attempts (`workload::run` matches on `attempt == 1`). When attempt 1
+/// is interrupted, that designed first step never happens.
+fn first_attempt_differs(mode: Mode) -> bool {
+    match mode {
+        Mode::RetryOnce | Mode::SnoozeOnce | Mode::OverrunDeadline => true,
+        Mode::Complete | Mode::FailTerminal | Mode::ExhaustRetries | Mode::CancelSelf | Mode::Sleep | Mode::Scheduled => false,
+    }
+}
+
+/// Whether the designed first attempt snoozes, which raises the job's
+/// `max_attempts` by one (`finish::SNOOZE`).
+fn first_attempt_raises_max(mode: Mode) -> bool {
+    match mode {
+        Mode::SnoozeOnce => true,
+        Mode::Complete
+        | Mode::RetryOnce
+        | Mode::FailTerminal
+        | Mode::ExhaustRetries
+        | Mode::CancelSelf
+        | Mode::Sleep
+        | Mode::OverrunDeadline
+        | Mode::Scheduled => false,
+    }
+}
+
+/// The designed terminals as a SQL `VALUES` list, generated from
+/// [`Mode::ALL`] and [`Mode::designed_terminal`] so it cannot drift from
+/// the workload. Columns: `(mode, state, attempt_base, attempt_per_max,
+/// first_differs, raises_max)`; the designed attempt is
+/// `attempt_base + attempt_per_max * max_attempts`.
+pub fn designed_values() -> String {
+    // Two probes tell a constant attempt from one pinned to the cap.
+    const PROBE: i32 = 1_000;
+    let rows: Vec<String> = Mode::ALL
+        .iter()
+        .map(|&mode| {
+            let (state, at_probe) = mode.designed_terminal(PROBE);
+            let (state_next, at_next) = mode.designed_terminal(PROBE + 1);
+            assert_eq!(state, state_next, "the designed state of {} depends on max_attempts", mode.name());
+            let per_max = at_next - at_probe;
+            assert!(per_max == 0 || per_max == 1, "designed attempt of {} is not constant or max_attempts", mode.name());
+            let base = at_probe - per_max * PROBE;
+            format!(
+                "('{}', '{state}', {base}, {per_max}, {}, {})",
+                mode.name(),
+                first_attempt_differs(mode),
+                first_attempt_raises_max(mode)
+            )
+        })
+        .collect();
+    format!("VALUES {}", rows.join(", "))
+}
+
+// ---------------------------------------------------------------------
+// Jobs: lost, duplicate, wrong state or attempt, double execution
+// ---------------------------------------------------------------------
+
+/// One pass over every audited job. Per job it gathers the terminal
+/// records (unpruned terminal closures, the prune archive, dead letters),
+/// the live row and the executions, then derives the terminal the runtime
+/// must have produced:
+///
+/// - an attempt ended by rescue (`rescued_*`) or never finished (NULL
+///   outcome) spends an attempt number; a `released` one gives it back
+///   (`finish::RELEASE`), a `stale` one lost its race and spent nothing;
+/// - expected attempt = designed attempt + spent interruptions, less one
+///   when attempt 1 was interrupted and the mode's designed first step
+///   (retry, snooze, deadline overrun) therefore never ran;
+/// - a mode designed to end at the cap (`exhaust_retries`) ends there
+///   whatever was interrupted;
+/// - past the cap (`max_attempts`, plus one after a snooze) the job is
+///   dead-lettered by rescue: `('failed', cap)`;
+/// - a mode the handler does not know fails its first attempt.
+///
+/// `{designed}` is replaced by [`designed_values`].
+pub const JOB_AUDIT: &str = r"
+WITH designed (mode, state, attempt_base, attempt_per_max, first_differs, raises_max) AS ({designed}),
+term AS (
+    SELECT job_id, count(*) AS records, min(state) AS state, max(attempt) AS attempt
+    FROM (SELECT job_id, outcome AS state, attempt FROM awa.claim_closures WHERE terminal
+          UNION ALL SELECT job_id, state, attempt FROM awa.terminal_archive
+          UNION ALL SELECT job_id, 'failed', attempt FROM awa.dead_letters) t
+    GROUP BY job_id
+),
+ex AS (
+    SELECT job_id, count(*) AS runs,
+           count(*) FILTER (WHERE outcome = 'completed') AS completions,
+           count(*) FILTER (WHERE outcome LIKE 'rescued\_%' OR outcome IS NULL) AS interrupted,
+           count(*) FILTER (WHERE outcome = 'released') AS released,
+           count(*) FILTER (WHERE outcome = 'stale') AS stale,
+           bool_or(attempt = 1 AND (outcome LIKE 'rescued\_%' OR outcome IS NULL)) AS first_interrupted
+    FROM awa.executions
+    GROUP BY job_id
+),
+facts AS (
+    SELECT coalesce(a.job_id, t.job_id) AS job_id,
+           a.job_id IS NOT NULL AS audited,
+           coalesce(a.uncertain, false) AS uncertain,
+           coalesce(a.cron, false) AS cron,
+           a.mode, a.max_attempts,
+           coalesce(t.records, 0) AS records, t.state, t.attempt,
+           j.state AS live_state,
+           coalesce(x.runs, 0) AS runs,
+           coalesce(x.completions, 0) AS completions,
+           coalesce(x.interrupted, 0) AS interrupted,
+           coalesce(x.released, 0) AS released,
+           coalesce(x.stale, 0) AS stale,
+           coalesce(x.first_interrupted, false) AS first_interrupted,
+           coalesce(d.state, 'failed') AS designed_state,
+           coalesce(d.attempt_base, 1) + coalesce(d.attempt_per_max, 0) * a.max_attempts AS designed_attempt,
+           coalesce(d.attempt_per_max, 0) = 1 AS at_cap,
+           coalesce(d.first_differs, false) AS first_differs,
+           coalesce(d.raises_max, false) AS raises_max
+    FROM audit_jobs a
+    FULL JOIN term t ON t.job_id = a.job_id
+    LEFT JOIN awa.jobs j ON j.job_id = a.job_id
+    LEFT JOIN ex x ON x.job_id = a.job_id
+    LEFT JOIN designed d ON d.mode = a.mode
+),
+planned AS (
+    SELECT f.*,
+           CASE WHEN at_cap THEN designed_attempt
+                ELSE designed_attempt + interrupted - (first_differs AND first_interrupted)::int END AS planned_attempt,
+           max_attempts + (raises_max AND NOT first_interrupted)::int AS cap
+    FROM facts f
+),
+judged AS (
+    SELECT p.*,
+           CASE WHEN planned_attempt > cap THEN 'failed' ELSE designed_state END AS expected_state,
+           least(planned_attempt, cap) AS expected_attempt
+    FROM planned p
+),
+flagged AS (
+    SELECT j.*,
+           audited AND NOT uncertain AND records = 0 AND live_state IS NULL AS lost,
+           records > 1 AS duplicate,
+           audited AND records = 1 AND state <> expected_state AS wrong_state,
+           audited AND records = 1 AND state = expected_state AND attempt <> expected_attempt AS wrong_attempt,
+           completions > 1 AS double_completion,
+           audited AND records >= 1 AND runs > attempt + stale + released AS excess_runs
+    FROM judged j
+)
+SELECT
+    count(*) FILTER (WHERE audited) AS audited,
+    count(*) FILTER (WHERE uncertain) AS uncertain,
+    count(*) FILTER (WHERE uncertain AND (records > 0 OR live_state IS NOT NULL)) AS uncertain_found,
+    count(*) FILTER (WHERE cron) AS cron,
+    coalesce(sum(records) FILTER (WHERE audited), 0)::bigint AS terminal,
+    count(*) FILTER (WHERE live_state IS NOT NULL) AS live,
+    count(*) FILTER (WHERE NOT audited) AS unaccounted,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE NOT audited))[1:20] AS unaccounted_ids,
+    coalesce(sum(interrupted + released) FILTER (WHERE audited), 0)::bigint AS interrupted_runs,
+    coalesce(sum(stale) FILTER (WHERE audited), 0)::bigint AS stale_runs,
+
+    count(*) FILTER (WHERE lost) AS lost,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE lost))[1:20] AS lost_ids,
+    (array_agg(format('job %s (%s) has no terminal record and no live row', job_id, mode)
+        ORDER BY job_id) FILTER (WHERE lost))[1] AS lost_example,
+
+    count(*) FILTER (WHERE duplicate) AS duplicate,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE duplicate))[1:20] AS duplicate_ids,
+    (array_agg(format('job %s (%s) has %s terminal records', job_id, coalesce(mode, 'not audited'), records)
+        ORDER BY job_id) FILTER (WHERE duplicate))[1] AS duplicate_example,
+
+    count(*) FILTER (WHERE wrong_state) AS wrong_state,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE wrong_state))[1:20] AS wrong_state_ids,
+    (array_agg(format('job %s (%s, max_attempts %s, %s interrupted attempt(s)) ended (%s, %s), expected (%s, %s)',
+        job_id, mode, max_attempts, interrupted, state, attempt, expected_state, expected_attempt)
+        ORDER BY job_id) FILTER (WHERE wrong_state))[1] AS wrong_state_example,
+
+    count(*) FILTER (WHERE wrong_attempt) AS wrong_attempt,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE wrong_attempt))[1:20] AS wrong_attempt_ids,
+    (array_agg(format('job %s (%s, max_attempts %s, %s interrupted attempt(s)) ended (%s, %s), expected (%s, %s)',
+        job_id, mode, max_attempts, interrupted, state, attempt, expected_state, expected_attempt)
+        ORDER BY job_id) FILTER (WHERE wrong_attempt))[1] AS wrong_attempt_example,
+
+    count(*) FILTER (WHERE double_completion) AS double_completion,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE double_completion))[1:20] AS double_completion_ids,
+    (array_agg(format('job %s (%s) has %s executions that completed', job_id, coalesce(mode, 'not audited'), completions)
+        ORDER BY job_id) FILTER (WHERE double_completion))[1] AS double_completion_example,
+
+    count(*) FILTER (WHERE excess_runs) AS excess_runs,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE excess_runs))[1:20] AS excess_runs_ids,
+    (array_agg(format('job %s (%s) ran %s times but ended on attempt %s (%s released, %s stale)',
+        job_id, mode, runs, attempt, released, stale)
+        ORDER BY job_id) FILTER (WHERE excess_runs))[1] AS excess_runs_example
+FROM flagged";
+
+/// Jobs that broke one check: how many, the first [`MAX_IDS`] ids in id
+/// order, and an account of the first one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Offenders {
+    pub count: i64,
+    pub ids: Vec<i64>,
+    pub example: Option<String>,
+}
+
+impl Offenders {
+    /// No offender.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn from_row(row: &tokio_postgres::Row, name: &str) -> Offenders {
+        Offenders {
+            count: row.get(name),
+            ids: row.get::<_, Option<Vec<i64>>>(format!("{name}_ids").as_str()).unwrap_or_default(),
+            example: row.get(format!("{name}_example").as_str()),
+        }
+    }
+}
+
+/// The per-job verdicts of [`JOB_AUDIT`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct JobAudit {
+    /// Jobs in the audit set (given plus cron-fired).
+    pub audited: i64,
+    /// Of those, uncertain ones, and how many of them exist.
+    pub uncertain: i64,
+    pub uncertain_found: i64,
+    /// Of those, cron-fired ones.
+    pub cron: i64,
+    /// Terminal records of audited jobs.
+    pub terminal: i64,
+    /// Audited jobs with a live row.
+    pub live: i64,
+    /// Jobs with terminal records that nobody reported (a producer killed
+    /// between its commit and its `accepted` line leaves these).
+    pub unaccounted: Offenders,
+    /// Executions of audited jobs that rescue, release or a crash ended
+    /// (or never ended): runs that interruptions explain.
+    pub interrupted_runs: i64,
+    /// Executions whose result lost to a newer run lease.
+    pub stale_runs: i64,
+    /// Accepted (not uncertain) jobs with neither a terminal record nor a live row.
+    pub lost: Offenders,
+    /// Jobs with more than one terminal record.
+    pub duplicate: Offenders,
+    /// Jobs whose one terminal state is not the expected one.
+    pub wrong_state: Offenders,
+    /// Jobs in the expected state on another attempt than expected.
+    pub wrong_attempt: Offenders,
+    /// Jobs with more than one execution that completed.
+    pub double_completion: Offenders,
+    /// Terminal jobs with more executions than attempts, releases and
+    /// stale runs explain.
+    pub excess_runs: Offenders,
+}
+
+/// Judge every job of the audit set (and every terminal record outside it).
+pub async fn audit_jobs(client: &Client) -> Result<JobAudit> {
+    let sql = JOB_AUDIT.replace("{designed}", &designed_values());
+    let row = client.query_one(&sql, &[]).await.map_err(|e| Error::db("auditing jobs", e))?;
+    Ok(JobAudit {
+        audited: row.get("audited"),
+        uncertain: row.get("uncertain"),
+        uncertain_found: row.get("uncertain_found"),
+        cron: row.get("cron"),
+        terminal: row.get("terminal"),
+        live: row.get("live"),
+        unaccounted: Offenders {
+            count: row.get("unaccounted"),
+            ids: row.get::<_, Option<Vec<i64>>>("unaccounted_ids").unwrap_or_default(),
+            example: None,
+        },
+        interrupted_runs: row.get("interrupted_runs"),
+        stale_runs: row.get("stale_runs"),
+        lost: Offenders::from_row(&row, "lost"),
+        duplicate: Offenders::from_row(&row, "duplicate"),
+        wrong_state: Offenders::from_row(&row, "wrong_state"),
+        wrong_attempt: Offenders::from_row(&row, "wrong_attempt"),
+        double_completion: Offenders::from_row(&row, "double_completion"),
+        excess_runs: Offenders::from_row(&row, "excess_runs"),
+    })
+}
+
+// ---------------------------------------------------------------------
+// Stuck work
+// ---------------------------------------------------------------------
+
+/// Live rows and open claims (a receipt with no closure of the same run
+/// lease). Prune truncates a slot's receipts and closures together, and
+/// only once every claim of the slot is closed, so an unpruned receipt
+/// without a closure is a claim nobody closed.
+pub const STUCK: &str = "
+WITH s AS (
+    SELECT job_id, true AS live FROM awa.jobs
+    UNION ALL
+    SELECT r.job_id, false FROM awa.claim_receipts r
+    WHERE NOT EXISTS (SELECT 1 FROM awa.claim_closures c WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease)
+)
+SELECT count(DISTINCT job_id) AS stuck,
+       (array_agg(DISTINCT job_id ORDER BY job_id))[1:20] AS stuck_ids,
+       count(*) FILTER (WHERE live) AS live_rows,
+       count(*) FILTER (WHERE NOT live) AS open_claims,
+       (SELECT format('job %s is still %s (attempt %s)', job_id, state, attempt) FROM awa.jobs ORDER BY job_id LIMIT 1) AS live_example
+FROM s";
+
+/// Work left non-terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Stuck {
+    /// Jobs with a live row or an open claim.
+    pub jobs: Offenders,
+    pub live_rows: i64,
+    pub open_claims: i64,
+}
+
+/// Every job left live or with an open claim, audited or not.
+pub async fn stuck(client: &Client) -> Result<Stuck> {
+    let row = client.query_one(STUCK, &[]).await.map_err(|e| Error::db("looking for stuck work", e))?;
+    Ok(Stuck {
+        jobs: Offenders {
+            count: row.get("stuck"),
+            ids: row.get::<_, Option<Vec<i64>>>("stuck_ids").unwrap_or_default(),
+            example: row.get("live_example"),
+        },
+        live_rows: row.get("live_rows"),
+        open_claims: row.get("open_claims"),
+    })
+}
+
+// ---------------------------------------------------------------------
+// Rescue of killed attempts
+// ---------------------------------------------------------------------
+
+/// For each killed attempt `(job_id, attempt, run_lease)`: its execution
+/// must have been closed by rescue, and the job must have run the next
+/// attempt, or have been dead-lettered by that rescue (its last attempt).
+/// Returns the attempts where that is not so.
+pub const UNPROVEN_RESCUES: &str = r"
+WITH k AS (SELECT DISTINCT * FROM unnest($1::int8[], $2::int4[], $3::int8[]) AS k(job_id, attempt, run_lease))
+SELECT k.job_id, k.attempt, k.run_lease, e.outcome,
+       EXISTS (SELECT 1 FROM awa.executions n WHERE n.job_id = k.job_id AND n.attempt = k.attempt + 1) AS next_attempt,
+       EXISTS (SELECT 1 FROM awa.dead_letters d
+               WHERE d.job_id = k.job_id AND d.attempt = k.attempt AND d.run_lease = k.run_lease) AS dead_lettered
+FROM k LEFT JOIN awa.executions e ON e.job_id = k.job_id AND e.run_lease = k.run_lease
+WHERE NOT (coalesce(e.outcome LIKE 'rescued\_%', false)
+           AND (EXISTS (SELECT 1 FROM awa.executions n WHERE n.job_id = k.job_id AND n.attempt = k.attempt + 1)
+                OR EXISTS (SELECT 1 FROM awa.dead_letters d
+                           WHERE d.job_id = k.job_id AND d.attempt = k.attempt AND d.run_lease = k.run_lease)))
+ORDER BY k.job_id, k.run_lease";
+
+/// A killed attempt whose rescue the storage does not prove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnprovenRescue {
+    pub job_id: i64,
+    pub attempt: i32,
+    pub run_lease: i64,
+    /// The execution's outcome (`None`: no such execution, or never closed).
+    pub outcome: Option<String>,
+    /// The job ran attempt `attempt + 1`.
+    pub next_attempt: bool,
+    /// That attempt was dead-lettered.
+    pub dead_lettered: bool,
+}
+
+/// Check the rescue of every killed attempt `(job_id, attempt, run_lease)`.
+pub async fn unproven_rescues(client: &Client, killed: &[(i64, i32, i64)]) -> Result<Vec<UnprovenRescue>> {
+    if killed.is_empty() {
+        return Ok(vec![]);
+    }
+    let jobs: Vec<i64> = killed.iter().map(|k| k.0).collect();
+    let attempts: Vec<i32> = killed.iter().map(|k| k.1).collect();
+    let leases: Vec<i64> = killed.iter().map(|k| k.2).collect();
+    let rows = client
+        .query(UNPROVEN_RESCUES, &[&jobs, &attempts, &leases])
+        .await
+        .map_err(|e| Error::db("checking the rescue of killed attempts", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| UnprovenRescue {
+            job_id: r.get(0),
+            attempt: r.get(1),
+            run_lease: r.get(2),
+            outcome: r.get(3),
+            next_attempt: r.get(4),
+            dead_lettered: r.get(5),
+        })
+        .collect())
+}
+
+// ---------------------------------------------------------------------
+// Cron
+// ---------------------------------------------------------------------
+
+/// Every fire time of every window (`from_ms < t <= to_ms`, multiples of
+/// `every_ms`) that did not yield exactly one job with at most one
+/// terminal record. A fire's claimants are its `cron_fires` row and any
+/// job whose args name the same schedule and fire time (live or
+/// dead-lettered: only those keep their args).
+pub const CRON_AUDIT: &str = "
+WITH w AS (SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) AS w(name, every_ms, from_ms, to_ms)),
+due AS (
+    SELECT DISTINCT w.name, t.fire_ms
+    FROM w, generate_series((floor(w.from_ms::numeric / w.every_ms)::bigint + 1) * w.every_ms,
+                      floor(w.to_ms::numeric / w.every_ms)::bigint * w.every_ms, w.every_ms) AS t(fire_ms)
+),
+claimants AS (
+    SELECT f.name, f.fire_ms, f.job_id FROM awa.cron_fires f JOIN due USING (name, fire_ms)
+    UNION
+    SELECT j.args->>'cron', (j.args->>'fire_ms')::bigint, j.job_id FROM awa.jobs j WHERE j.args ? 'cron'
+    UNION
+    SELECT d.args->>'cron', (d.args->>'fire_ms')::bigint, d.job_id FROM awa.dead_letters d WHERE d.args ? 'cron'
+),
+term AS (
+    SELECT job_id, count(*) AS records
+    FROM (SELECT job_id FROM awa.claim_closures WHERE terminal
+          UNION ALL SELECT job_id FROM awa.terminal_archive
+          UNION ALL SELECT job_id FROM awa.dead_letters) t
+    WHERE job_id IN (SELECT job_id FROM claimants)
+    GROUP BY job_id
+)
+SELECT d.name, d.fire_ms,
+       coalesce(array_agg(c.job_id ORDER BY c.job_id) FILTER (WHERE c.job_id IS NOT NULL), '{}') AS job_ids,
+       coalesce(max(t.records), 0) AS max_records
+FROM due d
+LEFT JOIN claimants c ON c.name = d.name AND c.fire_ms = d.fire_ms
+LEFT JOIN term t ON t.job_id = c.job_id
+GROUP BY d.name, d.fire_ms
+HAVING count(c.job_id) <> 1 OR coalesce(max(t.records), 0) > 1
+ORDER BY d.name, d.fire_ms";
+
+/// A cron window to check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CronWindow {
+    pub name: String,
+    pub every_ms: i64,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+/// A fire time that did not yield exactly one job, terminal at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CronFault {
+    pub name: String,
+    pub fire_ms: i64,
+    /// The jobs claiming this fire time (none: missed).
+    pub job_ids: Vec<i64>,
+    /// The most terminal records any of them has.
+    pub max_records: i64,
+}
+
+/// Check every fire time of `windows`. Every `every_ms` must be positive.
+pub async fn cron_faults(client: &Client, windows: &[CronWindow]) -> Result<Vec<CronFault>> {
+    if windows.is_empty() {
+        return Ok(vec![]);
+    }
+    let names: Vec<&str> = windows.iter().map(|w| w.name.as_str()).collect();
+    let every: Vec<i64> = windows.iter().map(|w| w.every_ms).collect();
+    let from: Vec<i64> = windows.iter().map(|w| w.from_ms).collect();
+    let to: Vec<i64> = windows.iter().map(|w| w.to_ms).collect();
+    let rows = client
+        .query(CRON_AUDIT, &[&names, &every, &from, &to])
+        .await
+        .map_err(|e| Error::db("auditing cron fires", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| CronFault { name: r.get(0), fire_ms: r.get(1), job_ids: r.get(2), max_records: r.get(3) })
+        .collect())
+}
+
+// ---------------------------------------------------------------------
+// Operator counts
+// ---------------------------------------------------------------------
+
+/// True per-state terminal counts (row by row, as `read::TERMINAL_RECORDS`
+/// lists them) beside the operator's (rollups of archived outcomes plus
+/// unarchived closures plus dead letters), for a 0.6 schema.
+pub const TERMINAL_COUNTS: &str = "
+SELECT state, sum(truth)::bigint AS truth, sum(operator)::bigint AS operator FROM (
+    SELECT outcome AS state, count(*) AS truth, count(*) AS operator FROM awa.claim_closures WHERE terminal GROUP BY 1
+    UNION ALL SELECT state, count(*), 0 FROM awa.terminal_archive GROUP BY 1
+    UNION ALL SELECT 'failed', count(*), count(*) FROM awa.dead_letters
+    UNION ALL SELECT state, 0, sum(count) FROM awa.queue_terminal_rollups GROUP BY 1
+) t GROUP BY state ORDER BY state";
+
+/// [`TERMINAL_COUNTS`] for a 0.7 schema: the operator's counts add the
+/// rollup deltas prune appended and the leader has not folded yet.
+pub const TERMINAL_COUNTS_WITH_DELTAS: &str = "
+SELECT state, sum(truth)::bigint AS truth, sum(operator)::bigint AS operator FROM (
+    SELECT outcome AS state, count(*) AS truth, count(*) AS operator FROM awa.claim_closures WHERE terminal GROUP BY 1
+    UNION ALL SELECT state, count(*), 0 FROM awa.terminal_archive GROUP BY 1
+    UNION ALL SELECT 'failed', count(*), count(*) FROM awa.dead_letters
+    UNION ALL SELECT state, 0, sum(count) FROM awa.queue_terminal_rollups GROUP BY 1
+    UNION ALL SELECT state, 0, sum(count) FROM awa.queue_terminal_rollup_deltas GROUP BY 1
+) t GROUP BY state ORDER BY state";
+
+/// One terminal state counted both ways.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateCount {
+    pub state: String,
+    /// Terminal records, row by row.
+    pub truth: i64,
+    /// What an operator reads.
+    pub operator: i64,
+}
+
+/// Per-state terminal counts, true and operator's, choosing the query
+/// variant by whether the rollup deltas exist.
+pub async fn terminal_counts(client: &Client, features: &SchemaFeatures) -> Result<Vec<StateCount>> {
+    let sql = if features.rollup_deltas { TERMINAL_COUNTS_WITH_DELTAS } else { TERMINAL_COUNTS };
+    let rows = client.query(sql, &[]).await.map_err(|e| Error::db("counting terminal outcomes", e))?;
+    Ok(rows.iter().map(|r| StateCount { state: r.get(0), truth: r.get(1), operator: r.get(2) }).collect())
+}
+
+// ---------------------------------------------------------------------
+// Rings: authority, poisoned columns, ledgers
+// ---------------------------------------------------------------------
+
+const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority";
+
+/// The ring-cursor authority (`columns` or `ledger`), `None` before the
+/// expand migration.
+pub async fn authority(client: &Client, features: &SchemaFeatures) -> Result<Option<String>> {
+    if !features.authority {
+        return Ok(None);
+    }
+    let row = client.query_opt(AUTHORITY, &[]).await.map_err(|e| Error::db("reading the ring-cursor authority", e))?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// The compat cursor columns and per-slot generations, read through
+/// `to_jsonb` so a schema without them (dropped columns read as NULL)
+/// still answers.
+pub const COLUMNS: &str = "
+WITH st AS (
+    SELECT 'queue' AS ring, to_jsonb(s) AS j FROM awa.queue_ring_state s
+    UNION ALL SELECT 'claim', to_jsonb(s) FROM awa.claim_ring_state s
+    UNION ALL SELECT 'lease', to_jsonb(s) FROM awa.lease_ring_state s
+), sl AS (
+    SELECT 'queue' AS ring, slot, to_jsonb(s)->>'generation' AS generation FROM awa.queue_ring_slots s
+    UNION ALL SELECT 'claim', slot, to_jsonb(s)->>'generation' FROM awa.claim_ring_slots s
+    UNION ALL SELECT 'lease', slot, to_jsonb(s)->>'generation' FROM awa.lease_ring_slots s
+)
+SELECT st.ring, (st.j->>'current_slot')::int, (st.j->>'generation')::bigint,
+       coalesce((SELECT array_agg(sl.slot ORDER BY sl.slot) FROM sl
+                 WHERE sl.ring = st.ring AND sl.generation IS NOT NULL AND sl.generation::bigint <> -1), '{}')
+FROM st ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], st.ring)";
+
+/// One ring's compat columns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RingColumns {
+    pub ring: String,
+    /// `None` when the column does not exist.
+    pub current_slot: Option<i32>,
+    pub generation: Option<i64>,
+    /// Slots whose legacy prune generation is not poisoned (-1).
+    pub unpoisoned_slots: Vec<i32>,
+}
+
+impl RingColumns {
+    /// Both cursor fields and every slot generation poisoned (or gone).
+    pub fn poisoned(&self) -> bool {
+        self.current_slot.is_none_or(|s| s == -1) && self.generation.is_none_or(|g| g == -1) && self.unpoisoned_slots.is_empty()
+    }
+}
+
+/// The compat columns of the three rings.
+pub async fn ring_columns(client: &Client) -> Result<Vec<RingColumns>> {
+    let rows = client.query(COLUMNS, &[]).await.map_err(|e| Error::db("reading the ring cursor columns", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| RingColumns { ring: r.get(0), current_slot: r.get(1), generation: r.get(2), unpoisoned_slots: r.get(3) })
+        .collect())
+}
+
+/// Per ring: the ledger's top, its gaps over the last wrap (missing
+/// generations in `[max(0, top - slot_count + 1), top]`, as the flip
+/// verifies them), rows whose slot is not `generation mod slot_count`,
+/// and the highest generation any row of the ring carries (a row ahead
+/// of the ledger was written by a cursor the ledger never had).
+pub const LEDGERS: &str = "
+WITH l AS (
+    SELECT 'queue' AS ring, generation, slot FROM awa.queue_ring_rotations
+    UNION ALL SELECT 'claim', generation, slot FROM awa.claim_ring_rotations
+    UNION ALL SELECT 'lease', generation, slot FROM awa.lease_ring_rotations
+), n AS (
+    SELECT 'queue' AS ring, slot_count FROM awa.queue_ring_state
+    UNION ALL SELECT 'claim', slot_count FROM awa.claim_ring_state
+    UNION ALL SELECT 'lease', slot_count FROM awa.lease_ring_state
+), top AS (SELECT ring, max(generation) AS top, count(*) AS n_rows FROM l GROUP BY ring),
+written AS (
+    SELECT 'queue' AS ring, max(generation) AS g FROM awa.queue_entries
+    UNION ALL SELECT 'claim', max(generation) FROM awa.claim_receipts
+    UNION ALL SELECT 'claim', max(generation) FROM awa.claim_closures
+    UNION ALL SELECT 'lease', max(generation) FROM awa.leases
+)
+SELECT n.ring, n.slot_count, t.top, coalesce(t.n_rows, 0),
+       CASE WHEN t.top IS NULL THEN 0 ELSE
+           (t.top - greatest(0, t.top - n.slot_count + 1) + 1)
+           - (SELECT count(*) FROM l WHERE l.ring = n.ring AND l.generation BETWEEN greatest(0, t.top - n.slot_count + 1) AND t.top)
+       END AS gaps,
+       (SELECT count(*) FROM l WHERE l.ring = n.ring AND l.slot <> l.generation % n.slot_count) AS misplaced,
+       (SELECT max(w.g) FROM written w WHERE w.ring = n.ring) AS written
+FROM n LEFT JOIN top t ON t.ring = n.ring
+ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], n.ring)";
+
+/// One ring's ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ledger {
+    pub ring: String,
+    pub slot_count: i32,
+    /// The max generation (`None`: the ledger is empty).
+    pub top: Option<i64>,
+    pub rows: i64,
+    /// Generations missing over the last wrap.
+    pub gaps: i64,
+    /// Rows whose slot is not `generation mod slot_count`.
+    pub misplaced: i64,
+    /// The highest generation a row of the ring's tables carries.
+    pub written: Option<i64>,
+}
+
+/// The three ledgers, `None` before the expand migration.
+pub async fn ledgers(client: &Client, features: &SchemaFeatures) -> Result<Option<Vec<Ledger>>> {
+    if !features.ledgers {
+        return Ok(None);
+    }
+    let rows = client.query(LEDGERS, &[]).await.map_err(|e| Error::db("reading the ring ledgers", e))?;
+    Ok(Some(
+        rows.iter()
+            .map(|r| Ledger {
+                ring: r.get(0),
+                slot_count: r.get(1),
+                top: r.get(2),
+                rows: r.get(3),
+                gaps: r.get(4),
+                misplaced: r.get(5),
+                written: r.get(6),
+            })
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn designed_values_cover_every_mode_once() {
+        let values = designed_values();
+        for mode in Mode::ALL {
+            assert_eq!(values.matches(&format!("('{}',", mode.name())).count(), 1, "{values}");
+        }
+        assert!(values.contains("('exhaust_retries', 'failed', 0, 1, false, false)"), "{values}");
+        assert!(values.contains("('overrun_deadline', 'completed', 2, 0, true, false)"), "{values}");
+        assert!(values.contains("('snooze_once', 'completed', 2, 0, true, true)"), "{values}");
+        assert!(values.contains("('complete', 'completed', 1, 0, false, false)"), "{values}");
+    }
+
+    #[test]
+    fn poisoned_means_both_fields_and_every_slot() {
+        let mut r = RingColumns { ring: "queue".into(), current_slot: Some(-1), generation: Some(-1), unpoisoned_slots: vec![] };
+        assert!(r.poisoned());
+        r.generation = Some(7);
+        assert!(!r.poisoned(), "only current_slot poisoned");
+        r.generation = None;
+        assert!(r.poisoned(), "a dropped column cannot be written");
+        r.unpoisoned_slots = vec![3];
+        assert!(!r.poisoned());
+    }
+}
