@@ -5,11 +5,11 @@
 //!
 //! Run: `cargo bench -p awa-runtime --bench throughput [-- JOBS]`
 //! (default 20,000 jobs). Each side drains the same banked backlog of
-//! `complete` jobs; the clock runs from the workers' start to the last
-//! terminal record.
+//! `complete` jobs; the clock runs from the workers' start until no live
+//! job is left. The frozen 0.6.2 (built from its archive) runs beside
+//! this build, on the same server.
 
 use awa_runtime::pgtemp::Cluster;
-use awa_runtime::store::enqueue::{self, NewJob};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
@@ -47,29 +47,21 @@ async fn floor(cluster: &Cluster, jobs: i32, loops: usize) -> f64 {
     f64::from(jobs) / start.elapsed().as_secs_f64()
 }
 
-async fn awa(cluster: &Cluster, jobs: i32) -> f64 {
-    let url = cluster.create_database("awa_bench").await.unwrap();
-    let mut c: Client = awa_runtime::db::connect(&url).await.unwrap();
-    awa_runtime::schema::migrate(&mut c, &Default::default()).await.unwrap();
-    let batch: Vec<NewJob> = (0..1000)
-        .map(|_| NewJob {
-            kind: "rehearsal".into(),
-            queue: "default".into(),
-            args: serde_json::json!({ "mode": "complete" }),
-            priority: 0,
-            max_attempts: 3,
-            deadline_ms: None,
-            run_at_ms: None,
-        })
-        .collect();
-    for _ in 0..jobs / 1000 {
-        enqueue::enqueue(&c, &batch).await.unwrap();
-    }
-    let total = (jobs / 1000) * 1000;
+/// Drain `jobs` banked `complete` jobs through two worker processes of
+/// `bin`, on a database migrated and filled by that same binary.
+async fn awa(cluster: &Cluster, bin: &str, db: &str, jobs: i32) -> f64 {
+    let url = cluster.create_database(db).await.unwrap();
+    let c: Client = awa_runtime::db::connect(&url).await.unwrap();
+    let ok = |args: &[&str]| {
+        let st = Command::new(bin).args(args).env("AWA_DATABASE_URL", &url).stdout(Stdio::null()).status().unwrap();
+        assert!(st.success(), "{bin} {args:?}");
+    };
+    ok(&["migrate"]);
+    ok(&["produce", "--rate", "0", "--count", &jobs.to_string(), "--batch", "1000"]);
     let start = Instant::now();
     let mut workers: Vec<_> = (0..2)
         .map(|i| {
-            Command::new(env!("CARGO_BIN_EXE_awa"))
+            Command::new(bin)
                 .args(["worker", "--name", &format!("bench-{i}")])
                 .env("AWA_DATABASE_URL", &url)
                 .stdout(Stdio::null())
@@ -78,15 +70,14 @@ async fn awa(cluster: &Cluster, jobs: i32) -> f64 {
                 .unwrap()
         })
         .collect();
-    let sql = format!("SELECT count(*) FROM ({}) t", awa_runtime::store::read::TERMINAL_RECORDS);
     loop {
-        let n: i64 = c.query_one(&sql, &[]).await.unwrap().get(0);
-        if n >= i64::from(total) {
+        let n: i64 = c.query_one("SELECT count(*) FROM awa.jobs", &[]).await.unwrap().get(0);
+        if n == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let rate = f64::from(total) / start.elapsed().as_secs_f64();
+    let rate = f64::from(jobs) / start.elapsed().as_secs_f64();
     for w in &mut workers {
         unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
         w.wait().unwrap();
@@ -94,17 +85,44 @@ async fn awa(cluster: &Cluster, jobs: i32) -> f64 {
     rate
 }
 
+/// The 0.6.2 release binary, built from its archive (cached by digest).
+fn release_062() -> Option<String> {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
+    let artifacts = repo.join("artifacts");
+    let manifest = awa_runtime::release::load_manifest(&artifacts).ok()?;
+    let r = manifest.release("0.6.2", &artifacts).ok()?;
+    match awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases")) {
+        Ok(b) => Some(b.binary.to_string_lossy().into_owned()),
+        Err(e) => {
+            eprintln!("skipping 0.6.2: {e}");
+            None
+        }
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let jobs: i32 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(20_000);
+    let old = tokio::task::spawn_blocking(release_062).await.unwrap();
     let cluster = Cluster::start().await.expect("start PostgreSQL");
     println!("throughput, {jobs} banked `complete` jobs, PostgreSQL {}", cluster.server_version().await.unwrap());
     let floor_2 = floor(&cluster, jobs, 2).await;
-    let awa_2 = awa(&cluster, jobs).await;
+    let current = awa(&cluster, env!("CARGO_BIN_EXE_awa"), "awa_current", jobs).await;
+    let previous = match &old {
+        Some(bin) => Some(awa(&cluster, bin, "awa_062", jobs).await),
+        None => None,
+    };
     let floor_32 = floor(&cluster, jobs, 32).await;
-    println!("{:<58} {:>10}", "side", "jobs/s");
-    println!("{:<58} {:>10.0}", "floor: 2 SKIP LOCKED loops, one job at a time", floor_2);
-    println!("{:<58} {:>10.0}", "floor: 32 SKIP LOCKED loops (awa's total concurrency)", floor_32);
-    println!("{:<58} {:>10.0}", "awa: 2 worker processes, concurrency 16 each", awa_2);
-    println!("awa / floor(2) = {:.2}, awa / floor(32) = {:.2} (target: >= 0.5)", awa_2 / floor_2, awa_2 / floor_32);
+    println!("{:<62} {:>10}", "side", "jobs/s");
+    println!("{:<62} {:>10.0}", "floor: 2 SKIP LOCKED loops, one job at a time", floor_2);
+    println!("{:<62} {:>10.0}", "floor: 32 SKIP LOCKED loops (awa's total concurrency)", floor_32);
+    if let Some(p) = previous {
+        println!("{:<62} {:>10.0}", "awa 0.6.2 (release archive): 2 workers, concurrency 16 each", p);
+    }
+    println!(
+        "{:<62} {:>10.0}",
+        format!("awa {} (this build): 2 workers, concurrency 16 each", awa_runtime::version::VERSION),
+        current
+    );
+    println!("this build / floor(2) = {:.2}, / floor(32) = {:.2} (target: >= 0.5)", current / floor_2, current / floor_32);
 }

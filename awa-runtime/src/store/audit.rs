@@ -292,7 +292,7 @@ SELECT
 
     count(*) FILTER (WHERE lost) AS lost,
     (array_agg(job_id ORDER BY job_id) FILTER (WHERE lost))[1:20] AS lost_ids,
-    (array_agg(format('job %s (%s) has no terminal record and no live row', job_id, mode)
+    (array_agg(format('job %s (%s)', job_id, mode)
         ORDER BY job_id) FILTER (WHERE lost))[1] AS lost_example,
 
     count(*) FILTER (WHERE duplicate) AS duplicate,
