@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 use tokio_postgres::{Client, NoTls, Statement};
 
 /// Open one connection and drive it on the runtime.
@@ -84,8 +85,56 @@ impl Conn {
     }
 }
 
+/// How long a task keeps retrying transient failures: the clock starts
+/// at the first failure of a run of failures and resets on success.
+#[derive(Debug)]
+pub struct Patience {
+    limit: Duration,
+    since: Option<Instant>,
+}
+
+impl Patience {
+    /// Allow runs of failures up to `limit`.
+    pub fn new(limit: Duration) -> Patience {
+        Patience { limit, since: None }
+    }
+
+    /// The operation succeeded.
+    pub fn ok(&mut self) {
+        self.since = None;
+    }
+
+    /// `what` failed with `e`: give the error back when it is permanent
+    /// or patience ran out; otherwise say so on stderr and return `None`
+    /// (the caller resets its connection and retries).
+    pub fn failed(&mut self, what: &str, e: Error) -> Option<Error> {
+        if !e.is_transient() {
+            return Some(e);
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if since.elapsed() > self.limit {
+            return Some(e);
+        }
+        eprintln!("awa: {what} failed, retrying after reconnecting: {e}");
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn patience_gives_up_on_permanent_errors_at_once_and_on_transient_ones_late() {
+        let permanent = || super::Error::Refused("no".into());
+        let transient = || super::Error::Connect { target: "x".into(), detail: "down".into() };
+        let mut p = super::Patience::new(std::time::Duration::from_millis(30));
+        assert!(p.failed("x", permanent()).is_some());
+        assert!(p.failed("x", transient()).is_none());
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        assert!(p.failed("x", transient()).is_some());
+        p.ok();
+        assert!(p.failed("x", transient()).is_none());
+    }
+
     #[test]
     fn redacts_passwords_only() {
         assert_eq!(super::redact("postgres://u:secret@h:5/db"), "postgres://u:***@h:5/db");

@@ -4,7 +4,7 @@
 //! the rings. Losing the connection loses the lock, and another runtime
 //! takes over.
 
-use crate::db::Conn;
+use crate::db::{Conn, Patience};
 use crate::error::{Error, Result};
 use crate::events::emit;
 use crate::store::authority::{self, Authority, FlipOutcome};
@@ -30,31 +30,21 @@ pub struct Identity {
 
 /// Run until `stop` turns true. Permanent failures go to `fatal`.
 pub async fn run(url: String, me: Identity, t: Timings, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
-    let mut conn = match Conn::open(&url).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = fatal.send(e).await;
-            return;
-        }
-    };
-    let mut failing_since: Option<Instant> = None;
+    let Some(mut conn) = crate::worker::open_or_report(&url, &fatal).await else { return };
+    let mut patience = Patience::new(t.db_patience);
     while !*stop.borrow() {
         match lead(&mut conn, &me, &t, &mut stop).await {
-            Ok(()) => failing_since = None,
-            Err(e) if e.is_transient() => {
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > t.db_patience {
+            Ok(()) => patience.ok(),
+            Err(e) => match patience.failed("maintenance (leadership is lost with the connection)", e) {
+                Some(e) => {
                     let _ = fatal.send(e).await;
                     return;
                 }
-                eprintln!("awa: maintenance lost its connection, retrying: {e}");
-                conn.reset();
-                sleep_or_stop(&mut stop, t.poll.max(std::time::Duration::from_millis(200))).await;
-            }
-            Err(e) => {
-                let _ = fatal.send(e).await;
-                return;
-            }
+                None => {
+                    conn.reset();
+                    sleep_or_stop(&mut stop, t.poll.max(std::time::Duration::from_millis(200))).await;
+                }
+            },
         }
     }
     if let Ok(c) = conn.client().await {

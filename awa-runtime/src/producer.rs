@@ -3,7 +3,7 @@
 //! commit's fate is unknown (the connection died mid-commit) the batch's
 //! ids are reported as `uncertain` so reconciliation can settle them.
 
-use crate::db::Conn;
+use crate::db::{Conn, Patience};
 use crate::error::{Error, Result};
 use crate::events::emit;
 use crate::store::enqueue::{self, NewJob};
@@ -70,7 +70,7 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
     let start = Instant::now();
     let mut sent: u64 = 0;
     let mut last_beat = Instant::now();
-    let mut failing_since: Option<Instant> = None;
+    let mut patience = Patience::new(cfg.timings.db_patience);
     loop {
         if *shutdown.borrow() || (cfg.count > 0 && sent >= cfg.count) {
             break;
@@ -93,7 +93,7 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
         let jobs: Vec<NewJob> = modes.iter().map(|m| make_job(&cfg, *m)).collect();
         match produce_batch(&mut conn, &jobs).await {
             Ok(ids) => {
-                failing_since = None;
+                patience.ok();
                 for ((id, mode), job) in ids.iter().zip(&modes).zip(&jobs) {
                     emit("accepted", json!({
                         "job_id": id, "mode": mode.name(), "max_attempts": job.max_attempts,
@@ -109,16 +109,13 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
                 sent += n as u64;
                 conn.reset();
             }
-            Err(BatchError::Failed(e)) if e.is_transient() => {
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > cfg.timings.db_patience {
-                    return Err(e);
+            Err(BatchError::Failed(e)) => match patience.failed("enqueueing", e) {
+                Some(e) => return Err(e),
+                None => {
+                    conn.reset();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                eprintln!("awa: enqueue failed, retrying: {e}");
-                conn.reset();
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(BatchError::Failed(e)) => return Err(e),
+            },
         }
         if last_beat.elapsed() >= cfg.timings.heartbeat {
             if let Ok(c) = conn.client().await {

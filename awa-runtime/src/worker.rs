@@ -7,7 +7,7 @@
 //! them stops the process with a non-zero exit: an old binary that meets
 //! a fence must fail loudly, never limp on.
 
-use crate::db::Conn;
+use crate::db::{Conn, Patience};
 use crate::error::{Error, Result};
 use crate::events::emit;
 use crate::maintenance::{self, Identity};
@@ -75,7 +75,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
     let mut handlers = JoinSet::new();
     let handler_t = HandlerTimings { retry_backoff: t.retry_backoff, snooze: t.snooze };
-    let mut failing_since: Option<Instant> = None;
+    let mut patience = Patience::new(t.db_patience);
     let mut turn = 0usize;
     let result: Result<()> = loop {
         while handlers.try_join_next().is_some() {}
@@ -102,19 +102,16 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         };
         let batch = match claimed {
             Ok(batch) => {
-                failing_since = None;
+                patience.ok();
                 batch
             }
-            Err(e) if e.is_transient() => {
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > t.db_patience {
-                    break Err(e);
+            Err(e) => match patience.failed("claiming", e) {
+                Some(e) => break Err(e),
+                None => {
+                    conn.reset();
+                    Vec::new()
                 }
-                eprintln!("awa: claim failed, retrying: {e}");
-                conn.reset();
-                Vec::new()
-            }
-            Err(e) => break Err(e),
+            },
         };
         let idle = batch.is_empty();
         for (job, permit) in batch.into_iter().zip(permits) {
@@ -179,13 +176,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
 
 /// Record outcomes, one statement each, retrying transient failures.
 async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::UnboundedReceiver<Done>, fatal: mpsc::Sender<Error>) {
-    let mut conn = match Conn::open(&url).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = fatal.send(e).await;
-            return;
-        }
-    };
+    let Some(mut conn) = open_or_report(&url, &fatal).await else { return };
     while let Some(first) = rx.recv().await {
         // Take whatever else is ready too: one statement closes the batch.
         let mut batch = vec![first];
@@ -239,14 +230,8 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
 
 /// Keep this runtime's heartbeat and its attempts' heartbeats fresh.
 async fn heartbeat(url: String, instance_id: String, t: Timings, inflight: InFlight, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
-    let mut conn = match Conn::open(&url).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = fatal.send(e).await;
-            return;
-        }
-    };
-    let mut failing_since: Option<Instant> = None;
+    let Some(mut conn) = open_or_report(&url, &fatal).await else { return };
+    let mut patience = Patience::new(t.db_patience);
     while !*stop.borrow() {
         let leases: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").iter().map(|(j, l)| (*j, *l)).collect();
         let res = match conn.client().await {
@@ -254,23 +239,29 @@ async fn heartbeat(url: String, instance_id: String, t: Timings, inflight: InFli
             Err(e) => Err(e),
         };
         match res {
-            Ok(()) => failing_since = None,
-            Err(e) if e.is_transient() => {
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > t.db_patience {
+            Ok(()) => patience.ok(),
+            Err(e) => match patience.failed("heartbeating", e) {
+                Some(e) => {
                     let _ = fatal.send(e).await;
                     return;
                 }
-                conn.reset();
-            }
-            Err(e) => {
-                let _ = fatal.send(e).await;
-                return;
-            }
+                None => conn.reset(),
+            },
         }
         tokio::select! {
             _ = tokio::time::sleep(t.heartbeat) => {}
             _ = stop.changed() => {}
+        }
+    }
+}
+
+/// Open a task's connection, or report the failure as fatal.
+pub(crate) async fn open_or_report(url: &str, fatal: &mpsc::Sender<Error>) -> Option<Conn> {
+    match Conn::open(url).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            let _ = fatal.send(e).await;
+            None
         }
     }
 }

@@ -17,6 +17,20 @@ const OLD_ROTATOR_THRICE: &str = "
 UPDATE awa.queue_ring_state SET current_slot = 3, generation = 3;
 UPDATE awa.queue_ring_slots SET generation = slot WHERE slot BETWEEN 1 AND 3;";
 
+/// A ready entry on a queue nobody serves keeps the queue ring busy.
+async fn park(db: &Db) {
+    let job = awa_runtime::store::enqueue::NewJob {
+        kind: "rehearsal".into(),
+        queue: "parked".into(),
+        args: serde_json::json!({"mode": "complete"}),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: None,
+        run_at_ms: None,
+    };
+    awa_runtime::store::enqueue::enqueue(&db.client().await, &[job]).await.unwrap();
+}
+
 async fn queue_flip(db: &Db) -> authority::RingFlip {
     match authority::flip(&mut db.client().await, 1000.0, true).await.unwrap() {
         FlipOutcome::Flipped { rings, .. } => rings.into_iter().find(|r| r.ring == "queue").unwrap(),
@@ -60,20 +74,7 @@ async fn every_seeded_defect_misbehaves_when_armed() {
     // Columns at slot 3 with a parked entry there, so that from the
     // poisoned -1 the next slot (0) is free and an advance is attempted.
     db.client().await.batch_execute(OLD_ROTATOR_THRICE).await.unwrap();
-    awa_runtime::store::enqueue::enqueue(
-        &db.client().await,
-        &[awa_runtime::store::enqueue::NewJob {
-            kind: "rehearsal".into(),
-            queue: "parked".into(),
-            args: serde_json::json!({"mode": "complete"}),
-            priority: 0,
-            max_attempts: 3,
-            deadline_ms: None,
-            run_at_ms: None,
-        }],
-    )
-    .await
-    .unwrap();
+    park(&db).await;
     arm(failpoint::AUTHORITY_BEFORE_LOCK);
     let url = db.url.clone();
     let rotator = tokio::spawn(async move {
@@ -109,20 +110,7 @@ async fn every_seeded_defect_misbehaves_when_armed() {
     // ledger is left with holes.
     let db = Db::expanded("fp_backfill", &bin062).await;
     db.client().await.batch_execute(OLD_ROTATOR_THRICE).await.unwrap();
-    awa_runtime::store::enqueue::enqueue(
-        &db.client().await,
-        &[awa_runtime::store::enqueue::NewJob {
-            kind: "rehearsal".into(),
-            queue: "parked".into(),
-            args: serde_json::json!({"mode": "complete"}),
-            priority: 0,
-            max_attempts: 3,
-            deadline_ms: None,
-            run_at_ms: None,
-        }],
-    )
-    .await
-    .unwrap();
+    park(&db).await;
     let mut c = db.client().await;
     arm(failpoint::COMPAT_BACKFILL_ONE);
     rings::rotate(&mut c, Ring::Queue).await.unwrap();
