@@ -15,6 +15,7 @@ use crate::cli::{Cli, Command};
 use crate::exit::Outcome;
 use crate::matrix::{self, Expectation, Matrix, NamedMatrix};
 use crate::plan::{self, Plan, Selection};
+use crate::report::{self, ReportError};
 
 /// What a command needs from the process environment, gathered once by `main`.
 #[derive(Clone, Debug)]
@@ -45,12 +46,10 @@ pub fn execute(
     err: &mut dyn Write,
 ) -> Result<Outcome, Error> {
     match &cli.command {
-        Some(Command::Report { .. }) => Err(Error::NotImplemented {
-            what: "rehearse report",
-        }),
+        Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
         Some(Command::List) => list(cli, env, out),
         Some(Command::Plan) => plan_command(cli, env, out),
-        Some(Command::Run) | None => run(cli, env, err),
+        Some(Command::Run) | None => run(cli, env, out, err),
     }
 }
 
@@ -73,12 +72,17 @@ fn load(cli: &Cli, env: &Environment) -> Result<(PathBuf, Matrix), Error> {
 
 /// Loads, selects and expands; the replay names the matrix file only if it was given.
 fn make_plan(cli: &Cli, env: &Environment) -> Result<Plan, Error> {
-    let (_, matrix) = load(cli, env)?;
+    Ok(make_plan_at(cli, env)?.1)
+}
+
+/// [`make_plan`], with the matrix file it read.
+fn make_plan_at(cli: &Cli, env: &Environment) -> Result<(PathBuf, Plan), Error> {
+    let (path, matrix) = load(cli, env)?;
     let selection = selection(cli);
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
     let mut plan = plan::expand(&matrix, &selection, seed)?;
     plan.replay = plan::replay_command(&selection, seed, cli.global.matrix_file.as_deref());
-    Ok(plan)
+    Ok((path, plan))
 }
 
 fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Outcome, Error> {
@@ -92,11 +96,18 @@ fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Out
     Ok(Outcome::AllMet)
 }
 
-fn run(cli: &Cli, env: &Environment, err: &mut dyn Write) -> Result<Outcome, Error> {
+/// `rehearse run` (and `rehearse --matrix NAME`): validate everything,
+/// then hand the plan to the driver, which runs it and writes the report.
+fn run(
+    cli: &Cli,
+    env: &Environment,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
     if let Some(url) = &cli.global.database_url {
         check_database_url(url)?;
     }
-    let plan = make_plan(cli, env)?;
+    let (matrix_file, plan) = make_plan_at(cli, env)?;
     writeln!(err, "seed {} (replay: {})", plan.seed, plan.replay)?;
     if !cli.global.quiet {
         let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
@@ -108,9 +119,45 @@ fn run(cli: &Cli, env: &Environment, err: &mut dyn Write) -> Result<Outcome, Err
             names.join(", ")
         )?;
     }
-    Err(Error::NotImplemented {
-        what: "the run driver",
-    })
+    let matrix_dir = matrix_file
+        .parent()
+        .map(|d| env.cwd.join(d))
+        .unwrap_or_else(|| env.cwd.clone());
+    let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir])?;
+    let reports_root = std::env::var_os(crate::driver::run::REPORTS_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(|v| env.cwd.join(v))
+        .unwrap_or_else(|| repo.reports());
+    let request = crate::driver::run::RunRequest {
+        plan,
+        repo,
+        reports_root,
+        database_url: cli.global.database_url.clone(),
+        backend: cli.global.backend,
+        jobs: cli.global.jobs,
+        keep: cli.global.keep,
+        quiet: cli.global.quiet,
+        json: cli.global.json,
+        command_line: command_line(),
+    };
+    crate::driver::run::execute(request, out, err)
+}
+
+/// The command line as typed (words a shell would split are quoted).
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn check_database_url(url: &str) -> Result<(), Error> {
@@ -124,6 +171,49 @@ fn check_database_url(url: &str) -> Result<(), Error> {
             ),
         })
     }
+}
+
+/// `rehearse report DIR`: re-renders report.md, junit.xml and report.html
+/// from DIR/report.json (which it leaves as it is), prints the summary,
+/// and exits as the run did, so CI can gate on a re-rendered report.
+fn report_command(
+    cli: &Cli,
+    env: &Environment,
+    dir: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    let dir = env.cwd.join(dir);
+    // A missing, corrupt or too-new report.json is bad input (exit 2), named in the message.
+    let run = report::read_json(&dir.join(report::REPORT_JSON)).map_err(|e| Error::BadFlag {
+        flag: "DIR",
+        message: causes(&e),
+    })?;
+    report::render_all(&dir, &run).map_err(|e| Error::Output(std::io::Error::other(e)))?;
+    let color = report::terminal::use_color();
+    out.write_all(report::terminal::summary_table(&run, color).as_bytes())?;
+    if !cli.global.quiet {
+        writeln!(
+            err,
+            "rendered {}, {} and {} in {}",
+            report::REPORT_MD,
+            report::JUNIT_XML,
+            report::REPORT_HTML,
+            dir.display()
+        )?;
+    }
+    Ok(run.outcome())
+}
+
+/// A report error and its causes on one line: `failed to read X: No such file or directory`.
+fn causes(error: &ReportError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
 }
 
 /// `rehearse list --json`
@@ -371,46 +461,186 @@ mod tests {
     }
 
     #[test]
-    fn run_validates_then_says_the_driver_is_missing() {
+    fn run_validates_before_anything_starts() {
         let scratch = Scratch::new("run");
         let env = Environment {
             cwd: scratch.0.clone(),
             matrix_file_env: None,
         };
-        let (result, out, err) = exec(&["--matrix", "smoke", "--seed", "5"], &env);
-        let error = result.unwrap_err();
-        assert_eq!(crate::exit::for_error(&error), crate::exit::INCONCLUSIVE);
-        assert_eq!(error.to_string(), "the run driver is not yet implemented");
-        assert!(out.is_empty());
-        assert!(
-            err.starts_with("seed 5 (replay: rehearse --matrix smoke --seed 5)\n"),
-            "{err}"
-        );
         // Without a selection nothing is run, and the message says how to select.
-        let (result, _, _) = exec(&["run"], &env);
+        let (result, out, _) = exec(&["run"], &env);
         let error = result.unwrap_err();
         assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
         assert_eq!(
             error.to_string(),
             "nothing selected: pass --matrix NAME (one of: full, nightly, smoke) or --cell NAME"
         );
+        assert!(out.is_empty());
         let (result, _, _) = exec(&["--matrix", "smoke", "--database-url", "mysql://x"], &env);
         assert_eq!(
             crate::exit::for_error(&result.unwrap_err()),
             crate::exit::BAD_INPUT
         );
+        // The docker backend is refused before any artifact is built.
+        let (result, _, err) = exec(
+            &["--matrix", "smoke", "--seed", "5", "--backend", "docker"],
+            &env,
+        );
+        let error = result.unwrap_err();
+        assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
+        assert!(
+            error
+                .to_string()
+                .contains("docker backend is not implemented yet"),
+            "{error}"
+        );
+        assert!(
+            err.starts_with("seed 5 (replay: rehearse --matrix smoke --seed 5)\n"),
+            "{err}"
+        );
+    }
+
+    /// The report's text with ANSI colour removed (stdout may be a terminal under `cargo test`).
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                chars.by_ref().find(char::is_ascii_alphabetic);
+            } else {
+                out.push(c);
+            }
+        }
+        out
     }
 
     #[test]
-    fn report_is_a_stub_exiting_inconclusive() {
+    fn report_rerenders_from_report_json_and_prints_the_summary() {
+        let scratch = Scratch::new("report");
+        let dir = scratch.0.join("run");
+        let mut written = crate::report::fixture::report();
+        crate::report::write_all(&dir, &written).unwrap();
+        let json_before = std::fs::read(dir.join("report.json")).unwrap();
+        // Edit report.json by hand and drop report.md: the command must render from the JSON.
+        written.cells[0].about = "edited after the run".into();
+        std::fs::write(
+            dir.join("report.json"),
+            crate::report::to_json(&written).unwrap(),
+        )
+        .unwrap();
+        std::fs::remove_file(dir.join("report.md")).unwrap();
+        std::fs::remove_file(dir.join("junit.xml")).unwrap();
+        let env = Environment {
+            cwd: scratch.0.clone(),
+            matrix_file_env: None,
+        };
+        let (result, out, err) = exec(&["report", "run"], &env);
+        // The fixture run has a failed cell, so the command exits as that run did.
+        assert_eq!(result.unwrap(), Outcome::CellFailed);
+        let out = strip_ansi(&out);
+        assert!(
+            out.contains("│ fence         │ pass                  │ fail         │"),
+            "{out}"
+        );
+        assert!(
+            out.contains("3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s\n"),
+            "{out}"
+        );
+        assert!(
+            out.ends_with("replay: rehearse --matrix smoke --seed 42\n"),
+            "{out}"
+        );
+        assert_eq!(
+            err.replace(&dir.display().to_string(), "[dir]"),
+            "rendered report.md, junit.xml and report.html in [dir]\n"
+        );
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert_eq!(md, crate::report::render_markdown(&written));
+        assert!(md.contains("\nedited after the run\n"), "{md}");
+        assert!(dir.join("junit.xml").is_file());
+        assert_ne!(std::fs::read(dir.join("report.json")).unwrap(), json_before);
+        assert_eq!(
+            std::fs::read(dir.join("report.json")).unwrap(),
+            crate::report::to_json(&written).unwrap().into_bytes(),
+            "report.json is the input: left as it was"
+        );
+        // --quiet keeps the summary and drops the note.
+        let (result, out, err) = exec(&["report", "run", "--quiet"], &env);
+        assert_eq!(result.unwrap(), Outcome::CellFailed);
+        assert!(strip_ansi(&out).contains("replay: "), "{out}");
+        assert!(err.is_empty(), "{err}");
+    }
+
+    #[test]
+    fn report_of_a_passing_run_exits_zero() {
+        let scratch = Scratch::new("report-pass");
+        let mut run = crate::report::fixture::report();
+        run.cells.truncate(1);
+        crate::report::write_all(&scratch.0, &run).unwrap();
         let env = Environment {
             cwd: std::env::temp_dir(),
             matrix_file_env: None,
         };
-        let (result, _, _) = exec(&["report", "reports/somewhere"], &env);
+        let (result, _, _) = exec(&["report", scratch.0.to_str().unwrap()], &env);
+        assert_eq!(result.unwrap(), Outcome::AllMet);
+    }
+
+    #[test]
+    fn report_with_a_missing_or_corrupt_report_json_is_bad_input_naming_the_file() {
+        let scratch = Scratch::new("report-bad");
+        let env = Environment {
+            cwd: scratch.0.clone(),
+            matrix_file_env: None,
+        };
+        let file = scratch.0.join("report.json").display().to_string();
+        let (result, out, _) = exec(&["report", "."], &env);
         let error = result.unwrap_err();
-        assert_eq!(error.to_string(), "rehearse report is not yet implemented");
-        assert_eq!(crate::exit::for_error(&error), crate::exit::INCONCLUSIVE);
+        assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
+        let file_here = scratch
+            .0
+            .join(".")
+            .join("report.json")
+            .display()
+            .to_string();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "invalid DIR: failed to read {file_here}: No such file or directory (os error 2)"
+            )
+        );
+        assert!(out.is_empty());
+
+        std::fs::write(
+            scratch.0.join("report.json"),
+            "{\"format_version\": \"1.0\", \"run\": [",
+        )
+        .unwrap();
+        let (result, _, _) = exec(&["report", scratch.0.to_str().unwrap()], &env);
+        let error = result.unwrap_err();
+        assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!("invalid DIR: {file} is not a valid report.json: ")),
+            "{text}"
+        );
+        assert!(text.contains("line 1 column"), "{text}");
+        assert!(
+            !scratch.0.join("report.md").exists(),
+            "nothing is written from a bad report"
+        );
+
+        let mut newer = serde_json::to_value(crate::report::fixture::report()).unwrap();
+        newer["format_version"] = "2.1".into();
+        std::fs::write(scratch.0.join("report.json"), newer.to_string()).unwrap();
+        let (result, _, _) = exec(&["report", scratch.0.to_str().unwrap()], &env);
+        let error = result.unwrap_err();
+        assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
+        assert!(
+            error.to_string().starts_with(&format!(
+                "invalid DIR: {file} is report format 2.1, but this rehearse reads format 1.0"
+            )),
+            "{error}"
+        );
     }
 
     #[test]

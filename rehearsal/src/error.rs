@@ -3,6 +3,7 @@
 //! `main` prints it with its chain of causes and maps it to an exit
 //! code through `exit::for_error`.
 
+use crate::artifacts::ArtifactError;
 use crate::matrix::LoadError;
 use crate::plan::SelectError;
 
@@ -32,6 +33,17 @@ pub enum Error {
     /// A plan or listing could not be encoded as JSON.
     #[error("failed to encode JSON output")]
     Json(#[source] serde_json::Error),
+    /// An artifact could not be made ready: a bad source (an image on the
+    /// process backend, an unlisted release, a tampered archive) or a failed build.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    /// No PostgreSQL to run against: the server binaries are missing, the
+    /// throwaway cluster would not start, or `--database-url` does not answer.
+    #[error("no PostgreSQL to run the cells against: {0}")]
+    Postgres(String),
+    /// The harness failed outside any cell (the async runtime, the report folder).
+    #[error("{0}")]
+    Harness(String),
     /// A part of rehearse that is still being written.
     #[error("{what} is not yet implemented")]
     NotImplemented {

@@ -47,6 +47,10 @@ pub fn for_error(error: &Error) -> u8 {
         Error::CurrentDir(_) => INCONCLUSIVE,
         Error::Output(_) => INCONCLUSIVE,
         Error::Json(_) => INCONCLUSIVE,
+        Error::Artifact(e) if e.is_bad_input() => BAD_INPUT,
+        Error::Artifact(_) => INCONCLUSIVE,
+        Error::Postgres(_) => INCONCLUSIVE,
+        Error::Harness(_) => INCONCLUSIVE,
         Error::NotImplemented { .. } => INCONCLUSIVE,
     }
 }
@@ -92,5 +96,22 @@ mod tests {
         );
         let broken_pipe = Error::Output(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         assert_eq!(for_error(&broken_pipe), INCONCLUSIVE);
+    }
+
+    #[test]
+    fn artifacts_split_between_bad_input_and_infrastructure() {
+        use crate::artifacts::ArtifactError;
+        let image = Error::Artifact(ArtifactError::ImageUnsupported {
+            name: "previous".into(),
+            reference: "registry/awa:0.6".into(),
+        });
+        assert_eq!(for_error(&image), BAD_INPUT);
+        let build = Error::Artifact(ArtifactError::Build {
+            name: "current".into(),
+            detail: "cargo exited with 101".into(),
+        });
+        assert_eq!(for_error(&build), INCONCLUSIVE);
+        assert_eq!(for_error(&Error::Postgres("initdb not found".into())), INCONCLUSIVE);
+        assert_eq!(for_error(&Error::Harness("no runtime".into())), INCONCLUSIVE);
     }
 }

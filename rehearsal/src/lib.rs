@@ -4,11 +4,9 @@
 //! tests of its own. Data flows one way:
 //!
 //! `matrix` (matrix.toml, validated) -> `plan` (cells with every random
-//! choice resolved from a seed) -> driver -> reconcile -> report.
-//!
-//! The driver, reconciliation and reports are being written; today the
-//! crate parses and validates the matrix, expands plans and serves the
-//! `plan` and `list` commands.
+//! choice resolved from a seed) -> `driver` (runs each cell against real
+//! processes and PostgreSQL, using `artifacts`, `fleet` and `monitor`,
+//! and records `observe::Observations`) -> `reconcile` -> `report`.
 //!
 //! ```
 //! use rehearsal::{matrix, plan};
@@ -49,13 +47,19 @@
 
 #![warn(missing_docs)]
 
+pub mod artifacts;
 pub mod cli;
 pub mod commands;
+pub mod driver;
 mod error;
 pub mod exit;
+pub mod fleet;
 pub mod matrix;
+pub mod monitor;
 pub mod observe;
 pub mod plan;
+pub mod reconcile;
+pub mod report;
 
 pub use commands::{Environment, execute};
 pub use error::Error;

@@ -17,7 +17,9 @@ fn main() -> ExitCode {
         }
     };
     let result = Environment::from_process().and_then(|env| {
-        let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+        // Unlocked handles: `run` has progress written from other threads,
+        // which would wait forever on a lock held here for the whole command.
+        let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
         rehearsal::execute(&cli, &env, &mut out, &mut err)
     });
     match result {

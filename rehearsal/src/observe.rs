@@ -158,6 +158,12 @@ pub struct Observations {
     pub phases: Vec<Phase>,
     pub rings: Vec<RingSample>,
     pub census: Vec<CensusSample>,
+    /// Steps whose required outcome did not happen (a migrate or flip
+    /// refused or accepted against the plan's `expect`, a failed `assert`,
+    /// a runtime that died unasked): product failures the driver saw
+    /// directly. A `pass` cell with any of them fails.
+    #[serde(default)]
+    pub step_failures: Vec<String>,
 }
 
 /// Something reconciliation (or the monitor) found wrong.

@@ -210,63 +210,76 @@ pub fn designed_values() -> String {
 ///   dead-lettered by rescue: `('failed', cap)`;
 /// - a mode the handler does not know fails its first attempt.
 ///
+/// Shape, for a million jobs: every input streams in job-id order (the
+/// audit set's and `executions`' primary keys, a sorted aggregate of the
+/// terminal records) into merge joins, run under [`JOB_AUDIT_PLANNER`];
+/// million-entry hash tables cost more here than they save. The
+/// `OFFSET 0` fences keep each derived column computed once per row
+/// rather than inlined into every expression that uses it. The full join
+/// with the terminal records comes last, so the left joins keep the audit
+/// set's order; its unmatched rows are terminal records nobody reported.
+///
 /// `{designed}` is replaced by [`designed_values`].
 pub const JOB_AUDIT: &str = r"
 WITH designed (mode, state, attempt_base, attempt_per_max, first_differs, raises_max) AS ({designed}),
 term AS (
-    SELECT job_id, count(*) AS records, min(state) AS state, max(attempt) AS attempt
+    SELECT job_id, count(*)::int AS records, min(state) AS state, max(attempt) AS attempt
     FROM (SELECT job_id, outcome AS state, attempt FROM awa.claim_closures WHERE terminal
           UNION ALL SELECT job_id, state, attempt FROM awa.terminal_archive
           UNION ALL SELECT job_id, 'failed', attempt FROM awa.dead_letters) t
     GROUP BY job_id
 ),
 ex AS (
-    SELECT job_id, count(*) AS runs,
-           count(*) FILTER (WHERE outcome = 'completed') AS completions,
-           count(*) FILTER (WHERE outcome LIKE 'rescued\_%' OR outcome IS NULL) AS interrupted,
-           count(*) FILTER (WHERE outcome = 'released') AS released,
-           count(*) FILTER (WHERE outcome = 'stale') AS stale,
+    SELECT job_id, count(*)::int AS runs,
+           count(*) FILTER (WHERE outcome = 'completed')::int AS completions,
+           count(*) FILTER (WHERE outcome LIKE 'rescued\_%' OR outcome IS NULL)::int AS interrupted,
+           count(*) FILTER (WHERE outcome = 'released')::int AS released,
+           count(*) FILTER (WHERE outcome = 'stale')::int AS stale,
            bool_or(attempt = 1 AND (outcome LIKE 'rescued\_%' OR outcome IS NULL)) AS first_interrupted
     FROM awa.executions
     GROUP BY job_id
+),
+audited AS (
+    SELECT a.job_id, a.uncertain, a.cron, a.mode, a.max_attempts, j.state AS live_state,
+           x.runs, x.completions, x.interrupted, x.released, x.stale, x.first_interrupted
+    FROM audit_jobs a
+    LEFT JOIN ex x ON x.job_id = a.job_id
+    LEFT JOIN awa.jobs j ON j.job_id = a.job_id
 ),
 facts AS (
     SELECT coalesce(a.job_id, t.job_id) AS job_id,
            a.job_id IS NOT NULL AS audited,
            coalesce(a.uncertain, false) AS uncertain,
            coalesce(a.cron, false) AS cron,
-           a.mode, a.max_attempts,
-           coalesce(t.records, 0) AS records, t.state, t.attempt,
-           j.state AS live_state,
-           coalesce(x.runs, 0) AS runs,
-           coalesce(x.completions, 0) AS completions,
-           coalesce(x.interrupted, 0) AS interrupted,
-           coalesce(x.released, 0) AS released,
-           coalesce(x.stale, 0) AS stale,
-           coalesce(x.first_interrupted, false) AS first_interrupted,
-           coalesce(d.state, 'failed') AS designed_state,
-           coalesce(d.attempt_base, 1) + coalesce(d.attempt_per_max, 0) * a.max_attempts AS designed_attempt,
-           coalesce(d.attempt_per_max, 0) = 1 AS at_cap,
-           coalesce(d.first_differs, false) AS first_differs,
-           coalesce(d.raises_max, false) AS raises_max
-    FROM audit_jobs a
+           a.mode, a.max_attempts, a.live_state,
+           coalesce(a.runs, 0) AS runs,
+           coalesce(a.completions, 0) AS completions,
+           coalesce(a.interrupted, 0) AS interrupted,
+           coalesce(a.released, 0) AS released,
+           coalesce(a.stale, 0) AS stale,
+           coalesce(a.first_interrupted, false) AS first_interrupted,
+           coalesce(t.records, 0) AS records, t.state, t.attempt
+    FROM audited a
     FULL JOIN term t ON t.job_id = a.job_id
-    LEFT JOIN awa.jobs j ON j.job_id = a.job_id
-    LEFT JOIN ex x ON x.job_id = a.job_id
-    LEFT JOIN designed d ON d.mode = a.mode
+    OFFSET 0
 ),
 planned AS (
     SELECT f.*,
-           CASE WHEN at_cap THEN designed_attempt
-                ELSE designed_attempt + interrupted - (first_differs AND first_interrupted)::int END AS planned_attempt,
-           max_attempts + (raises_max AND NOT first_interrupted)::int AS cap
+           coalesce(d.state, 'failed') AS designed_state,
+           CASE WHEN d.attempt_per_max = 1 THEN f.max_attempts
+                ELSE coalesce(d.attempt_base, 1) + f.interrupted - (coalesce(d.first_differs, false) AND f.first_interrupted)::int
+           END AS planned_attempt,
+           f.max_attempts + (coalesce(d.raises_max, false) AND NOT f.first_interrupted)::int AS cap
     FROM facts f
+    LEFT JOIN designed d ON d.mode = f.mode
+    OFFSET 0
 ),
 judged AS (
     SELECT p.*,
            CASE WHEN planned_attempt > cap THEN 'failed' ELSE designed_state END AS expected_state,
            least(planned_attempt, cap) AS expected_attempt
     FROM planned p
+    OFFSET 0
 ),
 flagged AS (
     SELECT j.*,
@@ -277,6 +290,7 @@ flagged AS (
            completions > 1 AS double_completion,
            audited AND records >= 1 AND runs > attempt + stale + released AS excess_runs
     FROM judged j
+    OFFSET 0
 )
 SELECT
     count(*) FILTER (WHERE audited) AS audited,
@@ -385,10 +399,20 @@ pub struct JobAudit {
     pub excess_runs: Offenders,
 }
 
-/// Judge every job of the audit set (and every terminal record outside it).
+/// The planner settings [`JOB_AUDIT`] is written for, for the rest of the
+/// transaction (outside one, `SET LOCAL` changes nothing).
+pub const JOB_AUDIT_PLANNER: &str = "SET LOCAL enable_hashagg = off; SET LOCAL enable_hashjoin = off";
+/// Back to the planner's defaults for whatever the transaction runs next.
+const PLANNER_DEFAULTS: &str = "SET LOCAL enable_hashagg = on; SET LOCAL enable_hashjoin = on";
+
+/// Judge every job of the audit set (and every terminal record outside
+/// it). Run it in the transaction that loaded the audit set.
 pub async fn audit_jobs(client: &Client) -> Result<JobAudit> {
     let sql = JOB_AUDIT.replace("{designed}", &designed_values());
-    let row = client.query_one(&sql, &[]).await.map_err(|e| Error::db("auditing jobs", e))?;
+    client.batch_execute(JOB_AUDIT_PLANNER).await.map_err(|e| Error::db("setting the planner up for the job audit", e))?;
+    let row = client.query_one(&sql, &[]).await.map_err(|e| Error::db("auditing jobs", e));
+    client.batch_execute(PLANNER_DEFAULTS).await.map_err(|e| Error::db("restoring the planner after the job audit", e))?;
+    let row = row?;
     Ok(JobAudit {
         audited: row.get("audited"),
         uncertain: row.get("uncertain"),
@@ -587,14 +611,8 @@ pub async fn cron_faults(client: &Client, windows: &[CronWindow]) -> Result<Vec<
     let every: Vec<i64> = windows.iter().map(|w| w.every_ms).collect();
     let from: Vec<i64> = windows.iter().map(|w| w.from_ms).collect();
     let to: Vec<i64> = windows.iter().map(|w| w.to_ms).collect();
-    let rows = client
-        .query(CRON_AUDIT, &[&names, &every, &from, &to])
-        .await
-        .map_err(|e| Error::db("auditing cron fires", e))?;
-    Ok(rows
-        .iter()
-        .map(|r| CronFault { name: r.get(0), fire_ms: r.get(1), job_ids: r.get(2), max_records: r.get(3) })
-        .collect())
+    let rows = client.query(CRON_AUDIT, &[&names, &every, &from, &to]).await.map_err(|e| Error::db("auditing cron fires", e))?;
+    Ok(rows.iter().map(|r| CronFault { name: r.get(0), fire_ms: r.get(1), job_ids: r.get(2), max_records: r.get(3) }).collect())
 }
 
 // ---------------------------------------------------------------------

@@ -1,0 +1,281 @@
+//! PostgreSQL for the cells: the throwaway cluster, or a server given by URL.
+//!
+//! Every cell gets a database of its own, so cells can run side by side.
+//! A cell that crashes PostgreSQL (`pg_crash`) gets a throwaway cluster of
+//! its own as well: an immediate-mode stop of a shared server would
+//! crash every cell running beside it. With `--database-url` rehearse does
+//! not control the server, so such a cell is inconclusive, saying why.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use awa_runtime::pgtemp::{Cluster, PgError};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+/// Longest identifier PostgreSQL keeps.
+const MAX_IDENT: usize = 63;
+
+/// Where the cells' databases live.
+#[derive(Clone)]
+pub enum Server {
+    /// A throwaway cluster rehearse started (and stops).
+    Throwaway(Arc<Mutex<Cluster>>),
+    /// A server rehearse only connects to (`--database-url`).
+    External {
+        /// The URL as given.
+        url: String,
+    },
+}
+
+impl Server {
+    /// `SHOW server_version`.
+    pub async fn version(&self) -> Result<String, String> {
+        match self {
+            Server::Throwaway(c) => c
+                .lock()
+                .await
+                .server_version()
+                .await
+                .map_err(|e| e.to_string()),
+            Server::External { url } => {
+                let client = connect(url).await?;
+                client
+                    .query_one("SHOW server_version", &[])
+                    .await
+                    .and_then(|r| r.try_get::<_, String>(0))
+                    .map_err(|e| {
+                        format!("could not read the server version of {}: {e}", redact(url))
+                    })
+            }
+        }
+    }
+}
+
+/// Connects and drives the connection on the runtime.
+pub async fn connect(url: &str) -> Result<Client, String> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| format!("could not connect to {}: {e}", redact(url)))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// A URL with its password hidden, for messages.
+pub fn redact(url: &str) -> String {
+    awa_runtime::db::redact(url)
+}
+
+/// `url` with its database replaced by `name` (query parameters kept).
+pub fn with_database(url: &str, name: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let query_at = rest.find('?').unwrap_or(rest.len());
+    let authority_end = rest[..query_at].find('/').unwrap_or(query_at);
+    format!(
+        "{}{}/{}{}",
+        &url[..scheme_end],
+        &rest[..authority_end],
+        name,
+        &rest[query_at..]
+    )
+}
+
+/// `[a-z0-9_]` only, at most `max` bytes; dashes become underscores.
+pub fn identifier(text: &str, max: usize) -> String {
+    let mut id: String = text
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '_' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '_',
+        })
+        .collect();
+    id.truncate(max);
+    id
+}
+
+enum Kind {
+    Shared,
+    Private(Option<Cluster>),
+    External { admin_url: String },
+}
+
+/// One cell's database and the server it lives on.
+pub struct CellDb {
+    /// Its URL, handed to every process of the cell.
+    pub url: String,
+    /// Its name.
+    pub name: String,
+    kind: Kind,
+}
+
+impl CellDb {
+    /// Creates the cell's database; `private` starts a cluster for it alone.
+    pub async fn create(
+        server: &Server,
+        cell: &str,
+        run_id: &str,
+        private: bool,
+    ) -> Result<CellDb, String> {
+        let pg = |e: PgError| e.to_string();
+        match server {
+            Server::Throwaway(shared) => {
+                let name = identifier(cell, MAX_IDENT);
+                if private {
+                    let cluster = Cluster::start().await.map_err(pg)?;
+                    let url = cluster.create_database(&name).await.map_err(pg)?;
+                    Ok(CellDb {
+                        url,
+                        name,
+                        kind: Kind::Private(Some(cluster)),
+                    })
+                } else {
+                    let url = shared
+                        .lock()
+                        .await
+                        .create_database(&name)
+                        .await
+                        .map_err(pg)?;
+                    Ok(CellDb {
+                        url,
+                        name,
+                        kind: Kind::Shared,
+                    })
+                }
+            }
+            Server::External { url } => {
+                let suffix = format!("_{}", identifier(run_id, 24));
+                let name = format!(
+                    "{}{suffix}",
+                    identifier(&format!("rehearse_{cell}"), MAX_IDENT - suffix.len())
+                );
+                let admin = connect(url).await?;
+                // The name is built from [a-z0-9_] only, never from raw input.
+                admin
+                    .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+                    .await
+                    .map_err(|e| {
+                        format!("could not create database {name} on {}: {e}", redact(url))
+                    })?;
+                Ok(CellDb {
+                    url: with_database(url, &name),
+                    name,
+                    kind: Kind::External {
+                        admin_url: url.clone(),
+                    },
+                })
+            }
+        }
+    }
+
+    /// Whether rehearse controls the server, so `pg_crash` can run.
+    pub fn can_crash(&self) -> bool {
+        matches!(self.kind, Kind::Private(_))
+    }
+
+    /// Immediate crash (SIGKILL to every server process) and restart with
+    /// crash recovery; returns how long the server was gone, in ms.
+    pub async fn crash_and_restart(&mut self) -> Result<u64, String> {
+        let Kind::Private(slot) = &mut self.kind else {
+            return Err("this cell's PostgreSQL is not controlled by rehearse".into());
+        };
+        let Some(mut cluster) = slot.take() else {
+            return Err("this cell's PostgreSQL cluster is gone".into());
+        };
+        let start = Instant::now();
+        // `crash` blocks while it kills and reaps; keep it off the runtime threads.
+        let (cluster, crashed) = tokio::task::spawn_blocking(move || {
+            let result = cluster.crash();
+            (cluster, result)
+        })
+        .await
+        .map_err(|e| format!("crashing PostgreSQL failed: {e}"))?;
+        let cluster = slot.insert(cluster);
+        crashed.map_err(|e| format!("crashing PostgreSQL failed: {e}"))?;
+        cluster
+            .restart()
+            .await
+            .map_err(|e| format!("PostgreSQL did not come back after the crash: {e}"))?;
+        Ok(start.elapsed().as_millis() as u64)
+    }
+
+    /// Removes what the cell created, or keeps it (`--keep`); returns a note for the user.
+    pub async fn finish(mut self, keep: bool) -> Option<String> {
+        match &mut self.kind {
+            Kind::Shared => None,
+            Kind::Private(cluster) => {
+                let cluster = cluster.take()?;
+                if keep {
+                    let dir = cluster.keep();
+                    Some(format!(
+                        "kept the cell's PostgreSQL cluster at {} ({})",
+                        dir.display(),
+                        redact(&self.url)
+                    ))
+                } else {
+                    // Dropping stops and reaps the server: blocking work.
+                    let _ = tokio::task::spawn_blocking(move || drop(cluster)).await;
+                    None
+                }
+            }
+            Kind::External { admin_url } => {
+                if keep {
+                    return Some(format!("kept database {}", self.name));
+                }
+                let result = async {
+                    let admin = connect(admin_url).await?;
+                    admin
+                        .batch_execute(&format!(
+                            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                            self.name
+                        ))
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+                .await;
+                result
+                    .err()
+                    .map(|e| format!("could not drop database {}: {e}", self.name))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_of_a_url_is_replaced() {
+        for (url, want) in [
+            ("postgres://u@h:5432/db", "postgres://u@h:5432/x"),
+            (
+                "postgres://u:p@h/db?sslmode=disable",
+                "postgres://u:p@h/x?sslmode=disable",
+            ),
+            ("postgresql://h:1", "postgresql://h:1/x"),
+            (
+                "postgres://h?application_name=a",
+                "postgres://h/x?application_name=a",
+            ),
+        ] {
+            assert_eq!(with_database(url, "x"), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn identifiers_are_safe_and_short() {
+        assert_eq!(identifier("migrate-first", 63), "migrate_first");
+        assert_eq!(
+            identifier("20261130T014512Z-3f2a9c1", 63),
+            "20261130t014512z_3f2a9c1"
+        );
+        assert_eq!(identifier("a\"; DROP", 63), "a___drop");
+        assert_eq!(identifier(&"x".repeat(100), 63).len(), 63);
+    }
+}

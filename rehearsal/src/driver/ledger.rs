@@ -1,0 +1,629 @@
+//! The ledger: everything a cell's processes reported, kept current by one
+//! task that reads the fleet's channel, and waited on by the steps.
+//!
+//! Steps never read process output themselves; they state a condition
+//! over the ledger ("previous-worker-2 has started 20 jobs", "the migrate
+//! process exited and its output is read") and [`Shared::wait_for`]
+//! returns once it holds, when it times out, or when the run is
+//! interrupted.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, ProcId, Report};
+use crate::observe::{AcceptedJob, InFlight};
+
+/// stderr lines kept per process for messages.
+const STDERR_TAIL: usize = 12;
+
+/// What a process is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// `awa worker`.
+    Worker,
+    /// `awa produce` under live load.
+    Producer,
+    /// The one-shot backlog producer.
+    Backlog,
+    /// `awa migrate`.
+    Migrate,
+    /// `awa cron upsert`.
+    Cron,
+    /// `awa storage flip-ring-authority`.
+    Flip,
+    /// A worker started after the flip to prove the fence.
+    Fence,
+    /// A maintenance-free worker that finishes cron jobs fired during the final stop.
+    Mopup,
+}
+
+impl Role {
+    /// The word used in process names and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Worker => "worker",
+            Role::Producer => "producer",
+            Role::Backlog => "backlog",
+            Role::Migrate => "migrate",
+            Role::Cron => "cron",
+            Role::Flip => "flip",
+            Role::Fence => "fence",
+            Role::Mopup => "mopup",
+        }
+    }
+
+    /// Long-running runtimes (as opposed to commands that run to completion).
+    pub fn is_runtime(self) -> bool {
+        matches!(self, Role::Worker | Role::Producer | Role::Mopup)
+    }
+}
+
+/// One process of the cell and everything it said.
+#[derive(Debug)]
+pub struct Proc {
+    /// Unique within the cell.
+    pub name: String,
+    /// Matrix artifact.
+    pub artifact: String,
+    /// Its binary's version.
+    pub version: String,
+    /// What it is for.
+    pub role: Role,
+    /// Log file, relative to the report folder.
+    pub log: String,
+    /// When it was spawned (ms since the cell started).
+    pub spawned_ms: u64,
+    /// The backend's handle.
+    pub handle: Option<Handle>,
+    /// It printed `ready`.
+    pub ready: bool,
+    /// The reason of its `refused` event.
+    pub refused: Option<String>,
+    /// The error of its `fatal` event.
+    pub fatal: Option<String>,
+    /// `started` events.
+    pub started: u64,
+    /// `finished` events.
+    pub finished: u64,
+    /// Attempts started and not finished: (job_id, run_lease) -> attempt.
+    pub in_flight: BTreeMap<(i64, i64), i32>,
+    /// It printed `leader` (and when, ms since the cell started).
+    pub leader_at_ms: Option<u64>,
+    /// Every JSON line (kept for migrate, flip, fence and cron commands,
+    /// and a runtime's flip events).
+    pub json: Vec<Value>,
+    /// The last stderr lines.
+    pub stderr_tail: VecDeque<String>,
+    /// stdout and stderr are closed.
+    pub output_closed: bool,
+    /// How it ended, once reaped.
+    pub exit: Option<ExitInfo>,
+    /// The driver SIGKILLed it.
+    pub killed: bool,
+    /// The driver asked it to stop (SIGTERM), so its exit is expected.
+    pub stopping: bool,
+}
+
+impl Proc {
+    /// Still running (not reaped).
+    pub fn alive(&self) -> bool {
+        self.exit.is_none()
+    }
+
+    /// Ended and every line read.
+    pub fn done(&self) -> bool {
+        self.exit.is_some() && self.output_closed
+    }
+
+    /// The exit code, if it exited by itself.
+    pub fn code(&self) -> Option<i32> {
+        self.exit.and_then(|e| e.code)
+    }
+
+    /// The last stderr lines, joined.
+    pub fn stderr_tail(&self, lines: usize) -> String {
+        let skip = self.stderr_tail.len().saturating_sub(lines);
+        self.stderr_tail
+            .iter()
+            .skip(skip)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Why it stopped, in a few words for a phase detail.
+    pub fn why_ended(&self) -> String {
+        let exit = self
+            .exit
+            .map_or("still running".to_owned(), |e| e.to_string());
+        if let Some(reason) = &self.refused {
+            format!("{exit}, refused: {reason}")
+        } else if let Some(error) = &self.fatal {
+            format!("{exit}, fatal: {error}")
+        } else {
+            match self.stderr_tail.back() {
+                Some(last) => format!("{exit}: {last}"),
+                None => exit,
+            }
+        }
+    }
+
+    /// Attempts in flight now, by job id.
+    pub fn in_flight(&self) -> Vec<InFlight> {
+        self.in_flight
+            .iter()
+            .map(|(&(job_id, run_lease), &attempt)| InFlight {
+                job_id,
+                attempt,
+                run_lease,
+            })
+            .collect()
+    }
+}
+
+/// The cell's view of its fleet.
+#[derive(Debug)]
+pub struct Ledger {
+    t0: Instant,
+    /// Every process, by [`ProcId`] (start order).
+    pub procs: Vec<Proc>,
+    /// Jobs producers reported accepted.
+    pub accepted: Vec<AcceptedJob>,
+    /// Jobs producers reported uncertain.
+    pub uncertain: Vec<AcceptedJob>,
+    /// Event counts by version, then kind.
+    pub counts: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Versions that reported `started`.
+    pub claimed_by: BTreeSet<String>,
+    /// Processes in the order they reported `leader`.
+    pub leaders: Vec<ProcId>,
+    /// `cron_fired` events: (name, fire_ms).
+    pub cron_fires: Vec<(String, i64)>,
+    /// `flipped` events printed by fleet processes (an auto-flip), with the process.
+    pub flipped: Vec<(ProcId, Value)>,
+    /// stdout lines that broke the contract, with the process.
+    pub garbled: Vec<(ProcId, String)>,
+}
+
+impl Ledger {
+    /// An empty ledger for a cell that started at `t0`.
+    pub fn new(t0: Instant) -> Self {
+        Ledger {
+            t0,
+            procs: Vec::new(),
+            accepted: Vec::new(),
+            uncertain: Vec::new(),
+            counts: BTreeMap::new(),
+            claimed_by: BTreeSet::new(),
+            leaders: Vec::new(),
+            cron_fires: Vec::new(),
+            flipped: Vec::new(),
+            garbled: Vec::new(),
+        }
+    }
+
+    /// Milliseconds since the cell started.
+    pub fn ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.t0).as_millis() as u64
+    }
+
+    /// Registers a process about to be spawned; its reports use the returned id.
+    pub fn register(
+        &mut self,
+        name: String,
+        artifact: &str,
+        version: &str,
+        role: Role,
+        log: String,
+    ) -> ProcId {
+        let spawned_ms = self.ms(Instant::now());
+        self.procs.push(Proc {
+            name,
+            artifact: artifact.to_owned(),
+            version: version.to_owned(),
+            role,
+            log,
+            spawned_ms,
+            handle: None,
+            ready: false,
+            refused: None,
+            fatal: None,
+            started: 0,
+            finished: 0,
+            in_flight: BTreeMap::new(),
+            leader_at_ms: None,
+            json: Vec::new(),
+            stderr_tail: VecDeque::new(),
+            output_closed: false,
+            exit: None,
+            killed: false,
+            stopping: false,
+        });
+        self.procs.len() - 1
+    }
+
+    fn count(&mut self, version: &str, kind: &str, n: u64) {
+        *self
+            .counts
+            .entry(version.to_owned())
+            .or_default()
+            .entry(kind.to_owned())
+            .or_default() += n;
+    }
+
+    /// Applies one report.
+    pub fn apply(&mut self, msg: FleetMsg) {
+        let at_ms = self.ms(msg.at);
+        let Some(proc) = self.procs.get_mut(msg.id) else {
+            return;
+        };
+        let version = proc.version.clone();
+        match msg.report {
+            Report::Stderr(line) => {
+                if proc.stderr_tail.len() == STDERR_TAIL {
+                    proc.stderr_tail.pop_front();
+                }
+                proc.stderr_tail.push_back(line);
+            }
+            Report::OutputClosed => proc.output_closed = true,
+            Report::Exited(info) => proc.exit = Some(info),
+            Report::Line { event, raw } => {
+                let keep = matches!(
+                    proc.role,
+                    Role::Migrate | Role::Flip | Role::Fence | Role::Cron
+                ) || matches!(event, Event::Flipped(_) | Event::FlipCheck(_));
+                if keep && let Ok(value) = serde_json::from_str::<Value>(&raw) {
+                    proc.json.push(value);
+                }
+                self.apply_event(msg.id, at_ms, &version, event, raw);
+            }
+        }
+    }
+
+    fn apply_event(&mut self, id: ProcId, at_ms: u64, version: &str, event: Event, raw: String) {
+        let proc = &mut self.procs[id];
+        let kind = event.kind().to_owned();
+        match event {
+            Event::Ready(_) => proc.ready = true,
+            Event::Refused { reason } => proc.refused = Some(reason),
+            Event::Fatal { error } => proc.fatal = Some(error),
+            Event::Started(s) => {
+                proc.started += 1;
+                proc.in_flight.insert((s.job_id, s.run_lease), s.attempt);
+                self.claimed_by.insert(s.version);
+            }
+            Event::Finished(f) => {
+                proc.finished += 1;
+                proc.in_flight.remove(&(f.job_id, f.run_lease));
+            }
+            Event::Leader(_) => {
+                proc.leader_at_ms = Some(at_ms);
+                self.leaders.push(id);
+            }
+            Event::Accepted(a) => self.accepted.push(AcceptedJob {
+                job_id: a.job_id,
+                mode: a.mode,
+                max_attempts: a.max_attempts,
+                version: a.version,
+            }),
+            Event::Uncertain(u) => {
+                for (i, job_id) in u.job_ids.iter().enumerate() {
+                    self.uncertain.push(AcceptedJob {
+                        job_id: *job_id,
+                        mode: u.modes.get(i).cloned().unwrap_or_default(),
+                        max_attempts: super::env::MAX_ATTEMPTS,
+                        version: version.to_owned(),
+                    });
+                }
+            }
+            Event::CronFired(c) => self.cron_fires.push((c.name, c.fire_ms)),
+            Event::Flipped(v) => {
+                if proc.role.is_runtime() {
+                    self.flipped.push((id, v));
+                }
+            }
+            Event::Garbled => self.garbled.push((id, raw)),
+            Event::Rescued(_)
+            | Event::Stopped
+            | Event::Migrated { .. }
+            | Event::FlipCheck(_)
+            | Event::Other { .. } => {}
+        }
+        if matches!(
+            kind.as_str(),
+            "accepted" | "started" | "finished" | "rescued" | "cron_fired"
+        ) {
+            self.count(version, &kind, 1);
+        }
+    }
+
+    /// The process that reported `leader` last, if it is still running.
+    pub fn current_leader(&self) -> Option<ProcId> {
+        let last = *self.leaders.last()?;
+        self.procs[last].alive().then_some(last)
+    }
+}
+
+/// The ledger, shared between the task that fills it and the steps that wait on it.
+#[derive(Debug)]
+pub struct Shared {
+    ledger: Mutex<Ledger>,
+    changed: Notify,
+}
+
+/// The run was interrupted (Ctrl-C or SIGTERM to rehearse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interrupted;
+
+/// Cancellation of the whole run: set once by the signal handler.
+#[derive(Clone, Debug)]
+pub struct Cancel(watch::Receiver<bool>);
+
+impl Cancel {
+    /// A cancellation that follows `rx`.
+    pub fn new(rx: watch::Receiver<bool>) -> Self {
+        Cancel(rx)
+    }
+
+    /// A cancellation that never fires (tests).
+    pub fn never() -> Self {
+        let (tx, rx) = watch::channel(false);
+        std::mem::forget(tx);
+        Cancel(rx)
+    }
+
+    /// True once the run is being interrupted.
+    pub fn is_set(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves when the run is interrupted (never, if the sender is gone without setting it).
+    pub async fn fired(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|set| *set).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Sleeps `d`, or returns early with [`Interrupted`].
+    pub async fn sleep(&self, d: Duration) -> Result<(), Interrupted> {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Ok(()),
+            _ = self.fired() => Err(Interrupted),
+        }
+    }
+}
+
+impl Shared {
+    /// A shared ledger and the task that feeds it from `rx`.
+    pub fn start(t0: Instant, mut rx: mpsc::UnboundedReceiver<FleetMsg>) -> Arc<Shared> {
+        let shared = Arc::new(Shared {
+            ledger: Mutex::new(Ledger::new(t0)),
+            changed: Notify::new(),
+        });
+        let feed = shared.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                feed.lock().apply(msg);
+                // Drain what else is queued before waking the waiters.
+                while let Ok(msg) = rx.try_recv() {
+                    feed.lock().apply(msg);
+                }
+                feed.changed.notify_waiters();
+            }
+        });
+        shared
+    }
+
+    /// The ledger, locked (hold it briefly: the feed task waits).
+    pub fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Waits until `check` returns `Some`, for at most `timeout`
+    /// (`Ok(None)` when it runs out). Conditions that depend on time alone
+    /// are re-checked every 50 ms.
+    pub async fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        cancel: &Cancel,
+        mut check: impl FnMut(&Ledger) -> Option<T>,
+    ) -> Result<Option<T>, Interrupted> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let changed = self.changed.notified();
+            if let Some(found) = check(&self.lock()) {
+                return Ok(Some(found));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = cancel.fired() => return Err(Interrupted),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::{Event, events};
+
+    fn line(id: ProcId, json: &str) -> FleetMsg {
+        FleetMsg {
+            id,
+            at: Instant::now(),
+            report: Report::Line {
+                event: Event::parse(json),
+                raw: json.to_owned(),
+            },
+        }
+    }
+
+    fn ledger() -> (Ledger, ProcId, ProcId) {
+        let mut l = Ledger::new(Instant::now());
+        let w = l.register(
+            "previous-worker-1".into(),
+            "previous",
+            "0.6.2",
+            Role::Worker,
+            "logs/c/w.log".into(),
+        );
+        let p = l.register(
+            "current-producer-1".into(),
+            "current",
+            "0.7.0",
+            Role::Producer,
+            "logs/c/p.log".into(),
+        );
+        (l, w, p)
+    }
+
+    #[test]
+    fn in_flight_is_started_minus_finished() {
+        let (mut l, w, _) = ledger();
+        for (job, lease) in [(1, 10), (2, 20), (3, 30)] {
+            l.apply(line(w, &format!(r#"{{"event":"started","job_id":{job},"attempt":1,"run_lease":{lease},"mode":"sleep","instance_id":"i","version":"0.6.2"}}"#)));
+        }
+        l.apply(line(w, r#"{"event":"finished","job_id":2,"attempt":1,"run_lease":20,"outcome":"completed","mode":"sleep","version":"0.6.2"}"#));
+        let proc = &l.procs[w];
+        assert_eq!((proc.started, proc.finished), (3, 1));
+        let ids: Vec<(i64, i32, i64)> = proc
+            .in_flight()
+            .iter()
+            .map(|f| (f.job_id, f.attempt, f.run_lease))
+            .collect();
+        assert_eq!(ids, [(1, 1, 10), (3, 1, 30)]);
+        assert_eq!(l.counts["0.6.2"]["started"], 3);
+        assert_eq!(l.counts["0.6.2"]["finished"], 1);
+        assert!(l.claimed_by.contains("0.6.2"));
+    }
+
+    #[test]
+    fn accepted_uncertain_and_leaders() {
+        let (mut l, w, p) = ledger();
+        l.apply(line(p, r#"{"event":"accepted","job_id":5,"mode":"complete","max_attempts":3,"run_at_ms":null,"version":"0.7.0"}"#));
+        l.apply(line(
+            p,
+            r#"{"event":"uncertain","job_ids":[6,7],"modes":["sleep","complete"]}"#,
+        ));
+        assert_eq!(l.accepted.len(), 1);
+        assert_eq!(
+            l.uncertain
+                .iter()
+                .map(|j| (j.job_id, j.mode.as_str(), j.version.as_str()))
+                .collect::<Vec<_>>(),
+            [(6, "sleep", "0.7.0"), (7, "complete", "0.7.0")]
+        );
+        assert_eq!(l.current_leader(), None);
+        l.apply(line(
+            w,
+            r#"{"event":"leader","instance_id":"i","name":"previous-worker-1","version":"0.6.2"}"#,
+        ));
+        assert_eq!(l.current_leader(), Some(w));
+        l.apply(FleetMsg {
+            id: w,
+            at: Instant::now(),
+            report: Report::Exited(ExitInfo {
+                code: None,
+                signal: Some(9),
+            }),
+        });
+        assert_eq!(l.current_leader(), None, "a dead leader leads nothing");
+        l.apply(line(w, "not json"));
+        assert_eq!(l.garbled.len(), 1);
+        let _ = events::Event::Garbled;
+    }
+
+    #[test]
+    fn commands_keep_their_json_lines_and_stderr_tail() {
+        let mut l = Ledger::new(Instant::now());
+        let m = l.register(
+            "current-migrate-1".into(),
+            "current",
+            "0.7.0",
+            Role::Migrate,
+            "m.log".into(),
+        );
+        l.apply(line(
+            m,
+            r#"{"event":"refused","reason":"previous-worker-1 is below the floor"}"#,
+        ));
+        for i in 0..20 {
+            l.apply(FleetMsg {
+                id: m,
+                at: Instant::now(),
+                report: Report::Stderr(format!("line {i}")),
+            });
+        }
+        l.apply(FleetMsg {
+            id: m,
+            at: Instant::now(),
+            report: Report::Exited(ExitInfo {
+                code: Some(2),
+                signal: None,
+            }),
+        });
+        assert!(!l.procs[m].done());
+        l.apply(FleetMsg {
+            id: m,
+            at: Instant::now(),
+            report: Report::OutputClosed,
+        });
+        let proc = &l.procs[m];
+        assert!(proc.done());
+        assert_eq!(proc.json.len(), 1);
+        assert_eq!(proc.stderr_tail(2), "line 18\nline 19");
+        assert_eq!(
+            proc.why_ended(),
+            "exit code 2, refused: previous-worker-1 is below the floor"
+        );
+    }
+
+    #[tokio::test]
+    async fn wait_for_sees_changes_times_out_and_is_interrupted() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Shared::start(Instant::now(), rx);
+        let id = shared
+            .lock()
+            .register("w".into(), "a", "1", Role::Worker, "l".into());
+        let cancel = Cancel::never();
+        let waiter = {
+            let shared = shared.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                shared
+                    .wait_for(Duration::from_secs(5), &cancel, |l| {
+                        l.procs[id].ready.then_some(())
+                    })
+                    .await
+            })
+        };
+        tx.send(line(id, r#"{"event":"ready","role":"worker","instance_id":"i","name":"w","version":"1","pid":1}"#)).unwrap();
+        assert_eq!(waiter.await.unwrap(), Ok(Some(())));
+        let none = shared
+            .wait_for(Duration::from_millis(100), &cancel, |l| l.procs[id].exit)
+            .await;
+        assert_eq!(none, Ok(None));
+        let (set, rx) = watch::channel(false);
+        let cancel = Cancel::new(rx);
+        set.send(true).unwrap();
+        assert_eq!(
+            shared
+                .wait_for(Duration::from_secs(5), &cancel, |_| None::<()>)
+                .await,
+            Err(Interrupted)
+        );
+        assert_eq!(cancel.sleep(Duration::from_secs(5)).await, Err(Interrupted));
+    }
+}

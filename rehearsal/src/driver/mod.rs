@@ -1,0 +1,121 @@
+//! Driver: executes cell plans against real processes and a real
+//! PostgreSQL, and records what happened as [`Observations`].
+//!
+//! The third pipeline stage. [`run::execute`] runs a whole plan: it
+//! resolves the artifacts, starts PostgreSQL, runs the cells (`--jobs` at a
+//! time), hands each cell's observations to reconciliation, and writes the
+//! report. A cell ([`cell::run_cell`]) gets a database of its own, is
+//! prepared (N-1 schema, cron schedule, banked backlog), then executes its
+//! steps in order, each a timeline [`Phase`]; a final drain and stop, the
+//! cron window and reconciliation close it.
+//!
+//! Inside: `ledger` (what the fleet reported, and waiting on it), `steps`
+//! (one function per step kind), `procs` (starting, stopping and killing
+//! processes; the fleet's slots), `probe` (the driver's own SQL: asserts,
+//! fence digests, live jobs), `database` (the throwaway cluster or an
+//! external server), `env` (the `AWA_*` environment), `cell`, `run`.
+//!
+//! Outcomes a step can have: it did what the plan says (`ok`, or
+//! `refused` where a refusal was required); it found the product not
+//! doing what the plan requires (a step failure: recorded in
+//! [`Observations::step_failures`] and the phase, the cell goes on, and a
+//! `pass` cell fails); or the harness itself could not go on ([`Abort`]:
+//! the cell stops and is inconclusive).
+//!
+//! [`Observations`]: crate::observe::Observations
+//! [`Observations::step_failures`]: crate::observe::Observations::step_failures
+//! [`Phase`]: crate::observe::Phase
+
+pub mod cell;
+pub mod database;
+pub mod env;
+pub mod ledger;
+pub mod probe;
+mod procs;
+pub mod run;
+mod steps;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::artifacts::Resolved;
+use crate::fleet::Fleet;
+
+pub use ledger::{Cancel, Interrupted};
+
+/// Everything a cell shares with the rest of the run.
+#[derive(Clone)]
+pub struct CellContext {
+    /// The backend that starts processes.
+    pub fleet: Arc<dyn Fleet>,
+    /// Resolved artifacts by matrix name.
+    pub artifacts: Arc<BTreeMap<String, Resolved>>,
+    /// The run's report folder (logs go under `logs/<cell>/`).
+    pub report_dir: PathBuf,
+    /// The run's id (the report folder's name).
+    pub run_id: String,
+    /// Where databases are created.
+    pub server: database::Server,
+    /// `--keep`: leave databases and clusters behind.
+    pub keep: bool,
+    /// Set when the run is interrupted.
+    pub cancel: Cancel,
+    /// Schema version of the expand migration: below it, a flip-aware
+    /// binary's refusal is the expected binary-first outcome.
+    pub expand_version: i32,
+}
+
+/// Why a cell stopped before its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Abort {
+    /// Ctrl-C or SIGTERM to rehearse.
+    Interrupted,
+    /// The harness could not go on (a binary would not start, PostgreSQL did not come back).
+    Harness(String),
+}
+
+impl From<Interrupted> for Abort {
+    fn from(_: Interrupted) -> Self {
+        Abort::Interrupted
+    }
+}
+
+/// What a step did: its phase outcome and a sentence for the timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// `ok`, `refused`, `armed`, `breached`, `timed out`, ...
+    pub outcome: String,
+    /// What happened, for humans.
+    pub detail: String,
+}
+
+impl Done {
+    /// A step that did what it should.
+    pub fn ok(detail: impl Into<String>) -> Done {
+        Done {
+            outcome: "ok".into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A step with another outcome word.
+    pub fn with(outcome: &str, detail: impl Into<String>) -> Done {
+        Done {
+            outcome: outcome.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Where a cell reports its progress (a terminal bar, CI log lines, nothing).
+pub trait CellProgress: Send + Sync {
+    /// The next step begins.
+    fn step(&self, message: &str);
+}
+
+impl CellProgress for crate::report::terminal::CellBar {
+    fn step(&self, message: &str) {
+        crate::report::terminal::CellBar::step(self, message);
+    }
+}

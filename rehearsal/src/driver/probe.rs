@@ -1,0 +1,326 @@
+//! The driver's own look into a cell's database: `assert` checks, the
+//! fence's state digests, drain's live-job count, and the signs that a
+//! migration or flip is in flight (to fire armed faults inside it).
+//!
+//! Every query works on both schemas: tables the 0.7 expand migration
+//! adds are looked up with `to_regclass` first, because PostgreSQL
+//! resolves table names before it evaluates any branch. A query that
+//! fails on a dead connection (PostgreSQL was just crashed) reconnects
+//! and runs once more.
+
+use sha2::{Digest, Sha256};
+use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
+
+use super::database::connect;
+
+const RINGS: [&str; 3] = ["queue", "claim", "lease"];
+
+const HAS_SCHEMA_VERSION: &str = "SELECT to_regclass('awa.schema_version') IS NOT NULL";
+const SCHEMA_VERSION: &str = "SELECT coalesce(max(version), 0) FROM awa.schema_version";
+const SCHEMA_VERSIONS: &str =
+    "SELECT coalesce(string_agg(version::text, ',' ORDER BY version), '') FROM awa.schema_version";
+const HAS_AUTHORITY: &str = "SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL";
+const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
+const AUTHORITY_ROW: &str =
+    "SELECT coalesce(string_agg(row_to_json(a)::text, ';'), '') FROM awa.ring_cursor_authority a";
+const RING_COLUMNS: &str = "
+SELECT 'queue', current_slot, generation FROM awa.queue_ring_state
+UNION ALL SELECT 'claim', current_slot, generation FROM awa.claim_ring_state
+UNION ALL SELECT 'lease', current_slot, generation FROM awa.lease_ring_state";
+const LIVE_JOBS: &str =
+    "SELECT count(*), count(*) FILTER (WHERE NOT (args ? 'cron')) FROM awa.jobs";
+const INSTANCES_OF_VERSION: &str = "SELECT count(*) FROM awa.runtime_instances WHERE version = $1";
+const SERVER_EPOCH: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
+/// The migration's transaction-scoped advisory lock (awa-runtime's
+/// `MIGRATE_LOCK_KEY` = 0x6177_615f_6d67_7274, as pg_locks splits a bigint key).
+const MIGRATE_LOCK_HELD: &str = "
+SELECT EXISTS (SELECT 1 FROM pg_locks
+               WHERE locktype = 'advisory' AND granted
+                 AND classid = 1635213663 AND objid = 1835496052 AND objsubid = 1)";
+/// A session opened after the flip was launched, inside a transaction that
+/// touches the ring singletons or the authority.
+const FLIP_IN_FLIGHT: &str = "
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+               WHERE pid <> pg_backend_pid() AND datname = current_database()
+                 AND backend_start >= to_timestamp($1::float8)
+                 AND xact_start IS NOT NULL
+                 AND (query ILIKE '%ring_state%for update%' OR query ILIKE '%ring_cursor_authority%'))";
+/// Some session waits for a lock the session `$1` holds.
+const BLOCKED_BY: &str = "
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid)))";
+/// Overrun-deadline attempts of `version` whose deadline passed more than
+/// `$3` ms ago and that nobody closed yet.
+const DEADLINE_PENDING: &str = "
+SELECT count(*), coalesce((array_agg(e.job_id ORDER BY e.job_id))[1:10], '{}')
+FROM awa.executions e
+WHERE e.job_id = ANY($1) AND e.version = $2 AND e.outcome IS NULL
+  AND e.started_at < now() - ($4::float8 + $3::float8) * interval '1 millisecond'";
+/// First attempts of overrun-deadline jobs started long enough ago that a
+/// working leader must have rescued them, and how many were.
+const DEADLINE_RESCUED: &str = "
+SELECT count(*),
+       count(*) FILTER (WHERE e.outcome LIKE 'rescued\\_%'),
+       coalesce((array_agg(e.job_id ORDER BY e.job_id) FILTER (WHERE e.outcome IS NULL OR e.outcome NOT LIKE 'rescued\\_%'))[1:10], '{}'),
+       coalesce(string_agg(DISTINCT e.outcome, ','), '')
+FROM awa.executions e
+WHERE e.job_id = ANY($1) AND e.attempt = 1
+  AND e.started_at < now() - ($3::float8 + $2::float8) * interval '1 millisecond'";
+const CRON_BOUNDS: &str =
+    "SELECT min(fire_ms), max(fire_ms), count(*) FROM awa.cron_fires WHERE name = $1";
+
+/// A connection to one cell's database that comes back after a crash.
+pub struct Probe {
+    url: String,
+    client: Option<Client>,
+}
+
+/// What `deadline_rescued` found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RescueTally {
+    /// First attempts that should have been rescued by now.
+    pub due: i64,
+    /// Of which closed by a rescue.
+    pub rescued: i64,
+    /// Some that were not.
+    pub not_rescued: Vec<i64>,
+    /// The outcomes seen (`rescued_deadline,rescued_crash`).
+    pub outcomes: String,
+}
+
+impl Probe {
+    /// A probe of the database at `url` (connects on first use).
+    pub fn new(url: &str) -> Self {
+        Probe {
+            url: url.to_owned(),
+            client: None,
+        }
+    }
+
+    async fn client(&mut self) -> Result<&Client, String> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = Some(connect(&self.url).await?);
+        }
+        Ok(self.client.as_ref().expect("connected"))
+    }
+
+    async fn rows(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, String> {
+        for attempt in 0..2 {
+            let result = self.client().await?.query(sql, params).await;
+            match result {
+                Ok(rows) => return Ok(rows),
+                Err(e)
+                    if attempt == 0
+                        && (e.is_closed()
+                            || self.client.as_ref().is_some_and(Client::is_closed)) =>
+                {
+                    self.client = None;
+                }
+                Err(e) => return Err(describe(&e)),
+            }
+        }
+        unreachable!("the second attempt returns")
+    }
+
+    async fn one(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<tokio_postgres::Row, String> {
+        self.rows(sql, params)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| "the query returned no row".to_owned())
+    }
+
+    async fn exists(&mut self, check: &str) -> Result<bool, String> {
+        Ok(self.one(check, &[]).await?.get(0))
+    }
+
+    /// `MAX(schema_version)`, 0 before any migration.
+    pub async fn schema_version(&mut self) -> Result<i32, String> {
+        if !self.exists(HAS_SCHEMA_VERSION).await? {
+            return Ok(0);
+        }
+        Ok(self.one(SCHEMA_VERSION, &[]).await?.get(0))
+    }
+
+    /// `columns` or `ledger`; `None` before the expand migration.
+    pub async fn authority(&mut self) -> Result<Option<String>, String> {
+        if !self.exists(HAS_AUTHORITY).await? {
+            return Ok(None);
+        }
+        Ok(self.rows(AUTHORITY, &[]).await?.first().map(|r| r.get(0)))
+    }
+
+    /// (ring, current_slot, generation) of the three singletons.
+    pub async fn ring_columns(&mut self) -> Result<Vec<(String, i32, i64)>, String> {
+        Ok(self
+            .rows(RING_COLUMNS, &[])
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+    }
+
+    /// (live jobs, of which not fired by cron).
+    pub async fn live_jobs(&mut self) -> Result<(i64, i64), String> {
+        let row = self.one(LIVE_JOBS, &[]).await?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// The server's clock, as Unix seconds.
+    pub async fn server_epoch(&mut self) -> Result<f64, String> {
+        Ok(self.one(SERVER_EPOCH, &[]).await?.get(0))
+    }
+
+    /// A migration holds its advisory lock right now.
+    pub async fn migration_in_flight(&mut self) -> Result<bool, String> {
+        Ok(self.one(MIGRATE_LOCK_HELD, &[]).await?.get(0))
+    }
+
+    /// A flip launched at server time `since` is inside its transaction.
+    pub async fn flip_in_flight(&mut self, since: f64) -> Result<bool, String> {
+        Ok(self.one(FLIP_IN_FLIGHT, &[&since]).await?.get(0))
+    }
+
+    /// Some session waits for a lock held by backend `pid`.
+    pub async fn blocked_by(&mut self, pid: i32) -> Result<bool, String> {
+        Ok(self.one(BLOCKED_BY, &[&pid]).await?.get(0))
+    }
+
+    /// (count, first ids) of overdue, unrescued attempts of `jobs` by `version`.
+    pub async fn deadline_pending(
+        &mut self,
+        jobs: &[i64],
+        version: &str,
+        deadline_ms: f64,
+        margin_ms: f64,
+    ) -> Result<(i64, Vec<i64>), String> {
+        let row = self
+            .one(
+                DEADLINE_PENDING,
+                &[&jobs, &version, &deadline_ms, &margin_ms],
+            )
+            .await?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// First attempts of `jobs` that must have been rescued, and how many were.
+    pub async fn deadline_rescued(
+        &mut self,
+        jobs: &[i64],
+        deadline_ms: f64,
+        margin_ms: f64,
+    ) -> Result<RescueTally, String> {
+        let row = self
+            .one(DEADLINE_RESCUED, &[&jobs, &deadline_ms, &margin_ms])
+            .await?;
+        Ok(RescueTally {
+            due: row.get(0),
+            rescued: row.get(1),
+            not_rescued: row.get(2),
+            outcomes: row.get(3),
+        })
+    }
+
+    /// (first fire, last fire, fires) of a cron schedule, if it fired.
+    pub async fn cron_bounds(&mut self, name: &str) -> Result<Option<(i64, i64, i64)>, String> {
+        let row = self.one(CRON_BOUNDS, &[&name]).await?;
+        let count: i64 = row.get(2);
+        Ok((count > 0).then(|| (row.get(0), row.get(1), count)))
+    }
+
+    /// A text dump of what an old binary could write, for the fence: the
+    /// three singletons and the legacy per-slot prune metadata, the
+    /// authority row, the schema versions, and the runtime_instances rows
+    /// of `version`. Ledger rows are left out on purpose: the N leader
+    /// appends to them on every rotation while the fenced binary runs.
+    pub async fn fence_state(&mut self, version: &str) -> Result<String, String> {
+        let mut dump = String::new();
+        for ring in RINGS {
+            for table in ["ring_state", "ring_slots"] {
+                // Table names come from the constants above, never from input.
+                let sql = format!(
+                    "SELECT coalesce(string_agg(row_to_json(t)::text, ';' ORDER BY row_to_json(t)::text), '') FROM awa.{ring}_{table} t"
+                );
+                let row = self.one(&sql, &[]).await?;
+                dump.push_str(&format!("{ring}_{table}: {}\n", row.get::<_, String>(0)));
+            }
+        }
+        if self.exists(HAS_AUTHORITY).await? {
+            let row = self.one(AUTHORITY_ROW, &[]).await?;
+            dump.push_str(&format!(
+                "ring_cursor_authority: {}\n",
+                row.get::<_, String>(0)
+            ));
+        }
+        let row = self.one(SCHEMA_VERSIONS, &[]).await?;
+        dump.push_str(&format!("schema_version: {}\n", row.get::<_, String>(0)));
+        let row = self.one(INSTANCES_OF_VERSION, &[&version]).await?;
+        dump.push_str(&format!(
+            "runtime_instances of {version}: {}\n",
+            row.get::<_, i64>(0)
+        ));
+        Ok(dump)
+    }
+
+    /// Closes the connection (before the database is dropped).
+    pub fn close(&mut self) {
+        self.client = None;
+    }
+}
+
+/// `sha256:<hex>` of a state dump.
+pub fn digest(dump: &str) -> String {
+    let hash = Sha256::digest(dump.as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The lines of `after` that are not in `before`, for a phase detail.
+pub fn changed_lines(before: &str, after: &str) -> Vec<String> {
+    let old: std::collections::BTreeSet<&str> = before.lines().collect();
+    after
+        .lines()
+        .filter(|l| !old.contains(l))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The server's message (with detail) or the client error, on one line.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {detail}", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_stable_and_changes_are_named() {
+        assert_eq!(
+            digest(""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        let before = "queue_ring_state: {\"current_slot\":-1}\nschema_version: 1,2,3\n";
+        let after = "queue_ring_state: {\"current_slot\":4}\nschema_version: 1,2,3\n";
+        assert_ne!(digest(before), digest(after));
+        assert_eq!(
+            changed_lines(before, after),
+            ["queue_ring_state: {\"current_slot\":4}"]
+        );
+        assert!(changed_lines(before, before).is_empty());
+    }
+}

@@ -1,0 +1,503 @@
+//! Starting, waiting on, stopping and killing a cell's processes, and
+//! keeping the fleet's slots.
+
+use std::time::Duration;
+
+use super::cell::{Cell, START_TIMEOUT, Slot, cell_dir};
+use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
+use super::ledger::{Cancel, Role};
+use super::{Abort, Interrupted};
+use crate::fleet::{ProcId, Spec};
+use crate::matrix::Expectation;
+use crate::observe::KillRecord;
+use crate::plan::Pick;
+
+/// How a runtime's start went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Start {
+    /// It printed `ready`.
+    Ready,
+    /// It exited 2: refused by a guard, with the reason.
+    Refused(String),
+    /// It exited otherwise before `ready`.
+    Exited(String),
+    /// Neither within the start timeout.
+    TimedOut,
+}
+
+/// The `nth` (1-based) of the live candidates in start order, `nth`
+/// taken modulo their number, so a replay always finds a victim.
+pub fn pick(candidates: &[ProcId], choice: Option<Pick>) -> Option<ProcId> {
+    if candidates.is_empty() {
+        return None;
+    }
+    let nth = choice.map_or(1, |p| p.nth.max(1)) as usize;
+    Some(candidates[(nth - 1) % candidates.len()])
+}
+
+impl Cell<'_> {
+    /// The version an artifact's binary reports.
+    pub(super) fn version_of(&self, artifact: &str) -> String {
+        self.ctx
+            .artifacts
+            .get(artifact)
+            .map_or_else(|| "unknown".to_owned(), |a| a.version.clone())
+    }
+
+    fn next_name(&mut self, artifact: &str, role: Role) -> String {
+        let n = self.names.entry((artifact.to_owned(), role)).or_default();
+        *n += 1;
+        format!("{artifact}-{}-{n}", role.name())
+    }
+
+    /// Starts `awa ARGS` of `artifact` with the cell's environment plus `extra`.
+    pub(super) fn spawn(
+        &mut self,
+        artifact: &str,
+        role: Role,
+        args: Vec<String>,
+        extra: Vec<(String, String)>,
+    ) -> Result<ProcId, Abort> {
+        let Some(resolved) = self.ctx.artifacts.get(artifact) else {
+            return Err(Abort::Harness(format!(
+                "artifact {artifact} was not resolved"
+            )));
+        };
+        let name = self.next_name(artifact, role);
+        let log = format!("{}/{name}.log", cell_dir(&self.plan.name));
+        let report_dir = self.ctx.report_dir.display().to_string();
+        let mut env = runtime_env(&ProcessEnv {
+            database_url: &self.db.url,
+            name: &name,
+            timings: &self.plan.timings,
+            auto_flip: role == Role::Worker && self.auto_flip_by.contains(artifact),
+            failpoint: resolved.failpoint.as_deref(),
+            report_dir: &report_dir,
+        });
+        env.extend(extra);
+        let id = self.shared.lock().register(
+            name.clone(),
+            artifact,
+            &resolved.version,
+            role,
+            log.clone(),
+        );
+        let spec = Spec {
+            id,
+            name: name.clone(),
+            program: resolved.binary.clone(),
+            args,
+            env,
+            log: self.ctx.report_dir.join(&log),
+        };
+        match self.ctx.fleet.spawn(spec, self.sink.clone()) {
+            Ok(handle) => {
+                self.shared.lock().procs[id].handle = Some(handle);
+                Ok(id)
+            }
+            Err(e) => {
+                let mut text = e.to_string();
+                if let Some(cause) = std::error::Error::source(&e) {
+                    text.push_str(&format!(": {cause}"));
+                }
+                Err(Abort::Harness(text))
+            }
+        }
+    }
+
+    /// Waits until `id` has ended and its output is read; false on timeout.
+    pub(super) async fn await_done(
+        &self,
+        id: ProcId,
+        timeout: Duration,
+        cancel: &Cancel,
+    ) -> Result<bool, Interrupted> {
+        Ok(self
+            .shared
+            .wait_for(timeout, cancel, |l| l.procs[id].done().then_some(()))
+            .await?
+            .is_some())
+    }
+
+    /// Runs a one-shot command to its end (SIGKILL after `timeout`).
+    pub(super) async fn run_command(
+        &mut self,
+        artifact: &str,
+        role: Role,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<ProcId, Abort> {
+        let id = self.spawn(artifact, role, args, env)?;
+        self.finish_command(id, timeout).await?;
+        Ok(id)
+    }
+
+    /// Waits for a command started with [`Cell::spawn`]; kills it after `timeout`.
+    pub(super) async fn finish_command(
+        &mut self,
+        id: ProcId,
+        timeout: Duration,
+    ) -> Result<(), Abort> {
+        if !self.await_done(id, timeout, &self.cancel()).await? {
+            let name = self.shared.lock().procs[id].name.clone();
+            self.kill_quietly(id).await;
+            self.fail(format!(
+                "{name} did not finish within {}s and was killed",
+                timeout.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    async fn kill_quietly(&mut self, id: ProcId) {
+        let handle = {
+            let mut l = self.shared.lock();
+            l.procs[id].killed = true;
+            l.procs[id].handle.clone()
+        };
+        if let Some(h) = handle {
+            h.kill();
+        }
+        let _ = self
+            .await_done(id, Duration::from_secs(10), &Cancel::never())
+            .await;
+    }
+
+    /// Waits for a runtime's `ready`, or its refusal or exit.
+    pub(super) async fn await_start(&self, id: ProcId) -> Result<Start, Interrupted> {
+        let found = self
+            .shared
+            .wait_for(START_TIMEOUT, &self.cancel(), |l| {
+                let p = &l.procs[id];
+                if p.ready {
+                    Some(Start::Ready)
+                } else if p.done() {
+                    Some(if p.code() == Some(2) {
+                        Start::Refused(p.refused.clone().unwrap_or_else(|| p.stderr_tail(1)))
+                    } else {
+                        Start::Exited(p.why_ended())
+                    })
+                } else {
+                    None
+                }
+            })
+            .await?;
+        Ok(found.unwrap_or(Start::TimedOut))
+    }
+
+    /// The expand migration has been applied: a flip-aware binary's refusal
+    /// is no longer the expected binary-first outcome.
+    pub(super) async fn schema_expanded(&mut self) -> Result<bool, Abort> {
+        let version = self
+            .probe
+            .schema_version()
+            .await
+            .map_err(|e| Abort::Harness(format!("could not read the schema version: {e}")))?;
+        Ok(version >= self.ctx.expand_version)
+    }
+
+    /// Starts the processes of `slots` (all first, then waits for each).
+    /// A refusal before the expand migration parks the slot (binary-first);
+    /// any other failure to start is a step failure.
+    pub(super) async fn launch_slots(
+        &mut self,
+        slots: &[usize],
+        notes: &mut Vec<String>,
+    ) -> Result<(), Abort> {
+        let producers = self
+            .slots
+            .iter()
+            .filter(|s| s.role == Role::Producer && !s.dead)
+            .count()
+            .max(1);
+        let mut started = Vec::new();
+        for &s in slots {
+            let Slot { role, artifact, .. } = self.slots[s].clone();
+            let (args, env) = match role {
+                Role::Producer => {
+                    let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
+                    let mix = mix_string(&self.plan.workload.mix);
+                    (vec!["produce".to_owned()], producer_env(rate, 0, &mix))
+                }
+                _ => (vec!["worker".to_owned()], Vec::new()),
+            };
+            let id = self.spawn(&artifact, role, args, env)?;
+            self.slots[s].proc = Some(id);
+            self.slots[s].last = Some(id);
+            self.slots[s].parked = false;
+            started.push((s, id));
+        }
+        let mut expanded = None;
+        for (s, id) in started {
+            let start = self.await_start(id).await?;
+            let name = self.shared.lock().procs[id].name.clone();
+            match start {
+                Start::Ready => {}
+                Start::Refused(reason) => {
+                    let expanded = match expanded {
+                        Some(e) => e,
+                        None => *expanded.insert(self.schema_expanded().await?),
+                    };
+                    self.reported_exits.insert(id);
+                    self.slots[s].proc = None;
+                    if expanded {
+                        self.slots[s].dead = true;
+                        self.fail(format!("{name} refused to start: {reason}"));
+                    } else {
+                        self.slots[s].parked = true;
+                        self.facts.binary_first.push(name.clone());
+                        notes.push(format!(
+                            "{name} refused (binary-first), to run after the migration: {reason}"
+                        ));
+                    }
+                }
+                Start::Exited(why) => {
+                    self.reported_exits.insert(id);
+                    self.slots[s].proc = None;
+                    self.slots[s].dead = true;
+                    self.fail(format!("{name} exited before it was ready ({why})"));
+                }
+                Start::TimedOut => {
+                    self.fail(format!(
+                        "{name} did not report ready within {}s",
+                        START_TIMEOUT.as_secs()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-launches the slots parked by a binary-first refusal (after a migration).
+    pub(super) async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
+        let parked: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| {
+                let slot = &self.slots[s];
+                slot.parked && !slot.dead && (slot.role == Role::Worker || self.load_on)
+            })
+            .collect();
+        if parked.is_empty() {
+            return Ok(());
+        }
+        self.launch_slots(&parked, notes).await?;
+        let names: Vec<String> = {
+            let l = self.shared.lock();
+            parked
+                .iter()
+                .filter_map(|&s| self.slots[s].proc)
+                .filter(|&id| l.procs[id].ready)
+                .map(|id| l.procs[id].name.clone())
+                .collect()
+        };
+        self.facts.relaunched += names.len();
+        if !names.is_empty() {
+            notes.push(format!(
+                "re-launched after the migration: {}",
+                names.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// SIGTERM to every process of `ids`, then SIGKILL to those still
+    /// running after `grace`; returns notes for the ones that needed it.
+    pub(super) async fn stop(
+        &mut self,
+        ids: &[ProcId],
+        grace: Duration,
+        cancel: &Cancel,
+    ) -> Result<Vec<String>, Interrupted> {
+        let mut handles = Vec::new();
+        {
+            let mut l = self.shared.lock();
+            for &id in ids {
+                let p = &mut l.procs[id];
+                if p.alive() {
+                    p.stopping = true;
+                    if let Some(h) = p.handle.clone() {
+                        handles.push((id, h));
+                    }
+                }
+            }
+        }
+        for (_, h) in &handles {
+            h.terminate();
+        }
+        let all: Vec<ProcId> = ids.to_vec();
+        self.shared
+            .wait_for(grace, cancel, |l| {
+                all.iter().all(|&id| l.procs[id].done()).then_some(())
+            })
+            .await?;
+        let mut notes = Vec::new();
+        let stuck: Vec<(ProcId, crate::fleet::Handle)> = {
+            let mut l = self.shared.lock();
+            let stuck: Vec<(ProcId, crate::fleet::Handle)> = handles
+                .into_iter()
+                .filter(|(id, _)| l.procs[*id].alive())
+                .collect();
+            for (id, _) in &stuck {
+                l.procs[*id].killed = true;
+            }
+            stuck
+        };
+        for (id, h) in &stuck {
+            h.kill();
+            let name = self.shared.lock().procs[*id].name.clone();
+            notes.push(format!(
+                "{name} did not stop within {}s of SIGTERM and was SIGKILLed",
+                grace.as_secs()
+            ));
+        }
+        if !stuck.is_empty() {
+            let ids: Vec<ProcId> = stuck.iter().map(|(id, _)| *id).collect();
+            self.shared
+                .wait_for(Duration::from_secs(10), &Cancel::never(), |l| {
+                    ids.iter().all(|&id| l.procs[id].done()).then_some(())
+                })
+                .await?;
+        }
+        Ok(notes)
+    }
+
+    /// SIGKILL, on purpose: the kill step's record, with the attempts the
+    /// victim had started and not finished (read after its last line).
+    pub(super) async fn kill_proc(&mut self, id: ProcId, role: &str) -> Result<KillRecord, Abort> {
+        let at_ms = self.ms();
+        self.kill_quietly(id).await;
+        let l = self.shared.lock();
+        let p = &l.procs[id];
+        Ok(KillRecord {
+            process: p.name.clone(),
+            version: p.version.clone(),
+            role: role.to_owned(),
+            at_ms,
+            in_flight: p.in_flight(),
+        })
+    }
+
+    /// Live processes of the slots of `role` (of `artifact` if given), in start order.
+    pub(super) fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
+        let l = self.shared.lock();
+        let mut ids: Vec<ProcId> = self
+            .slots
+            .iter()
+            .filter(|s| !s.dead && s.role == role && artifact.is_none_or(|a| s.artifact == a))
+            .filter_map(|s| s.proc)
+            .filter(|&id| l.procs[id].alive())
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The slot a process fills.
+    pub(super) fn slot_of(&self, id: ProcId) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.proc == Some(id) && !s.dead)
+    }
+
+    /// Stops every process still running (the cell is over); returns notes.
+    pub(super) async fn stop_everything(&mut self, grace: Duration) -> Vec<String> {
+        let alive: Vec<ProcId> = {
+            let l = self.shared.lock();
+            (0..l.procs.len())
+                .filter(|&id| l.procs[id].alive())
+                .collect()
+        };
+        if alive.is_empty() {
+            return Vec::new();
+        }
+        let notes = self
+            .stop(&alive, grace, &Cancel::never())
+            .await
+            .unwrap_or_default();
+        // Every line read, so the ledger is complete.
+        let _ = self
+            .shared
+            .wait_for(Duration::from_secs(5), &Cancel::never(), |l| {
+                alive
+                    .iter()
+                    .all(|&id| l.procs[id].output_closed)
+                    .then_some(())
+            })
+            .await;
+        for slot in &mut self.slots {
+            slot.proc = None;
+        }
+        notes
+    }
+
+    /// Fleet processes that ended without the driver asking: a runtime
+    /// that refuses before the migration is parked (binary-first); any
+    /// other end is a step failure in a `pass` cell (in a `detect` cell,
+    /// where a defect may well crash runtimes, a note).
+    pub(super) async fn check_unexpected_exits(&mut self) -> Vec<String> {
+        let ended: Vec<(usize, ProcId)> = {
+            let l = self.shared.lock();
+            self.slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.dead)
+                .filter_map(|(i, s)| s.proc.map(|id| (i, id)))
+                .filter(|(_, id)| {
+                    let p = &l.procs[*id];
+                    !p.alive() && !p.stopping && !p.killed && !self.reported_exits.contains(id)
+                })
+                .collect()
+        };
+        let mut notes = Vec::new();
+        for (slot, id) in ended {
+            self.reported_exits.insert(id);
+            let _ = self
+                .await_done(id, Duration::from_secs(2), &Cancel::never())
+                .await;
+            let (name, code, refused, why) = {
+                let l = self.shared.lock();
+                let p = &l.procs[id];
+                (p.name.clone(), p.code(), p.refused.clone(), p.why_ended())
+            };
+            self.slots[slot].proc = None;
+            let binary_first = code == Some(2)
+                && refused.is_some()
+                && !self.schema_expanded().await.unwrap_or(true);
+            if binary_first {
+                self.slots[slot].parked = true;
+                self.facts.binary_first.push(name.clone());
+                notes.push(format!(
+                    "{name} refused (binary-first), to run after the migration"
+                ));
+                continue;
+            }
+            self.slots[slot].dead = true;
+            let message = format!("{name} exited unexpectedly ({why})");
+            if self.plan.expect == Expectation::Pass {
+                self.fail(message);
+            } else {
+                notes.push(message);
+            }
+        }
+        notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_take_nth_modulo_the_live_count_in_start_order() {
+        let live = [3, 5, 9];
+        let at = |nth, among| pick(&live, Some(Pick { nth, among }));
+        assert_eq!(at(1, 3), Some(3));
+        assert_eq!(at(3, 3), Some(9));
+        // The plan expected more candidates than are alive: wrap around.
+        assert_eq!(at(4, 5), Some(3));
+        assert_eq!(at(5, 5), Some(5));
+        assert_eq!(pick(&live, None), Some(3));
+        assert_eq!(pick(&[], Some(Pick { nth: 1, among: 1 })), None);
+        // A degenerate nth of 0 is read as the first.
+        assert_eq!(at(0, 3), Some(3));
+    }
+}

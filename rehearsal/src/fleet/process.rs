@@ -1,0 +1,391 @@
+//! The `process` backend: every `awa` is a child process of rehearse.
+//!
+//! No orphans, by construction:
+//! - each child runs in a process group of its own, so a Ctrl-C typed at
+//!   the terminal reaches rehearse only, and rehearse decides how its
+//!   fleet stops (gracefully, then by SIGKILL);
+//! - each child asks the kernel for SIGKILL when its parent dies
+//!   (`PR_SET_PDEATHSIG`), so even a SIGKILLed rehearse leaves no `awa`
+//!   behind; the pre-exec hook re-checks the parent afterwards, closing
+//!   the race where rehearse dies between fork and prctl; every child is
+//!   forked by one thread that lives as long as rehearse, because the
+//!   signal follows the forking *thread* (see `spawn_from_spawner_thread`);
+//! - the task that owns a child both waits for it and delivers signals to
+//!   it, so a signal can never reach a pid that was already reaped and
+//!   recycled.
+//!
+//! stdout lines are parsed into [`Event`]s; stdout and stderr are both
+//! appended to the process's log file (stderr lines prefixed `stderr| `),
+//! between a header naming the command and a footer with the exit.
+
+use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::mpsc;
+
+use super::{Control, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Report, Sink, Spec};
+
+/// Prefix of stderr lines in a log file.
+pub const STDERR_PREFIX: &str = "stderr| ";
+/// Prefix of the lines rehearse itself writes into a log file.
+pub const NOTE_PREFIX: &str = "# rehearse: ";
+
+/// Runs `awa` as local child processes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessFleet;
+
+type Log = Arc<Mutex<std::fs::File>>;
+
+fn log_line(log: &Log, line: &str) {
+    if let Ok(mut file) = log.lock() {
+        // A full disk must not stop the rehearsal; the events still flow.
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+fn open_log(path: &Path) -> Result<Log, FleetError> {
+    let error = |source| FleetError::Log {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(error)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(error)?;
+    Ok(Arc::new(Mutex::new(file)))
+}
+
+impl Fleet for ProcessFleet {
+    fn backend(&self) -> &'static str {
+        "process"
+    }
+
+    fn spawn(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError> {
+        let log = open_log(&spec.log)?;
+        let mut cmd = tokio::process::Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            // Last resort if the owning task is dropped without reaping.
+            .kill_on_drop(true);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("AWA_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        // SAFETY: getpid is async-signal-safe and has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the hook runs in the forked child before exec and calls
+        // only async-signal-safe functions (prctl, getppid); it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    // rehearse died between fork and prctl: do not run unwatched.
+                    return Err(std::io::Error::other("parent exited before exec"));
+                }
+                Ok(())
+            });
+        }
+        let mut words = vec![spec.program.display().to_string()];
+        words.extend(spec.args.iter().cloned());
+        log_line(&log, &format!("{NOTE_PREFIX}{}", words.join(" ")));
+        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        log_line(&log, &format!("{NOTE_PREFIX}env {}", env.join(" ")));
+        let mut child = spawn_from_spawner_thread(cmd).map_err(|source| {
+            log_line(&log, &format!("{NOTE_PREFIX}failed to start: {source}"));
+            FleetError::Spawn {
+                name: spec.name.clone(),
+                program: spec.program.clone(),
+                source,
+            }
+        })?;
+        let pid = child.id();
+        let id = spec.id;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        {
+            let (sink, log) = (sink.clone(), log.clone());
+            tokio::spawn(async move {
+                let out = read_lines(stdout, id, &sink, &log, false);
+                let err = read_lines(stderr, id, &sink, &log, true);
+                tokio::join!(out, err);
+                let _ = sink.send(FleetMsg {
+                    id,
+                    at: Instant::now(),
+                    report: Report::OutputClosed,
+                });
+            });
+        }
+        let (control, mut controls) = mpsc::unbounded_channel::<Control>();
+        tokio::spawn(async move {
+            let mut listening = true;
+            let status = loop {
+                tokio::select! {
+                    status = child.wait() => break status,
+                    ctl = controls.recv(), if listening => match ctl {
+                        // Not yet reaped (we are the only waiter), so the pid is still this child's.
+                        Some(Control::Terminate) => {
+                            if let Some(pid) = pid {
+                                // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
+                                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                            }
+                        }
+                        Some(Control::Kill) => {
+                            let _ = child.start_kill();
+                        }
+                        None => listening = false,
+                    },
+                }
+            };
+            let info = match status {
+                Ok(status) => ExitInfo {
+                    code: status.code(),
+                    signal: status.signal(),
+                },
+                Err(e) => {
+                    log_line(&log, &format!("{NOTE_PREFIX}failed to wait: {e}"));
+                    ExitInfo {
+                        code: None,
+                        signal: None,
+                    }
+                }
+            };
+            log_line(&log, &format!("{NOTE_PREFIX}{info}"));
+            let _ = sink.send(FleetMsg {
+                id,
+                at: Instant::now(),
+                report: Report::Exited(info),
+            });
+        });
+        Ok(Handle::new(id, pid, control))
+    }
+}
+
+/// A spawn request for the spawner thread: the command, the runtime it
+/// belongs to, and where the child goes.
+type SpawnJob = (
+    tokio::process::Command,
+    tokio::runtime::Handle,
+    std::sync::mpsc::Sender<std::io::Result<tokio::process::Child>>,
+);
+
+/// Forks every child from one thread that lives as long as rehearse.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
+/// not only the process. Runtime threads can come and go (a
+/// `block_in_place`, an idle blocking thread), and a child forked by one
+/// of them would be SIGKILLed in the middle of a cell when it retires.
+/// This thread never returns, so a child dies exactly when rehearse does.
+fn spawn_from_spawner_thread(
+    cmd: tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
+    static SPAWNER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<SpawnJob>>> =
+        std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("rehearse-spawner".into())
+            .spawn(move || {
+                while let Ok((mut cmd, runtime, reply)) = rx.recv() {
+                    // The child's reaper is the runtime's; enter it to spawn.
+                    let _entered = runtime.enter();
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("start the spawner thread");
+        Mutex::new(tx)
+    });
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|e| std::io::Error::other(format!("not inside the tokio runtime: {e}")))?;
+    let (reply, child) = std::sync::mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .send((cmd, runtime, reply))
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+    // A fork and exec: about a millisecond, fine to wait for on a runtime thread.
+    child
+        .recv()
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+}
+
+/// Forwards every line of one stream until it closes; bytes that are not
+/// UTF-8 are replaced rather than ending the stream.
+async fn read_lines(
+    stream: impl AsyncRead + Unpin,
+    id: usize,
+    sink: &Sink,
+    log: &Log,
+    is_stderr: bool,
+) {
+    let mut reader = BufReader::new(stream);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']).to_owned();
+        let report = if is_stderr {
+            log_line(log, &format!("{STDERR_PREFIX}{line}"));
+            Report::Stderr(line)
+        } else {
+            log_line(log, &line);
+            Report::Line {
+                event: Event::parse(&line),
+                raw: line,
+            }
+        };
+        let _ = sink.send(FleetMsg {
+            id,
+            at: Instant::now(),
+            report,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("rehearse-fleet-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn spec(dir: &Path, script: &str) -> Spec {
+        Spec {
+            id: 3,
+            name: "sh-1".into(),
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![("AWA_NAME".into(), "sh-1".into())],
+            log: dir.join("logs").join("cell").join("sh-1.log"),
+        }
+    }
+
+    async fn collect(mut rx: mpsc::UnboundedReceiver<FleetMsg>) -> Vec<Report> {
+        let mut out = Vec::new();
+        let mut closed = false;
+        let mut exited = false;
+        while !(closed && exited) {
+            let msg = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("a report within 10 s")
+                .expect("channel open");
+            assert_eq!(msg.id, 3);
+            closed |= matches!(msg.report, Report::OutputClosed);
+            exited |= matches!(msg.report, Report::Exited(_));
+            out.push(msg.report);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_are_typed_logged_and_the_exit_reported() {
+        let dir = scratch("lines");
+        let (tx, rx) = mpsc::unbounded_channel();
+        let script = r#"echo '{"event":"refused","reason":"fenced"}'; echo oops >&2; echo "name=$AWA_NAME"; exit 2"#;
+        ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
+        let reports = collect(rx).await;
+        assert!(reports.iter().any(|r| matches!(r, Report::Line { event: Event::Refused { reason }, .. } if reason == "fenced")));
+        assert!(reports.iter().any(
+            |r| matches!(r, Report::Line { event: Event::Garbled, raw } if raw == "name=sh-1")
+        ));
+        assert!(
+            reports
+                .iter()
+                .any(|r| matches!(r, Report::Stderr(l) if l == "oops"))
+        );
+        assert!(
+            reports
+                .iter()
+                .any(|r| matches!(r, Report::Exited(ExitInfo { code: Some(2), .. })))
+        );
+        let log = std::fs::read_to_string(dir.join("logs/cell/sh-1.log")).unwrap();
+        assert!(log.starts_with("# rehearse: /bin/sh -c"), "{log}");
+        assert!(log.contains("\nstderr| oops\n"), "{log}");
+        assert!(
+            log.contains("{\"event\":\"refused\",\"reason\":\"fenced\"}\n"),
+            "{log}"
+        );
+        assert!(log.trim_end().ends_with("# rehearse: exit code 2"), "{log}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn terminate_and_kill_reach_the_child_in_its_own_group() {
+        let dir = scratch("signals");
+        // SIGTERM is trapped into a clean exit 0; the loop keeps it alive otherwise.
+        let script = "trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
+        let pid = handle.pid.unwrap() as libc::pid_t;
+        // Its own process group: a terminal's Ctrl-C would not reach it.
+        // SAFETY: getpgid has no memory preconditions.
+        assert_eq!(unsafe { libc::getpgid(pid) }, pid);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        handle.terminate();
+        let reports = collect(rx).await;
+        assert!(
+            reports
+                .iter()
+                .any(|r| matches!(r, Report::Exited(ExitInfo { code: Some(0), .. }))),
+            "{reports:?}"
+        );
+
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = ProcessFleet
+            .spawn(spec(&dir, "trap '' TERM; while :; do sleep 0.05; done"), tx)
+            .unwrap();
+        handle.kill();
+        let reports = collect(rx).await;
+        assert!(
+            reports.iter().any(|r| matches!(
+                r,
+                Report::Exited(ExitInfo {
+                    code: None,
+                    signal: Some(9)
+                })
+            )),
+            "{reports:?}"
+        );
+        // After the exit, controls are dropped rather than sent to a recycled pid.
+        handle.kill();
+        handle.terminate();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_missing_binary_is_a_spawn_error_naming_it() {
+        let dir = scratch("missing");
+        let mut s = spec(&dir, "");
+        s.program = dir.join("no-such-awa");
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let err = ProcessFleet.spawn(s, tx).unwrap_err();
+        assert!(
+            err.to_string().starts_with("failed to start sh-1 ("),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

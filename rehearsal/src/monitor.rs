@@ -1,0 +1,308 @@
+//! The monitor: samples a running cell's invariants every 250 ms.
+//!
+//! Per ring it records a [`RingSample`] (authority, the singleton
+//! columns, the ledger's max row, row count and gaps); per tick a
+//! [`CensusSample`] (event counts by version from the fleet, fresh
+//! runtimes by version, unfolded rollup deltas, sessions waiting on
+//! locks). It is cheap by design: one connection, one existence check
+//! and three or four small queries per tick. Ring samples are recorded
+//! when a ring's state changes (and once at the end), so a quiet ring
+//! costs nothing; census samples are recorded every tick.
+//!
+//! While PostgreSQL is down (a `pg_crash`), ticks are skipped and the
+//! connection is re-opened on the next one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_postgres::Client;
+
+use crate::observe::{CensusSample, RingSample};
+
+/// Sampling interval.
+pub const INTERVAL: Duration = Duration::from_millis(250);
+
+/// Event counts by version, then kind, as the fleet reported them so far.
+pub type Counts = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// Where the monitor reads the fleet's counts from.
+pub type CountSource = Arc<dyn Fn() -> Counts + Send + Sync>;
+
+const EXISTING: &str = "
+SELECT to_regclass('awa.queue_ring_state') IS NOT NULL,
+       to_regclass('awa.ring_cursor_authority') IS NOT NULL,
+       to_regclass('awa.queue_ring_rotations') IS NOT NULL,
+       to_regclass('awa.queue_terminal_rollup_deltas') IS NOT NULL,
+       to_regclass('awa.runtime_instances') IS NOT NULL";
+const COLUMNS: &str = "
+SELECT 'queue', current_slot, generation FROM awa.queue_ring_state
+UNION ALL SELECT 'claim', current_slot, generation FROM awa.claim_ring_state
+UNION ALL SELECT 'lease', current_slot, generation FROM awa.lease_ring_state";
+const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
+const LEDGERS: &str = "
+SELECT r.ring, l.max_gen, l.max_slot, l.rows, l.gaps FROM (VALUES ('queue'), ('claim'), ('lease')) r(ring)
+CROSS JOIN LATERAL (
+    SELECT max(generation) AS max_gen,
+           (array_agg(slot ORDER BY generation DESC))[1] AS max_slot,
+           count(*) AS rows,
+           coalesce(max(generation) - min(generation) + 1 - count(*), 0) AS gaps
+    FROM (SELECT generation, slot FROM awa.queue_ring_rotations WHERE r.ring = 'queue'
+          UNION ALL SELECT generation, slot FROM awa.claim_ring_rotations WHERE r.ring = 'claim'
+          UNION ALL SELECT generation, slot FROM awa.lease_ring_rotations WHERE r.ring = 'lease') g
+) l";
+const FRESH: &str = "
+SELECT version, count(*) FROM awa.runtime_instances
+WHERE heartbeat_at > now() - $1::float8 * interval '1 millisecond'
+GROUP BY version";
+const DELTAS: &str = "SELECT count(*) FROM awa.queue_terminal_rollup_deltas";
+const LOCK_WAITS: &str = "
+SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND datname = current_database()";
+
+/// What the monitor recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Samples {
+    /// Ring samples, on change.
+    pub rings: Vec<RingSample>,
+    /// Census samples, every tick.
+    pub census: Vec<CensusSample>,
+    /// Ticks skipped because the database did not answer.
+    pub skipped: u64,
+}
+
+/// A running monitor; [`Monitor::stop`] ends it and hands back its samples.
+pub struct Monitor {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Samples>,
+}
+
+impl Monitor {
+    /// Starts sampling the database at `url` for a cell that started at `t0`.
+    pub fn start(url: String, t0: Instant, stale_after: Duration, counts: CountSource) -> Monitor {
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut sampler = Sampler {
+                url,
+                client: None,
+                t0,
+                stale_ms: stale_after.as_millis() as f64,
+                counts,
+                last: BTreeMap::new(),
+                samples: Samples::default(),
+            };
+            let mut tick = tokio::time::interval(INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => sampler.tick().await,
+                    _ = stopped.changed() => break,
+                }
+            }
+            sampler.tick().await;
+            sampler.finish()
+        });
+        Monitor { stop, task }
+    }
+
+    /// Stops sampling (after one last sample) and returns everything recorded.
+    pub async fn stop(self) -> Samples {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or_default()
+    }
+}
+
+struct Sampler {
+    url: String,
+    client: Option<Client>,
+    t0: Instant,
+    stale_ms: f64,
+    counts: CountSource,
+    /// The last ring sample taken per ring, recorded or not.
+    last: BTreeMap<String, (RingSample, bool)>,
+    samples: Samples,
+}
+
+impl Sampler {
+    async fn tick(&mut self) {
+        let at_ms = self.t0.elapsed().as_millis() as u64;
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            // A short connect timeout: a crashed server must not stall the monitor.
+            let connect = crate::driver::database::connect(&self.url);
+            self.client = match tokio::time::timeout(Duration::from_secs(1), connect).await {
+                Ok(Ok(c)) => Some(c),
+                _ => None,
+            };
+        }
+        let Some(client) = self.client.as_ref() else {
+            self.samples.skipped += 1;
+            return;
+        };
+        match sample(client, at_ms, self.stale_ms, &self.counts).await {
+            Ok((rings, census)) => {
+                for ring in rings {
+                    self.record_ring(ring);
+                }
+                self.samples.census.push(census);
+            }
+            Err(_) => {
+                self.samples.skipped += 1;
+                self.client = None;
+            }
+        }
+    }
+
+    fn record_ring(&mut self, sample: RingSample) {
+        let changed = self.last.get(&sample.ring).is_none_or(|(prev, _)| {
+            (
+                &prev.authority,
+                prev.column_slot,
+                prev.column_generation,
+                prev.ledger_generation,
+                prev.ledger_rows,
+                prev.ledger_gaps,
+            ) != (
+                &sample.authority,
+                sample.column_slot,
+                sample.column_generation,
+                sample.ledger_generation,
+                sample.ledger_rows,
+                sample.ledger_gaps,
+            )
+        });
+        if changed {
+            self.samples.rings.push(sample.clone());
+        }
+        self.last.insert(sample.ring.clone(), (sample, changed));
+    }
+
+    fn finish(mut self) -> Samples {
+        // The final state of each ring, if its last sample was not recorded.
+        for (sample, recorded) in std::mem::take(&mut self.last).into_values() {
+            if !recorded {
+                self.samples.rings.push(sample);
+            }
+        }
+        self.samples.rings.sort_by_key(|s| s.at_ms);
+        self.samples
+    }
+}
+
+async fn sample(
+    client: &Client,
+    at_ms: u64,
+    stale_ms: f64,
+    counts: &CountSource,
+) -> Result<(Vec<RingSample>, CensusSample), tokio_postgres::Error> {
+    let row = client.query_one(EXISTING, &[]).await?;
+    let (rings_exist, authority_exists, ledgers_exist, deltas_exist, instances_exist): (
+        bool,
+        bool,
+        bool,
+        bool,
+        bool,
+    ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    let mut rings = Vec::new();
+    if rings_exist {
+        let authority = if authority_exists {
+            client
+                .query_opt(AUTHORITY, &[])
+                .await?
+                .map_or("none".to_owned(), |r| r.get(0))
+        } else {
+            "none".to_owned()
+        };
+        let mut ledgers: BTreeMap<String, (Option<i64>, Option<i32>, i64, i64)> = BTreeMap::new();
+        if ledgers_exist {
+            for r in client.query(LEDGERS, &[]).await? {
+                ledgers.insert(r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4)));
+            }
+        }
+        for r in client.query(COLUMNS, &[]).await? {
+            let ring: String = r.get(0);
+            let (ledger_generation, ledger_slot, ledger_rows, ledger_gaps) =
+                ledgers.get(&ring).copied().unwrap_or((None, None, 0, 0));
+            rings.push(RingSample {
+                at_ms,
+                ring,
+                authority: authority.clone(),
+                column_slot: r.get(1),
+                column_generation: r.get(2),
+                ledger_generation,
+                ledger_slot,
+                ledger_rows,
+                ledger_gaps,
+            });
+        }
+    }
+    let mut fresh_runtimes = BTreeMap::new();
+    if instances_exist {
+        for r in client.query(FRESH, &[&stale_ms]).await? {
+            fresh_runtimes.insert(r.get::<_, String>(0), r.get::<_, i64>(1) as u64);
+        }
+    }
+    let delta_rows = if deltas_exist {
+        client.query_one(DELTAS, &[]).await?.get(0)
+    } else {
+        0
+    };
+    let lock_waits = client.query_one(LOCK_WAITS, &[]).await?.get(0);
+    let census = CensusSample {
+        at_ms,
+        by_version: counts(),
+        fresh_runtimes,
+        delta_rows,
+        lock_waits,
+    };
+    Ok((rings, census))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampler() -> Sampler {
+        Sampler {
+            url: String::new(),
+            client: None,
+            t0: Instant::now(),
+            stale_ms: 1500.0,
+            counts: Arc::new(Counts::new),
+            last: BTreeMap::new(),
+            samples: Samples::default(),
+        }
+    }
+
+    fn ring(at_ms: u64, generation: i64) -> RingSample {
+        RingSample {
+            at_ms,
+            ring: "queue".into(),
+            authority: "columns".into(),
+            column_slot: (generation % 8) as i32,
+            column_generation: generation,
+            ledger_generation: Some(generation),
+            ledger_slot: Some((generation % 8) as i32),
+            ledger_rows: generation + 1,
+            ledger_gaps: 0,
+        }
+    }
+
+    #[test]
+    fn ring_samples_are_kept_on_change_and_at_the_end() {
+        let mut s = sampler();
+        s.record_ring(ring(0, 1));
+        s.record_ring(ring(250, 1));
+        s.record_ring(ring(500, 2));
+        s.record_ring(ring(750, 2));
+        s.record_ring(ring(1000, 2));
+        let samples = s.finish();
+        let kept: Vec<(u64, i64)> = samples
+            .rings
+            .iter()
+            .map(|r| (r.at_ms, r.column_generation))
+            .collect();
+        assert_eq!(kept, [(0, 1), (500, 2), (1000, 2)]);
+    }
+}

@@ -1,0 +1,273 @@
+//! Reconciliation: the exactly-once verdict of a cell.
+//!
+//! After drain, the driver hands over the cell's database and what it
+//! observed. Reconciliation loads every accepted (and uncertain) job into
+//! a temp table in one COPY, asks the runtime's own audit API
+//! (`awa_runtime::store::audit`) to judge the whole set in a handful of
+//! set-based statements, and turns the answers, together with what only
+//! the observations show (fence runs, ring samples, flip output), into
+//! [`Finding`]s. [`verdict`] then compares them with the cell's
+//! expectation.
+//!
+//! - `load` is the database side: one snapshot, the audit set, the reads;
+//! - `rules` turns job, cron and count audits into findings;
+//! - `rings` judges the fence, the ring disciplines and the flip.
+//!
+//! Both `rules` and `rings` are pure functions of plain data, so each rule
+//! is tested without a database; `tests/reconcile.rs` runs the SQL.
+//!
+//! ```
+//! use rehearsal::matrix::{Expectation, FindingRule};
+//! use rehearsal::observe::{Finding, Verdict};
+//! use rehearsal::reconcile::verdict;
+//!
+//! let lost = Finding {
+//!     rule: FindingRule::Lost,
+//!     phase: "reconcile".into(),
+//!     message: "1 accepted job has no terminal record and no live row".into(),
+//!     ids: vec![7],
+//!     count: 1,
+//! };
+//! assert_eq!(verdict(&Expectation::Pass, &[], None), Verdict::Pass);
+//! assert_eq!(verdict(&Expectation::Pass, &[lost.clone()], None), Verdict::Fail);
+//! assert_eq!(verdict(&Expectation::Detect(FindingRule::Lost), &[lost], None), Verdict::Pass);
+//! assert_eq!(verdict(&Expectation::Pass, &[], Some("no PostgreSQL")), Verdict::Inconclusive);
+//! ```
+
+mod load;
+mod rings;
+mod rules;
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::matrix::Expectation;
+use crate::observe::{Finding, Observations, Verdict};
+use crate::plan::CellPlan;
+
+/// Why reconciliation could not reach a judgement (the cell is then
+/// inconclusive: the harness failed, not the runtime).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A producer reported a job of a mode this build does not know.
+    #[error(
+        "cannot reconcile cell {cell}: job {job_id} was reported with unknown mode {mode:?}; \
+         expected one of {expected}"
+    )]
+    UnknownMode {
+        /// The cell.
+        cell: String,
+        /// The job.
+        job_id: i64,
+        /// The mode as reported.
+        mode: String,
+        /// The known modes, comma-separated.
+        expected: String,
+    },
+    /// The driver recorded a cron window that names no fire times.
+    #[error(
+        "cannot reconcile cell {cell}: cron window {name:?} has every_ms {every_ms}; \
+         the interval must be positive"
+    )]
+    BadCronWindow {
+        /// The cell.
+        cell: String,
+        /// The schedule.
+        name: String,
+        /// The interval recorded.
+        every_ms: i64,
+    },
+    /// The cell's database has no awa schema at all.
+    #[error(
+        "cannot reconcile cell {cell}: its database has no awa schema; was it migrated before step 1?"
+    )]
+    NoSchema {
+        /// The cell.
+        cell: String,
+    },
+    /// A statement failed.
+    #[error("failed to reconcile cell {cell}")]
+    Database {
+        /// The cell.
+        cell: String,
+        /// What failed, with the server's message.
+        #[source]
+        source: awa_runtime::error::Error,
+    },
+}
+
+/// Figures reconciliation reports beside its findings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReconcileStats {
+    /// Jobs producers reported `accepted` (each id once).
+    pub accepted: u64,
+    /// Jobs reported `uncertain` (their commit's fate unknown).
+    pub uncertain: u64,
+    /// Of those, how many turned out to exist.
+    pub uncertain_found: u64,
+    /// Jobs the cron leader fired (`awa.cron_fires`).
+    pub cron_fires: u64,
+    /// Terminal records of those jobs.
+    pub terminal: u64,
+    /// Terminal records of jobs nobody reported (a producer killed between
+    /// its commit and its `accepted` line leaves these; not a finding).
+    pub unaccounted_terminal: u64,
+    /// Executions that a kill, a rescue or a graceful release interrupted:
+    /// runs beyond one per attempt that interruptions explain.
+    pub interrupted_executions: u64,
+    /// Executions whose result lost to a newer run lease.
+    pub stale_executions: u64,
+    /// Wall time of reconciliation.
+    pub elapsed_ms: u64,
+}
+
+/// Reconcile a drained cell: every rule over the cell's database and
+/// observations. Give it a connection nothing else uses meanwhile, outside
+/// a transaction: it opens its own snapshot and rolls it back, leaving
+/// nothing behind.
+pub async fn reconcile(
+    client: &tokio_postgres::Client,
+    plan: &CellPlan,
+    obs: &Observations,
+) -> Result<Vec<Finding>, ReconcileError> {
+    Ok(reconcile_with_stats(client, plan, obs).await?.0)
+}
+
+/// [`reconcile`], with the figures the report prints beside the findings.
+pub async fn reconcile_with_stats(
+    client: &tokio_postgres::Client,
+    plan: &CellPlan,
+    obs: &Observations,
+) -> Result<(Vec<Finding>, ReconcileStats), ReconcileError> {
+    let started = Instant::now();
+    let input = load::Input::validate(&plan.name, obs)?;
+    let storage = load::read(client, &input).await.map_err(|e| match e {
+        load::ReadError::NoSchema => ReconcileError::NoSchema {
+            cell: plan.name.clone(),
+        },
+        load::ReadError::Db(source) => ReconcileError::Database {
+            cell: plan.name.clone(),
+            source,
+        },
+    })?;
+    let mut findings = rules::findings(&storage, obs);
+    findings.extend(rings::findings(&storage, obs));
+    // Stable: within a rule, findings keep the order they were made in.
+    findings.sort_by_key(|f| f.rule);
+    let jobs = &storage.jobs;
+    let stats = ReconcileStats {
+        accepted: input.accepted as u64,
+        uncertain: count(jobs.uncertain),
+        uncertain_found: count(jobs.uncertain_found),
+        cron_fires: count(storage.set.cron_fires),
+        terminal: count(jobs.terminal),
+        unaccounted_terminal: count(jobs.unaccounted.count),
+        interrupted_executions: count(jobs.interrupted_runs),
+        stale_executions: count(jobs.stale_runs),
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    Ok((findings, stats))
+}
+
+/// A cell's verdict: inconclusive when the harness failed; otherwise a
+/// `pass` cell passes iff nothing was found, and a `detect` cell passes
+/// iff its rule produced a finding (other findings may come with it: a
+/// seeded defect rarely breaks only one thing).
+pub fn verdict(expect: &Expectation, findings: &[Finding], harness_error: Option<&str>) -> Verdict {
+    if harness_error.is_some() {
+        return Verdict::Inconclusive;
+    }
+    let met = match expect {
+        Expectation::Pass => findings.is_empty(),
+        Expectation::Detect(rule) => findings.iter().any(|f| f.rule == *rule),
+    };
+    if met { Verdict::Pass } else { Verdict::Fail }
+}
+
+/// A database count as a report figure (counts are never negative).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::FindingRule;
+
+    fn finding(rule: FindingRule) -> Finding {
+        Finding {
+            rule,
+            phase: "reconcile".into(),
+            message: String::new(),
+            ids: vec![],
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn verdict_table() {
+        use Verdict::*;
+        let lost = [finding(FindingRule::Lost)];
+        let fence = [finding(FindingRule::FenceBreached)];
+        let both = [
+            finding(FindingRule::Lost),
+            finding(FindingRule::FenceBreached),
+        ];
+        let detect_fence = Expectation::Detect(FindingRule::FenceBreached);
+        let cases: [(&Expectation, &[Finding], Option<&str>, Verdict); 9] = [
+            (&Expectation::Pass, &[], None, Pass),
+            (&Expectation::Pass, &lost, None, Fail),
+            (
+                &Expectation::Pass,
+                &[],
+                Some("postgres would not start"),
+                Inconclusive,
+            ),
+            (
+                &Expectation::Pass,
+                &lost,
+                Some("cut short by Ctrl-C"),
+                Inconclusive,
+            ),
+            (&detect_fence, &fence, None, Pass),
+            (&detect_fence, &both, None, Pass),
+            (&detect_fence, &lost, None, Fail),
+            (&detect_fence, &[], None, Fail),
+            (
+                &detect_fence,
+                &fence,
+                Some("image would not start"),
+                Inconclusive,
+            ),
+        ];
+        for (expect, findings, harness, want) in cases {
+            assert_eq!(
+                verdict(expect, findings, harness),
+                want,
+                "{expect} {findings:?} {harness:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_are_lowercase_fragments_naming_the_cell() {
+        let e = ReconcileError::BadCronWindow {
+            cell: "migrate-first".into(),
+            name: "tick".into(),
+            every_ms: 0,
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot reconcile cell migrate-first: cron window \"tick\" has every_ms 0; the interval must be positive"
+        );
+        let e = ReconcileError::NoSchema {
+            cell: "fence".into(),
+        };
+        assert!(
+            e.to_string()
+                .starts_with("cannot reconcile cell fence: its database has no awa schema")
+        );
+    }
+}

@@ -1,0 +1,699 @@
+//! Findings about the ring cursors: the old-binary fence, the two
+//! disciplines of a mixed fleet, and the flip between them.
+//!
+//! The monitor's ring samples show what happened while the cell ran; the
+//! flip command's output shows what the flip itself verified; the
+//! database shows the end state. Each rule reads whichever of these can
+//! prove it.
+
+use std::collections::BTreeMap;
+
+use awa_runtime::store::audit::MAX_IDS;
+
+use super::load::Storage;
+use super::rules::{RECONCILE, phase_at};
+use crate::matrix::FindingRule;
+use crate::observe::{FenceRecord, Finding, Observations, RingSample};
+
+/// Every fence, discipline and flip finding.
+pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
+    let mut out: Vec<Finding> = obs.fences.iter().filter_map(fence_run).collect();
+    out.extend(poison(storage));
+    out.extend(mixed_discipline(&obs.rings, obs));
+    out.extend(ledger_ahead_under_columns(storage));
+    out.extend(flip_samples(&obs.rings, obs));
+    out.extend(flip_outputs(obs));
+    out.extend(flip_end_state(storage, obs));
+    out
+}
+
+fn finding(rule: FindingRule, phase: &str, message: String, ids: Vec<i64>, count: u64) -> Finding {
+    Finding {
+        rule,
+        phase: phase.into(),
+        message,
+        ids: ids.into_iter().take(MAX_IDS).collect(),
+        count,
+    }
+}
+
+/// A fenced old binary must exit with a refusal and change nothing.
+fn fence_run(fence: &FenceRecord) -> Option<Finding> {
+    let mut wrong = Vec::new();
+    match fence.exit_code {
+        None => wrong.push("did not exit".to_owned()),
+        Some(0) => wrong.push("exited 0".to_owned()),
+        // Any other code is loud; 2 is the refusal the contract names, and
+        // without the refused event it is an error, not a fence.
+        Some(_) => {}
+    }
+    if !fence.refused {
+        wrong.push(match fence.exit_code {
+            Some(code) if code != 0 => format!("exited {code} without a refused event"),
+            _ => "printed no refused event".to_owned(),
+        });
+    }
+    if fence.state_before != fence.state_after {
+        wrong.push("changed the storage state".to_owned());
+    }
+    if wrong.is_empty() {
+        return None;
+    }
+    let mut message = format!(
+        "the fenced {} binary ({}) {}",
+        fence.artifact,
+        fence.version,
+        wrong.join(", ")
+    );
+    if !fence.stderr_tail.trim().is_empty() {
+        let last = fence.stderr_tail.trim().lines().last().unwrap_or_default();
+        message.push_str(&format!("; its stderr ends: {last}"));
+    }
+    Some(finding(
+        FindingRule::FenceBreached,
+        "fence",
+        message,
+        vec![],
+        1,
+    ))
+}
+
+/// Under ledger authority every compat cursor field and per-slot
+/// generation must hold the poison (-1).
+fn poison(storage: &Storage) -> Vec<Finding> {
+    if storage.authority.as_deref() != Some("ledger") {
+        return vec![];
+    }
+    storage
+        .columns
+        .iter()
+        .filter(|c| !c.poisoned())
+        .map(|c| {
+            let show = |v: Option<i64>| v.map_or("dropped".to_owned(), |v| v.to_string());
+            let mut message = format!(
+                "under ledger authority the {} ring's cursor columns are not poisoned (current_slot {}, generation {})",
+                c.ring,
+                show(c.current_slot.map(i64::from)),
+                show(c.generation)
+            );
+            if !c.unpoisoned_slots.is_empty() {
+                message.push_str(&format!(" and {} slot(s) keep a prune generation", c.unpoisoned_slots.len()));
+            }
+            let fields = usize::from(c.current_slot.is_some_and(|s| s != -1)) + usize::from(c.generation.is_some_and(|g| g != -1));
+            finding(
+                FindingRule::FenceBreached,
+                RECONCILE,
+                message,
+                // Row keys: the unpoisoned slots.
+                c.unpoisoned_slots.iter().map(|&s| i64::from(s)).collect(),
+                (fields + c.unpoisoned_slots.len()) as u64,
+            )
+        })
+        .collect()
+}
+
+/// Samples of one ring, in time order.
+fn by_ring(samples: &[RingSample]) -> BTreeMap<&str, Vec<&RingSample>> {
+    let mut rings: BTreeMap<&str, Vec<&RingSample>> = BTreeMap::new();
+    for s in samples {
+        rings.entry(s.ring.as_str()).or_default().push(s);
+    }
+    for list in rings.values_mut() {
+        list.sort_by_key(|s| s.at_ms);
+    }
+    rings
+}
+
+/// One finding per ring and kind of breach, pointing at the first sample.
+fn per_ring(
+    samples: &[RingSample],
+    obs: &Observations,
+    breached: impl Fn(&RingSample) -> Option<String>,
+    rule: FindingRule,
+    key: impl Fn(&RingSample) -> i64,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (ring, list) in by_ring(samples) {
+        let bad: Vec<(&RingSample, String)> = list
+            .iter()
+            .filter_map(|s| breached(s).map(|why| (*s, why)))
+            .collect();
+        let Some((first, why)) = bad.first() else {
+            continue;
+        };
+        let mut ids: Vec<i64> = bad.iter().map(|(s, _)| key(s)).collect();
+        ids.dedup();
+        out.push(finding(
+            rule,
+            phase_at(obs, first.at_ms).unwrap_or(RECONCILE),
+            format!(
+                "the {ring} ring {why} at {} ms ({} sample(s) in all)",
+                first.at_ms,
+                bad.len()
+            ),
+            ids,
+            bad.len() as u64,
+        ));
+    }
+    out
+}
+
+/// The MixedFleet invariant as the samples show it: under `columns` the
+/// ledger never runs ahead of the columns and never has gaps; under
+/// `ledger` the columns stay poisoned.
+fn mixed_discipline(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
+    let ledger_key = |s: &RingSample| s.ledger_generation.unwrap_or(-1);
+    let mut out = per_ring(
+        samples,
+        obs,
+        |s| match s.ledger_generation {
+            Some(l) if s.authority == "columns" && l > s.column_generation => Some(format!(
+                "advanced its ledger to generation {l} past its columns (generation {}) under columns authority",
+                s.column_generation
+            )),
+            _ => None,
+        },
+        FindingRule::MixedDiscipline,
+        ledger_key,
+    );
+    out.extend(per_ring(
+        samples,
+        obs,
+        |s| {
+            (s.authority != "none" && s.ledger_gaps > 0).then(|| {
+                format!(
+                    "had {} generation(s) missing from its ledger",
+                    s.ledger_gaps
+                )
+            })
+        },
+        FindingRule::MixedDiscipline,
+        ledger_key,
+    ));
+    out.extend(per_ring(
+        samples,
+        obs,
+        |s| {
+            (s.authority == "ledger" && (s.column_slot, s.column_generation) != (-1, -1)).then(
+                || {
+                    format!(
+                        "moved its columns to (slot {}, generation {}) under ledger authority",
+                        s.column_slot, s.column_generation
+                    )
+                },
+            )
+        },
+        FindingRule::MixedDiscipline,
+        |s| s.column_generation,
+    ));
+    out
+}
+
+/// The end-state view of the same invariant: under `columns` no ledger
+/// may be ahead of its columns.
+fn ledger_ahead_under_columns(storage: &Storage) -> Vec<Finding> {
+    if storage.authority.as_deref() != Some("columns") {
+        return vec![];
+    }
+    let Some(ledgers) = &storage.ledgers else {
+        return vec![];
+    };
+    ledgers
+        .iter()
+        .filter_map(|l| {
+            let columns = storage.columns.iter().find(|c| c.ring == l.ring)?;
+            let (top, generation) = (l.top?, columns.generation?);
+            (top > generation).then(|| {
+                finding(
+                    FindingRule::MixedDiscipline,
+                    RECONCILE,
+                    format!(
+                        "under columns authority the {} ring's ledger ends at generation {top}, ahead of its columns (generation {generation})",
+                        l.ring
+                    ),
+                    vec![top],
+                    1,
+                )
+            })
+        })
+        .collect()
+}
+
+/// Around each authority change the samples show: the first ledger
+/// sample must carry the last columns generation (the flip reconciled the
+/// ledger through the final columns) and have no gaps.
+fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (ring, list) in by_ring(samples) {
+        for pair in list.windows(2) {
+            let (before, after) = (pair[0], pair[1]);
+            if before.authority != "columns" || after.authority != "ledger" {
+                continue;
+            }
+            let phase = phase_at(obs, after.at_ms).unwrap_or("flip");
+            match after.ledger_generation {
+                Some(l) if l >= before.column_generation && after.ledger_gaps == 0 => {}
+                Some(l) if l >= before.column_generation => out.push(finding(
+                    FindingRule::FlipUnverified,
+                    phase,
+                    format!("right after the flip the {ring} ring's ledger had {} missing generation(s)", after.ledger_gaps),
+                    vec![l],
+                    1,
+                )),
+                Some(l) => out.push(finding(
+                    FindingRule::FlipUnverified,
+                    phase,
+                    format!(
+                        "right after the flip the {ring} ring's ledger ended at generation {l}, behind the last columns generation {} seen before it",
+                        before.column_generation
+                    ),
+                    vec![l, before.column_generation],
+                    1,
+                )),
+                None => out.push(finding(
+                    FindingRule::FlipUnverified,
+                    phase,
+                    format!("right after the flip the {ring} ring had no ledger"),
+                    vec![],
+                    1,
+                )),
+            }
+        }
+    }
+    out
+}
+
+/// What each flip printed: `{"event":"flipped","rings":[{"ring":..,
+/// "columns_generation":G,"ledger_generation":L},..]}`; `L < G` means the
+/// ledger was promoted behind the columns.
+fn flip_outputs(obs: &Observations) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for flip in &obs.flips {
+        let phase = phase_at(obs, flip.at_ms).unwrap_or("flip");
+        let rings = flip
+            .output
+            .iter()
+            .filter(|line| line["event"] == "flipped")
+            .filter_map(|line| line["rings"].as_array())
+            .flatten();
+        for ring in rings {
+            let (Some(name), Some(g), Some(l)) = (
+                ring["ring"].as_str(),
+                ring["columns_generation"].as_i64(),
+                ring["ledger_generation"].as_i64(),
+            ) else {
+                continue;
+            };
+            if l < g {
+                out.push(finding(
+                    FindingRule::FlipUnverified,
+                    phase,
+                    format!("the {} flip promoted the {name} ring's ledger at generation {l}, behind its columns at generation {g}", flip.mode),
+                    vec![l, g],
+                    1,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// After a flip that succeeded, the database must be in ledger authority
+/// with every ledger present, gap-free over its last wrap, each row in the
+/// slot its generation names, and no ring row written ahead of it.
+fn flip_end_state(storage: &Storage, obs: &Observations) -> Vec<Finding> {
+    let flipped = obs.flips.iter().any(|f| f.exit_code == Some(0))
+        || obs.rings.iter().any(|s| s.authority == "ledger");
+    let authority = storage.authority.as_deref();
+    if flipped && authority != Some("ledger") {
+        return vec![finding(
+            FindingRule::FlipUnverified,
+            RECONCILE,
+            format!(
+                "a flip succeeded but the ring-cursor authority is {} at the end",
+                authority.unwrap_or("missing")
+            ),
+            vec![],
+            1,
+        )];
+    }
+    if authority != Some("ledger") {
+        return vec![];
+    }
+    let Some(ledgers) = &storage.ledgers else {
+        return vec![finding(
+            FindingRule::FlipUnverified,
+            RECONCILE,
+            "ledger authority is set but the ring ledgers do not exist".into(),
+            vec![],
+            1,
+        )];
+    };
+    let mut out = Vec::new();
+    for l in ledgers {
+        let ring = &l.ring;
+        let Some(top) = l.top else {
+            out.push(finding(
+                FindingRule::FlipUnverified,
+                RECONCILE,
+                format!("under ledger authority the {ring} ring's ledger is empty"),
+                vec![],
+                1,
+            ));
+            continue;
+        };
+        let mut wrong = Vec::new();
+        if l.gaps > 0 {
+            wrong.push(format!("misses {} generation(s) of its last wrap", l.gaps));
+        }
+        if l.misplaced > 0 {
+            wrong.push(format!(
+                "has {} row(s) whose slot is not generation mod {}",
+                l.misplaced, l.slot_count
+            ));
+        }
+        if let Some(written) = l.written.filter(|&w| w > top) {
+            wrong.push(format!(
+                "has ring rows written at generation {written}, which the ledger never reached"
+            ));
+        }
+        if !wrong.is_empty() {
+            out.push(finding(
+                FindingRule::FlipUnverified,
+                RECONCILE,
+                format!(
+                    "under ledger authority the {ring} ring's ledger (top generation {top}) {}",
+                    wrong.join(" and ")
+                ),
+                vec![top],
+                (l.gaps + l.misplaced).max(1) as u64,
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use awa_runtime::store::audit::{Ledger, RingColumns};
+    use serde_json::json;
+
+    use super::*;
+    use crate::observe::FlipRecord;
+
+    fn fence(exit_code: Option<i32>, refused: bool, after: &str) -> FenceRecord {
+        FenceRecord {
+            artifact: "previous".into(),
+            version: "0.6.2".into(),
+            exit_code,
+            refused,
+            state_before: "abc".into(),
+            state_after: after.into(),
+            stderr_tail: "error: refused: ring cursor authority is ledger\n".into(),
+        }
+    }
+
+    fn sample(
+        at_ms: u64,
+        ring: &str,
+        authority: &str,
+        columns: (i32, i64),
+        ledger: Option<i64>,
+        gaps: i64,
+    ) -> RingSample {
+        RingSample {
+            at_ms,
+            ring: ring.into(),
+            authority: authority.into(),
+            column_slot: columns.0,
+            column_generation: columns.1,
+            ledger_generation: ledger,
+            ledger_slot: ledger.map(|g| (g % 8) as i32),
+            ledger_rows: 8,
+            ledger_gaps: gaps,
+        }
+    }
+
+    fn rules(found: &[Finding]) -> Vec<FindingRule> {
+        found.iter().map(|f| f.rule).collect()
+    }
+
+    fn ledger(ring: &str, top: i64) -> Ledger {
+        Ledger {
+            ring: ring.into(),
+            slot_count: 8,
+            top: Some(top),
+            rows: 8,
+            gaps: 0,
+            misplaced: 0,
+            written: Some(top),
+        }
+    }
+
+    fn poisoned(ring: &str) -> RingColumns {
+        RingColumns {
+            ring: ring.into(),
+            current_slot: Some(-1),
+            generation: Some(-1),
+            unpoisoned_slots: vec![],
+        }
+    }
+
+    /// A cell that flipped cleanly: samples before and after, the flip's
+    /// output, and the end state.
+    fn clean_flip() -> (Storage, Observations) {
+        let storage = Storage {
+            authority: Some("ledger".into()),
+            columns: ["queue", "claim", "lease"].map(poisoned).to_vec(),
+            ledgers: Some(["queue", "claim", "lease"].map(|r| ledger(r, 30)).to_vec()),
+            ..Default::default()
+        };
+        let obs = Observations {
+            fences: vec![fence(Some(2), true, "abc")],
+            flips: vec![FlipRecord {
+                mode: "manual".into(),
+                expected: "ok".into(),
+                exit_code: Some(0),
+                at_ms: 5_000,
+                output: vec![json!({"event": "flipped", "rings": [
+                    {"ring": "queue", "columns_slot": 4, "columns_generation": 20, "ledger_slot": 4, "ledger_generation": 20, "backfilled": 2}
+                ]})],
+            }],
+            rings: vec![
+                sample(4_000, "queue", "columns", (2, 18), Some(17), 0),
+                sample(4_500, "queue", "columns", (4, 20), Some(20), 0),
+                sample(5_500, "queue", "ledger", (-1, -1), Some(21), 0),
+            ],
+            ..Default::default()
+        };
+        (storage, obs)
+    }
+
+    #[test]
+    fn a_clean_flip_and_fence_find_nothing() {
+        let (storage, obs) = clean_flip();
+        assert_eq!(findings(&storage, &obs), []);
+    }
+
+    #[test]
+    fn fence_runs_that_did_not_refuse_or_changed_state_are_breaches() {
+        assert_eq!(fence_run(&fence(Some(2), true, "abc")), None);
+        // A loud non-zero exit with a refusal is not a breach.
+        assert_eq!(fence_run(&fence(Some(1), true, "abc")), None);
+        for (f, needle) in [
+            (
+                fence(Some(0), false, "abc"),
+                "exited 0, printed no refused event",
+            ),
+            (fence(Some(2), true, "xyz"), "changed the storage state"),
+            (
+                fence(Some(1), false, "abc"),
+                "exited 1 without a refused event",
+            ),
+            (fence(None, true, "abc"), "did not exit"),
+        ] {
+            let found = fence_run(&f).unwrap_or_else(|| panic!("{needle}: not found"));
+            assert_eq!(
+                (found.rule, found.phase.as_str()),
+                (FindingRule::FenceBreached, "fence")
+            );
+            assert!(found.message.contains(needle), "{}", found.message);
+            assert!(
+                found
+                    .message
+                    .ends_with("its stderr ends: error: refused: ring cursor authority is ledger"),
+                "{}",
+                found.message
+            );
+        }
+    }
+
+    #[test]
+    fn unpoisoned_columns_under_ledger_authority_breach_the_fence() {
+        let (mut storage, obs) = clean_flip();
+        storage.columns[1] = RingColumns {
+            ring: "claim".into(),
+            current_slot: Some(-1),
+            generation: Some(17),
+            unpoisoned_slots: vec![0, 1],
+        };
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FenceBreached]);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[0, 1][..], 3));
+        assert!(
+            found[0].message.contains(
+                "the claim ring's cursor columns are not poisoned (current_slot -1, generation 17)"
+            ),
+            "{}",
+            found[0].message
+        );
+        // Under columns authority the columns are supposed to move.
+        storage.authority = Some("columns".into());
+        assert!(poison(&storage).is_empty());
+    }
+
+    #[test]
+    fn mixed_discipline_from_samples() {
+        let obs = Observations::default();
+        let ahead = [
+            sample(1_000, "claim", "columns", (1, 9), Some(9), 0),
+            sample(2_000, "claim", "columns", (2, 10), Some(11), 0),
+        ];
+        let found = mixed_discipline(&ahead, &obs);
+        assert_eq!(rules(&found), [FindingRule::MixedDiscipline]);
+        assert!(found[0].message.starts_with("the claim ring advanced its ledger to generation 11 past its columns (generation 10)"), "{}", found[0].message);
+
+        let gaps = [sample(1_000, "lease", "columns", (1, 9), Some(9), 2)];
+        assert!(
+            mixed_discipline(&gaps, &obs)[0]
+                .message
+                .contains("had 2 generation(s) missing")
+        );
+
+        let moved = [
+            sample(1_000, "queue", "ledger", (0, 0), Some(40), 0),
+            sample(1_200, "queue", "ledger", (1, 1), Some(40), 0),
+        ];
+        let found = mixed_discipline(&moved, &obs);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].count, found[0].ids.as_slice()), (2, &[0, 1][..]));
+        assert!(
+            found[0]
+                .message
+                .contains("moved its columns to (slot 0, generation 0) under ledger authority")
+        );
+
+        let behind_is_fine = [
+            sample(1_000, "queue", "columns", (5, 13), Some(11), 0),
+            sample(1_000, "queue", "none", (5, 13), None, 0),
+        ];
+        assert_eq!(mixed_discipline(&behind_is_fine, &obs), []);
+    }
+
+    #[test]
+    fn a_ledger_ahead_of_its_columns_at_the_end_is_mixed_discipline() {
+        let storage = Storage {
+            authority: Some("columns".into()),
+            columns: vec![RingColumns {
+                ring: "queue".into(),
+                current_slot: Some(2),
+                generation: Some(10),
+                unpoisoned_slots: vec![1],
+            }],
+            ledgers: Some(vec![ledger("queue", 12)]),
+            ..Default::default()
+        };
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(rules(&found), [FindingRule::MixedDiscipline]);
+        assert_eq!(found[0].ids, [12]);
+    }
+
+    #[test]
+    fn a_ledger_behind_the_columns_across_the_flip_is_unverified() {
+        let (storage, mut obs) = clean_flip();
+        obs.rings[2].ledger_generation = Some(18);
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FlipUnverified]);
+        assert!(
+            found[0]
+                .message
+                .contains("ended at generation 18, behind the last columns generation 20"),
+            "{}",
+            found[0].message
+        );
+
+        let (storage, mut obs) = clean_flip();
+        obs.rings[2].ledger_gaps = 1;
+        // Both the flip check and the gap check see it.
+        assert_eq!(
+            rules(&findings(&storage, &obs)),
+            [FindingRule::MixedDiscipline, FindingRule::FlipUnverified]
+        );
+    }
+
+    #[test]
+    fn a_flip_that_reports_its_ledger_behind_is_unverified() {
+        let (storage, mut obs) = clean_flip();
+        obs.flips[0].output = vec![
+            json!({"event": "flip_check", "ready": true}),
+            json!({"event": "flipped", "rings": [
+                {"ring": "queue", "columns_generation": 20, "ledger_generation": 20},
+                {"ring": "claim", "columns_generation": 31, "ledger_generation": 27}
+            ]}),
+        ];
+        obs.phases = vec![crate::observe::Phase {
+            step: 6,
+            name: "flip".into(),
+            detail: String::new(),
+            start_ms: 4_900,
+            end_ms: 5_100,
+            outcome: "ok".into(),
+        }];
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FlipUnverified]);
+        assert_eq!(
+            (found[0].phase.as_str(), found[0].ids.as_slice()),
+            ("flip", &[27, 31][..])
+        );
+        assert!(found[0].message.contains(
+            "promoted the claim ring's ledger at generation 27, behind its columns at generation 31"
+        ));
+    }
+
+    #[test]
+    fn the_end_state_after_a_flip_must_verify() {
+        let (mut storage, obs) = clean_flip();
+        storage.authority = Some("columns".into());
+        storage.columns = vec![];
+        let found = flip_end_state(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FlipUnverified]);
+        assert!(
+            found[0]
+                .message
+                .contains("the ring-cursor authority is columns at the end")
+        );
+
+        let (mut storage, obs) = clean_flip();
+        let ledgers = storage.ledgers.as_mut().unwrap();
+        ledgers[0].gaps = 2;
+        ledgers[1].written = Some(31);
+        ledgers[2].top = None;
+        let found = flip_end_state(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FlipUnverified; 3]);
+        assert!(
+            found[0]
+                .message
+                .contains("misses 2 generation(s) of its last wrap")
+        );
+        assert!(
+            found[1]
+                .message
+                .contains("ring rows written at generation 31, which the ledger never reached")
+        );
+        assert!(
+            found[2]
+                .message
+                .contains("the lease ring's ledger is empty")
+        );
+    }
+}

@@ -1,0 +1,428 @@
+//! Findings about jobs, cron fires and counts, from what the audit read.
+//!
+//! Pure functions of [`Storage`] and the observations: the database did
+//! the set-based work, these only name what it found.
+
+use awa_runtime::store::audit::{MAX_IDS, Offenders};
+
+use super::load::Storage;
+use crate::matrix::FindingRule;
+use crate::observe::{Finding, Observations};
+
+/// The phase of findings only the end state shows.
+pub(super) const RECONCILE: &str = "reconcile";
+
+/// Every job, cron and count finding.
+pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
+    let jobs = &storage.jobs;
+    let mut out = Vec::new();
+    let mut add = |rule: FindingRule, offenders: &Offenders, what: &str| {
+        if !offenders.is_empty() {
+            out.push(from_offenders(rule, offenders, what));
+        }
+    };
+    add(
+        FindingRule::Lost,
+        &jobs.lost,
+        "accepted job(s) have no terminal record and no live row",
+    );
+    add(
+        FindingRule::Duplicate,
+        &jobs.duplicate,
+        "job(s) have more than one terminal record",
+    );
+    add(
+        FindingRule::WrongState,
+        &jobs.wrong_state,
+        "job(s) ended in a state their mode was not designed for",
+    );
+    add(
+        FindingRule::WrongAttempt,
+        &jobs.wrong_attempt,
+        "job(s) ended on an attempt their mode and interruptions do not explain",
+    );
+    add(
+        FindingRule::Stuck,
+        &storage.stuck.jobs,
+        &stuck_what(storage),
+    );
+    add(
+        FindingRule::DoubleExecution,
+        &jobs.double_completion,
+        "job(s) recorded more than one completed execution",
+    );
+    add(
+        FindingRule::DoubleExecution,
+        &jobs.excess_runs,
+        "job(s) executed more often than their attempts, releases and stale runs explain",
+    );
+    out.extend(rescue_unproven(storage, obs));
+    out.extend(cron(storage));
+    out.extend(count_drift(storage));
+    out
+}
+
+/// `N what; first: example`.
+fn from_offenders(rule: FindingRule, offenders: &Offenders, what: &str) -> Finding {
+    let mut message = format!("{} {what}", offenders.count);
+    if let Some(example) = &offenders.example {
+        message.push_str("; first: ");
+        message.push_str(example);
+    }
+    Finding {
+        rule,
+        phase: RECONCILE.into(),
+        message,
+        ids: offenders.ids.iter().copied().take(MAX_IDS).collect(),
+        count: count(offenders.count),
+    }
+}
+
+fn stuck_what(storage: &Storage) -> String {
+    let s = &storage.stuck;
+    format!(
+        "job(s) are left non-terminal after drain ({} live row(s), {} open claim(s))",
+        s.live_rows, s.open_claims
+    )
+}
+
+/// Killed attempts whose rescue the storage does not prove.
+fn rescue_unproven(storage: &Storage, obs: &Observations) -> Option<Finding> {
+    let first = storage.rescues.first()?;
+    let kill = obs.kills.iter().find(|k| {
+        k.in_flight
+            .iter()
+            .any(|f| f.job_id == first.job_id && f.run_lease == first.run_lease)
+    });
+    let (victim, phase) = match kill {
+        Some(k) => (k.process.as_str(), phase_at(obs, k.at_ms).unwrap_or("kill")),
+        None => ("a killed process", "kill"),
+    };
+    let outcome = match &first.outcome {
+        Some(o) => format!("ended {o:?}"),
+        None => "was never closed".to_owned(),
+    };
+    let after = if first.dead_lettered {
+        "was dead-lettered".to_owned()
+    } else if first.next_attempt {
+        format!("ran attempt {}", first.attempt + 1)
+    } else {
+        format!("never ran attempt {}", first.attempt + 1)
+    };
+    let mut ids: Vec<i64> = storage.rescues.iter().map(|r| r.job_id).collect();
+    ids.dedup();
+    Some(Finding {
+        rule: FindingRule::RescueUnproven,
+        phase: phase.into(),
+        message: format!(
+            "{} attempt(s) in flight at a hard kill were not proven rescued; first: job {} attempt {} (run lease {}) \
+             on {victim} {outcome} and {after}",
+            storage.rescues.len(),
+            first.job_id,
+            first.attempt,
+            first.run_lease,
+        ),
+        ids: ids.into_iter().take(MAX_IDS).collect(),
+        count: storage.rescues.len() as u64,
+    })
+}
+
+/// Fire times without a job, and fire times with more than one.
+fn cron(storage: &Storage) -> Vec<Finding> {
+    let (missed, double): (Vec<_>, Vec<_>) =
+        storage.cron.iter().partition(|f| f.job_ids.is_empty());
+    let mut out = Vec::new();
+    if let Some(first) = missed.first() {
+        out.push(Finding {
+            rule: FindingRule::CronMissedFire,
+            phase: RECONCILE.into(),
+            message: format!(
+                "{} cron fire time(s) produced no job; first: schedule {:?} at {} ms",
+                missed.len(),
+                first.name,
+                first.fire_ms
+            ),
+            // Row keys: the fire times.
+            ids: missed.iter().map(|f| f.fire_ms).take(MAX_IDS).collect(),
+            count: missed.len() as u64,
+        });
+    }
+    if let Some(first) = double.first() {
+        let what = if first.job_ids.len() > 1 {
+            format!("jobs {:?} claim it", first.job_ids)
+        } else {
+            format!(
+                "job {} has {} terminal records",
+                first.job_ids[0], first.max_records
+            )
+        };
+        let mut ids: Vec<i64> = double
+            .iter()
+            .flat_map(|f| f.job_ids.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        out.push(Finding {
+            rule: FindingRule::CronDoubleFire,
+            phase: RECONCILE.into(),
+            message: format!(
+                "{} cron fire time(s) produced more than one job or a job terminal more than once; \
+                 first: schedule {:?} at {} ms, {what}",
+                double.len(),
+                first.name,
+                first.fire_ms
+            ),
+            ids: ids.into_iter().take(MAX_IDS).collect(),
+            count: double.len() as u64,
+        });
+    }
+    out
+}
+
+/// Operator per-state counts that differ from the true ones.
+fn count_drift(storage: &Storage) -> Option<Finding> {
+    let drift: Vec<_> = storage
+        .counts
+        .iter()
+        .filter(|c| c.truth != c.operator)
+        .collect();
+    if drift.is_empty() {
+        return None;
+    }
+    let detail: Vec<String> = drift
+        .iter()
+        .map(|c| format!("{} {} (true {})", c.state, c.operator, c.truth))
+        .collect();
+    Some(Finding {
+        rule: FindingRule::CountDrift,
+        phase: RECONCILE.into(),
+        message: format!(
+            "operator terminal counts differ from the true per-state counts: {}",
+            detail.join(", ")
+        ),
+        ids: vec![],
+        // How many terminal outcomes the operator miscounts, all states together.
+        count: drift.iter().map(|c| c.truth.abs_diff(c.operator)).sum(),
+    })
+}
+
+/// The name of the phase that was running at `at_ms` (the latest to
+/// start, when phases nest).
+pub(super) fn phase_at(obs: &Observations, at_ms: u64) -> Option<&str> {
+    obs.phases
+        .iter()
+        .filter(|p| p.start_ms <= at_ms && at_ms <= p.end_ms)
+        .max_by_key(|p| p.start_ms)
+        .map(|p| p.name.as_str())
+}
+
+/// A database count as a finding count.
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use awa_runtime::store::audit::{CronFault, StateCount, UnprovenRescue};
+
+    use super::*;
+    use crate::observe::{InFlight, KillRecord, Phase};
+
+    fn offenders(count: i64, ids: &[i64], example: &str) -> Offenders {
+        Offenders {
+            count,
+            ids: ids.to_vec(),
+            example: Some(example.into()),
+        }
+    }
+
+    fn rules(found: &[Finding]) -> Vec<FindingRule> {
+        found.iter().map(|f| f.rule).collect()
+    }
+
+    #[test]
+    fn a_clean_audit_finds_nothing() {
+        let storage = Storage {
+            counts: vec![StateCount {
+                state: "completed".into(),
+                truth: 10,
+                operator: 10,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(findings(&storage, &Observations::default()), []);
+    }
+
+    #[test]
+    fn each_job_audit_becomes_its_rule_with_ids_and_an_example() {
+        let mut storage = Storage::default();
+        storage.jobs.lost = offenders(3, &[101, 102, 103], "job 101 (complete)");
+        storage.jobs.duplicate = offenders(1, &[7], "job 7 (complete) has 2 terminal records");
+        storage.jobs.wrong_state = offenders(
+            1,
+            &[8],
+            "job 8 (fail_terminal ...) ended (completed, 1), expected (failed, 1)",
+        );
+        storage.jobs.wrong_attempt = offenders(1, &[9], "job 9 ...");
+        storage.jobs.double_completion = offenders(
+            1,
+            &[10],
+            "job 10 (complete) has 2 executions that completed",
+        );
+        storage.jobs.excess_runs = offenders(1, &[11], "job 11 ...");
+        storage.stuck.jobs = offenders(2, &[12, 13], "job 12 is still running (attempt 1)");
+        storage.stuck.live_rows = 1;
+        storage.stuck.open_claims = 1;
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(
+            rules(&found),
+            [
+                FindingRule::Lost,
+                FindingRule::Duplicate,
+                FindingRule::WrongState,
+                FindingRule::WrongAttempt,
+                FindingRule::Stuck,
+                FindingRule::DoubleExecution,
+                FindingRule::DoubleExecution,
+            ]
+        );
+        let lost = &found[0];
+        assert_eq!(
+            lost.message,
+            "3 accepted job(s) have no terminal record and no live row; first: job 101 (complete)"
+        );
+        assert_eq!(
+            (lost.ids.as_slice(), lost.count, lost.phase.as_str()),
+            (&[101, 102, 103][..], 3, "reconcile")
+        );
+        assert!(
+            found[4]
+                .message
+                .contains("(1 live row(s), 1 open claim(s))"),
+            "{}",
+            found[4].message
+        );
+    }
+
+    #[test]
+    fn ids_are_capped_at_twenty() {
+        let ids: Vec<i64> = (1..=30).collect();
+        let f = from_offenders(FindingRule::Lost, &offenders(30, &ids, "x"), "jobs");
+        assert_eq!(f.ids.len(), MAX_IDS);
+        assert_eq!(f.count, 30);
+    }
+
+    #[test]
+    fn an_unproven_rescue_names_the_kill_and_its_phase() {
+        let storage = Storage {
+            rescues: vec![UnprovenRescue {
+                job_id: 42,
+                attempt: 1,
+                run_lease: 1,
+                outcome: Some("completed".into()),
+                next_attempt: false,
+                dead_lettered: false,
+            }],
+            ..Default::default()
+        };
+        let obs = Observations {
+            kills: vec![KillRecord {
+                process: "previous-worker-2".into(),
+                version: "0.6.2".into(),
+                role: "worker".into(),
+                at_ms: 1_500,
+                in_flight: vec![InFlight {
+                    job_id: 42,
+                    attempt: 1,
+                    run_lease: 1,
+                }],
+            }],
+            phases: vec![Phase {
+                step: 4,
+                name: "kill".into(),
+                detail: String::new(),
+                start_ms: 1_400,
+                end_ms: 1_600,
+                outcome: "ok".into(),
+            }],
+            ..Default::default()
+        };
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::RescueUnproven]);
+        assert_eq!(found[0].phase, "kill");
+        assert_eq!(found[0].ids, [42]);
+        assert!(
+            found[0].message.ends_with("job 42 attempt 1 (run lease 1) on previous-worker-2 ended \"completed\" and never ran attempt 2"),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn cron_faults_split_into_missed_and_double() {
+        let mut storage = Storage::default();
+        let fault = |fire_ms: i64, job_ids: &[i64], max_records: i64| CronFault {
+            name: "tick".into(),
+            fire_ms,
+            job_ids: job_ids.to_vec(),
+            max_records,
+        };
+        storage.cron = vec![
+            fault(2_000, &[], 0),
+            fault(4_000, &[], 0),
+            fault(6_000, &[61, 62], 1),
+            fault(8_000, &[80], 2),
+        ];
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(
+            rules(&found),
+            [FindingRule::CronMissedFire, FindingRule::CronDoubleFire]
+        );
+        assert_eq!(
+            (found[0].ids.as_slice(), found[0].count),
+            (&[2_000, 4_000][..], 2)
+        );
+        assert_eq!(
+            (found[1].ids.as_slice(), found[1].count),
+            (&[61, 62, 80][..], 2)
+        );
+        assert!(
+            found[1]
+                .message
+                .ends_with("first: schedule \"tick\" at 6000 ms, jobs [61, 62] claim it"),
+            "{}",
+            found[1].message
+        );
+    }
+
+    #[test]
+    fn count_drift_sums_the_miscounted_outcomes() {
+        let storage = Storage {
+            counts: vec![
+                StateCount {
+                    state: "cancelled".into(),
+                    truth: 4,
+                    operator: 4,
+                },
+                StateCount {
+                    state: "completed".into(),
+                    truth: 1_000,
+                    operator: 998,
+                },
+                StateCount {
+                    state: "failed".into(),
+                    truth: 10,
+                    operator: 11,
+                },
+            ],
+            ..Default::default()
+        };
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(rules(&found), [FindingRule::CountDrift]);
+        assert_eq!(found[0].count, 3);
+        assert_eq!(
+            found[0].message,
+            "operator terminal counts differ from the true per-state counts: completed 998 (true 1000), failed 11 (true 10)"
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! A small hand-built run for the renderers' tests: one cell that passed
+//! and says what it proved, one that failed with findings (one of them
+//! carrying markup and a pipe, to prove escaping), one inconclusive.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::matrix::{self, FindingRule};
+use crate::observe::{
+    CensusSample, FenceRecord, Finding, FlipRecord, InFlight, KillRecord, Phase, ProcessRecord,
+    RingSample, Verdict,
+};
+use crate::plan::{self, Selection};
+
+use super::model::{ArtifactInfo, CellReport, FORMAT_VERSION, RunInfo, RunReport};
+
+const MATRIX: &str = r#"
+[artifacts.previous]
+release = "0.6.2"
+[artifacts.current]
+build = "workspace"
+[artifacts.defective_fence]
+build = "workspace"
+failpoint = "fence_current_slot_only"
+
+[workload]
+rate_per_s = 200
+mix = { complete = 1 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "60s"
+
+[[cell]]
+name = "migrate-first"
+about = "N-1 fleet under load, migrate, roll to N, flip, fence"
+steps = [
+  { fleet = "previous", workers = 2, producers = 1, leader = true },
+  { migrate = "current" },
+  { kill = "worker", of = "previous" },
+  { roll = "current", one_at_a_time = true, pause = "1s" },
+  { flip = "manual" },
+  { fence = "previous" },
+  { drain = "60s" },
+]
+
+[[cell]]
+name = "fence"
+about = "after the flip an N-1 binary refuses before any write"
+steps = [
+  { fleet = "current", workers = 1, producers = 1 },
+  { flip = "manual" },
+  { fence = "previous" },
+  { drain = "60s" },
+]
+
+[[cell]]
+name = "defect-fence"
+about = "a fence that poisons only current_slot must be caught"
+expect = { detect = "fence_breached" }
+steps = [
+  { fleet = "previous", workers = 1, producers = 1 },
+  { migrate = "defective_fence" },
+  { flip = "force", by = "defective_fence" },
+  { fence = "previous" },
+  { drain = "60s" },
+]
+
+[matrix]
+smoke = ["migrate-first", "fence", "defect-fence"]
+"#;
+
+/// The three-cell run every renderer test starts from.
+pub fn report() -> RunReport {
+    let matrix = matrix::parse("fixture.toml", MATRIX).unwrap_or_else(|d| panic!("{d}"));
+    let selection = Selection {
+        matrix: Some("smoke".into()),
+        cells: vec![],
+    };
+    let plan = plan::expand(&matrix, &selection, 42).unwrap();
+    let [first, second, third] = <[_; 3]>::try_from(plan.cells).unwrap();
+    RunReport {
+        format_version: FORMAT_VERSION.to_owned(),
+        run: RunInfo {
+            run_id: "20261130T014512Z-3f2a9c1".into(),
+            started_at: "2026-11-30T01:45:12Z".into(),
+            finished_at: "2026-11-30T01:47:40Z".into(),
+            seed: 42,
+            command_line: "rehearse --matrix smoke --seed 42".into(),
+            matrix: Some("smoke".into()),
+            replay: plan.replay,
+            backend: "process".into(),
+            postgres_version: "15.18".into(),
+            migration_checksums: BTreeMap::from([
+                ("v1".into(), "a".repeat(64)),
+                ("v2".into(), "b".repeat(64)),
+            ]),
+            git_commit: "3f2a9c1d0e4b5a69788f00112233445566778899".into(),
+            git_dirty: true,
+            wall_ms: 148_250,
+            harness_cpu_ms: 3_400,
+            children_cpu_ms: 95_120,
+            interrupted: false,
+        },
+        artifacts: vec![
+            ArtifactInfo {
+                name: "previous".into(),
+                version: "0.6.2".into(),
+                source: "release 0.6.2 (artifacts/awa-runtime-0.6.2.crate)".into(),
+                digest: "0123456789abcdef".repeat(4),
+                obtained: "cached".into(),
+                binary: "target/rehearse/0.6.2/bin/awa".into(),
+                failpoint: None,
+            },
+            ArtifactInfo {
+                name: "current".into(),
+                version: "0.7.0".into(),
+                source: "workspace build".into(),
+                digest: "fedcba9876543210".repeat(4),
+                obtained: "built".into(),
+                binary: "target/debug/awa".into(),
+                failpoint: None,
+            },
+            ArtifactInfo {
+                name: "defective_fence".into(),
+                version: "0.7.0".into(),
+                source: "workspace build".into(),
+                digest: "00ff".repeat(16),
+                obtained: "built".into(),
+                binary: "target/failpoints/debug/awa".into(),
+                failpoint: Some("fence_current_slot_only".into()),
+            },
+        ],
+        cells: vec![passed(first), failed(second), inconclusive(third)],
+    }
+}
+
+fn empty_cell(plan: plan::CellPlan) -> CellReport {
+    CellReport {
+        name: plan.name.clone(),
+        about: plan.about.clone(),
+        expect: plan.expect,
+        verdict: Verdict::Pass,
+        findings: vec![],
+        timeline: vec![],
+        plan,
+        accepted: 0,
+        uncertain: 0,
+        kills: vec![],
+        flips: vec![],
+        fences: vec![],
+        processes: vec![],
+        rings: vec![],
+        census: vec![],
+        elapsed_ms: 0,
+        reconcile_ms: 0,
+        harness_error: None,
+        proved: vec![],
+    }
+}
+
+fn phase(step: usize, name: &str, detail: &str, start_ms: u64, end_ms: u64) -> Phase {
+    Phase {
+        step,
+        name: name.into(),
+        detail: detail.into(),
+        start_ms,
+        end_ms,
+        outcome: "ok".into(),
+    }
+}
+
+/// Cumulative `finished` counts: 0.6.2 at 100/s until 8 s then tapering off,
+/// 0.7.0 from 6 s on.
+fn census() -> Vec<CensusSample> {
+    (0..=20u64)
+        .map(|s| {
+            let old = 100 * s.min(8) + 30 * s.saturating_sub(8).min(2);
+            let new = 120 * s.saturating_sub(6);
+            let mut by_version = BTreeMap::new();
+            by_version.insert(
+                "0.6.2".to_owned(),
+                BTreeMap::from([
+                    ("finished".to_owned(), old),
+                    ("accepted".to_owned(), old + 5),
+                ]),
+            );
+            if new > 0 {
+                by_version.insert(
+                    "0.7.0".to_owned(),
+                    BTreeMap::from([("finished".to_owned(), new)]),
+                );
+            }
+            CensusSample {
+                at_ms: s * 1_000,
+                by_version,
+                fresh_runtimes: BTreeMap::from([("0.6.2".to_owned(), 3)]),
+                delta_rows: 0,
+                lock_waits: 0,
+            }
+        })
+        .collect()
+}
+
+fn passed(plan: plan::CellPlan) -> CellReport {
+    CellReport {
+        verdict: Verdict::Pass,
+        timeline: vec![
+            phase(1, "fleet", "2 previous workers, 1 producer", 0, 400),
+            phase(2, "migrate", "migrate with current", 2_000, 2_600),
+            phase(
+                3,
+                "kill",
+                "SIGKILL previous-worker-2 with 3 jobs in flight",
+                4_000,
+                4_050,
+            ),
+            phase(4, "roll", "roll to current one at a time", 6_000, 10_000),
+            phase(5, "flip", "flip-ring-authority manual: ok", 12_000, 12_300),
+            phase(6, "fence", "previous refused", 13_000, 13_500),
+            phase(7, "drain", "queue empty", 14_000, 20_000),
+            phase(0, "reconcile", "2,340 jobs reconciled", 20_000, 20_480),
+        ],
+        accepted: 2_340,
+        uncertain: 1,
+        kills: vec![KillRecord {
+            process: "previous-worker-2".into(),
+            version: "0.6.2".into(),
+            role: "worker".into(),
+            at_ms: 4_000,
+            in_flight: vec![InFlight {
+                job_id: 812,
+                attempt: 1,
+                run_lease: 3,
+            }],
+        }],
+        flips: vec![FlipRecord {
+            mode: "manual".into(),
+            expected: "ok".into(),
+            exit_code: Some(0),
+            at_ms: 12_000,
+            output: vec![serde_json::json!({"event": "flipped", "authority": "ledger"})],
+        }],
+        fences: vec![FenceRecord {
+            artifact: "previous".into(),
+            version: "0.6.2".into(),
+            exit_code: Some(3),
+            refused: true,
+            state_before: "9c1e".into(),
+            state_after: "9c1e".into(),
+            stderr_tail: "refused: ring authority is ledger".into(),
+        }],
+        processes: vec![ProcessRecord {
+            name: "previous-worker-1".into(),
+            artifact: "previous".into(),
+            version: "0.6.2".into(),
+            role: "worker".into(),
+            exit_code: Some(0),
+            killed: false,
+            log: "logs/migrate-first/previous-worker-1.log".into(),
+        }],
+        rings: vec![RingSample {
+            at_ms: 1_000,
+            ring: "queue".into(),
+            authority: "columns".into(),
+            column_slot: 2,
+            column_generation: 41,
+            ledger_generation: None,
+            ledger_slot: None,
+            ledger_rows: 0,
+            ledger_gaps: 0,
+        }],
+        census: census(),
+        elapsed_ms: 20_480,
+        reconcile_ms: 480,
+        proved: vec![
+            "every one of 2,340 accepted jobs reached its designed terminal state exactly once"
+                .into(),
+            "the 1 job in flight on the killed worker was rescued with exactly one more attempt"
+                .into(),
+            "after the flip the N-1 binary refused before any write and changed nothing".into(),
+        ],
+        ..empty_cell(plan)
+    }
+}
+
+fn failed(plan: plan::CellPlan) -> CellReport {
+    CellReport {
+        verdict: Verdict::Fail,
+        findings: vec![
+            Finding {
+                rule: FindingRule::Lost,
+                phase: "reconcile".into(),
+                message: "3 accepted jobs have no terminal record".into(),
+                ids: vec![101, 102, 103],
+                count: 3,
+            },
+            Finding {
+                rule: FindingRule::FenceBreached,
+                phase: "fence".into(),
+                message: "N-1 binary wrote <script>alert(1)</script> | a ring row".into(),
+                ids: (1..=20).collect(),
+                count: 57,
+            },
+        ],
+        timeline: vec![
+            phase(1, "fleet", "1 current worker, 1 producer", 0, 300),
+            phase(2, "flip", "flip-ring-authority manual: ok", 1_000, 1_200),
+            phase(
+                3,
+                "fence",
+                "previous exited 0 without refusing",
+                2_000,
+                2_400,
+            ),
+            phase(4, "drain", "queue empty", 3_000, 6_000),
+            phase(0, "reconcile", "", 6_000, 6_350),
+        ],
+        accepted: 410,
+        elapsed_ms: 6_350,
+        reconcile_ms: 350,
+        ..empty_cell(plan)
+    }
+}
+
+fn inconclusive(plan: plan::CellPlan) -> CellReport {
+    CellReport {
+        verdict: Verdict::Inconclusive,
+        timeline: vec![Phase {
+            outcome: "failed".into(),
+            ..phase(1, "fleet", "worker 1 did not start", 0, 1_200)
+        }],
+        elapsed_ms: 1_200,
+        harness_error: Some(
+            "failed to start worker 1 of cell defect-fence: awa exited with code 127".into(),
+        ),
+        ..empty_cell(plan)
+    }
+}
+
+/// A scratch directory, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A fresh, empty directory named after the test.
+    pub fn new(tag: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("rehearse-report-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,113 @@
+//! The run's report folder: where it is and what gets written into it.
+
+use std::path::{Path, PathBuf};
+
+use super::json::{ReportError, to_json};
+use super::model::RunReport;
+use super::{render_html, render_junit, render_markdown};
+
+/// The machine-readable report, the source of every other file.
+pub const REPORT_JSON: &str = "report.json";
+/// The summary to attach to a release.
+pub const REPORT_MD: &str = "report.md";
+/// One testcase per cell, for CI.
+pub const JUNIT_XML: &str = "junit.xml";
+/// The page with a timeline per cell.
+pub const REPORT_HTML: &str = "report.html";
+
+/// `reports_root/<UTC time>-<short sha>`, e.g. `reports/20261130T014512Z-3f2a9c1`;
+/// without a commit (not a git checkout), just the time.
+pub fn report_dir(reports_root: &Path, started_at_utc: &str, short_sha: &str) -> PathBuf {
+    if short_sha.is_empty() {
+        reports_root.join(started_at_utc)
+    } else {
+        reports_root.join(format!("{started_at_utc}-{short_sha}"))
+    }
+}
+
+/// Writes report.json, report.md, junit.xml and report.html into `dir`
+/// (created if missing). Each file is written whole and renamed into
+/// place, so an interrupted write never leaves half a report.
+pub fn write_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
+    create(dir)?;
+    write_file(dir, REPORT_JSON, &to_json(report)?)?;
+    render_all(dir, report)
+}
+
+/// Writes the files rendered from report.json (report.md, junit.xml,
+/// report.html), leaving report.json itself untouched: what
+/// `rehearse report DIR` does.
+pub fn render_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
+    create(dir)?;
+    write_file(dir, REPORT_MD, &render_markdown(report))?;
+    write_file(dir, JUNIT_XML, &render_junit(report))?;
+    write_file(dir, REPORT_HTML, &render_html(report))
+}
+
+fn create(dir: &Path) -> Result<(), ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), ReportError> {
+    let path = dir.join(name);
+    let partial = dir.join(format!(".{name}.partial"));
+    let error = |source| ReportError::Write {
+        path: path.clone(),
+        source,
+    };
+    std::fs::write(&partial, text).map_err(error)?;
+    std::fs::rename(&partial, &path).map_err(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{fixture, read_json};
+
+    #[test]
+    fn the_folder_is_named_by_time_and_commit() {
+        assert_eq!(
+            report_dir(Path::new("reports"), "20261130T014512Z", "3f2a9c1"),
+            Path::new("reports/20261130T014512Z-3f2a9c1")
+        );
+        assert_eq!(
+            report_dir(Path::new("/r"), "20261130T014512Z", ""),
+            Path::new("/r/20261130T014512Z")
+        );
+    }
+
+    #[test]
+    fn write_all_writes_four_files_that_read_back() {
+        let dir = fixture::Scratch::new("write-all");
+        let target = dir.path().join("reports").join("20261130T014512Z-3f2a9c1");
+        let report = fixture::report();
+        write_all(&target, &report).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&target)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["junit.xml", "report.html", "report.json", "report.md"]
+        );
+        assert_eq!(read_json(&target.join(REPORT_JSON)).unwrap(), report);
+        let md = std::fs::read_to_string(target.join(REPORT_MD)).unwrap();
+        assert_eq!(md, render_markdown(&report));
+    }
+
+    #[test]
+    fn an_unwritable_folder_names_the_path() {
+        let dir = fixture::Scratch::new("unwritable");
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, "").unwrap();
+        let error = write_all(&file.join("sub"), &fixture::report()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("failed to write {}", file.join("sub").display())
+        );
+    }
+}

@@ -1,0 +1,395 @@
+//! `report.md`: the summary a release engineer attaches to a release.
+//!
+//! It answers, in order: did the rehearsal pass, can I reproduce it, what
+//! ran (commit, PostgreSQL, artifacts with digests), and per cell what it
+//! proved or what it found. Text that came from the run (messages,
+//! errors, descriptions) is escaped, so it renders as written and cannot
+//! break a table or inject markup.
+
+use std::fmt::Write as _;
+
+use crate::observe::Verdict;
+
+use super::model::{CellReport, RunReport, verdict_name};
+use super::text::{cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
+
+/// Renders `report.md`.
+pub fn render_markdown(r: &RunReport) -> String {
+    let mut md = String::new();
+    header(&mut md, r);
+    cells_table(&mut md, r);
+    for cell in &r.cells {
+        cell_section(&mut md, cell);
+    }
+    artifacts(&mut md, r);
+    checksums(&mut md, r);
+    md
+}
+
+fn header(md: &mut String, r: &RunReport) {
+    let run = &r.run;
+    let verdict = match r.outcome() {
+        crate::exit::Outcome::AllMet => "PASS: every cell met its expectation",
+        crate::exit::Outcome::CellFailed => "FAIL: at least one cell did not meet its expectation",
+        crate::exit::Outcome::Inconclusive => {
+            "INCONCLUSIVE: the harness could not judge every cell"
+        }
+    };
+    let _ = writeln!(md, "# Rolling-upgrade rehearsal {}\n", text(&run.run_id));
+    let _ = writeln!(md, "**{verdict}** ({})\n", text(&tally_line(r)));
+    let commit = if run.git_dirty {
+        format!("{} (dirty: uncommitted changes)", code(&run.git_commit))
+    } else {
+        code(&run.git_commit)
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("run", code(&run.run_id)),
+        ("started", text(&run.started_at)),
+        ("finished", text(&run.finished_at)),
+        (
+            "wall time",
+            format!(
+                "{} (harness CPU {}, children CPU {})",
+                duration(run.wall_ms),
+                duration(run.harness_cpu_ms),
+                duration(run.children_cpu_ms)
+            ),
+        ),
+        ("seed", code(&run.seed.to_string())),
+        ("replay", code(&run.replay)),
+        ("command line", code(&run.command_line)),
+        (
+            "matrix",
+            run.matrix
+                .as_deref()
+                .map_or("(cells named)".to_owned(), text),
+        ),
+        ("backend", text(&run.backend)),
+        ("git commit", commit),
+        ("PostgreSQL", text(&run.postgres_version)),
+        ("format", code(&r.format_version)),
+    ];
+    md.push_str("| | |\n|---|---|\n");
+    for (key, value) in rows {
+        let _ = writeln!(md, "| {key} | {} |", cell_text(&value));
+    }
+    if run.interrupted {
+        md.push_str("\n> **Interrupted:** the run was cut short; cells not listed did not run.\n");
+    }
+    md.push('\n');
+}
+
+fn cells_table(md: &mut String, r: &RunReport) {
+    md.push_str("## Cells\n\n");
+    md.push_str("| cell | expectation | verdict | findings | elapsed |\n");
+    md.push_str("|---|---|---|---|---|\n");
+    for c in &r.cells {
+        let _ = writeln!(
+            md,
+            "| [{}](#cell-{}) | {} | {} | {} | {} |",
+            cell_text(&text(&c.name)),
+            anchor(&c.name),
+            cell_text(&text(&c.expect.to_string())),
+            verdict_cell(c.verdict),
+            cell_text(&text(&findings_summary(c))),
+            duration(c.elapsed_ms)
+        );
+    }
+    if r.cells.is_empty() {
+        md.push_str("| (no cells ran) | | | | |\n");
+    }
+    md.push('\n');
+}
+
+fn verdict_cell(verdict: Verdict) -> String {
+    match verdict {
+        Verdict::Pass => "pass".to_owned(),
+        other => format!("**{}**", verdict_name(other)),
+    }
+}
+
+fn cell_section(md: &mut String, c: &CellReport) {
+    let _ = writeln!(
+        md,
+        "<a id=\"cell-{}\"></a>\n### {}: {}\n",
+        anchor(&c.name),
+        text(&c.name),
+        verdict_name(c.verdict)
+    );
+    if !c.about.is_empty() {
+        let _ = writeln!(md, "{}\n", text(&c.about));
+    }
+    let _ = writeln!(
+        md,
+        "Expected: {}. {}.\n",
+        text(&c.expect.to_string()),
+        text(&cell_counts(c))
+    );
+    if let Some(error) = &c.harness_error {
+        let _ = writeln!(md, "Harness error: {}\n", code(error));
+    }
+    if !c.proved.is_empty() {
+        md.push_str("Proved:\n\n");
+        for line in &c.proved {
+            let _ = writeln!(md, "- {}", text(line));
+        }
+        md.push('\n');
+    }
+    if c.findings.is_empty() {
+        if c.verdict != Verdict::Inconclusive {
+            md.push_str("Findings: none.\n\n");
+        }
+        return;
+    }
+    md.push_str(
+        "Findings:\n\n| rule | phase | message | first ids | count |\n|---|---|---|---|---|\n",
+    );
+    for f in &c.findings {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            cell_text(&code(f.rule.name())),
+            cell_text(&text(&f.phase)),
+            cell_text(&text(&f.message)),
+            cell_text(&text(&first_ids(f))),
+            f.count
+        );
+    }
+    md.push('\n');
+}
+
+fn artifacts(md: &mut String, r: &RunReport) {
+    md.push_str(
+        "## Artifacts\n\n| name | version | source | digest | obtained |\n|---|---|---|---|---|\n",
+    );
+    for a in &r.artifacts {
+        let mut source = text(&a.source);
+        if let Some(fp) = &a.failpoint {
+            let _ = write!(source, ", failpoint {}", code(fp));
+        }
+        let digest = if a.digest.is_empty() {
+            "(none)".to_owned()
+        } else {
+            code(short_digest(&a.digest))
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            cell_text(&code(&a.name)),
+            cell_text(&text(&a.version)),
+            cell_text(&source),
+            cell_text(&digest),
+            cell_text(&text(&a.obtained))
+        );
+    }
+    md.push('\n');
+}
+
+fn checksums(md: &mut String, r: &RunReport) {
+    md.push_str("## Migration checksums\n\n");
+    if r.run.migration_checksums.is_empty() {
+        md.push_str("(none recorded)\n");
+        return;
+    }
+    md.push_str("| migration | sha256 |\n|---|---|\n");
+    for (name, sum) in &r.run.migration_checksums {
+        let _ = writeln!(
+            md,
+            "| {} | {} |",
+            cell_text(&code(name)),
+            cell_text(&code(sum))
+        );
+    }
+}
+
+/// Plain text from the run, escaped so Markdown shows it as written:
+/// no emphasis, links, code or raw HTML, one line.
+pub(crate) fn text(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    for (i, &c) in chars.iter().enumerate() {
+        match c {
+            '\\' | '`' | '*' | '<' | '>' | '[' | ']' | '#' | '~' | '&' => {
+                out.push('\\');
+                out.push(c);
+            }
+            // `_` only emphasises at a word edge: keep `wrong_state` readable.
+            '_' => {
+                let word = |j: Option<&char>| j.is_some_and(|c| c.is_alphanumeric());
+                let inside = i > 0 && word(chars.get(i - 1)) && word(chars.get(i + 1));
+                if !inside {
+                    out.push('\\');
+                }
+                out.push('_');
+            }
+            '\n' | '\r' => out.push(' '),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Verbatim text as an inline code span, fenced with more backticks than it contains.
+pub(crate) fn code(s: &str) -> String {
+    let s = s.replace(['\n', '\r'], " ");
+    let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
+/// Escapes the one character a table cell cannot hold (GFM honours `\|` even inside code spans).
+fn cell_text(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// A stable HTML anchor for a cell name: lowercase ASCII letters, digits and dashes.
+fn anchor(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+    use crate::report::text::redact_durations;
+
+    #[test]
+    fn the_fixture_renders_to_the_expected_text() {
+        let md = redact_durations(&render_markdown(&fixture::report()));
+        let expected = r#"# Rolling-upgrade rehearsal 20261130T014512Z-3f2a9c1
+
+**FAIL: at least one cell did not meet its expectation** (3 cells: 1 pass, 1 fail, 1 inconclusive)
+
+| | |
+|---|---|
+| run | `20261130T014512Z-3f2a9c1` |
+| started | 2026-11-30T01:45:12Z |
+| finished | 2026-11-30T01:47:40Z |
+| wall time | [duration] (harness CPU [duration], children CPU [duration]) |
+| seed | `42` |
+| replay | `rehearse --matrix smoke --seed 42` |
+| command line | `rehearse --matrix smoke --seed 42` |
+| matrix | smoke |
+| backend | process |
+| git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` (dirty: uncommitted changes) |
+| PostgreSQL | 15.18 |
+| format | `1.0` |
+
+## Cells
+
+| cell | expectation | verdict | findings | elapsed |
+|---|---|---|---|---|
+| [migrate-first](#cell-migrate-first) | pass | pass | none | [duration] |
+| [fence](#cell-fence) | pass | **fail** | 2 (lost, fence_breached) | [duration] |
+| [defect-fence](#cell-defect-fence) | detect fence_breached | **inconclusive** | none | [duration] |
+
+<a id="cell-migrate-first"></a>
+### migrate-first: pass
+
+N-1 fleet under load, migrate, roll to N, flip, fence
+
+Expected: pass. 2340 jobs accepted, 1 uncertain, 1 kill, 1 flip, 1 fence, 1 process; elapsed [duration] (reconcile [duration]).
+
+Proved:
+
+- every one of 2,340 accepted jobs reached its designed terminal state exactly once
+- the 1 job in flight on the killed worker was rescued with exactly one more attempt
+- after the flip the N-1 binary refused before any write and changed nothing
+
+Findings: none.
+
+<a id="cell-fence"></a>
+### fence: fail
+
+after the flip an N-1 binary refuses before any write
+
+Expected: pass. 410 jobs accepted; elapsed [duration] (reconcile [duration]).
+
+Findings:
+
+| rule | phase | message | first ids | count |
+|---|---|---|---|---|
+| `lost` | reconcile | 3 accepted jobs have no terminal record | 101, 102, 103 | 3 |
+| `fence_breached` | fence | N-1 binary wrote \<script\>alert(1)\</script\> \| a ring row | 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ... | 57 |
+
+<a id="cell-defect-fence"></a>
+### defect-fence: inconclusive
+
+a fence that poisons only current_slot must be caught
+
+Expected: detect fence_breached. 0 jobs accepted; elapsed [duration] (reconcile [duration]).
+
+Harness error: `failed to start worker 1 of cell defect-fence: awa exited with code 127`
+
+## Artifacts
+
+| name | version | source | digest | obtained |
+|---|---|---|---|---|
+| `previous` | 0.6.2 | release 0.6.2 (artifacts/awa-runtime-0.6.2.crate) | `0123456789ab` | cached |
+| `current` | 0.7.0 | workspace build | `fedcba987654` | built |
+| `defective_fence` | 0.7.0 | workspace build, failpoint `fence_current_slot_only` | `00ff00ff00ff` | built |
+
+## Migration checksums
+
+| migration | sha256 |
+|---|---|
+| `v1` | `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa` |
+| `v2` | `bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb` |
+"#;
+        assert_eq!(md, expected, "\n--- got ---\n{md}");
+    }
+
+    #[test]
+    fn a_passing_run_says_pass_and_an_interrupted_one_says_so() {
+        let mut report = fixture::report();
+        report.cells.truncate(1);
+        let md = render_markdown(&report);
+        assert!(md.contains("\n**PASS: every cell met its expectation** (1 cell: 1 pass, 0 fail, 0 inconclusive)\n"), "{md}");
+        report.run.interrupted = true;
+        report.run.git_dirty = false;
+        let md = render_markdown(&report);
+        assert!(md.contains("\n**INCONCLUSIVE: "), "{md}");
+        assert!(
+            md.contains("> **Interrupted:** the run was cut short"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` |\n"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn escaping_keeps_text_literal() {
+        for (raw, escaped) in [
+            ("wrong_state", "wrong_state"),
+            ("_lead and trail_", "\\_lead and trail\\_"),
+            (
+                "a *b* [c](d) <e> `f` #g",
+                "a \\*b\\* \\[c\\](d) \\<e\\> \\`f\\` \\#g",
+            ),
+            ("two\nlines", "two lines"),
+            ("AT&T", "AT\\&T"),
+        ] {
+            assert_eq!(text(raw), escaped, "{raw:?}");
+        }
+        assert_eq!(code("plain"), "`plain`");
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("`x`"), "`` `x` ``");
+        assert_eq!(cell_text("a|b"), "a\\|b");
+        assert_eq!(anchor("Defect_Fence 2"), "defect-fence-2");
+    }
+}

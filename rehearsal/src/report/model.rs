@@ -1,0 +1,191 @@
+//! The content of `report.json`: one run, its artifacts, and every cell.
+//!
+//! The driver fills a [`RunReport`]; every renderer (Markdown, JUnit,
+//! HTML, the terminal table) reads only this, so `rehearse report DIR`
+//! can re-render a run long after it happened. The JSON is a contract
+//! with release engineers' tooling: fields are only ever added, with
+//! `#[serde(default)]`, and each addition bumps [`FORMAT_VERSION`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::exit::Outcome;
+use crate::matrix::Expectation;
+use crate::observe::{
+    CensusSample, FenceRecord, Finding, FlipRecord, KillRecord, Phase, ProcessRecord, RingSample,
+    Verdict,
+};
+use crate::plan::CellPlan;
+
+/// The `report.json` format this build writes, as `MAJOR.MINOR`.
+///
+/// A reader accepts any minor revision of its major version (fields it
+/// does not know are ignored; fields a file lacks take their defaults) and
+/// refuses a newer major version, whose meaning it cannot know.
+///
+/// Revisions:
+/// - `1.0`: first version: `run`, `artifacts` (with digests), and per
+///   cell the plan, timeline of phases, kills, flips, fences, processes,
+///   ring and census samples, findings, verdict and what it proved.
+pub const FORMAT_VERSION: &str = "1.0";
+
+/// Everything a run produced: the file `report.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// [`FORMAT_VERSION`] when written; checked on read.
+    pub format_version: String,
+    /// Who ran what, when, where, and how to replay it.
+    pub run: RunInfo,
+    /// Every artifact the run used, with the digest of what actually ran.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// One entry per cell, in run order.
+    pub cells: Vec<CellReport>,
+}
+
+/// The run as a whole: enough to reproduce it and to judge its environment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Unique name of the run; also the report folder's name (`20261130T014512Z-3f2a9c1`).
+    pub run_id: String,
+    /// When the run started, RFC 3339 in UTC (`2026-11-30T01:45:12Z`).
+    pub started_at: String,
+    /// When it ended, RFC 3339 in UTC.
+    pub finished_at: String,
+    /// The seed every random choice came from.
+    pub seed: u64,
+    /// The command line as typed, for the record.
+    pub command_line: String,
+    /// The named matrix run (`smoke`), if one was selected.
+    pub matrix: Option<String>,
+    /// The command that replays exactly this run.
+    pub replay: String,
+    /// `process` or `docker`, as resolved (never `auto`).
+    pub backend: String,
+    /// `server_version` of the PostgreSQL the cells ran against.
+    pub postgres_version: String,
+    /// sha256 (hex) of each migration the current build embeds, by migration name (`v1`).
+    pub migration_checksums: BTreeMap<String, String>,
+    /// The workspace commit (full hex).
+    pub git_commit: String,
+    /// Whether the work tree had uncommitted changes: the commit alone does not describe the build.
+    pub git_dirty: bool,
+    /// Wall-clock duration of the whole run.
+    pub wall_ms: u64,
+    /// CPU time of the harness process itself.
+    pub harness_cpu_ms: u64,
+    /// CPU time of its reaped child processes (workers, producers, PostgreSQL).
+    pub children_cpu_ms: u64,
+    /// The run was cut short (Ctrl-C): cells not listed never ran.
+    pub interrupted: bool,
+}
+
+/// One artifact as it was obtained for the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactInfo {
+    /// The matrix's name for it (`previous`, `current`, `defective_fence`).
+    pub name: String,
+    /// The awa-runtime version its binary reports.
+    pub version: String,
+    /// Where it came from: `workspace build`, `release 0.6.2 (artifacts/awa-runtime-0.6.2.crate)`, or an image reference.
+    pub source: String,
+    /// sha256 (hex) of the binary or image that ran.
+    pub digest: String,
+    /// `built`, `cached` or `pulled`.
+    pub obtained: String,
+    /// Path of the binary (or image reference) that was started.
+    pub binary: String,
+    /// The seeded defect armed in it, if any.
+    pub failpoint: Option<String>,
+}
+
+/// One cell: what was planned, what happened, and the verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellReport {
+    /// The cell's name.
+    pub name: String,
+    /// Its one-line description from matrix.toml.
+    pub about: String,
+    /// What the cell had to show: nothing wrong, or one named finding.
+    pub expect: Expectation,
+    /// Whether it met that expectation.
+    pub verdict: Verdict,
+    /// Everything reconciliation and the monitor found (the required one, for a `detect` cell).
+    pub findings: Vec<Finding>,
+    /// Phases in order, with start and end in ms since the cell started.
+    pub timeline: Vec<Phase>,
+    /// The plan that was executed, so the cell can be replayed and reviewed.
+    pub plan: CellPlan,
+    /// Jobs producers reported accepted (committed).
+    pub accepted: u64,
+    /// Jobs whose commit's fate was unknown (a producer killed mid-commit).
+    pub uncertain: u64,
+    /// Hard kills performed, with the attempts each had in flight.
+    pub kills: Vec<KillRecord>,
+    /// Authority flips run.
+    pub flips: Vec<FlipRecord>,
+    /// Old binaries started after the flip to prove the fence.
+    pub fences: Vec<FenceRecord>,
+    /// Every process the cell started.
+    pub processes: Vec<ProcessRecord>,
+    /// Ring cursor samples from the monitor.
+    pub rings: Vec<RingSample>,
+    /// Throughput and fleet samples from the monitor (cumulative counts).
+    pub census: Vec<CensusSample>,
+    /// Wall time of the whole cell, reconciliation included.
+    pub elapsed_ms: u64,
+    /// Of which reconciliation.
+    pub reconcile_ms: u64,
+    /// Why the harness could not reach a verdict (set when inconclusive).
+    pub harness_error: Option<String>,
+    /// What the cell proved, one sentence each (empty unless it passed).
+    pub proved: Vec<String>,
+}
+
+/// How many cells reached each verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Cells that met their expectation.
+    pub pass: usize,
+    /// Cells that did not.
+    pub fail: usize,
+    /// Cells the harness could not judge.
+    pub inconclusive: usize,
+}
+
+impl RunReport {
+    /// Verdict counts over all cells.
+    pub fn tally(&self) -> Tally {
+        let mut tally = Tally::default();
+        for cell in &self.cells {
+            match cell.verdict {
+                Verdict::Pass => tally.pass += 1,
+                Verdict::Fail => tally.fail += 1,
+                Verdict::Inconclusive => tally.inconclusive += 1,
+            }
+        }
+        tally
+    }
+
+    /// How the run turned out, for the exit code: any failure wins, then
+    /// inconclusive (an interrupted run is never "all met": cells are missing).
+    pub fn outcome(&self) -> Outcome {
+        let tally = self.tally();
+        if tally.fail > 0 {
+            Outcome::CellFailed
+        } else if tally.inconclusive > 0 || self.run.interrupted {
+            Outcome::Inconclusive
+        } else {
+            Outcome::AllMet
+        }
+    }
+}
+
+/// The word used for a verdict in every report (`pass`, `fail`, `inconclusive`).
+pub fn verdict_name(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "fail",
+        Verdict::Inconclusive => "inconclusive",
+    }
+}

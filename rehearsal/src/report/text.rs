@@ -1,0 +1,234 @@
+//! Small text pieces every renderer shares, so a duration or a digest
+//! reads the same in the terminal, in Markdown and in HTML.
+//!
+//! Every duration in every report goes through [`duration`]; its few
+//! shapes (`850ms`, `12.3s`, `4m05s`, `1h02m`) are what the tests'
+//! redaction recognises, so snapshots stay stable across machines.
+
+use crate::matrix::Expectation;
+use crate::observe::{Finding, Verdict};
+
+use super::model::CellReport;
+
+/// A duration for humans: `850ms`, `12.3s` (tenths, truncated), `4m05s`, `1h02m`.
+pub fn duration(ms: u64) -> String {
+    const MINUTE: u64 = 60_000;
+    const HOUR: u64 = 60 * MINUTE;
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < MINUTE {
+        format!("{}.{}s", ms / 1_000, ms % 1_000 / 100)
+    } else if ms < HOUR {
+        format!("{}m{:02}s", ms / MINUTE, ms % MINUTE / 1_000)
+    } else {
+        format!("{}h{:02}m", ms / HOUR, ms % HOUR / MINUTE)
+    }
+}
+
+/// The first 12 hex digits of a digest: enough to compare by eye, short enough for a table.
+pub fn short_digest(digest: &str) -> &str {
+    match digest.char_indices().nth(12) {
+        Some((i, _)) => &digest[..i],
+        None => digest,
+    }
+}
+
+/// The findings of a cell in one short phrase: `none`, `2 (lost, duplicate)`,
+/// or `1 (fence_breached, as expected)` for a `detect` cell that passed.
+pub fn findings_summary(cell: &CellReport) -> String {
+    if cell.findings.is_empty() {
+        return "none".to_owned();
+    }
+    let mut rules: Vec<&str> = Vec::new();
+    for finding in &cell.findings {
+        let name = finding.rule.name();
+        if !rules.contains(&name) {
+            rules.push(name);
+        }
+    }
+    let expected = matches!(cell.expect, Expectation::Detect(_)) && cell.verdict == Verdict::Pass;
+    format!(
+        "{} ({}{})",
+        cell.findings.len(),
+        rules.join(", "),
+        if expected { ", as expected" } else { "" }
+    )
+}
+
+/// A finding's first ids, with `...` when there are more than listed.
+pub fn first_ids(finding: &Finding) -> String {
+    let mut text = finding
+        .ids
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if finding.count > finding.ids.len() as u64 {
+        text.push_str(if text.is_empty() { "..." } else { ", ..." });
+    }
+    text
+}
+
+/// What a cell did, in one sentence of counts: jobs, kills, flips, fences, timing.
+pub fn cell_counts(cell: &CellReport) -> String {
+    let mut parts = vec![format!("{} jobs accepted", cell.accepted)];
+    if cell.uncertain > 0 {
+        parts.push(format!("{} uncertain", cell.uncertain));
+    }
+    for (n, one) in [
+        (cell.kills.len(), "kill"),
+        (cell.flips.len(), "flip"),
+        (cell.fences.len(), "fence"),
+        (cell.processes.len(), "process"),
+    ] {
+        if n > 0 {
+            parts.push(plural(n, one));
+        }
+    }
+    format!(
+        "{}; elapsed {} (reconcile {})",
+        parts.join(", "),
+        duration(cell.elapsed_ms),
+        duration(cell.reconcile_ms)
+    )
+}
+
+/// `1 kill`, `2 kills`, `3 processes`.
+pub fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else if one.ends_with('s') {
+        format!("{n} {one}es")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// The run's result in one line: `3 cells: 1 pass, 1 fail, 1 inconclusive`.
+pub fn tally_line(report: &super::RunReport) -> String {
+    let tally = report.tally();
+    let mut text = format!(
+        "{}: {} pass, {} fail, {} inconclusive",
+        plural(report.cells.len(), "cell"),
+        tally.pass,
+        tally.fail,
+        tally.inconclusive
+    );
+    if report.run.interrupted {
+        text.push_str(" (interrupted: cells not listed did not run)");
+    }
+    text
+}
+
+/// Replaces every duration [`duration`] can produce with `[duration]`, for stable test snapshots.
+#[cfg(test)]
+pub fn redact_durations(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < bytes.len() {
+        let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'.');
+        if boundary
+            && bytes[i].is_ascii_digit()
+            && let Some(end) = duration_at(bytes, i)
+        {
+            out.push_str(&text[copied..i]);
+            out.push_str("[duration]");
+            i = end;
+            copied = end;
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// The end of a duration token starting at `start`, if one starts there.
+#[cfg(test)]
+fn duration_at(bytes: &[u8], start: usize) -> Option<usize> {
+    let digits = |from: usize| {
+        let mut end = from;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+        }
+        end
+    };
+    let literal = |at: usize, s: &[u8]| bytes.get(at..at + s.len()) == Some(s);
+    let n = digits(start);
+    let end = if literal(n, b"ms") {
+        n + 2
+    } else if literal(n, b".") && digits(n + 1) == n + 2 && literal(n + 2, b"s") {
+        n + 3
+    } else if (literal(n, b"m") && literal(n + 3, b"s"))
+        || (literal(n, b"h") && literal(n + 3, b"m"))
+    {
+        (digits(n + 1) == n + 3).then_some(n + 4)?
+    } else {
+        return None;
+    };
+    let after = bytes.get(end);
+    (!after.is_some_and(|b| b.is_ascii_alphanumeric())).then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_have_four_shapes() {
+        for (ms, text) in [
+            (0, "0ms"),
+            (999, "999ms"),
+            (1_000, "1.0s"),
+            (12_345, "12.3s"),
+            (59_999, "59.9s"),
+            (60_000, "1m00s"),
+            (245_000, "4m05s"),
+            (3_599_999, "59m59s"),
+            (3_600_000, "1h00m"),
+            (3_720_000, "1h02m"),
+        ] {
+            assert_eq!(duration(ms), text, "{ms}");
+        }
+    }
+
+    #[test]
+    fn redaction_replaces_durations_and_nothing_else() {
+        for ms in [0, 850, 12_345, 245_000, 3_720_000] {
+            let text = format!("took {} here", duration(ms));
+            assert_eq!(redact_durations(&text), "took [duration] here");
+        }
+        for kept in [
+            "seed 42",
+            "version 0.6.2",
+            "12.3",
+            "v1ms",
+            "4m5s",
+            "10msgs",
+            "job 77",
+            "sha 5m12sab",
+        ] {
+            assert_eq!(redact_durations(kept), kept);
+        }
+        assert_eq!(
+            redact_durations("(1.0s, 20ms)|3m00s|"),
+            "([duration], [duration])|[duration]|"
+        );
+    }
+
+    #[test]
+    fn short_digest_keeps_twelve_characters() {
+        assert_eq!(short_digest("0123456789abcdef"), "0123456789ab");
+        assert_eq!(short_digest("abc"), "abc");
+        assert_eq!(short_digest(""), "");
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(1, "kill"), "1 kill");
+        assert_eq!(plural(0, "cell"), "0 cells");
+        assert_eq!(plural(3, "process"), "3 processes");
+    }
+}

@@ -1,0 +1,362 @@
+//! End to end: the real `rehearse` binary, a real throwaway PostgreSQL,
+//! real `awa` processes of the frozen 0.6.2 release and of the workspace.
+//!
+//! The cells use only steps that every awa version supports (fleet, load,
+//! kill after started jobs, hold, drain), so they pass whether the
+//! workspace is still 0.6 or already 0.7 (a 0.7 worker on the N-1 schema
+//! refuses, which the driver records as binary-first).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const MATRIX: &str = r#"
+[artifacts.previous]
+release = "0.6.2"
+[artifacts.current]
+build = "workspace"
+
+[workload]
+rate_per_s = 100
+backlog = 300
+mix = { complete = 60, retry_once = 8, fail_terminal = 4, exhaust_retries = 4, snooze_once = 6, cancel_self = 4, sleep = 10, scheduled = 4 }
+cron = { every = "1s" }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "30s"
+
+[[cell]]
+name = "small-kill"
+about = "0.6.2 workers and a workspace worker; a 0.6.2 worker is killed after it started jobs"
+steps = [
+  { fleet = "previous", workers = 2, producers = 1, leader = true },
+  { fleet = "current", workers = 1 },
+  { load = "on" },
+  { hold = "2s" },
+  { kill = "worker", of = "previous", after_started = 10 },
+  { hold = "2s" },
+  { load = "off" },
+  { drain = "30s" },
+]
+
+[[cell]]
+name = "long-hold"
+about = "a fleet under load for long enough to be interrupted"
+steps = [
+  { fleet = "previous", workers = 2, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "120s" },
+  { drain = "30s" },
+]
+
+[[cell]]
+name = "image"
+about = "an image artifact, which the process backend cannot run"
+steps = [
+  { fleet = "imaged", workers = 1 },
+  { drain = "10s" },
+]
+
+[artifacts.imaged]
+image = "registry.example/awa-runtime:0.6"
+
+[matrix]
+smoke = ["small-kill"]
+"#;
+
+/// A scratch directory with the test matrix, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("rehearse-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("reports")).unwrap();
+        std::fs::write(dir.join("matrix.toml"), MATRIX).unwrap();
+        Scratch(dir)
+    }
+
+    fn reports(&self) -> PathBuf {
+        self.0.join("reports")
+    }
+
+    fn rehearse(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
+        cmd.arg("--matrix-file")
+            .arg(self.0.join("matrix.toml"))
+            .args(args)
+            .current_dir(&self.0)
+            .env("REHEARSE_REPORTS_DIR", self.reports())
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// The report folders written so far, oldest first.
+    fn report_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.reports())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        dirs
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Waits for `child` at most `limit`; kills it and panics after that.
+fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String, String) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("rehearse did not finish within {limit:?}; stderr:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, out, err)
+}
+
+fn run(mut cmd: Command, limit: Duration) -> (ExitStatus, String, String) {
+    let mut child = cmd.spawn().expect("start rehearse");
+    wait(&mut child, limit)
+}
+
+fn read_report(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn artifact<'r>(report: &'r Value, name: &str) -> &'r Value {
+    report["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no artifact {name} in {}", report["artifacts"]))
+}
+
+#[test]
+fn a_small_cell_passes_and_a_second_run_finds_the_release_cached() {
+    let scratch = Scratch::new("pass");
+    let (status, out, err) = run(
+        scratch.rehearse(&["--matrix", "smoke", "--seed", "11"]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("│ small-kill │ pass"), "{out}");
+    let dirs = scratch.report_dirs();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    for file in ["report.json", "report.md", "junit.xml", "report.html"] {
+        assert!(
+            dirs[0].join(file).is_file(),
+            "{file} missing in {}",
+            dirs[0].display()
+        );
+    }
+    let report = read_report(&dirs[0]);
+    let cell = &report["cells"][0];
+    assert_eq!(cell["verdict"], "pass", "{cell:#}");
+    assert_eq!(cell["name"], "small-kill");
+    assert!(
+        cell["accepted"].as_u64().unwrap() >= 300,
+        "the backlog alone is 300 jobs"
+    );
+    // The kill waited for started jobs and recorded what was in flight.
+    let kill = &cell["kills"][0];
+    assert!(
+        kill["process"]
+            .as_str()
+            .unwrap()
+            .starts_with("previous-worker-"),
+        "{kill}"
+    );
+    assert_eq!(report["run"]["interrupted"], false);
+    assert_eq!(report["run"]["backend"], "process");
+    assert_eq!(artifact(&report, "previous")["version"], "0.6.2");
+    // Every process left a log in the report folder.
+    for p in cell["processes"].as_array().unwrap() {
+        let log = dirs[0].join(p["log"].as_str().unwrap());
+        assert!(log.is_file(), "missing {}", log.display());
+    }
+
+    // Once more, as JSON: the release comes from the cache now.
+    let (status, out, err) = run(
+        scratch.rehearse(&["--matrix", "smoke", "--seed", "11", "--json", "--quiet"]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(status.code(), Some(0), "stderr:\n{err}");
+    let printed: Value = serde_json::from_str(&out).expect("--json prints report.json");
+    assert_eq!(artifact(&printed, "previous")["obtained"], "cached");
+    assert_eq!(printed["cells"][0]["verdict"], "pass");
+    let dirs = scratch.report_dirs();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert_eq!(read_report(&dirs[1]), printed);
+}
+
+#[test]
+fn an_image_artifact_is_refused_before_anything_starts() {
+    let scratch = Scratch::new("image");
+    let (status, _, err) = run(
+        scratch.rehearse(&["--cell", "image", "--seed", "1"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("artifact \"imaged\" is an image"), "{err}");
+    assert!(
+        err.contains("--backend docker, which is not implemented yet"),
+        "{err}"
+    );
+    assert!(
+        scratch.report_dirs().is_empty(),
+        "nothing may start before the input is valid"
+    );
+}
+
+#[test]
+fn without_postgresql_the_run_is_inconclusive_and_says_what_to_install() {
+    let scratch = Scratch::new("no-pg");
+    let mut cmd = scratch.rehearse(&["--matrix", "smoke", "--seed", "1"]);
+    cmd.env("AWA_PG_BINDIR", scratch.0.join("no-postgres-here"));
+    let (status, _, err) = run(cmd, Duration::from_secs(600));
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("no PostgreSQL to run the cells against"), "{err}");
+    assert!(err.contains("apt-get install postgresql"), "{err}");
+    assert!(scratch.report_dirs().is_empty(), "no empty report folder is left");
+}
+
+/// Processes of this run still alive: a child carries the run's report
+/// folder in its environment; the throwaway cluster's folder carries
+/// rehearse's pid.
+fn leftovers(report_dir: &Path, rehearse_pid: u32) -> Vec<String> {
+    let marker = format!("REHEARSE_REPORT_DIR={}", report_dir.display());
+    let cluster = format!("awa-pg-{rehearse_pid}-");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let read = |file: &str| {
+            std::fs::read(entry.path().join(file))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default()
+        };
+        let stat = read("stat");
+        // A zombie is dead already; only its parent's wait is missing.
+        if stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        {
+            continue;
+        }
+        let cmdline = read("cmdline");
+        if read("environ").contains(&marker) || cmdline.contains(&cluster) {
+            found.push(format!("{name}: {cmdline}"));
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_stops_every_child_and_reports_the_cell_inconclusive() {
+    let scratch = Scratch::new("ctrl-c");
+    let mut child = scratch
+        .rehearse(&["--cell", "long-hold", "--seed", "3"])
+        .spawn()
+        .expect("start rehearse");
+    let pid = child.id();
+    // Wait until the fleet is really working: a worker's log shows a started job.
+    let start = Instant::now();
+    let report_dir = loop {
+        let dir = scratch.report_dirs().into_iter().next();
+        let working = dir.as_ref().is_some_and(|d| {
+            std::fs::read_to_string(d.join("logs/long-hold/previous-worker-1.log"))
+                .is_ok_and(|log| log.contains("\"event\":\"started\""))
+        });
+        if working {
+            break dir.unwrap();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("rehearse ended early ({status}):\n{err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "the fleet never started a job"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !leftovers(&report_dir, pid).is_empty(),
+        "the probe must see the running fleet"
+    );
+    // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    let (status, out, err) = wait(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("SIGINT: stopping every process"), "{err}");
+    let report = read_report(&report_dir);
+    assert_eq!(report["run"]["interrupted"], true);
+    let cell = &report["cells"][0];
+    assert_eq!(cell["verdict"], "inconclusive", "{cell:#}");
+    assert!(
+        cell["harness_error"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{}",
+        cell["harness_error"]
+    );
+    // Nothing of the run is left: not a worker, not a producer, not PostgreSQL.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = leftovers(&report_dir, pid);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of the run outlived it:\n{}",
+            left.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
