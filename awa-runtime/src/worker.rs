@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 /// Configuration of `awa worker`.
 #[derive(Debug, Clone)]
@@ -37,7 +37,8 @@ pub struct WorkerConfig {
     pub timings: Timings,
 }
 
-type InFlight = Arc<Mutex<HashMap<i64, i64>>>;
+/// Attempts in flight: job id -> (run lease, handle to abort its handler).
+type InFlight = Arc<Mutex<HashMap<i64, (i64, Option<AbortHandle>)>>>;
 
 struct Done {
     job: Claimed,
@@ -115,14 +116,15 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         };
         let idle = batch.is_empty();
         for (job, permit) in batch.into_iter().zip(permits) {
-            inflight.lock().expect("inflight lock").insert(job.job_id, job.run_lease);
+            let (job_id, run_lease) = (job.job_id, job.run_lease);
+            inflight.lock().expect("inflight lock").insert(job_id, (run_lease, None));
             emit("started", json!({
                 "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
                 "mode": job.args.get("mode"), "instance_id": me.instance_id, "version": VERSION,
             }));
             let tx = done_tx.clone();
             let ht = handler_t.clone();
-            handlers.spawn(async move {
+            let handle = handlers.spawn(async move {
                 let outcome = if job.kind == workload::KIND {
                     workload::run(&job.args, job.attempt, job.deadline_ms, &ht).await
                 } else {
@@ -131,6 +133,11 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
                 };
                 let _ = tx.send(Done { job, outcome, _permit: permit });
             });
+            if let Some(entry) = inflight.lock().expect("inflight lock").get_mut(&job_id) {
+                if entry.0 == run_lease {
+                    entry.1 = Some(handle);
+                }
+            }
         }
         if idle {
             tokio::select! {
@@ -158,7 +165,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         }
     }
     handlers.abort_all();
-    let left: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").drain().collect();
+    let left: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").drain().map(|(j, (l, _))| (j, l)).collect();
     for (job_id, run_lease) in &left {
         match finish::release(conn.client().await?, *job_id, *run_lease).await {
             Ok(true) => emit("released", json!({ "job_id": job_id, "run_lease": run_lease })),
@@ -228,18 +235,36 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
     }
 }
 
-/// Keep this runtime's heartbeat and its attempts' heartbeats fresh.
+/// Keep this runtime's heartbeat and its attempts' heartbeats fresh, and
+/// notice attempts whose lease is gone (rescued by the leader, cancelled
+/// by an operator): their handlers are stopped, freeing their slots. A
+/// lease counts as gone only when two heartbeats in a row miss it (a
+/// close in progress deletes the lease just before it leaves `inflight`).
 async fn heartbeat(url: String, instance_id: String, t: Timings, inflight: InFlight, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
     let Some(mut conn) = open_or_report(&url, &fatal).await else { return };
     let mut patience = Patience::new(t.db_patience);
+    let mut suspects: std::collections::HashSet<(i64, i64)> = Default::default();
     while !*stop.borrow() {
-        let leases: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").iter().map(|(j, l)| (*j, *l)).collect();
+        let leases: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").iter().map(|(j, (l, _))| (*j, *l)).collect();
         let res = match conn.client().await {
             Ok(c) => instances::heartbeat(c, &instance_id, &leases).await,
             Err(e) => Err(e),
         };
         match res {
-            Ok(()) => patience.ok(),
+            Ok(held) => {
+                patience.ok();
+                let missing: std::collections::HashSet<(i64, i64)> = leases.iter().filter(|l| !held.contains(l)).copied().collect();
+                let mut map = inflight.lock().expect("inflight lock");
+                for (job_id, run_lease) in missing.intersection(&suspects) {
+                    if map.get(job_id).is_some_and(|e| e.0 == *run_lease) {
+                        if let Some((_, Some(handle))) = map.remove(job_id) {
+                            handle.abort();
+                        }
+                        emit("lease_lost", json!({ "job_id": job_id, "run_lease": run_lease }));
+                    }
+                }
+                suspects = missing;
+            }
             Err(e) => match patience.failed("heartbeating", e) {
                 Some(e) => {
                     let _ = fatal.send(e).await;

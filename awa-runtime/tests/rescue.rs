@@ -79,3 +79,44 @@ async fn sigkilled_attempt_is_rescued_once_and_its_stale_completion_loses() {
     assert_eq!(rescuer.terminate().await, 0);
     assert_eq!(leader.terminate().await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stops_handlers_whose_lease_was_rescued_and_frees_their_slot() {
+    let db = Db::migrated("lease_lost").await;
+    let client = db.client().await;
+    // One slot: the overrunning attempt would hold it for 9 s.
+    let worker = spawn(awa_bin(), &db.url, &["worker", "--concurrency", "1"], &[]);
+    worker.wait_for("leadership", Duration::from_secs(10), |ev| ev.iter().any(|e| e["event"] == "leader")).await;
+    let overrun = NewJob {
+        kind: "rehearsal".into(),
+        queue: "default".into(),
+        args: json!({ "mode": "overrun_deadline" }),
+        priority: 1,
+        max_attempts: 3,
+        deadline_ms: Some(300),
+        run_at_ms: None,
+    };
+    let first = enqueue::enqueue(&client, &[overrun]).await.unwrap()[0];
+    worker.wait_for("the overrun to start", Duration::from_secs(5), |ev| ev.iter().any(|e| e["event"] == "started" && e["job_id"] == first)).await;
+    let plain = NewJob {
+        kind: "rehearsal".into(),
+        queue: "default".into(),
+        args: json!({ "mode": "complete" }),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: None,
+        run_at_ms: None,
+    };
+    let second = enqueue::enqueue(&client, &[plain]).await.unwrap()[0];
+    worker
+        .wait_for("the lost lease to be noticed", Duration::from_secs(5), |ev| {
+            ev.iter().any(|e| e["event"] == "lease_lost" && e["job_id"] == first)
+        })
+        .await;
+    worker
+        .wait_for("the freed slot to run the next job", Duration::from_secs(5), |ev| {
+            ev.iter().any(|e| e["event"] == "finished" && e["job_id"] == second && e["outcome"] == "completed")
+        })
+        .await;
+    assert_eq!(worker.terminate().await, 0);
+}

@@ -11,7 +11,8 @@ VALUES ($1, $2, $3, $4, $3)
 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = now()";
 const HEARTBEAT: &str = "UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = $1";
 const HEARTBEAT_LEASES: &str = "UPDATE awa.leases SET heartbeat_at = now()
-WHERE instance_id = $1 AND (job_id, run_lease) IN (SELECT * FROM unnest($2::int8[], $3::int8[]))";
+WHERE instance_id = $1 AND (job_id, run_lease) IN (SELECT * FROM unnest($2::int8[], $3::int8[]))
+RETURNING job_id, run_lease";
 const DEREGISTER: &str = "DELETE FROM awa.runtime_instances WHERE instance_id = $1";
 const MARK_LEADER: &str = "UPDATE awa.runtime_instances SET leader = (instance_id = $1) WHERE leader OR instance_id = $1";
 
@@ -24,21 +25,23 @@ pub async fn register(client: &Client, instance_id: &str, name: &str, version: &
     Ok(())
 }
 
-/// Refresh the runtime's heartbeat and those of its attempts in flight.
-pub async fn heartbeat(client: &Client, instance_id: &str, leases: &[(i64, i64)]) -> Result<()> {
+/// Refresh the runtime's heartbeat and those of its attempts in flight;
+/// returns the leases still held (a missing one was rescued or cancelled).
+pub async fn heartbeat(client: &Client, instance_id: &str, leases: &[(i64, i64)]) -> Result<Vec<(i64, i64)>> {
     client
         .execute(HEARTBEAT, &[&instance_id])
         .await
         .map_err(|e| Error::db("heartbeating runtime_instances", e))?;
-    if !leases.is_empty() {
-        let jobs: Vec<i64> = leases.iter().map(|l| l.0).collect();
-        let runs: Vec<i64> = leases.iter().map(|l| l.1).collect();
-        client
-            .execute(HEARTBEAT_LEASES, &[&instance_id, &jobs, &runs])
-            .await
-            .map_err(|e| Error::db("heartbeating leases", e))?;
+    if leases.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(())
+    let jobs: Vec<i64> = leases.iter().map(|l| l.0).collect();
+    let runs: Vec<i64> = leases.iter().map(|l| l.1).collect();
+    let held = client
+        .query(HEARTBEAT_LEASES, &[&instance_id, &jobs, &runs])
+        .await
+        .map_err(|e| Error::db("heartbeating leases", e))?;
+    Ok(held.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 /// Remove the runtime's row at a clean stop.
