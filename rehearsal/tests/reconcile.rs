@@ -646,15 +646,20 @@ async fn a_completion_recorded_twice_is_a_double_execution() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_attempt_that_was_not_rescued_is_unproven() {
     let mut obs = observations();
-    // job 1 finished normally: the kill's in-flight attempt was never rescued;
-    // job 10's attempt 1 was rescued but attempt 2 never ran.
-    obs.kills[0].in_flight.push(InFlight {
-        job_id: 1,
-        attempt: 1,
-        run_lease: 1,
-    });
+    // job 1's killed attempt was never closed (no rescue happened);
+    // job 10's attempt 1 was rescued but attempt 2 never ran;
+    // job 2's attempt closed normally before the kill (its `finished`
+    // line was lost with the process): nothing to rescue, no finding.
+    for job_id in [1, 2] {
+        obs.kills[0].in_flight.push(InFlight {
+            job_id,
+            attempt: 1,
+            run_lease: 1,
+        });
+    }
     let found = reconcile_with(
-        "DELETE FROM awa.executions WHERE job_id = 10 AND run_lease = 2;
+        "UPDATE awa.executions SET outcome = NULL, finished_at = NULL WHERE job_id = 1 AND run_lease = 1;
+         DELETE FROM awa.executions WHERE job_id = 10 AND run_lease = 2;
          UPDATE awa.claim_closures SET run_lease = 1, attempt = 1, outcome = 'completed' WHERE job_id = 10 AND terminal;
          DELETE FROM awa.claim_closures WHERE job_id = 10 AND NOT terminal;
          DELETE FROM awa.claim_receipts WHERE job_id = 10 AND run_lease = 2;",
@@ -671,7 +676,7 @@ async fn a_killed_attempt_that_was_not_rescued_is_unproven() {
         (&[1, 10][..], 2)
     );
     assert!(
-        unproven[0].message.contains("job 1 attempt 1 (run lease 1) on current-worker-1 ended \"completed\" and never ran attempt 2"),
+        unproven[0].message.contains("job 1 attempt 1 (run lease 1) on current-worker-1 was never closed and never ran attempt 2"),
         "{}",
         unproven[0].message
     );

@@ -488,7 +488,11 @@ pub async fn stuck(client: &Client) -> Result<Stuck> {
 /// For each killed attempt `(job_id, attempt, run_lease)`: its execution
 /// must have been closed by rescue, and the job must have run the next
 /// attempt, or have been dead-lettered by that rescue (its last attempt).
-/// Returns the attempts where that is not so.
+/// An attempt the killed process closed itself (a normal outcome: the
+/// close committed, the `finished` line died with the process) was not
+/// interrupted; the `(job_id, run_lease)` guard means no one else can
+/// write a normal outcome for it. Returns the attempts where rescue is
+/// not proven.
 pub const UNPROVEN_RESCUES: &str = r"
 WITH k AS (SELECT DISTINCT * FROM unnest($1::int8[], $2::int4[], $3::int8[]) AS k(job_id, attempt, run_lease))
 SELECT k.job_id, k.attempt, k.run_lease, e.outcome,
@@ -496,7 +500,8 @@ SELECT k.job_id, k.attempt, k.run_lease, e.outcome,
        EXISTS (SELECT 1 FROM awa.dead_letters d
                WHERE d.job_id = k.job_id AND d.attempt = k.attempt AND d.run_lease = k.run_lease) AS dead_lettered
 FROM k LEFT JOIN awa.executions e ON e.job_id = k.job_id AND e.run_lease = k.run_lease
-WHERE NOT (coalesce(e.outcome LIKE 'rescued\_%', false)
+WHERE NOT coalesce(e.outcome IN ('completed', 'failed', 'cancelled', 'retry', 'snoozed', 'dead_lettered'), false)
+  AND NOT (coalesce(e.outcome LIKE 'rescued\_%', false)
            AND (EXISTS (SELECT 1 FROM awa.executions n WHERE n.job_id = k.job_id AND n.attempt = k.attempt + 1)
                 OR EXISTS (SELECT 1 FROM awa.dead_letters d
                            WHERE d.job_id = k.job_id AND d.attempt = k.attempt AND d.run_lease = k.run_lease)))

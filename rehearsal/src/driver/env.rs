@@ -14,7 +14,10 @@ use crate::matrix::{Duration, JobMode, Timings};
 pub const REPORT_DIR_VAR: &str = "REHEARSE_REPORT_DIR";
 
 /// Fixed runtime settings, besides the matrix's timings.
-pub const FIXED: [(&str, &str); 8] = [
+pub const FIXED: [(&str, &str); 9] = [
+    // Wide enough that attempts held until deadline rescue (the
+    // overrun_deadline mode) never starve a worker of slots.
+    ("AWA_CONCURRENCY", "64"),
     ("AWA_PROMOTE_INTERVAL", "100ms"),
     ("AWA_CRON_INTERVAL", "100ms"),
     ("AWA_POLL_INTERVAL", "20ms"),
@@ -164,6 +167,7 @@ mod tests {
             ("AWA_SHUTDOWN_GRACE", "3s"),
             ("AWA_SLEEP", "100ms"),
             ("AWA_FOLD_INTERVAL", "2s"),
+            ("AWA_CONCURRENCY", "64"),
             ("AWA_AUTO_FLIP", "off"),
             ("REHEARSE_REPORT_DIR", "/r"),
         ] {
