@@ -55,8 +55,9 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "N")]
     pub seed: Option<u64>,
 
-    /// Cells to run at once.
-    #[arg(long, global = true, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// Cells to run at once, each on its own database and fleet. Two keep a
+    /// 2-core machine busy: one cell alone leaves it half idle in holds.
+    #[arg(long, global = true, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: u32,
 
     /// Use this PostgreSQL server instead of a throwaway cluster (each cell gets its own database).
@@ -112,7 +113,7 @@ mod tests {
         assert!(cli.command.is_none());
         assert_eq!(cli.global.matrix.as_deref(), Some("smoke"));
         assert_eq!(cli.global.backend, Backend::Process);
-        assert_eq!(cli.global.jobs, 1);
+        assert_eq!(cli.global.jobs, 2);
     }
 
     #[test]
