@@ -32,8 +32,9 @@ async fn ten_thousand_jobs_through_rotating_rings_each_end_exactly_once() {
     let accepted = code.1;
     assert_eq!(accepted.len(), 10_000);
     wait_count(&client, &format!("SELECT count(*) FROM ({}) t", read::TERMINAL_RECORDS), 10_000, Duration::from_secs(120)).await;
-    // Let at least two more prunes pass so the archive is exercised.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A claim slot is pruned once the cursor has wrapped round to it
+    // (8 slots at 1 s): wait for the archive to be in use.
+    wait_count(&client, "SELECT least(count(*), 1) FROM awa.terminal_archive", 1, Duration::from_secs(30)).await;
 
     let records = read::terminal_records(&client).await.unwrap();
     let mut per_job: HashMap<i64, usize> = HashMap::new();

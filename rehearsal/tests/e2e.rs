@@ -1,10 +1,9 @@
 //! End to end: the real `rehearse` binary, a real throwaway PostgreSQL,
 //! real `awa` processes of the frozen 0.6.2 release and of the workspace.
 //!
-//! The cells use only steps that every awa version supports (fleet, load,
-//! kill after started jobs, hold, drain), so they pass whether the
-//! workspace is still 0.6 or already 0.7 (a 0.7 worker on the N-1 schema
-//! refuses, which the driver records as binary-first).
+//! The small cells use only steps every awa version supports (fleet,
+//! load, kill after started jobs, hold, drain); the shipped `smoke`
+//! matrix runs the 0.6.2 -> 0.7 upgrade with the flip and the fence.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -77,10 +76,14 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
+        Scratch::with_matrix(tag, MATRIX)
+    }
+
+    fn with_matrix(tag: &str, matrix: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("rehearse-e2e-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("reports")).unwrap();
-        std::fs::write(dir.join("matrix.toml"), MATRIX).unwrap();
+        std::fs::write(dir.join("matrix.toml"), matrix).unwrap();
         Scratch(dir)
     }
 
@@ -358,5 +361,30 @@ fn ctrl_c_stops_every_child_and_reports_the_cell_inconclusive() {
             left.join("\n")
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The shipped `smoke` matrix (migrate-first, binary-first, fence: the
+/// 0.6.2 -> 0.7 upgrade with a flip and a fence) passes on the process
+/// backend.
+#[test]
+fn the_shipped_smoke_matrix_passes() {
+    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml")).unwrap();
+    let scratch = Scratch::with_matrix("smoke", &shipped);
+    let (status, out, err) = run(scratch.rehearse(&["--matrix", "smoke", "--seed", "3"]), Duration::from_secs(900));
+    assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let report = read_report(&scratch.report_dirs()[0]);
+    let verdicts: Vec<(String, String)> = report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["verdict"].as_str().unwrap().to_string()))
+        .collect();
+    let want: Vec<(String, String)> =
+        ["migrate-first", "binary-first", "fence"].iter().map(|n| (n.to_string(), "pass".to_string())).collect();
+    assert_eq!(verdicts, want);
+    for cell in report["cells"].as_array().unwrap() {
+        assert!(cell["accepted"].as_u64().unwrap() >= 5000, "{} accepted only {}", cell["name"], cell["accepted"]);
+        assert!(!cell["flips"].as_array().unwrap().is_empty(), "{} did not flip", cell["name"]);
     }
 }
