@@ -194,3 +194,11 @@ pub enum Verdict {
     /// not start, cut short by Ctrl-C).
     Inconclusive,
 }
+
+#[cfg(test)]
+impl Finding {
+    /// A finding of `rule` with nothing else filled in (tests of verdicts).
+    pub fn of(rule: FindingRule) -> Finding {
+        Finding { rule, phase: "reconcile".into(), message: String::new(), ids: vec![], count: 1 }
+    }
+}

@@ -758,13 +758,7 @@ mod tests {
     use crate::observe::Finding;
 
     fn finding(rule: FindingRule) -> Finding {
-        Finding {
-            rule,
-            phase: "reconcile".into(),
-            message: String::new(),
-            ids: vec![],
-            count: 1,
-        }
+        Finding::of(rule)
     }
 
     #[test]

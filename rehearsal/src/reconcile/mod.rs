@@ -197,13 +197,7 @@ mod tests {
     use crate::matrix::FindingRule;
 
     fn finding(rule: FindingRule) -> Finding {
-        Finding {
-            rule,
-            phase: "reconcile".into(),
-            message: String::new(),
-            ids: vec![],
-            count: 1,
-        }
+        Finding::of(rule)
     }
 
     #[test]
