@@ -2,7 +2,7 @@
 //! library's configurations, and errors mapped onto exit codes.
 
 use crate::duration::parse_duration;
-use crate::error::{EXIT_REFUSED, Error, Result};
+use crate::error::{Error, Result};
 use crate::events::{emit, refused};
 use crate::producer::ProducerConfig;
 use crate::schema::{MigrateOptions, MigrateOutcome};
@@ -377,5 +377,3 @@ fn blocked_message(blocking: &[crate::store::authority::Blocker]) -> String {
     )
 }
 
-/// Exit code of a refusal, re-exported for the binary's callers.
-pub const REFUSED: i32 = EXIT_REFUSED;
