@@ -18,9 +18,9 @@ pub enum Mode {
     SnoozeOnce,
     CancelSelf,
     Sleep,
-    OverrunDeadline,
     /// `complete` with a future `run_at`.
     Scheduled,
+    OverrunDeadline,
 }
 
 impl Mode {
@@ -33,8 +33,8 @@ impl Mode {
         Mode::SnoozeOnce,
         Mode::CancelSelf,
         Mode::Sleep,
-        Mode::OverrunDeadline,
         Mode::Scheduled,
+        Mode::OverrunDeadline,
     ];
 
     /// The mode's name in args, flags and events.

@@ -169,62 +169,10 @@ pub struct Workload {
     pub cron: Option<Cron>,
 }
 
-/// The modes of the runtime's built-in `rehearsal` job, plus scheduled jobs.
-///
-/// Each mode has one designed terminal `(state, attempt)` that
-/// reconciliation checks; `scheduled` is a `complete` job with a future `run_at`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobMode {
-    /// Completes on the first attempt.
-    Complete,
-    /// Fails once, then completes.
-    RetryOnce,
-    /// Fails terminally on the first attempt.
-    FailTerminal,
-    /// Fails until its attempts run out.
-    ExhaustRetries,
-    /// Snoozes once, then completes.
-    SnoozeOnce,
-    /// Cancels itself.
-    CancelSelf,
-    /// Sleeps, holding its claim (in-flight across migrations and kills).
-    Sleep,
-    /// A `complete` job enqueued with a future `run_at`.
-    Scheduled,
-    /// Runs past its deadline, so deadline rescue must recover it.
-    OverrunDeadline,
-}
-
-impl JobMode {
-    /// Every mode, in the order matrix.toml documents them.
-    pub const ALL: [JobMode; 9] = [
-        JobMode::Complete,
-        JobMode::RetryOnce,
-        JobMode::FailTerminal,
-        JobMode::ExhaustRetries,
-        JobMode::SnoozeOnce,
-        JobMode::CancelSelf,
-        JobMode::Sleep,
-        JobMode::Scheduled,
-        JobMode::OverrunDeadline,
-    ];
-
-    /// The key used in matrix.toml and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            JobMode::Complete => "complete",
-            JobMode::RetryOnce => "retry_once",
-            JobMode::FailTerminal => "fail_terminal",
-            JobMode::ExhaustRetries => "exhaust_retries",
-            JobMode::SnoozeOnce => "snooze_once",
-            JobMode::CancelSelf => "cancel_self",
-            JobMode::Sleep => "sleep",
-            JobMode::Scheduled => "scheduled",
-            JobMode::OverrunDeadline => "overrun_deadline",
-        }
-    }
-}
+/// The modes of the runtime's built-in `rehearsal` job, plus scheduled
+/// jobs: the runtime's own type, so the matrix can never name a mode the
+/// runtime (and reconciliation's designed terminals) does not know.
+pub use awa_runtime::workload::Mode as JobMode;
 
 /// A cron schedule: one job per fire time, fired by the maintenance leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
