@@ -12,7 +12,7 @@ use crate::exit::Outcome;
 use crate::observe::{CensusSample, Phase, Verdict};
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
+use super::text::{anchor, cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
 
 /// Phases drawn as markers on the timeline, by [`Phase::name`].
 pub const MARKED_PHASES: [&str; 7] = [
@@ -491,18 +491,6 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// A stable id for a cell: lowercase ASCII letters, digits and dashes.
-fn anchor(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
 
 #[cfg(test)]
 mod tests {

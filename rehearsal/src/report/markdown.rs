@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use crate::observe::Verdict;
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
+use super::text::{anchor, cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
 
 /// Renders `report.md`.
 pub fn render_markdown(r: &RunReport) -> String {
@@ -247,18 +247,6 @@ fn cell_text(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// A stable HTML anchor for a cell name: lowercase ASCII letters, digits and dashes.
-fn anchor(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
 
 #[cfg(test)]
 mod tests {

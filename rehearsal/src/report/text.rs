@@ -232,3 +232,9 @@ mod tests {
         assert_eq!(plural(3, "process"), "3 processes");
     }
 }
+
+/// A stable id for a cell (an HTML anchor shared by report.md and
+/// report.html): lowercase ASCII letters, digits and dashes.
+pub(crate) fn anchor(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
+}
