@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use awa_runtime::pgtemp::{Cluster, PgError};
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 /// Longest identifier PostgreSQL keeps.
 const MAX_IDENT: usize = 63;
@@ -52,14 +52,13 @@ impl Server {
     }
 }
 
-/// Connects and drives the connection on the runtime.
+/// Connects (the runtime crate's connect: it drives the connection and
+/// names the transport error's causes).
 pub async fn connect(url: &str) -> Result<Client, String> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|e| format!("could not connect to {}: {e}", redact(url)))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
+    let client = awa_runtime::db::connect(url).await.map_err(|e| match e {
+        awa_runtime::error::Error::Connect { target, detail } => format!("could not connect to {target}: {detail}"),
+        other => other.to_string(),
+    })?;
     Ok(client)
 }
 
