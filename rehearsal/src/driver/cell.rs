@@ -298,6 +298,7 @@ pub async fn run_cell(
         Vec::new()
     };
     let obs = std::mem::take(&mut cell.obs);
+    let step_failures = obs.step_failures.clone();
     let keep = ctx.keep;
     if let Some(note) = cell.db.finish(keep).await {
         eprintln!("{}: {note}", plan.name);
@@ -321,6 +322,7 @@ pub async fn run_cell(
         elapsed_ms: t0.elapsed().as_millis() as u64,
         reconcile_ms,
         harness_error,
+        step_failures,
         proved,
     }
 }
@@ -354,6 +356,7 @@ fn unrun(plan: &CellPlan, t0: Instant, why: String) -> CellReport {
         elapsed_ms: t0.elapsed().as_millis() as u64,
         reconcile_ms: 0,
         harness_error: Some(why),
+        step_failures: Vec::new(),
         proved: Vec::new(),
     }
 }

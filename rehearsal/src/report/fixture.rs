@@ -159,6 +159,7 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         elapsed_ms: 0,
         reconcile_ms: 0,
         harness_error: None,
+        step_failures: vec![],
         proved: vec![],
     }
 }
@@ -277,6 +278,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
         census: census(),
         elapsed_ms: 20_480,
         reconcile_ms: 480,
+        step_failures: vec![],
         proved: vec![
             "every one of 2,340 accepted jobs reached its designed terminal state exactly once"
                 .into(),
@@ -291,6 +293,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
 fn failed(plan: plan::CellPlan) -> CellReport {
     CellReport {
         verdict: Verdict::Fail,
+        step_failures: vec!["step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip".into()],
         findings: vec![
             Finding {
                 rule: FindingRule::Lost,

@@ -95,6 +95,9 @@ fn failure_message(cell: &CellReport) -> String {
         rules.join(", ")
     };
     match cell.expect {
+        Expectation::Pass if !cell.step_failures.is_empty() => {
+            format!("{} step(s) failed; found {found}", cell.step_failures.len())
+        }
         Expectation::Pass => format!("expected no findings; found {found}"),
         Expectation::Detect(rule) => format!("expected finding {}; found {found}", rule.name()),
     }
@@ -102,9 +105,9 @@ fn failure_message(cell: &CellReport) -> String {
 
 /// Every finding, one line each: rule, phase, message, count, first ids.
 fn findings_text(cell: &CellReport) -> String {
-    cell.findings
-        .iter()
-        .map(|f| {
+    let steps = cell.step_failures.iter().map(|s| format!("step failure: {s}"));
+    steps
+        .chain(cell.findings.iter().map(|f| {
             format!(
                 "{} in {}: {} ({} in all; first ids: {})",
                 f.rule.name(),
@@ -113,7 +116,7 @@ fn findings_text(cell: &CellReport) -> String {
                 f.count,
                 first_ids(f)
             )
-        })
+        }))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -174,11 +177,12 @@ mod tests {
         };
         assert_eq!(
             message.as_ref().unwrap().as_str(),
-            "expected no findings; found lost (3), fence_breached (57)"
+            "1 step(s) failed; found lost (3), fence_breached (57)"
         );
         assert_eq!(
             description.as_ref().unwrap().as_str(),
-            "lost in reconcile: 3 accepted jobs have no terminal record (3 in all; first ids: 101, 102, 103)\n\
+            "step failure: step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip\n\
+             lost in reconcile: 3 accepted jobs have no terminal record (3 in all; first ids: 101, 102, 103)\n\
              fence_breached in fence: N-1 binary wrote <script>alert(1)</script> | a ring row \
              (57 in all; first ids: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ...)"
         );

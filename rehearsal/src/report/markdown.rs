@@ -128,6 +128,13 @@ fn cell_section(md: &mut String, c: &CellReport) {
     if let Some(error) = &c.harness_error {
         let _ = writeln!(md, "Harness error: {}\n", code(error));
     }
+    if !c.step_failures.is_empty() {
+        md.push_str("Step failures:\n\n");
+        for line in &c.step_failures {
+            let _ = writeln!(md, "- {}", text(line));
+        }
+        md.push('\n');
+    }
     if !c.proved.is_empty() {
         md.push_str("Proved:\n\n");
         for line in &c.proved {
@@ -274,7 +281,7 @@ mod tests {
 | backend | process |
 | git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` (dirty: uncommitted changes) |
 | PostgreSQL | 15.18 |
-| format | `1.0` |
+| format | `1.1` |
 
 ## Cells
 
@@ -305,6 +312,10 @@ Findings: none.
 after the flip an N-1 binary refuses before any write
 
 Expected: pass. 410 jobs accepted; elapsed [duration] (reconcile [duration]).
+
+Step failures:
+
+- step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip
 
 Findings:
 

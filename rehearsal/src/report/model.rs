@@ -28,7 +28,8 @@ use crate::plan::CellPlan;
 /// - `1.0`: first version: `run`, `artifacts` (with digests), and per
 ///   cell the plan, timeline of phases, kills, flips, fences, processes,
 ///   ring and census samples, findings, verdict and what it proved.
-pub const FORMAT_VERSION: &str = "1.0";
+/// - `1.1`: per cell `step_failures` (defaults to empty).
+pub const FORMAT_VERSION: &str = "1.1";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -138,6 +139,11 @@ pub struct CellReport {
     pub reconcile_ms: u64,
     /// Why the harness could not reach a verdict (set when inconclusive).
     pub harness_error: Option<String>,
+    /// Steps that did not do what the cell said (a refusal where success
+    /// was expected, an assert that did not hold, a runtime that died):
+    /// each fails a `pass` cell. Added in 1.1.
+    #[serde(default)]
+    pub step_failures: Vec<String>,
     /// What the cell proved, one sentence each (empty unless it passed).
     pub proved: Vec<String>,
 }
