@@ -12,7 +12,7 @@ use crate::exit::Outcome;
 use crate::observe::{CensusSample, Phase, Verdict};
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{anchor, cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
+use super::text::{anchor, cell_counts, run_rows, duration, findings_summary, first_ids, short_digest, tally_line};
 
 /// Phases drawn as markers on the timeline, by [`Phase::name`].
 pub const MARKED_PHASES: [&str; 7] = [
@@ -69,44 +69,7 @@ pub fn render_html(r: &RunReport) -> String {
     if run.interrupted {
         h.push_str("<p><strong>Interrupted:</strong> the run was cut short; cells not listed did not run.</p>\n");
     }
-    let commit = format!(
-        "<code>{}</code>{}",
-        esc(&run.git_commit),
-        if run.git_dirty {
-            " (dirty: uncommitted changes)"
-        } else {
-            ""
-        }
-    );
-    let rows = [
-        ("started", esc(&run.started_at)),
-        ("finished", esc(&run.finished_at)),
-        (
-            "wall time",
-            format!(
-                "{} (harness CPU {}, children CPU {})",
-                duration(run.wall_ms),
-                duration(run.harness_cpu_ms),
-                duration(run.children_cpu_ms)
-            ),
-        ),
-        ("seed", format!("<code>{}</code>", run.seed)),
-        ("replay", format!("<code>{}</code>", esc(&run.replay))),
-        (
-            "command line",
-            format!("<code>{}</code>", esc(&run.command_line)),
-        ),
-        (
-            "matrix",
-            run.matrix
-                .as_deref()
-                .map_or("(cells named)".to_owned(), esc),
-        ),
-        ("backend", esc(&run.backend)),
-        ("git commit", commit),
-        ("PostgreSQL", esc(&run.postgres_version)),
-        ("format", esc(&r.format_version)),
-    ];
+    let rows = run_rows(r, esc, |s: &str| format!("<code>{}</code>", esc(s)));
     h.push_str("<table class=\"info\">\n");
     for (key, value) in rows {
         let _ = writeln!(h, "<tr><th>{key}</th><td>{value}</td></tr>");

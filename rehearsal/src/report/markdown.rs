@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use crate::observe::Verdict;
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{anchor, cell_counts, duration, findings_summary, first_ids, short_digest, tally_line};
+use super::text::{anchor, cell_counts, run_rows, duration, findings_summary, first_ids, short_digest, tally_line};
 
 /// Renders `report.md`.
 pub fn render_markdown(r: &RunReport) -> String {
@@ -37,38 +37,8 @@ fn header(md: &mut String, r: &RunReport) {
     };
     let _ = writeln!(md, "# Rolling-upgrade rehearsal {}\n", text(&run.run_id));
     let _ = writeln!(md, "**{verdict}** ({})\n", text(&tally_line(r)));
-    let commit = if run.git_dirty {
-        format!("{} (dirty: uncommitted changes)", code(&run.git_commit))
-    } else {
-        code(&run.git_commit)
-    };
-    let rows: Vec<(&str, String)> = vec![
-        ("run", code(&run.run_id)),
-        ("started", text(&run.started_at)),
-        ("finished", text(&run.finished_at)),
-        (
-            "wall time",
-            format!(
-                "{} (harness CPU {}, children CPU {})",
-                duration(run.wall_ms),
-                duration(run.harness_cpu_ms),
-                duration(run.children_cpu_ms)
-            ),
-        ),
-        ("seed", code(&run.seed.to_string())),
-        ("replay", code(&run.replay)),
-        ("command line", code(&run.command_line)),
-        (
-            "matrix",
-            run.matrix
-                .as_deref()
-                .map_or("(cells named)".to_owned(), text),
-        ),
-        ("backend", text(&run.backend)),
-        ("git commit", commit),
-        ("PostgreSQL", text(&run.postgres_version)),
-        ("format", code(&r.format_version)),
-    ];
+    let mut rows: Vec<(&str, String)> = vec![("run", code(&run.run_id))];
+    rows.extend(run_rows(r, text, code));
     md.push_str("| | |\n|---|---|\n");
     for (key, value) in rows {
         let _ = writeln!(md, "| {key} | {} |", cell_text(&value));

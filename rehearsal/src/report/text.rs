@@ -238,3 +238,35 @@ mod tests {
 pub(crate) fn anchor(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
 }
+
+/// The key/value rows that describe a run, shared by report.md and
+/// report.html; `plain` escapes text, `code` renders a literal.
+pub(crate) fn run_rows(
+    r: &super::model::RunReport,
+    plain: impl Fn(&str) -> String,
+    code: impl Fn(&str) -> String,
+) -> Vec<(&'static str, String)> {
+    let run = &r.run;
+    let dirty = if run.git_dirty { " (dirty: uncommitted changes)" } else { "" };
+    vec![
+        ("started", plain(&run.started_at)),
+        ("finished", plain(&run.finished_at)),
+        (
+            "wall time",
+            format!(
+                "{} (harness CPU {}, children CPU {})",
+                duration(run.wall_ms),
+                duration(run.harness_cpu_ms),
+                duration(run.children_cpu_ms)
+            ),
+        ),
+        ("seed", code(&run.seed.to_string())),
+        ("replay", code(&run.replay)),
+        ("command line", code(&run.command_line)),
+        ("matrix", run.matrix.as_deref().map_or("(cells named)".to_owned(), &plain)),
+        ("backend", plain(&run.backend)),
+        ("git commit", format!("{}{dirty}", code(&run.git_commit))),
+        ("PostgreSQL", plain(&run.postgres_version)),
+        ("format", code(&r.format_version)),
+    ]
+}
