@@ -290,3 +290,29 @@ async fn flip_readiness_counts_binary_versions_not_schema_versions() {
     let out = authority::flip(&mut db.client().await, 5000.0, false).await.unwrap();
     assert!(matches!(out, FlipOutcome::Flipped { forced: false, .. }), "{out:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_that_deadlocks_with_live_traffic_is_retried_whole() {
+    let (_, bin062) = bins().await;
+    let db = Db::at_v2("deadlock", &bin062).await;
+    // The migration holds runtime_instances (preflight) and will want the
+    // ring singletons (fence triggers); this session takes a singleton,
+    // then asks for runtime_instances: a cycle. Its long deadlock_timeout
+    // makes the migration the one that detects it and is cancelled.
+    let migrate = spawn(awa_bin(), &db.url, &["migrate"], &[("AWA_MIGRATE_PAUSE", "1500ms")]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut other = db.client().await;
+    other.batch_execute("SET deadlock_timeout = '10s'").await.unwrap();
+    let tx = other.transaction().await.unwrap();
+    tx.batch_execute("UPDATE awa.queue_ring_state SET slot_count = slot_count").await.unwrap();
+    // Blocks behind the migration's preflight lock until the migration's
+    // first attempt dies of the deadlock.
+    tx.batch_execute("UPDATE awa.runtime_instances SET name = name").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.commit().await.unwrap();
+    let (code, err) = migrate.exit_code(Duration::from_secs(30)).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("deadlocked") && err.contains("retrying (1/3)"), "{err}");
+    let v: i32 = db.client().await.query_one("SELECT max(version) FROM awa.schema_version", &[]).await.unwrap().get(0);
+    assert_eq!(v, 3);
+}
