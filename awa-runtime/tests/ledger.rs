@@ -31,8 +31,18 @@ async fn ring_table_churn(db: &Db) -> (i64, i64, i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ledger_mode_writes_no_dead_tuples_and_folds_stay_bounded() {
     let db = Db::migrated("ledger").await;
-    // The fresh install itself poisoned the columns (one UPDATE each).
-    let before = ring_table_churn(&db).await;
+    // The fresh install itself poisoned the columns: 3 singletons and
+    // 3 x 8 slot rows. Its backend's statistics reach pg_stat_user_tables
+    // asynchronously, so wait for them before taking the baseline.
+    let start = std::time::Instant::now();
+    let before = loop {
+        let churn = ring_table_churn(&db).await;
+        if churn.0 >= 27 || start.elapsed() > Duration::from_secs(10) {
+            break churn;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(before.0, 27, "the fresh install's poison updates, as a baseline");
     let env = [("AWA_ROTATE_INTERVAL", "100ms"), ("AWA_FOLD_INTERVAL", "500ms")];
     let w1 = spawn(awa_bin(), &db.url, &["worker"], &env);
     let w2 = spawn(awa_bin(), &db.url, &["worker"], &env);
