@@ -10,10 +10,13 @@ use awa_runtime::store::{Ring, rings};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-const CONTROL_TABLES: &str = "relname IN ('queue_ring_state', 'queue_ring_slots', 'queue_ring_rotations')";
+const CONTROL_TABLES: &str =
+    "relname IN ('queue_ring_state', 'queue_ring_slots', 'queue_ring_rotations')";
 
 async fn churn(c: &tokio_postgres::Client) -> (i64, i64) {
-    c.batch_execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
+    c.batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await
+        .unwrap();
     let r = c
         .query_one(
             &format!(
@@ -38,7 +41,11 @@ async fn measure(cluster: &Cluster, url: &str, rotations: i64) -> Cost {
     let mut c = awa_runtime::db::connect(url).await.unwrap();
     let work = awa_runtime::db::connect(url).await.unwrap();
     let stats = awa_runtime::db::connect(url).await.unwrap();
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let pid: i32 = c
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
     let (churn0, _) = churn(&stats).await;
     c.batch_execute("SET log_statement = 'all'").await.unwrap();
     let start = Instant::now();
@@ -56,10 +63,15 @@ async fn measure(cluster: &Cluster, url: &str, rotations: i64) -> Cost {
         .await
         .unwrap();
         rings::prune(&mut c, Ring::Queue).await.unwrap();
-        if matches!(rings::rotate(&mut c, Ring::Queue).await.unwrap(), rings::Rotated::Advanced { .. }) {
+        if matches!(
+            rings::rotate(&mut c, Ring::Queue).await.unwrap(),
+            rings::Rotated::Advanced { .. }
+        ) {
             done += 1;
         }
-        work.execute("DELETE FROM awa.queue_entries WHERE job_id = $1", &[&id]).await.unwrap();
+        work.execute("DELETE FROM awa.queue_entries WHERE job_id = $1", &[&id])
+            .await
+            .unwrap();
     }
     let ms = start.elapsed().as_secs_f64() * 1000.0;
     c.batch_execute("RESET log_statement").await.unwrap();
@@ -70,7 +82,11 @@ async fn measure(cluster: &Cluster, url: &str, rotations: i64) -> Cost {
     let tag = format!("[{pid}]");
     let statements = log
         .lines()
-        .filter(|l| l.contains(&tag) && (l.contains("statement: ") || l.contains("execute ")) && !l.contains("log_statement"))
+        .filter(|l| {
+            l.contains(&tag)
+                && (l.contains("statement: ") || l.contains("execute "))
+                && !l.contains("log_statement")
+        })
         .count();
     let per = 1000.0 / rotations as f64;
     Cost {
@@ -83,32 +99,71 @@ async fn measure(cluster: &Cluster, url: &str, rotations: i64) -> Cost {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let rotations: i64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1000);
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let rotations: i64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let artifacts = repo.join("artifacts");
     let manifest = awa_runtime::release::load_manifest(&artifacts).unwrap();
     let r = manifest.release("0.6.2", &artifacts).unwrap();
-    let bin062 = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases")).unwrap().binary;
+    let bin062 = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases"))
+        .unwrap()
+        .binary;
 
     let cluster = Cluster::start().await.expect("start PostgreSQL");
     let admin = cluster.connect("postgres").await.unwrap();
-    admin.batch_execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] '").await.unwrap();
-    admin.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    admin
+        .batch_execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] '")
+        .await
+        .unwrap();
+    admin
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
     // Compat: a 0.6.2 install expanded by this build (columns authority).
     let compat = cluster.create_database("compat").await.unwrap();
-    let st = Command::new(&bin062).arg("migrate").env("AWA_DATABASE_URL", &compat).stdout(Stdio::null()).status().unwrap();
+    let st = Command::new(&bin062)
+        .arg("migrate")
+        .env("AWA_DATABASE_URL", &compat)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(st.success());
-    awa_runtime::schema::migrate(&mut awa_runtime::db::connect(&compat).await.unwrap(), &Default::default()).await.unwrap();
+    awa_runtime::schema::migrate(
+        &mut awa_runtime::db::connect(&compat).await.unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     // Ledger: a fresh install.
     let ledger = cluster.create_database("ledger").await.unwrap();
-    awa_runtime::schema::migrate(&mut awa_runtime::db::connect(&ledger).await.unwrap(), &Default::default()).await.unwrap();
+    awa_runtime::schema::migrate(
+        &mut awa_runtime::db::connect(&ledger).await.unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
 
     let a = measure(&cluster, &compat, rotations).await;
     let b = measure(&cluster, &ledger, rotations).await;
-    println!("queue ring, per 1,000 rotations (each with the leader's prune of the next slot); {rotations} measured");
-    println!("{:<10} {:>11} {:>22} {:>16} {:>10}", "mode", "statements", "dead tuples created", "n_dead_tup now", "ms");
+    println!(
+        "queue ring, per 1,000 rotations (each with the leader's prune of the next slot); {rotations} measured"
+    );
+    println!(
+        "{:<10} {:>11} {:>22} {:>16} {:>10}",
+        "mode", "statements", "dead tuples created", "n_dead_tup now", "ms"
+    );
     for (name, c) in [("compat", &a), ("ledger", &b)] {
-        println!("{:<10} {:>11} {:>22} {:>16} {:>10.0}", name, c.statements, c.dead, c.dead_now, c.ms);
+        println!(
+            "{:<10} {:>11} {:>22} {:>16} {:>10.0}",
+            name, c.statements, c.dead, c.dead_now, c.ms
+        );
     }
-    println!("dead tuples: ring_state + ring_slots + ring_rotations UPDATEs and DELETEs (pg_stat_user_tables); ledger rows are trimmed by folds, not here");
+    println!(
+        "dead tuples: ring_state + ring_slots + ring_rotations UPDATEs and DELETEs (pg_stat_user_tables); ledger rows are trimmed by folds, not here"
+    );
 }

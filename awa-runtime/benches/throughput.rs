@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
-const FLOOR_SCHEMA: &str = "CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, state text NOT NULL, args jsonb NOT NULL);
+const FLOOR_SCHEMA: &str =
+    "CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, state text NOT NULL, args jsonb NOT NULL);
 CREATE INDEX floor_jobs_available ON floor_jobs (id) WHERE state = 'available';";
 const FLOOR_FILL: &str = "INSERT INTO floor_jobs (state, args) SELECT 'available', '{\"mode\":\"complete\"}' FROM generate_series(1, $1::int)";
 const FLOOR_CLAIM: &str = "UPDATE floor_jobs SET state = 'running' WHERE id = (
@@ -53,11 +54,24 @@ async fn awa(cluster: &Cluster, bin: &str, db: &str, jobs: i32) -> f64 {
     let url = cluster.create_database(db).await.unwrap();
     let c: Client = awa_runtime::db::connect(&url).await.unwrap();
     let ok = |args: &[&str]| {
-        let st = Command::new(bin).args(args).env("AWA_DATABASE_URL", &url).stdout(Stdio::null()).status().unwrap();
+        let st = Command::new(bin)
+            .args(args)
+            .env("AWA_DATABASE_URL", &url)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
         assert!(st.success(), "{bin} {args:?}");
     };
     ok(&["migrate"]);
-    ok(&["produce", "--rate", "0", "--count", &jobs.to_string(), "--batch", "1000"]);
+    ok(&[
+        "produce",
+        "--rate",
+        "0",
+        "--count",
+        &jobs.to_string(),
+        "--batch",
+        "1000",
+    ]);
     let start = Instant::now();
     let mut workers: Vec<_> = (0..2)
         .map(|i| {
@@ -71,7 +85,11 @@ async fn awa(cluster: &Cluster, bin: &str, db: &str, jobs: i32) -> f64 {
         })
         .collect();
     loop {
-        let n: i64 = c.query_one("SELECT count(*) FROM awa.jobs", &[]).await.unwrap().get(0);
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM awa.jobs", &[])
+            .await
+            .unwrap()
+            .get(0);
         if n == 0 {
             break;
         }
@@ -87,7 +105,9 @@ async fn awa(cluster: &Cluster, bin: &str, db: &str, jobs: i32) -> f64 {
 
 /// The 0.6.2 release binary, built from its archive (cached by digest).
 fn release_062() -> Option<String> {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()?
+        .to_path_buf();
     let artifacts = repo.join("artifacts");
     let manifest = awa_runtime::release::load_manifest(&artifacts).ok()?;
     let r = manifest.release("0.6.2", &artifacts).ok()?;
@@ -102,10 +122,16 @@ fn release_062() -> Option<String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let jobs: i32 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(20_000);
+    let jobs: i32 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(20_000);
     let old = tokio::task::spawn_blocking(release_062).await.unwrap();
     let cluster = Cluster::start().await.expect("start PostgreSQL");
-    println!("throughput, {jobs} banked `complete` jobs, PostgreSQL {}", cluster.server_version().await.unwrap());
+    println!(
+        "throughput, {jobs} banked `complete` jobs, PostgreSQL {}",
+        cluster.server_version().await.unwrap()
+    );
     let floor_2 = floor(&cluster, jobs, 2).await;
     let current = awa(&cluster, env!("CARGO_BIN_EXE_awa"), "awa_current", jobs).await;
     let previous = match &old {
@@ -114,15 +140,31 @@ async fn main() {
     };
     let floor_32 = floor(&cluster, jobs, 32).await;
     println!("{:<62} {:>10}", "side", "jobs/s");
-    println!("{:<62} {:>10.0}", "floor: 2 SKIP LOCKED loops, one job at a time", floor_2);
-    println!("{:<62} {:>10.0}", "floor: 32 SKIP LOCKED loops (awa's total concurrency)", floor_32);
+    println!(
+        "{:<62} {:>10.0}",
+        "floor: 2 SKIP LOCKED loops, one job at a time", floor_2
+    );
+    println!(
+        "{:<62} {:>10.0}",
+        "floor: 32 SKIP LOCKED loops (awa's total concurrency)", floor_32
+    );
     if let Some(p) = previous {
-        println!("{:<62} {:>10.0}", "awa 0.6.2 (release archive): 2 workers, concurrency 16 each", p);
+        println!(
+            "{:<62} {:>10.0}",
+            "awa 0.6.2 (release archive): 2 workers, concurrency 16 each", p
+        );
     }
     println!(
         "{:<62} {:>10.0}",
-        format!("awa {} (this build): 2 workers, concurrency 16 each", awa_runtime::version::VERSION),
+        format!(
+            "awa {} (this build): 2 workers, concurrency 16 each",
+            awa_runtime::version::VERSION
+        ),
         current
     );
-    println!("this build / floor(2) = {:.2}, / floor(32) = {:.2} (target: >= 0.5)", current / floor_2, current / floor_32);
+    println!(
+        "this build / floor(2) = {:.2}, / floor(32) = {:.2} (target: >= 0.5)",
+        current / floor_2,
+        current / floor_32
+    );
 }

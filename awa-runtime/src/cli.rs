@@ -142,7 +142,11 @@ struct TimingArgs {
 struct AutoFlip(Option<Duration>);
 
 fn parse_auto_flip(s: &str) -> Result<AutoFlip, String> {
-    if s.trim() == "off" { Ok(AutoFlip(None)) } else { parse_duration(s).map(|d| AutoFlip(Some(d))) }
+    if s.trim() == "off" {
+        Ok(AutoFlip(None))
+    } else {
+        parse_duration(s).map(|d| AutoFlip(Some(d)))
+    }
 }
 
 impl TimingArgs {
@@ -171,7 +175,12 @@ struct WorkerArgs {
     #[arg(long, env = "AWA_NAME")]
     name: Option<String>,
     /// Comma-separated queues to claim from.
-    #[arg(long, env = "AWA_QUEUES", default_value = "default", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "AWA_QUEUES",
+        default_value = "default",
+        value_delimiter = ','
+    )]
     queues: Vec<String>,
     /// Attempts run at once.
     #[arg(long, env = "AWA_CONCURRENCY", default_value_t = 16)]
@@ -228,7 +237,11 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("awa: cannot start the async runtime: {e}");
@@ -249,15 +262,31 @@ pub fn main() -> i32 {
 
 async fn dispatch(cli: Cli) -> Result<()> {
     let Some(url) = cli.database_url else {
-        return Err(Error::Config("no database given; pass --database-url or set AWA_DATABASE_URL".into()));
+        return Err(Error::Config(
+            "no database given; pass --database-url or set AWA_DATABASE_URL".into(),
+        ));
     };
     match cli.command {
-        Command::Migrate { allow_live_runtimes, stale_after, pause } => {
+        Command::Migrate {
+            allow_live_runtimes,
+            stale_after,
+            pause,
+        } => {
             let mut client = crate::db::connect(&url).await?;
-            let opts = MigrateOptions { allow_live_runtimes, stale_ms: stale_after.as_secs_f64() * 1000.0, pause };
+            let opts = MigrateOptions {
+                allow_live_runtimes,
+                stale_ms: stale_after.as_secs_f64() * 1000.0,
+                pause,
+            };
             match crate::schema::migrate(&mut client, &opts).await? {
-                MigrateOutcome::Applied { from, to } => emit("migrated", json!({ "from": from, "to": to, "version": VERSION })),
-                MigrateOutcome::UpToDate { version } => emit("migrated", json!({ "from": version, "to": version, "version": VERSION })),
+                MigrateOutcome::Applied { from, to } => emit(
+                    "migrated",
+                    json!({ "from": from, "to": to, "version": VERSION }),
+                ),
+                MigrateOutcome::UpToDate { version } => emit(
+                    "migrated",
+                    json!({ "from": version, "to": version, "version": VERSION }),
+                ),
             }
             Ok(())
         }
@@ -276,12 +305,18 @@ async fn dispatch(cli: Cli) -> Result<()> {
             .await
         }
         Command::Produce(a) => {
-            let mix = Mix::parse(&a.mix).map_err(|e| Error::Config(format!("--mix / AWA_MIX: {e}")))?;
+            let mix =
+                Mix::parse(&a.mix).map_err(|e| Error::Config(format!("--mix / AWA_MIX: {e}")))?;
             if !(a.rate >= 0.0 && a.rate.is_finite()) {
-                return Err(Error::Config(format!("--rate must be a number >= 0, got {}", a.rate)));
+                return Err(Error::Config(format!(
+                    "--rate must be a number >= 0, got {}",
+                    a.rate
+                )));
             }
             if a.batch == 0 || a.max_attempts < 1 {
-                return Err(Error::Config("--batch and --max-attempts must be at least 1".into()));
+                return Err(Error::Config(
+                    "--batch and --max-attempts must be at least 1".into(),
+                ));
             }
             crate::producer::run(ProducerConfig {
                 database_url: url,
@@ -300,8 +335,15 @@ async fn dispatch(cli: Cli) -> Result<()> {
             })
             .await
         }
-        Command::Cron(CronCommand::Upsert { name, every, queue, mode, max_attempts }) => {
-            let mode = Mode::parse(&mode).ok_or_else(|| Error::Config(format!("unknown mode {mode:?} for --mode")))?;
+        Command::Cron(CronCommand::Upsert {
+            name,
+            every,
+            queue,
+            mode,
+            max_attempts,
+        }) => {
+            let mode = Mode::parse(&mode)
+                .ok_or_else(|| Error::Config(format!("unknown mode {mode:?} for --mode")))?;
             let client = crate::db::connect(&url).await?;
             crate::schema::check_for_runtime(&client).await?;
             crate::store::cron::upsert(
@@ -317,7 +359,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 },
             )
             .await?;
-            emit("cron_upserted", json!({ "name": name, "every_ms": every.as_millis() as u64 }));
+            emit(
+                "cron_upserted",
+                json!({ "name": name, "every_ms": every.as_millis() as u64 }),
+            );
             Ok(())
         }
         Command::Job(JobCommand::Cancel { job_id }) => {
@@ -327,15 +372,28 @@ async fn dispatch(cli: Cli) -> Result<()> {
             emit("cancelled", json!({ "job_id": job_id, "was_live": done }));
             Ok(())
         }
-        Command::Storage(StorageCommand::FlipRingAuthority { force, check, stale_after }) => {
+        Command::Storage(StorageCommand::FlipRingAuthority {
+            force,
+            check,
+            stale_after,
+        }) => {
             let mut client = crate::db::connect(&url).await?;
             crate::schema::check_for_runtime(&client).await?;
-            flip_command(&mut client, force, check, stale_after.as_secs_f64() * 1000.0).await
+            flip_command(
+                &mut client,
+                force,
+                check,
+                stale_after.as_secs_f64() * 1000.0,
+            )
+            .await
         }
         Command::Status { stale_after, .. } => {
             let client = crate::db::connect(&url).await?;
             let s = crate::store::read::status(&client, stale_after.as_secs_f64() * 1000.0).await?;
-            println!("{}", serde_json::to_string_pretty(&s).expect("status serialises"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&s).expect("status serialises")
+            );
             Ok(())
         }
     }
@@ -343,18 +401,33 @@ async fn dispatch(cli: Cli) -> Result<()> {
 
 /// `awa storage flip-ring-authority`: events on stdout, exit 2 when the
 /// flip is blocked (or, with `--check`, would be).
-async fn flip_command(client: &mut tokio_postgres::Client, force: bool, check: bool, stale_ms: f64) -> Result<()> {
+async fn flip_command(
+    client: &mut tokio_postgres::Client,
+    force: bool,
+    check: bool,
+    stale_ms: f64,
+) -> Result<()> {
     use crate::store::authority::{self, Authority, FlipOutcome};
     if check {
         let current = authority::read(&*client).await?;
         let (blocking, fresh) = authority::flip_readiness(&*client, stale_ms).await?;
         let ready = current == Authority::Ledger || blocking.is_empty();
-        emit("flip_check", json!({ "authority": current, "ready": ready, "fresh_runtimes": fresh, "blocking": blocking }));
-        return if ready { Ok(()) } else { Err(Error::Refused(blocked_message(&blocking))) };
+        emit(
+            "flip_check",
+            json!({ "authority": current, "ready": ready, "fresh_runtimes": fresh, "blocking": blocking }),
+        );
+        return if ready {
+            Ok(())
+        } else {
+            Err(Error::Refused(blocked_message(&blocking)))
+        };
     }
     match authority::flip(client, stale_ms, force).await? {
         FlipOutcome::Flipped { rings, forced } => {
-            emit("flipped", json!({ "rings": rings, "forced": forced, "version": VERSION }));
+            emit(
+                "flipped",
+                json!({ "rings": rings, "forced": forced, "version": VERSION }),
+            );
             Ok(())
         }
         FlipOutcome::Already => {
@@ -362,7 +435,10 @@ async fn flip_command(client: &mut tokio_postgres::Client, force: bool, check: b
             Ok(())
         }
         FlipOutcome::Blocked { blocking } => {
-            emit("flip_check", json!({ "ready": false, "blocking": blocking }));
+            emit(
+                "flip_check",
+                json!({ "ready": false, "blocking": blocking }),
+            );
             Err(Error::Refused(blocked_message(&blocking)))
         }
     }
@@ -376,4 +452,3 @@ fn blocked_message(blocking: &[crate::store::authority::Blocker]) -> String {
         names.join(", ")
     )
 }
-

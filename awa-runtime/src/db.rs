@@ -8,10 +8,13 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 /// Open one connection and drive it on the runtime.
 pub async fn connect(url: &str) -> Result<Client> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(|e| Error::Connect {
-        target: redact(url),
-        detail: crate::error::describe(&e),
-    })?;
+    let (client, connection) =
+        tokio_postgres::connect(url, NoTls)
+            .await
+            .map_err(|e| Error::Connect {
+                target: redact(url),
+                detail: crate::error::describe(&e),
+            })?;
     tokio::spawn(async move {
         // The client sees the failure on its next call; nothing to do here.
         let _ = connection.await;
@@ -45,7 +48,11 @@ impl Conn {
     /// Connect now; a failure here is reported, not retried.
     pub async fn open(url: &str) -> Result<Conn> {
         let client = connect(url).await?;
-        Ok(Conn { url: url.to_string(), client: Some(client), prepared: HashMap::new() })
+        Ok(Conn {
+            url: url.to_string(),
+            client: Some(client),
+            prepared: HashMap::new(),
+        })
     }
 
     /// The live client, reconnecting first if the last one died.
@@ -79,7 +86,10 @@ impl Conn {
             return Ok(s.clone());
         }
         let client = self.client.as_ref().expect("just connected");
-        let stmt = client.prepare(sql).await.map_err(|e| Error::db("preparing a statement", e))?;
+        let stmt = client
+            .prepare(sql)
+            .await
+            .map_err(|e| Error::db("preparing a statement", e))?;
         self.prepared.insert(sql, stmt.clone());
         Ok(stmt)
     }
@@ -125,7 +135,10 @@ mod tests {
     #[test]
     fn patience_gives_up_on_permanent_errors_at_once_and_on_transient_ones_late() {
         let permanent = || super::Error::Refused("no".into());
-        let transient = || super::Error::Connect { target: "x".into(), detail: "down".into() };
+        let transient = || super::Error::Connect {
+            target: "x".into(),
+            detail: "down".into(),
+        };
         let mut p = super::Patience::new(std::time::Duration::from_millis(30));
         assert!(p.failed("x", permanent()).is_some());
         assert!(p.failed("x", transient()).is_none());
@@ -137,7 +150,10 @@ mod tests {
 
     #[test]
     fn redacts_passwords_only() {
-        assert_eq!(super::redact("postgres://u:secret@h:5/db"), "postgres://u:***@h:5/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5/db"),
+            "postgres://u:***@h:5/db"
+        );
         assert_eq!(super::redact("postgres://u@h:5/db"), "postgres://u@h:5/db");
         assert_eq!(super::redact("host=x"), "host=x");
     }

@@ -20,11 +20,17 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// The database could not be reached.
-    #[error("cannot connect to the database ({target}): {detail}; check --database-url / AWA_DATABASE_URL and that the server is up")]
+    #[error(
+        "cannot connect to the database ({target}): {detail}; check --database-url / AWA_DATABASE_URL and that the server is up"
+    )]
     Connect { target: String, detail: String },
     /// A statement failed.
     #[error("{context}: {detail}")]
-    Db { context: String, detail: String, transient: bool },
+    Db {
+        context: String,
+        detail: String,
+        transient: bool,
+    },
     /// Local I/O (stdout closed, signal setup).
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -43,7 +49,14 @@ impl Error {
     /// True for failures a retry after reconnecting may cure (the server
     /// restarted, the connection dropped).
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Connect { .. } | Error::Db { transient: true, .. })
+        matches!(
+            self,
+            Error::Connect { .. }
+                | Error::Db {
+                    transient: true,
+                    ..
+                }
+        )
     }
 
     /// Wrap a driver error with what we were doing.

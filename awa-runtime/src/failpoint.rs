@@ -58,7 +58,10 @@ fn setup() {
         for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
             let (name, action) = entry.split_once('=').unwrap_or((entry, "return"));
             if !ALL.contains(&name) {
-                eprintln!("awa: unknown failpoint {name:?} in AWA_FAILPOINTS; known: {}", ALL.join(", "));
+                eprintln!(
+                    "awa: unknown failpoint {name:?} in AWA_FAILPOINTS; known: {}",
+                    ALL.join(", ")
+                );
                 continue;
             }
             if let Err(e) = fail::cfg(name, action) {

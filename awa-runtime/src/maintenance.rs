@@ -29,22 +29,33 @@ pub struct Identity {
 }
 
 /// Run until `stop` turns true. Permanent failures go to `fatal`.
-pub async fn run(url: String, me: Identity, t: Timings, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
-    let Some(mut conn) = crate::worker::open_or_report(&url, &fatal).await else { return };
+pub async fn run(
+    url: String,
+    me: Identity,
+    t: Timings,
+    mut stop: watch::Receiver<bool>,
+    fatal: mpsc::Sender<Error>,
+) {
+    let Some(mut conn) = crate::worker::open_or_report(&url, &fatal).await else {
+        return;
+    };
     let mut patience = Patience::new(t.db_patience);
     while !*stop.borrow() {
         match lead(&mut conn, &me, &t, &mut stop).await {
             Ok(()) => patience.ok(),
-            Err(e) => match patience.failed("maintenance (leadership is lost with the connection)", e) {
-                Some(e) => {
-                    let _ = fatal.send(e).await;
-                    return;
+            Err(e) => {
+                match patience.failed("maintenance (leadership is lost with the connection)", e) {
+                    Some(e) => {
+                        let _ = fatal.send(e).await;
+                        return;
+                    }
+                    None => {
+                        conn.reset();
+                        sleep_or_stop(&mut stop, t.poll.max(std::time::Duration::from_millis(200)))
+                            .await;
+                    }
                 }
-                None => {
-                    conn.reset();
-                    sleep_or_stop(&mut stop, t.poll.max(std::time::Duration::from_millis(200))).await;
-                }
-            },
+            }
         }
     }
     if let Ok(c) = conn.client().await {
@@ -60,7 +71,12 @@ async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: std::time::Duration)
 }
 
 /// Try to become leader; if we do, do the duties until stopped or failed.
-async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Receiver<bool>) -> Result<()> {
+async fn lead(
+    conn: &mut Conn,
+    me: &Identity,
+    t: &Timings,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<()> {
     let got: bool = conn
         .client()
         .await?
@@ -73,7 +89,10 @@ async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Rec
         return Ok(());
     }
     instances::mark_leader(conn.client().await?, &me.instance_id).await?;
-    emit("leader", json!({ "instance_id": me.instance_id, "name": me.name, "version": me.version }));
+    emit(
+        "leader",
+        json!({ "instance_id": me.instance_id, "name": me.name, "version": me.version }),
+    );
     let start = Instant::now();
     let mut due = Due {
         promote: start,
@@ -95,13 +114,19 @@ async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Rec
         }
         if now >= due.cron {
             for f in cron::fire_due(conn.client().await?, &me.instance_id).await? {
-                emit("cron_fired", json!({ "name": f.name, "fire_ms": f.fire_ms, "job_id": f.job_id }));
+                emit(
+                    "cron_fired",
+                    json!({ "name": f.name, "fire_ms": f.fire_ms, "job_id": f.job_id }),
+                );
             }
             due.cron = now + t.cron_every;
         }
         if now >= due.rescue {
             for r in rescue::rescue(conn.client_mut().await?, t.stale_ms()).await? {
-                emit("rescued", json!({ "job_id": r.job_id, "run_lease": r.run_lease, "reason": r.reason, "dead": r.dead }));
+                emit(
+                    "rescued",
+                    json!({ "job_id": r.job_id, "run_lease": r.run_lease, "reason": r.reason, "dead": r.dead }),
+                );
             }
             due.rescue = now + t.rescue_every;
         }
@@ -114,7 +139,9 @@ async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Rec
         }
         if now >= due.fold {
             match folds::fold(conn.client_mut().await?).await? {
-                folds::Folded::StoodDown { pinned_by } => emit("fold_stood_down", json!({ "pinned_by": pinned_by })),
+                folds::Folded::StoodDown { pinned_by } => {
+                    emit("fold_stood_down", json!({ "pinned_by": pinned_by }))
+                }
                 folds::Folded::Done { .. } => {}
             }
             due.fold = now + t.fold_every;
@@ -125,8 +152,19 @@ async fn lead(conn: &mut Conn, me: &Identity, t: &Timings, stop: &mut watch::Rec
             }
             due.flip_check = now + t.heartbeat;
         }
-        let next = due.promote.min(due.cron).min(due.rescue).min(due.rotate).min(due.fold).min(due.flip_check);
-        sleep_or_stop(stop, next.saturating_duration_since(Instant::now()).max(std::time::Duration::from_millis(5))).await;
+        let next = due
+            .promote
+            .min(due.cron)
+            .min(due.rescue)
+            .min(due.rotate)
+            .min(due.fold)
+            .min(due.flip_check);
+        sleep_or_stop(
+            stop,
+            next.saturating_duration_since(Instant::now())
+                .max(std::time::Duration::from_millis(5)),
+        )
+        .await;
     }
 }
 
@@ -142,7 +180,12 @@ struct Due {
 /// The leader's auto-flip: once every fresh runtime has reported a
 /// flip-aware `binary_version` continuously for `stability` (and at least
 /// one is fresh), flip. Any blocker resets the clock.
-async fn auto_flip(conn: &mut Conn, t: &Timings, stability: std::time::Duration, ready_since: &mut Option<Instant>) -> Result<()> {
+async fn auto_flip(
+    conn: &mut Conn,
+    t: &Timings,
+    stability: std::time::Duration,
+    ready_since: &mut Option<Instant>,
+) -> Result<()> {
     if authority::read(conn.client().await?).await? == Authority::Ledger {
         *ready_since = None;
         return Ok(());
@@ -157,7 +200,10 @@ async fn auto_flip(conn: &mut Conn, t: &Timings, stability: std::time::Duration,
         return Ok(());
     }
     match authority::flip(conn.client_mut().await?, t.stale_ms(), false).await? {
-        FlipOutcome::Flipped { rings, .. } => emit("flipped", json!({ "rings": rings, "forced": false, "auto": true })),
+        FlipOutcome::Flipped { rings, .. } => emit(
+            "flipped",
+            json!({ "rings": rings, "forced": false, "auto": true }),
+        ),
         FlipOutcome::Already => {}
         FlipOutcome::Blocked { .. } => *ready_since = None,
     }

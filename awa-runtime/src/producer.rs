@@ -39,7 +39,10 @@ pub struct ProducerConfig {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn make_job(cfg: &ProducerConfig, mode: Mode) -> NewJob {
@@ -53,8 +56,10 @@ fn make_job(cfg: &ProducerConfig, mode: Mode) -> NewJob {
         args,
         priority: cfg.priority,
         max_attempts: cfg.max_attempts,
-        deadline_ms: (mode == Mode::OverrunDeadline).then(|| cfg.deadline.as_millis().min(i32::MAX as u128) as i32),
-        run_at_ms: (mode == Mode::Scheduled).then(|| now_ms() + cfg.schedule_delay.as_millis() as i64),
+        deadline_ms: (mode == Mode::OverrunDeadline)
+            .then(|| cfg.deadline.as_millis().min(i32::MAX as u128) as i32),
+        run_at_ms: (mode == Mode::Scheduled)
+            .then(|| now_ms() + cfg.schedule_delay.as_millis() as i64),
     }
 }
 
@@ -64,8 +69,18 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
     let mut conn = Conn::open(&cfg.database_url).await?;
     schema::check_for_runtime(conn.client().await?).await?;
     let instance_id = new_instance_id(&cfg.name);
-    instances::register(conn.client().await?, &instance_id, &cfg.name, VERSION, "producer").await?;
-    emit("ready", json!({ "role": "producer", "instance_id": instance_id, "name": cfg.name, "version": VERSION, "pid": std::process::id() }));
+    instances::register(
+        conn.client().await?,
+        &instance_id,
+        &cfg.name,
+        VERSION,
+        "producer",
+    )
+    .await?;
+    emit(
+        "ready",
+        json!({ "role": "producer", "instance_id": instance_id, "name": cfg.name, "version": VERSION, "pid": std::process::id() }),
+    );
 
     let start = Instant::now();
     let mut sent: u64 = 0;
@@ -80,7 +95,11 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
         } else {
             sent + cfg.batch as u64
         };
-        let target = if cfg.count > 0 { target.min(cfg.count) } else { target };
+        let target = if cfg.count > 0 {
+            target.min(cfg.count)
+        } else {
+            target
+        };
         let n = target.saturating_sub(sent).min(cfg.batch as u64) as usize;
         if n == 0 {
             tokio::select! {
@@ -95,15 +114,21 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
             Ok(ids) => {
                 patience.ok();
                 for ((id, mode), job) in ids.iter().zip(&modes).zip(&jobs) {
-                    emit("accepted", json!({
-                        "job_id": id, "mode": mode.name(), "max_attempts": job.max_attempts,
-                        "run_at_ms": job.run_at_ms, "version": VERSION,
-                    }));
+                    emit(
+                        "accepted",
+                        json!({
+                            "job_id": id, "mode": mode.name(), "max_attempts": job.max_attempts,
+                            "run_at_ms": job.run_at_ms, "version": VERSION,
+                        }),
+                    );
                 }
                 sent += n as u64;
             }
             Err(BatchError::Uncertain(ids, e)) => {
-                eprintln!("awa: the commit of a batch of {} jobs may or may not have happened: {e}", ids.len());
+                eprintln!(
+                    "awa: the commit of a batch of {} jobs may or may not have happened: {e}",
+                    ids.len()
+                );
                 let modes: Vec<&str> = modes.iter().map(|m| m.name()).collect();
                 emit("uncertain", json!({ "job_ids": ids, "modes": modes }));
                 sent += n as u64;
@@ -128,7 +153,10 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
     if let Ok(c) = conn.client().await {
         instances::deregister(c, &instance_id).await?;
     }
-    emit("stopped", json!({ "instance_id": instance_id, "sent": sent }));
+    emit(
+        "stopped",
+        json!({ "instance_id": instance_id, "sent": sent }),
+    );
     Ok(())
 }
 
@@ -139,9 +167,14 @@ enum BatchError {
     Uncertain(Vec<i64>, Error),
 }
 
-async fn produce_batch(conn: &mut Conn, jobs: &[NewJob]) -> std::result::Result<Vec<i64>, BatchError> {
+async fn produce_batch(
+    conn: &mut Conn,
+    jobs: &[NewJob],
+) -> std::result::Result<Vec<i64>, BatchError> {
     let client = conn.client().await.map_err(BatchError::Failed)?;
-    let ids = enqueue::reserve_ids(client, jobs.len()).await.map_err(BatchError::Failed)?;
+    let ids = enqueue::reserve_ids(client, jobs.len())
+        .await
+        .map_err(BatchError::Failed)?;
     match enqueue::insert_with_ids(client, &ids, jobs).await {
         Ok(()) => Ok(ids),
         // A server error means the statement did not commit; a transport

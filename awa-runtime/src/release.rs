@@ -51,38 +51,73 @@ pub struct Built {
 #[derive(Debug, thiserror::Error)]
 pub enum ReleaseError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not a valid manifest: {detail}")]
     Manifest { path: PathBuf, detail: String },
     #[error("release {version} is not listed in {manifest}; listed: {listed}")]
-    Unknown { version: String, manifest: PathBuf, listed: String },
-    #[error("{path} does not match its manifest digest: expected sha256 {expected}, found {actual}; released archives are never edited, so restore it from version control (git checkout -- {path})")]
-    Digest { path: PathBuf, expected: String, actual: String },
+    Unknown {
+        version: String,
+        manifest: PathBuf,
+        listed: String,
+    },
+    #[error(
+        "{path} does not match its manifest digest: expected sha256 {expected}, found {actual}; released archives are never edited, so restore it from version control (git checkout -- {path})"
+    )]
+    Digest {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
     #[error("building release {version} from {archive} failed ({step}): {detail}")]
-    Build { version: String, archive: PathBuf, step: &'static str, detail: String },
+    Build {
+        version: String,
+        archive: PathBuf,
+        step: &'static str,
+        detail: String,
+    },
 }
 
 /// Read `artifacts/manifest.toml`.
 pub fn load_manifest(artifacts: &Path) -> Result<Manifest, ReleaseError> {
     let path = artifacts.join("manifest.toml");
-    let text = std::fs::read_to_string(&path).map_err(|source| ReleaseError::Read { path: path.clone(), source })?;
-    toml::from_str(&text).map_err(|e| ReleaseError::Manifest { path, detail: e.to_string() })
+    let text = std::fs::read_to_string(&path).map_err(|source| ReleaseError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ReleaseError::Manifest {
+        path,
+        detail: e.to_string(),
+    })
 }
 
 impl Manifest {
     /// The entry of `version`.
     pub fn release(&self, version: &str, artifacts: &Path) -> Result<&Release, ReleaseError> {
-        self.releases.iter().find(|r| r.version == version).ok_or_else(|| ReleaseError::Unknown {
-            version: version.to_string(),
-            manifest: artifacts.join("manifest.toml"),
-            listed: self.releases.iter().map(|r| r.version.as_str()).collect::<Vec<_>>().join(", "),
-        })
+        self.releases
+            .iter()
+            .find(|r| r.version == version)
+            .ok_or_else(|| ReleaseError::Unknown {
+                version: version.to_string(),
+                manifest: artifacts.join("manifest.toml"),
+                listed: self
+                    .releases
+                    .iter()
+                    .map(|r| r.version.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
 }
 
 /// Lowercase hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String, ReleaseError> {
-    let bytes = std::fs::read(path).map_err(|source| ReleaseError::Read { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| ReleaseError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(hex(&Sha256::digest(&bytes)))
 }
 
@@ -96,7 +131,11 @@ pub fn verify(artifacts: &Path, r: &Release) -> Result<PathBuf, ReleaseError> {
     let path = artifacts.join(&r.archive);
     let actual = sha256_file(&path)?;
     if actual != r.sha256 {
-        return Err(ReleaseError::Digest { path, expected: r.sha256.clone(), actual });
+        return Err(ReleaseError::Digest {
+            path,
+            expected: r.sha256.clone(),
+            actual,
+        });
     }
     Ok(path)
 }
@@ -116,17 +155,30 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
     };
     let cached_bin = work.join("bin").join(&r.sha256[..16]).join("awa");
     if cached_bin.is_file() {
-        return Ok(Built { version: r.version.clone(), binary: cached_bin, sha256: r.sha256.clone(), cached: true });
+        return Ok(Built {
+            version: r.version.clone(),
+            binary: cached_bin,
+            sha256: r.sha256.clone(),
+            cached: true,
+        });
     }
-    std::fs::create_dir_all(work).map_err(|e| fail("creating the release work directory", e.to_string()))?;
-    let _lock = BuildLock::take(&work.join("build.lock")).map_err(|e| fail("locking the release work directory", e.to_string()))?;
+    std::fs::create_dir_all(work)
+        .map_err(|e| fail("creating the release work directory", e.to_string()))?;
+    let _lock = BuildLock::take(&work.join("build.lock"))
+        .map_err(|e| fail("locking the release work directory", e.to_string()))?;
     if cached_bin.is_file() {
         // Built by someone else while we waited for the lock.
-        return Ok(Built { version: r.version.clone(), binary: cached_bin, sha256: r.sha256.clone(), cached: true });
+        return Ok(Built {
+            version: r.version.clone(),
+            binary: cached_bin,
+            sha256: r.sha256.clone(),
+            cached: true,
+        });
     }
     let src = work.join("src").join(&r.sha256[..16]);
     let _ = std::fs::remove_dir_all(&src);
-    std::fs::create_dir_all(&src).map_err(|e| fail("creating the unpack directory", e.to_string()))?;
+    std::fs::create_dir_all(&src)
+        .map_err(|e| fail("creating the unpack directory", e.to_string()))?;
     let out = Command::new("tar")
         .arg("-xzf")
         .arg(&archive)
@@ -135,12 +187,24 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
         .output()
         .map_err(|e| fail("running tar", format!("{e}; is tar installed?")))?;
     if !out.status.success() {
-        return Err(fail("unpacking", String::from_utf8_lossy(&out.stderr).into_owned()));
+        return Err(fail(
+            "unpacking",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
     }
-    let manifest = src.join(format!("awa-runtime-{}", r.version)).join("Cargo.toml");
+    let manifest = src
+        .join(format!("awa-runtime-{}", r.version))
+        .join("Cargo.toml");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["build", "--release", "--locked", "--bin", "awa", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--bin",
+            "awa",
+            "--manifest-path",
+        ])
         .arg(&manifest)
         .arg("--target-dir")
         .arg(work.join("target"))
@@ -150,26 +214,45 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = err.lines().rev().take(15).collect();
-        return Err(fail("cargo build --release --locked", tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+        return Err(fail(
+            "cargo build --release --locked",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        ));
     }
     let built = work.join("target").join("release").join("awa");
     let dir = cached_bin.parent().expect("has a parent");
-    std::fs::create_dir_all(dir).map_err(|e| fail("creating the cache directory", e.to_string()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| fail("creating the cache directory", e.to_string()))?;
     // Copy then rename, so a concurrent reader never sees half a binary.
     let tmp = dir.join(format!("awa.tmp.{}", std::process::id()));
     std::fs::copy(&built, &tmp).map_err(|e| fail("caching the binary", e.to_string()))?;
     std::fs::rename(&tmp, &cached_bin).map_err(|e| fail("caching the binary", e.to_string()))?;
-    Ok(Built { version: r.version.clone(), binary: cached_bin, sha256: r.sha256.clone(), cached: false })
+    Ok(Built {
+        version: r.version.clone(),
+        binary: cached_bin,
+        sha256: r.sha256.clone(),
+        cached: false,
+    })
 }
 
 /// An exclusive `flock` held until dropped (released by the kernel when
 /// the file closes, also if the process dies).
-struct BuildLock(#[expect(dead_code, reason = "held for its Drop, which closes the file and releases the lock")] std::fs::File);
+struct BuildLock(
+    #[expect(
+        dead_code,
+        reason = "held for its Drop, which closes the file and releases the lock"
+    )]
+    std::fs::File,
+);
 
 impl BuildLock {
     fn take(path: &Path) -> std::io::Result<BuildLock> {
         use std::os::fd::AsRawFd;
-        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
         // SAFETY: flock on a descriptor we own; no memory is involved.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(std::io::Error::last_os_error());

@@ -19,9 +19,21 @@ pub struct Migration {
 
 /// The migration set of this binary, in order.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration { version: 1, name: "core", sql: include_str!("../migrations/v001_core.sql") },
-    Migration { version: 2, name: "cron", sql: include_str!("../migrations/v002_cron.sql") },
-    Migration { version: 3, name: "expand_ring_ledgers", sql: include_str!("../migrations/v003_expand_ring_ledgers.sql") },
+    Migration {
+        version: 1,
+        name: "core",
+        sql: include_str!("../migrations/v001_core.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cron",
+        sql: include_str!("../migrations/v002_cron.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "expand_ring_ledgers",
+        sql: include_str!("../migrations/v003_expand_ring_ledgers.sql"),
+    },
 ];
 
 /// Runtime version floors: applying migration `.0` requires every fresh
@@ -82,7 +94,11 @@ pub struct MigrateOptions {
 
 impl Default for MigrateOptions {
     fn default() -> Self {
-        MigrateOptions { allow_live_runtimes: false, stale_ms: 10_000.0, pause: std::time::Duration::ZERO }
+        MigrateOptions {
+            allow_live_runtimes: false,
+            stale_ms: 10_000.0,
+            pause: std::time::Duration::ZERO,
+        }
     }
 }
 
@@ -117,10 +133,15 @@ pub async fn migrate(client: &mut Client, opts: &MigrateOptions) -> Result<Migra
     let mut attempt = 0;
     loop {
         match migrate_once(client, opts).await {
-            Err(Error::Db { detail, .. }) if detail.contains("SQLSTATE 40P01") && attempt < DEADLOCK_RETRIES => {
+            Err(Error::Db { detail, .. })
+                if detail.contains("SQLSTATE 40P01") && attempt < DEADLOCK_RETRIES =>
+            {
                 attempt += 1;
-                eprintln!("awa: the migration deadlocked with live traffic ({detail}); retrying ({attempt}/{DEADLOCK_RETRIES})");
-                tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt))).await;
+                eprintln!(
+                    "awa: the migration deadlocked with live traffic ({detail}); retrying ({attempt}/{DEADLOCK_RETRIES})"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt)))
+                    .await;
             }
             other => return other,
         }
@@ -128,7 +149,10 @@ pub async fn migrate(client: &mut Client, opts: &MigrateOptions) -> Result<Migra
 }
 
 async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<MigrateOutcome> {
-    let tx = client.transaction().await.map_err(|e| Error::db("starting the migration", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("starting the migration", e))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK_KEY])
         .await
         .map_err(|e| Error::db("taking the migration lock", e))?;
@@ -138,23 +162,43 @@ async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<Migr
         return Err(newer_schema(from));
     }
     if from == SCHEMA_VERSION {
-        tx.commit().await.map_err(|e| Error::db("finishing the migration", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| Error::db("finishing the migration", e))?;
         return Ok(MigrateOutcome::UpToDate { version: from });
     }
-    let pending: Vec<i32> = MIGRATIONS.iter().filter(|m| m.version > from).map(|m| m.version).collect();
+    let pending: Vec<i32> = MIGRATIONS
+        .iter()
+        .filter(|m| m.version > from)
+        .map(|m| m.version)
+        .collect();
     if from > 0 {
-        preflight(&tx, &pending, MIGRATION_RUNTIME_VERSION_FLOORS, EXCLUSIVE_WINDOW_MIGRATIONS, opts).await?;
+        preflight(
+            &tx,
+            &pending,
+            MIGRATION_RUNTIME_VERSION_FLOORS,
+            EXCLUSIVE_WINDOW_MIGRATIONS,
+            opts,
+        )
+        .await?;
     }
     if !opts.pause.is_zero() {
-        eprintln!("awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)", opts.pause);
+        eprintln!(
+            "awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)",
+            opts.pause
+        );
         tokio::time::sleep(opts.pause).await;
     }
-    tx.batch_execute(BOOTSTRAP).await.map_err(|e| Error::db("creating the awa schema", e))?;
+    tx.batch_execute(BOOTSTRAP)
+        .await
+        .map_err(|e| Error::db("creating the awa schema", e))?;
     for m in MIGRATIONS.iter().filter(|m| m.version > from) {
         tx.batch_execute(m.sql)
             .await
             .map_err(|e| Error::db(format!("applying migration v{} ({})", m.version, m.name), e))?;
-        if m.version == crate::version::EXPAND_MIGRATION_VERSION && crate::failpoint::armed(crate::failpoint::EXPAND_DROPS_COLUMNS) {
+        if m.version == crate::version::EXPAND_MIGRATION_VERSION
+            && crate::failpoint::armed(crate::failpoint::EXPAND_DROPS_COLUMNS)
+        {
             // The seeded defect: the first design of the expand migration
             // dropped the columns 0.6 binaries still use.
             tx.batch_execute(
@@ -174,8 +218,13 @@ async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<Migr
         // A fresh install: no old binary can exist, start on the ledger.
         crate::store::authority::promote_ledger(&tx).await?;
     }
-    tx.commit().await.map_err(|e| Error::db("committing the migration", e))?;
-    Ok(MigrateOutcome::Applied { from, to: SCHEMA_VERSION })
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing the migration", e))?;
+    Ok(MigrateOutcome::Applied {
+        from,
+        to: SCHEMA_VERSION,
+    })
 }
 
 /// The migration preflight (ADR-041 §3, §8): with `runtime_instances`
@@ -192,13 +241,24 @@ pub async fn preflight(
 ) -> Result<()> {
     use crate::store::authority::parse_version;
     if !crate::failpoint::armed(crate::failpoint::PREFLIGHT_NO_LOCK) {
-        tx.batch_execute(LOCK_RUNTIMES).await.map_err(|e| Error::db("locking runtime_instances", e))?;
+        tx.batch_execute(LOCK_RUNTIMES)
+            .await
+            .map_err(|e| Error::db("locking runtime_instances", e))?;
     }
-    let fresh = tx.query(FRESH_RUNTIMES, &[&opts.stale_ms]).await.map_err(|e| Error::db("reading runtime_instances", e))?;
-    let fresh: Vec<(String, String, String, i64)> = fresh.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    let fresh = tx
+        .query(FRESH_RUNTIMES, &[&opts.stale_ms])
+        .await
+        .map_err(|e| Error::db("reading runtime_instances", e))?;
+    let fresh: Vec<(String, String, String, i64)> = fresh
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
     let describe = |rows: &[&(String, String, String, i64)]| -> String {
-        let mut s: Vec<String> =
-            rows.iter().take(5).map(|(id, name, v, age)| format!("{name} ({id}, version {v}, heartbeat {age} ms ago)")).collect();
+        let mut s: Vec<String> = rows
+            .iter()
+            .take(5)
+            .map(|(id, name, v, age)| format!("{name} ({id}, version {v}, heartbeat {age} ms ago)"))
+            .collect();
         if rows.len() > 5 {
             s.push(format!("and {} more", rows.len() - 5));
         }
@@ -215,7 +275,10 @@ pub async fn preflight(
         }
         for (fv, floor) in floors.iter().filter(|(fv, _)| fv == v) {
             let min = parse_version(floor).expect("floors are X.Y.Z");
-            let below: Vec<_> = fresh.iter().filter(|(_, _, ver, _)| parse_version(ver).is_none_or(|x| x < min)).collect();
+            let below: Vec<_> = fresh
+                .iter()
+                .filter(|(_, _, ver, _)| parse_version(ver).is_none_or(|x| x < min))
+                .collect();
             if !below.is_empty() && !opts.allow_live_runtimes {
                 return Err(Error::Refused(format!(
                     "migration v{fv} requires every live runtime at {floor} or later, but {} is older: {}; \

@@ -51,8 +51,19 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let mut shutdown = shutdown_signal()?;
     let mut conn = Conn::open(&cfg.database_url).await?;
     schema::check_for_runtime(conn.client().await?).await?;
-    let me = Identity { instance_id: new_instance_id(&cfg.name), name: cfg.name.clone(), version: VERSION.to_string() };
-    instances::register(conn.client().await?, &me.instance_id, &me.name, VERSION, "worker").await?;
+    let me = Identity {
+        instance_id: new_instance_id(&cfg.name),
+        name: cfg.name.clone(),
+        version: VERSION.to_string(),
+    };
+    instances::register(
+        conn.client().await?,
+        &me.instance_id,
+        &me.name,
+        VERSION,
+        "worker",
+    )
+    .await?;
     emit(
         "ready",
         json!({
@@ -67,15 +78,37 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let (fatal_tx, mut fatal_rx) = mpsc::channel::<Error>(8);
     let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
     let mut background = JoinSet::new();
-    background.spawn(heartbeat(cfg.database_url.clone(), me.instance_id.clone(), t.clone(), inflight.clone(), stop_rx.clone(), fatal_tx.clone()));
-    background.spawn(closer(cfg.database_url.clone(), t.clone(), inflight.clone(), done_rx, fatal_tx.clone()));
+    background.spawn(heartbeat(
+        cfg.database_url.clone(),
+        me.instance_id.clone(),
+        t.clone(),
+        inflight.clone(),
+        stop_rx.clone(),
+        fatal_tx.clone(),
+    ));
+    background.spawn(closer(
+        cfg.database_url.clone(),
+        t.clone(),
+        inflight.clone(),
+        done_rx,
+        fatal_tx.clone(),
+    ));
     if cfg.maintenance {
-        background.spawn(maintenance::run(cfg.database_url.clone(), me.clone(), t.clone(), stop_rx.clone(), fatal_tx.clone()));
+        background.spawn(maintenance::run(
+            cfg.database_url.clone(),
+            me.clone(),
+            t.clone(),
+            stop_rx.clone(),
+            fatal_tx.clone(),
+        ));
     }
 
     let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
     let mut handlers = JoinSet::new();
-    let handler_t = HandlerTimings { retry_backoff: t.retry_backoff, snooze: t.snooze };
+    let handler_t = HandlerTimings {
+        retry_backoff: t.retry_backoff,
+        snooze: t.snooze,
+    };
     let mut patience = Patience::new(t.db_patience);
     let mut turn = 0usize;
     let result: Result<()> = loop {
@@ -96,7 +129,17 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         turn = turn.wrapping_add(1);
         let claimed = match conn.prepare(claim::CLAIM).await {
             Ok(stmt) => match conn.client().await {
-                Ok(c) => claim::claim_with(c, &stmt, queue, permits.len() as i64, &me.instance_id, VERSION).await,
+                Ok(c) => {
+                    claim::claim_with(
+                        c,
+                        &stmt,
+                        queue,
+                        permits.len() as i64,
+                        &me.instance_id,
+                        VERSION,
+                    )
+                    .await
+                }
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),
@@ -117,21 +160,34 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         let idle = batch.is_empty();
         for (job, permit) in batch.into_iter().zip(permits) {
             let (job_id, run_lease) = (job.job_id, job.run_lease);
-            inflight.lock().expect("inflight lock").insert(job_id, (run_lease, None));
-            emit("started", json!({
-                "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
-                "mode": job.args.get("mode"), "instance_id": me.instance_id, "version": VERSION,
-            }));
+            inflight
+                .lock()
+                .expect("inflight lock")
+                .insert(job_id, (run_lease, None));
+            emit(
+                "started",
+                json!({
+                    "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
+                    "mode": job.args.get("mode"), "instance_id": me.instance_id, "version": VERSION,
+                }),
+            );
             let tx = done_tx.clone();
             let ht = handler_t.clone();
             let handle = handlers.spawn(async move {
                 let outcome = if job.kind == workload::KIND {
                     workload::run(&job.args, job.attempt, job.deadline_ms, &ht).await
                 } else {
-                    eprintln!("awa: no handler for job kind {:?} (job {}); failing it", job.kind, job.job_id);
+                    eprintln!(
+                        "awa: no handler for job kind {:?} (job {}); failing it",
+                        job.kind, job.job_id
+                    );
                     Outcome::Failed
                 };
-                let _ = tx.send(Done { job, outcome, _permit: permit });
+                let _ = tx.send(Done {
+                    job,
+                    outcome,
+                    _permit: permit,
+                });
             });
             if let Some(entry) = inflight.lock().expect("inflight lock").get_mut(&job_id) {
                 if entry.0 == run_lease {
@@ -165,10 +221,18 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         }
     }
     handlers.abort_all();
-    let left: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").drain().map(|(j, (l, _))| (j, l)).collect();
+    let left: Vec<(i64, i64)> = inflight
+        .lock()
+        .expect("inflight lock")
+        .drain()
+        .map(|(j, (l, _))| (j, l))
+        .collect();
     for (job_id, run_lease) in &left {
         match finish::release(conn.client().await?, *job_id, *run_lease).await {
-            Ok(true) => emit("released", json!({ "job_id": job_id, "run_lease": run_lease })),
+            Ok(true) => emit(
+                "released",
+                json!({ "job_id": job_id, "run_lease": run_lease }),
+            ),
             Ok(false) => {}
             Err(e) => eprintln!("awa: could not release job {job_id}: {e}"),
         }
@@ -177,13 +241,24 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     drop(done_tx);
     while background.join_next().await.is_some() {}
     instances::deregister(conn.client().await?, &me.instance_id).await?;
-    emit("stopped", json!({ "instance_id": me.instance_id, "released": left.len() }));
+    emit(
+        "stopped",
+        json!({ "instance_id": me.instance_id, "released": left.len() }),
+    );
     Ok(())
 }
 
 /// Record outcomes, one statement each, retrying transient failures.
-async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::UnboundedReceiver<Done>, fatal: mpsc::Sender<Error>) {
-    let Some(mut conn) = open_or_report(&url, &fatal).await else { return };
+async fn closer(
+    url: String,
+    t: Timings,
+    inflight: InFlight,
+    mut rx: mpsc::UnboundedReceiver<Done>,
+    fatal: mpsc::Sender<Error>,
+) {
+    let Some(mut conn) = open_or_report(&url, &fatal).await else {
+        return;
+    };
     while let Some(first) = rx.recv().await {
         // Take whatever else is ready too: one statement closes the batch.
         let mut batch = vec![first];
@@ -193,7 +268,10 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
                 Err(_) => break,
             }
         }
-        let input: Vec<(i64, i64, Outcome)> = batch.iter().map(|d| (d.job.job_id, d.job.run_lease, d.outcome.clone())).collect();
+        let input: Vec<(i64, i64, Outcome)> = batch
+            .iter()
+            .map(|d| (d.job.job_id, d.job.run_lease, d.outcome.clone()))
+            .collect();
         let start = Instant::now();
         let closed = loop {
             let res = match conn.prepare(finish::TERMINAL).await {
@@ -205,7 +283,10 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
             };
             match res {
                 Err(e) if e.is_transient() && start.elapsed() < t.db_patience => {
-                    eprintln!("awa: recording {} outcomes failed, retrying: {e}", input.len());
+                    eprintln!(
+                        "awa: recording {} outcomes failed, retrying: {e}",
+                        input.len()
+                    );
                     conn.reset();
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
@@ -226,10 +307,13 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
                 Closed::DeadLettered => "dead_lettered",
                 Closed::Stale => "stale",
             };
-            emit("finished", json!({
-                "job_id": d.job.job_id, "attempt": d.job.attempt, "run_lease": d.job.run_lease,
-                "outcome": word, "mode": d.job.args.get("mode"), "version": VERSION,
-            }));
+            emit(
+                "finished",
+                json!({
+                    "job_id": d.job.job_id, "attempt": d.job.attempt, "run_lease": d.job.run_lease,
+                    "outcome": word, "mode": d.job.args.get("mode"), "version": VERSION,
+                }),
+            );
             map.remove(&d.job.job_id);
         }
     }
@@ -240,12 +324,26 @@ async fn closer(url: String, t: Timings, inflight: InFlight, mut rx: mpsc::Unbou
 /// by an operator): their handlers are stopped, freeing their slots. A
 /// lease counts as gone only when two heartbeats in a row miss it (a
 /// close in progress deletes the lease just before it leaves `inflight`).
-async fn heartbeat(url: String, instance_id: String, t: Timings, inflight: InFlight, mut stop: watch::Receiver<bool>, fatal: mpsc::Sender<Error>) {
-    let Some(mut conn) = open_or_report(&url, &fatal).await else { return };
+async fn heartbeat(
+    url: String,
+    instance_id: String,
+    t: Timings,
+    inflight: InFlight,
+    mut stop: watch::Receiver<bool>,
+    fatal: mpsc::Sender<Error>,
+) {
+    let Some(mut conn) = open_or_report(&url, &fatal).await else {
+        return;
+    };
     let mut patience = Patience::new(t.db_patience);
     let mut suspects: std::collections::HashSet<(i64, i64)> = Default::default();
     while !*stop.borrow() {
-        let leases: Vec<(i64, i64)> = inflight.lock().expect("inflight lock").iter().map(|(j, (l, _))| (*j, *l)).collect();
+        let leases: Vec<(i64, i64)> = inflight
+            .lock()
+            .expect("inflight lock")
+            .iter()
+            .map(|(j, (l, _))| (*j, *l))
+            .collect();
         let res = match conn.client().await {
             Ok(c) => instances::heartbeat(c, &instance_id, &leases).await,
             Err(e) => Err(e),
@@ -253,14 +351,21 @@ async fn heartbeat(url: String, instance_id: String, t: Timings, inflight: InFli
         match res {
             Ok(held) => {
                 patience.ok();
-                let missing: std::collections::HashSet<(i64, i64)> = leases.iter().filter(|l| !held.contains(l)).copied().collect();
+                let missing: std::collections::HashSet<(i64, i64)> = leases
+                    .iter()
+                    .filter(|l| !held.contains(l))
+                    .copied()
+                    .collect();
                 let mut map = inflight.lock().expect("inflight lock");
                 for (job_id, run_lease) in missing.intersection(&suspects) {
                     if map.get(job_id).is_some_and(|e| e.0 == *run_lease) {
                         if let Some((_, Some(handle))) = map.remove(job_id) {
                             handle.abort();
                         }
-                        emit("lease_lost", json!({ "job_id": job_id, "run_lease": run_lease }));
+                        emit(
+                            "lease_lost",
+                            json!({ "job_id": job_id, "run_lease": run_lease }),
+                        );
                     }
                 }
                 suspects = missing;

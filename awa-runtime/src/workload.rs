@@ -8,7 +8,9 @@ use std::time::Duration;
 pub const KIND: &str = "rehearsal";
 
 /// A workload mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Complete,
@@ -78,18 +80,36 @@ pub struct HandlerTimings {
 }
 
 /// Run one attempt of a `rehearsal` job.
-pub async fn run(args: &serde_json::Value, attempt: i32, deadline_ms: Option<i32>, t: &HandlerTimings) -> Outcome {
-    let backoff_ms = t.retry_backoff.as_secs_f64() * 1000.0 * f64::from(1u32 << (attempt.clamp(1, 6) - 1));
-    let Some(mode) = args.get("mode").and_then(|m| m.as_str()).and_then(Mode::parse) else {
+pub async fn run(
+    args: &serde_json::Value,
+    attempt: i32,
+    deadline_ms: Option<i32>,
+    t: &HandlerTimings,
+) -> Outcome {
+    let backoff_ms =
+        t.retry_backoff.as_secs_f64() * 1000.0 * f64::from(1u32 << (attempt.clamp(1, 6) - 1));
+    let Some(mode) = args
+        .get("mode")
+        .and_then(|m| m.as_str())
+        .and_then(Mode::parse)
+    else {
         return Outcome::Failed;
     };
     match mode {
         Mode::Complete | Mode::Scheduled => Outcome::Completed,
-        Mode::RetryOnce if attempt == 1 => Outcome::Retry { backoff_ms, reason: "retry_once: first attempt fails".into() },
+        Mode::RetryOnce if attempt == 1 => Outcome::Retry {
+            backoff_ms,
+            reason: "retry_once: first attempt fails".into(),
+        },
         Mode::RetryOnce => Outcome::Completed,
         Mode::FailTerminal => Outcome::Failed,
-        Mode::ExhaustRetries => Outcome::Retry { backoff_ms, reason: "exhaust_retries: every attempt fails".into() },
-        Mode::SnoozeOnce if attempt == 1 => Outcome::Snooze { ms: t.snooze.as_secs_f64() * 1000.0 },
+        Mode::ExhaustRetries => Outcome::Retry {
+            backoff_ms,
+            reason: "exhaust_retries: every attempt fails".into(),
+        },
+        Mode::SnoozeOnce if attempt == 1 => Outcome::Snooze {
+            ms: t.snooze.as_secs_f64() * 1000.0,
+        },
         Mode::SnoozeOnce => Outcome::Completed,
         Mode::CancelSelf => Outcome::Cancelled,
         Mode::Sleep => {
@@ -124,19 +144,24 @@ impl Mix {
     pub fn parse(s: &str) -> Result<Mix, String> {
         let mut entries = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, w) = part
-                .split_once('=')
-                .ok_or_else(|| format!("malformed mix entry {part:?}: expected mode=weight, like complete=60"))?;
+            let (name, w) = part.split_once('=').ok_or_else(|| {
+                format!("malformed mix entry {part:?}: expected mode=weight, like complete=60")
+            })?;
             let mode = Mode::parse(name.trim()).ok_or_else(|| {
                 let all: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown mode {:?} in the mix; expected one of {}", name.trim(), all.join(", "))
+                format!(
+                    "unknown mode {:?} in the mix; expected one of {}",
+                    name.trim(),
+                    all.join(", ")
+                )
             })?;
-            let w: i64 = w
-                .trim()
-                .parse()
-                .ok()
-                .filter(|w| *w >= 0)
-                .ok_or_else(|| format!("malformed weight {:?} for mode {}: expected a whole number >= 0", w.trim(), mode.name()))?;
+            let w: i64 = w.trim().parse().ok().filter(|w| *w >= 0).ok_or_else(|| {
+                format!(
+                    "malformed weight {:?} for mode {}: expected a whole number >= 0",
+                    w.trim(),
+                    mode.name()
+                )
+            })?;
             if entries.iter().any(|(m, _)| *m == mode) {
                 return Err(format!("mode {} appears twice in the mix", mode.name()));
             }
@@ -144,10 +169,16 @@ impl Mix {
         }
         let total: i64 = entries.iter().map(|e| e.1).sum();
         if total == 0 {
-            return Err(format!("the mix {s:?} has no positive weight; give at least one, like complete=1"));
+            return Err(format!(
+                "the mix {s:?} has no positive weight; give at least one, like complete=1"
+            ));
         }
         let current = vec![0; entries.len()];
-        Ok(Mix { entries, current, total })
+        Ok(Mix {
+            entries,
+            current,
+            total,
+        })
     }
 
     /// The next mode.

@@ -28,31 +28,56 @@ async fn park(db: &Db) {
         deadline_ms: None,
         run_at_ms: None,
     };
-    awa_runtime::store::enqueue::enqueue(&db.client().await, &[job]).await.unwrap();
+    awa_runtime::store::enqueue::enqueue(&db.client().await, &[job])
+        .await
+        .unwrap();
 }
 
 async fn queue_flip(db: &Db) -> authority::RingFlip {
-    match authority::flip(&mut db.client().await, 1000.0, true).await.unwrap() {
-        FlipOutcome::Flipped { rings, .. } => rings.into_iter().find(|r| r.ring == "queue").unwrap(),
+    match authority::flip(&mut db.client().await, 1000.0, true)
+        .await
+        .unwrap()
+    {
+        FlipOutcome::Flipped { rings, .. } => {
+            rings.into_iter().find(|r| r.ring == "queue").unwrap()
+        }
         other => panic!("{other:?}"),
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_seeded_defect_misbehaves_when_armed() {
-    let bin062 = tokio::task::spawn_blocking(|| release_bin("0.6.2")).await.unwrap();
+    let bin062 = tokio::task::spawn_blocking(|| release_bin("0.6.2"))
+        .await
+        .unwrap();
 
     // flip_skip_reconcile: the ledger is promoted while it lags the columns.
     let db = Db::expanded("fp_flip", &bin062).await;
-    db.client().await.batch_execute(OLD_ROTATOR_THRICE).await.unwrap();
+    db.client()
+        .await
+        .batch_execute(OLD_ROTATOR_THRICE)
+        .await
+        .unwrap();
     arm(failpoint::FLIP_SKIP_RECONCILE);
     let q = queue_flip(&db).await;
     disarm(failpoint::FLIP_SKIP_RECONCILE);
-    assert_eq!((q.columns_generation, q.ledger_generation), (3, 0), "promoted an unreconciled ledger");
+    assert_eq!(
+        (q.columns_generation, q.ledger_generation),
+        (3, 0),
+        "promoted an unreconciled ledger"
+    );
     let db = Db::expanded("fp_flip_ok", &bin062).await;
-    db.client().await.batch_execute(OLD_ROTATOR_THRICE).await.unwrap();
+    db.client()
+        .await
+        .batch_execute(OLD_ROTATOR_THRICE)
+        .await
+        .unwrap();
     let q = queue_flip(&db).await;
-    assert_eq!((q.columns_generation, q.ledger_generation), (3, 3), "the real flip reconciles");
+    assert_eq!(
+        (q.columns_generation, q.ledger_generation),
+        (3, 3),
+        "the real flip reconciles"
+    );
 
     // fence_current_slot_only: an old-style advance from -1 to 0 succeeds.
     let db = Db::expanded("fp_fence", &bin062).await;
@@ -60,20 +85,40 @@ async fn every_seeded_defect_misbehaves_when_armed() {
     queue_flip(&db).await;
     disarm(failpoint::FENCE_CURRENT_SLOT_ONLY);
     let c = db.client().await;
-    let g: i64 = c.query_one("SELECT generation FROM awa.queue_ring_state", &[]).await.unwrap().get(0);
+    let g: i64 = c
+        .query_one("SELECT generation FROM awa.queue_ring_state", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_ne!(g, -1, "the defective fence leaves generation unpoisoned");
-    c.batch_execute("UPDATE awa.queue_ring_state SET current_slot = 0, generation = generation + 1").await.expect("the defective fence lets an old rotator advance");
+    c.batch_execute(
+        "UPDATE awa.queue_ring_state SET current_slot = 0, generation = generation + 1",
+    )
+    .await
+    .expect("the defective fence lets an old rotator advance");
     let db = Db::expanded("fp_fence_ok", &bin062).await;
     queue_flip(&db).await;
-    let err = db.client().await.batch_execute("UPDATE awa.queue_ring_state SET current_slot = 0, generation = 0").await.unwrap_err();
-    assert!(awa_runtime::error::describe(&err).contains("ring cursor authority is ledger"), "{err}");
+    let err = db
+        .client()
+        .await
+        .batch_execute("UPDATE awa.queue_ring_state SET current_slot = 0, generation = 0")
+        .await
+        .unwrap_err();
+    assert!(
+        awa_runtime::error::describe(&err).contains("ring cursor authority is ledger"),
+        "{err}"
+    );
 
     // authority_before_lock: a compat rotator that read `columns` before a
     // flip committed advances old-style after it (and meets the fence).
     let db = Db::expanded("fp_toctou", &bin062).await;
     // Columns at slot 3 with a parked entry there, so that from the
     // poisoned -1 the next slot (0) is free and an advance is attempted.
-    db.client().await.batch_execute(OLD_ROTATOR_THRICE).await.unwrap();
+    db.client()
+        .await
+        .batch_execute(OLD_ROTATOR_THRICE)
+        .await
+        .unwrap();
     park(&db).await;
     arm(failpoint::AUTHORITY_BEFORE_LOCK);
     let url = db.url.clone();
@@ -86,9 +131,15 @@ async fn every_seeded_defect_misbehaves_when_armed() {
     let res = rotator.await.unwrap();
     disarm(failpoint::AUTHORITY_BEFORE_LOCK);
     let err = res.expect_err("a stale-authority rotator advanced old-style after the flip");
-    assert!(err.to_string().contains("ring cursor authority is ledger"), "{err}");
+    assert!(
+        err.to_string().contains("ring cursor authority is ledger"),
+        "{err}"
+    );
     let mut c = db.client().await;
-    assert!(rings::rotate(&mut c, Ring::Queue).await.is_ok(), "the real rotator reads the authority under the lock");
+    assert!(
+        rings::rotate(&mut c, Ring::Queue).await.is_ok(),
+        "the real rotator reads the authority under the lock"
+    );
 
     // fold_any_xmin: ordinary short statements stand the folds down.
     let db = Db::migrated("fp_fold").await;
@@ -103,13 +154,20 @@ async fn every_seeded_defect_misbehaves_when_armed() {
     let stood = folds::fold(&mut c).await.unwrap();
     disarm(failpoint::FOLD_ANY_XMIN);
     assert!(matches!(stood, Folded::StoodDown { .. }), "{stood:?}");
-    assert!(matches!(folds::fold(&mut c).await.unwrap(), Folded::Done { .. }), "the real gate ignores a 1.5 s statement");
+    assert!(
+        matches!(folds::fold(&mut c).await.unwrap(), Folded::Done { .. }),
+        "the real gate ignores a 1.5 s statement"
+    );
     busy.await.unwrap();
 
     // compat_backfill_one: after an old rotator's three advances the
     // ledger is left with holes.
     let db = Db::expanded("fp_backfill", &bin062).await;
-    db.client().await.batch_execute(OLD_ROTATOR_THRICE).await.unwrap();
+    db.client()
+        .await
+        .batch_execute(OLD_ROTATOR_THRICE)
+        .await
+        .unwrap();
     park(&db).await;
     let mut c = db.client().await;
     arm(failpoint::COMPAT_BACKFILL_ONE);
@@ -123,7 +181,9 @@ async fn every_seeded_defect_misbehaves_when_armed() {
     // expand_drops_columns: the expand migration breaks the 0.6.2 fleet.
     let db = Db::at_v2("fp_expand", &bin062).await;
     arm(failpoint::EXPAND_DROPS_COLUMNS);
-    awa_runtime::schema::migrate(&mut db.client().await, &Default::default()).await.unwrap();
+    awa_runtime::schema::migrate(&mut db.client().await, &Default::default())
+        .await
+        .unwrap();
     disarm(failpoint::EXPAND_DROPS_COLUMNS);
     let cols: i64 = db
         .client()
@@ -138,7 +198,15 @@ async fn every_seeded_defect_misbehaves_when_armed() {
 
     // preflight_no_lock: a runtime can register while the migration runs.
     let db = Db::at_v2("fp_prelock", &bin062).await;
-    let migrate = spawn(awa_bin(), &db.url, &["migrate"], &[("AWA_MIGRATE_PAUSE", "2s"), ("AWA_FAILPOINTS", "preflight_no_lock=return")]);
+    let migrate = spawn(
+        awa_bin(),
+        &db.url,
+        &["migrate"],
+        &[
+            ("AWA_MIGRATE_PAUSE", "2s"),
+            ("AWA_FAILPOINTS", "preflight_no_lock=return"),
+        ],
+    );
     tokio::time::sleep(Duration::from_millis(700)).await;
     db.client()
         .await

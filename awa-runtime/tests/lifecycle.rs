@@ -13,7 +13,10 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 fn job(mode: Mode, run_at_ms: Option<i64>) -> NewJob {
@@ -35,25 +38,47 @@ async fn every_mode_reaches_its_designed_terminal_and_scheduled_jobs_wait() {
     let run_at = now_ms() + 1500;
     let mut want: HashMap<i64, (Mode, (&str, i32))> = HashMap::new();
     for mode in Mode::ALL {
-        let jobs: Vec<NewJob> = (0..4).map(|_| job(mode, (mode == Mode::Scheduled).then_some(run_at))).collect();
+        let jobs: Vec<NewJob> = (0..4)
+            .map(|_| job(mode, (mode == Mode::Scheduled).then_some(run_at)))
+            .collect();
         for id in enqueue::enqueue(&client, &jobs).await.unwrap() {
             want.insert(id, (mode, mode.designed_terminal(3)));
         }
     }
     let worker = spawn(awa_bin(), &db.url, &["worker", "--concurrency", "8"], &[]);
-    wait_count(&client, &format!("SELECT count(*) FROM ({}) t", read::TERMINAL_RECORDS), want.len() as i64, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        &format!("SELECT count(*) FROM ({}) t", read::TERMINAL_RECORDS),
+        want.len() as i64,
+        Duration::from_secs(30),
+    )
+    .await;
 
     let records = read::terminal_records(&client).await.unwrap();
     assert_eq!(records.len(), want.len(), "one terminal record per job");
     for r in &records {
         let (mode, (state, attempt)) = want[&r.job_id];
-        assert_eq!((r.state.as_str(), r.attempt), (state, attempt), "job {} of mode {}", r.job_id, mode.name());
+        assert_eq!(
+            (r.state.as_str(), r.attempt),
+            (state, attempt),
+            "job {} of mode {}",
+            r.job_id,
+            mode.name()
+        );
     }
     // Nothing left live.
-    let live: i64 = client.query_one("SELECT count(*) FROM awa.jobs", &[]).await.unwrap().get(0);
+    let live: i64 = client
+        .query_one("SELECT count(*) FROM awa.jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(live, 0);
     // Scheduled jobs did not start before run_at.
-    let scheduled: Vec<i64> = want.iter().filter(|(_, (m, _))| *m == Mode::Scheduled).map(|(id, _)| *id).collect();
+    let scheduled: Vec<i64> = want
+        .iter()
+        .filter(|(_, (m, _))| *m == Mode::Scheduled)
+        .map(|(id, _)| *id)
+        .collect();
     let earliest: f64 = client
         .query_one(
             "SELECT min(extract(epoch FROM started_at) * 1000)::float8 FROM awa.executions WHERE job_id = ANY($1)",
@@ -62,17 +87,31 @@ async fn every_mode_reaches_its_designed_terminal_and_scheduled_jobs_wait() {
         .await
         .unwrap()
         .get(0);
-    assert!(earliest >= run_at as f64, "a scheduled job started {} ms before run_at", run_at as f64 - earliest);
+    assert!(
+        earliest >= run_at as f64,
+        "a scheduled job started {} ms before run_at",
+        run_at as f64 - earliest
+    );
     // The overrun attempt was taken by deadline rescue, not heartbeat rescue.
-    let overrun: Vec<i64> = want.iter().filter(|(_, (m, _))| *m == Mode::OverrunDeadline).map(|(id, _)| *id).collect();
+    let overrun: Vec<i64> = want
+        .iter()
+        .filter(|(_, (m, _))| *m == Mode::OverrunDeadline)
+        .map(|(id, _)| *id)
+        .collect();
     let outcomes: Vec<String> = client
-        .query("SELECT outcome FROM awa.executions WHERE job_id = ANY($1) AND attempt = 1", &[&overrun])
+        .query(
+            "SELECT outcome FROM awa.executions WHERE job_id = ANY($1) AND attempt = 1",
+            &[&overrun],
+        )
         .await
         .unwrap()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(outcomes, vec!["rescued_deadline".to_string(); overrun.len()]);
+    assert_eq!(
+        outcomes,
+        vec!["rescued_deadline".to_string(); overrun.len()]
+    );
     // Executions: one per attempt (plus none for jobs never started).
     let per_attempt: i64 = client
         .query_one("SELECT count(*) FROM (SELECT job_id, attempt FROM awa.executions GROUP BY 1, 2 HAVING count(*) > 1) t", &[])
@@ -87,13 +126,37 @@ async fn every_mode_reaches_its_designed_terminal_and_scheduled_jobs_wait() {
 async fn operator_cancel_closes_a_live_job() {
     let db = Db::migrated("cancel").await;
     let client = db.client().await;
-    let ids = enqueue::enqueue(&client, &[job(Mode::Complete, Some(now_ms() + 3_600_000))]).await.unwrap();
-    let (code, out, err) = run(awa_bin(), &db.url, &["job", "cancel", &ids[0].to_string()], &[]).await;
+    let ids = enqueue::enqueue(&client, &[job(Mode::Complete, Some(now_ms() + 3_600_000))])
+        .await
+        .unwrap();
+    let (code, out, err) = run(
+        awa_bin(),
+        &db.url,
+        &["job", "cancel", &ids[0].to_string()],
+        &[],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"was_live\":true"), "{out}");
     let records = read::terminal_records(&client).await.unwrap();
     assert_eq!(records.len(), 1);
-    assert_eq!((records[0].job_id, records[0].state.as_str(), records[0].attempt), (ids[0], "cancelled", 0));
-    let (_, out, _) = run(awa_bin(), &db.url, &["job", "cancel", &ids[0].to_string()], &[]).await;
-    assert!(out.contains("\"was_live\":false"), "a second cancel finds nothing: {out}");
+    assert_eq!(
+        (
+            records[0].job_id,
+            records[0].state.as_str(),
+            records[0].attempt
+        ),
+        (ids[0], "cancelled", 0)
+    );
+    let (_, out, _) = run(
+        awa_bin(),
+        &db.url,
+        &["job", "cancel", &ids[0].to_string()],
+        &[],
+    )
+    .await;
+    assert!(
+        out.contains("\"was_live\":false"),
+        "a second cancel finds nothing: {out}"
+    );
 }

@@ -17,9 +17,23 @@ async fn sigkilled_attempt_is_rescued_once_and_its_stale_completion_loses() {
     let client = db.client().await;
     // The leader claims nothing (it serves another queue); the victim
     // claims the job and is killed while running it.
-    let leader = spawn(awa_bin(), &db.url, &["worker", "--queues", "elsewhere", "--name", "leader"], &[]);
-    leader.wait_for("leadership", Duration::from_secs(10), |ev| ev.iter().any(|e| e["event"] == "leader")).await;
-    let victim = spawn(awa_bin(), &db.url, &["worker", "--no-maintenance", "--name", "victim"], &[]);
+    let leader = spawn(
+        awa_bin(),
+        &db.url,
+        &["worker", "--queues", "elsewhere", "--name", "leader"],
+        &[],
+    );
+    leader
+        .wait_for("leadership", Duration::from_secs(10), |ev| {
+            ev.iter().any(|e| e["event"] == "leader")
+        })
+        .await;
+    let victim = spawn(
+        awa_bin(),
+        &db.url,
+        &["worker", "--no-maintenance", "--name", "victim"],
+        &[],
+    );
     let job = NewJob {
         kind: "rehearsal".into(),
         queue: "default".into(),
@@ -31,51 +45,102 @@ async fn sigkilled_attempt_is_rescued_once_and_its_stale_completion_loses() {
     };
     let id = enqueue::enqueue(&client, &[job]).await.unwrap()[0];
     victim
-        .wait_for("the victim to start the job", Duration::from_secs(10), |ev| {
-            ev.iter().any(|e| e["event"] == "started" && e["job_id"] == id)
-        })
+        .wait_for(
+            "the victim to start the job",
+            Duration::from_secs(10),
+            |ev| {
+                ev.iter()
+                    .any(|e| e["event"] == "started" && e["job_id"] == id)
+            },
+        )
         .await;
-    let started = victim.named("started").into_iter().find(|e| e["job_id"] == id).unwrap();
-    let (attempt_killed, lease_killed) = (started["attempt"].as_i64().unwrap() as i32, started["run_lease"].as_i64().unwrap());
+    let started = victim
+        .named("started")
+        .into_iter()
+        .find(|e| e["job_id"] == id)
+        .unwrap();
+    let (attempt_killed, lease_killed) = (
+        started["attempt"].as_i64().unwrap() as i32,
+        started["run_lease"].as_i64().unwrap(),
+    );
     victim.kill().await;
 
     leader
-        .wait_for("the rescue", Duration::from_secs(10), |ev| ev.iter().any(|e| e["event"] == "rescued" && e["job_id"] == id))
+        .wait_for("the rescue", Duration::from_secs(10), |ev| {
+            ev.iter()
+                .any(|e| e["event"] == "rescued" && e["job_id"] == id)
+        })
         .await;
-    let rescued = leader.named("rescued").into_iter().find(|e| e["job_id"] == id).unwrap();
+    let rescued = leader
+        .named("rescued")
+        .into_iter()
+        .find(|e| e["job_id"] == id)
+        .unwrap();
     assert!(
         rescued["reason"] == "crash" || rescued["reason"] == "heartbeat",
         "rescued by crash or heartbeat rescue, got {rescued}"
     );
     // The killed attempt comes back late: it must lose.
-    let late = finish::finish(&client, id, lease_killed, &Outcome::Completed).await.unwrap();
+    let late = finish::finish(&client, id, lease_killed, &Outcome::Completed)
+        .await
+        .unwrap();
     assert_eq!(late, Closed::Stale);
-    assert!(read::terminal_records(&client).await.unwrap().is_empty(), "the stale completion wrote a terminal record");
+    assert!(
+        read::terminal_records(&client).await.unwrap().is_empty(),
+        "the stale completion wrote a terminal record"
+    );
 
     // A new worker runs the rescued job; a short sleep this time is not
     // possible (args are fixed), so cut the wait by cancelling the sleep:
     // the rescued attempt must simply be the killed one plus one.
-    let rescuer = spawn(awa_bin(), &db.url, &["worker", "--no-maintenance", "--name", "rescuer"], &[]);
+    let rescuer = spawn(
+        awa_bin(),
+        &db.url,
+        &["worker", "--no-maintenance", "--name", "rescuer"],
+        &[],
+    );
     rescuer
-        .wait_for("the rescued attempt to start", Duration::from_secs(10), |ev| {
-            ev.iter().any(|e| e["event"] == "started" && e["job_id"] == id)
-        })
+        .wait_for(
+            "the rescued attempt to start",
+            Duration::from_secs(10),
+            |ev| {
+                ev.iter()
+                    .any(|e| e["event"] == "started" && e["job_id"] == id)
+            },
+        )
         .await;
-    let again = rescuer.named("started").into_iter().find(|e| e["job_id"] == id).unwrap();
-    assert_eq!(again["attempt"].as_i64().unwrap() as i32, attempt_killed + 1, "exactly one more attempt");
+    let again = rescuer
+        .named("started")
+        .into_iter()
+        .find(|e| e["job_id"] == id)
+        .unwrap();
+    assert_eq!(
+        again["attempt"].as_i64().unwrap() as i32,
+        attempt_killed + 1,
+        "exactly one more attempt"
+    );
     assert!(again["run_lease"].as_i64().unwrap() > lease_killed);
     let outcome: String = client
-        .query_one("SELECT outcome FROM awa.executions WHERE job_id = $1 AND run_lease = $2", &[&id, &lease_killed])
+        .query_one(
+            "SELECT outcome FROM awa.executions WHERE job_id = $1 AND run_lease = $2",
+            &[&id, &lease_killed],
+        )
         .await
         .unwrap()
         .get(0);
-    assert!(outcome.starts_with("rescued_"), "the killed execution is marked rescued, got {outcome}");
+    assert!(
+        outcome.starts_with("rescued_"),
+        "the killed execution is marked rescued, got {outcome}"
+    );
     // Cancel the 30 s sleep by operator so the job ends; the running
     // attempt's completion is then stale too.
     assert!(finish::cancel_by_operator(&client, id).await.unwrap());
     let records = read::terminal_records(&client).await.unwrap();
     assert_eq!(records.len(), 1);
-    assert_eq!((records[0].state.as_str(), records[0].attempt), ("cancelled", attempt_killed + 1));
+    assert_eq!(
+        (records[0].state.as_str(), records[0].attempt),
+        ("cancelled", attempt_killed + 1)
+    );
     assert_eq!(rescuer.terminate().await, 0);
     assert_eq!(leader.terminate().await, 0);
 }
@@ -86,7 +151,11 @@ async fn a_worker_stops_handlers_whose_lease_was_rescued_and_frees_their_slot() 
     let client = db.client().await;
     // One slot: the overrunning attempt would hold it for 9 s.
     let worker = spawn(awa_bin(), &db.url, &["worker", "--concurrency", "1"], &[]);
-    worker.wait_for("leadership", Duration::from_secs(10), |ev| ev.iter().any(|e| e["event"] == "leader")).await;
+    worker
+        .wait_for("leadership", Duration::from_secs(10), |ev| {
+            ev.iter().any(|e| e["event"] == "leader")
+        })
+        .await;
     let overrun = NewJob {
         kind: "rehearsal".into(),
         queue: "default".into(),
@@ -97,7 +166,12 @@ async fn a_worker_stops_handlers_whose_lease_was_rescued_and_frees_their_slot() 
         run_at_ms: None,
     };
     let first = enqueue::enqueue(&client, &[overrun]).await.unwrap()[0];
-    worker.wait_for("the overrun to start", Duration::from_secs(5), |ev| ev.iter().any(|e| e["event"] == "started" && e["job_id"] == first)).await;
+    worker
+        .wait_for("the overrun to start", Duration::from_secs(5), |ev| {
+            ev.iter()
+                .any(|e| e["event"] == "started" && e["job_id"] == first)
+        })
+        .await;
     let plain = NewJob {
         kind: "rehearsal".into(),
         queue: "default".into(),
@@ -109,14 +183,25 @@ async fn a_worker_stops_handlers_whose_lease_was_rescued_and_frees_their_slot() 
     };
     let second = enqueue::enqueue(&client, &[plain]).await.unwrap()[0];
     worker
-        .wait_for("the lost lease to be noticed", Duration::from_secs(5), |ev| {
-            ev.iter().any(|e| e["event"] == "lease_lost" && e["job_id"] == first)
-        })
+        .wait_for(
+            "the lost lease to be noticed",
+            Duration::from_secs(5),
+            |ev| {
+                ev.iter()
+                    .any(|e| e["event"] == "lease_lost" && e["job_id"] == first)
+            },
+        )
         .await;
     worker
-        .wait_for("the freed slot to run the next job", Duration::from_secs(5), |ev| {
-            ev.iter().any(|e| e["event"] == "finished" && e["job_id"] == second && e["outcome"] == "completed")
-        })
+        .wait_for(
+            "the freed slot to run the next job",
+            Duration::from_secs(5),
+            |ev| {
+                ev.iter().any(|e| {
+                    e["event"] == "finished" && e["job_id"] == second && e["outcome"] == "completed"
+                })
+            },
+        )
         .await;
     assert_eq!(worker.terminate().await, 0);
 }

@@ -24,17 +24,41 @@ async fn ten_thousand_jobs_through_rotating_rings_each_end_exactly_once() {
     let producer = spawn(
         awa_bin(),
         &db.url,
-        &["produce", "--count", "10000", "--rate", "2000", "--mix", mix, "--sleep", "20ms", "--schedule-delay", "500ms"],
+        &[
+            "produce",
+            "--count",
+            "10000",
+            "--rate",
+            "2000",
+            "--mix",
+            mix,
+            "--sleep",
+            "20ms",
+            "--schedule-delay",
+            "500ms",
+        ],
         &[],
     );
     let (code, err) = producer_exit(producer).await;
     assert_eq!(code.0, 0, "producer: {err}");
     let accepted = code.1;
     assert_eq!(accepted.len(), 10_000);
-    wait_count(&client, &format!("SELECT count(*) FROM ({}) t", read::TERMINAL_RECORDS), 10_000, Duration::from_secs(120)).await;
+    wait_count(
+        &client,
+        &format!("SELECT count(*) FROM ({}) t", read::TERMINAL_RECORDS),
+        10_000,
+        Duration::from_secs(120),
+    )
+    .await;
     // A claim slot is pruned once the cursor has wrapped round to it
     // (8 slots at 1 s): wait for the archive to be in use.
-    wait_count(&client, "SELECT least(count(*), 1) FROM awa.terminal_archive", 1, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        "SELECT least(count(*), 1) FROM awa.terminal_archive",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
 
     let records = read::terminal_records(&client).await.unwrap();
     let mut per_job: HashMap<i64, usize> = HashMap::new();
@@ -42,14 +66,33 @@ async fn ten_thousand_jobs_through_rotating_rings_each_end_exactly_once() {
         *per_job.entry(r.job_id).or_default() += 1;
     }
     let accepted_set: HashSet<i64> = accepted.iter().copied().collect();
-    let extra: Vec<_> = per_job.keys().filter(|k| !accepted_set.contains(k)).collect();
-    let lost: Vec<_> = accepted.iter().filter(|k| !per_job.contains_key(k)).collect();
+    let extra: Vec<_> = per_job
+        .keys()
+        .filter(|k| !accepted_set.contains(k))
+        .collect();
+    let lost: Vec<_> = accepted
+        .iter()
+        .filter(|k| !per_job.contains_key(k))
+        .collect();
     let dup: Vec<_> = per_job.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(extra.is_empty() && lost.is_empty() && dup.is_empty(), "extra {extra:?} lost {lost:?} duplicated {dup:?}");
+    assert!(
+        extra.is_empty() && lost.is_empty() && dup.is_empty(),
+        "extra {extra:?} lost {lost:?} duplicated {dup:?}"
+    );
     let archived = records.iter().filter(|r| r.source == "archive").count();
-    assert!(archived > 0, "prune archived nothing: rotation/prune did not run");
-    let generation: i64 = client.query_one("SELECT generation FROM awa.ring_cursor('claim')", &[]).await.unwrap().get(0);
-    assert!(generation >= 3, "the claim ring rotated only {generation} times");
+    assert!(
+        archived > 0,
+        "prune archived nothing: rotation/prune did not run"
+    );
+    let generation: i64 = client
+        .query_one("SELECT generation FROM awa.ring_cursor('claim')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        generation >= 3,
+        "the claim ring rotated only {generation} times"
+    );
     // Operator counts (rollups + unarchived closures + dead letters) match
     // the row-by-row counts.
     let s = read::status(&client, 1000.0).await.unwrap();
@@ -61,7 +104,13 @@ async fn ten_thousand_jobs_through_rotating_rings_each_end_exactly_once() {
 async fn producer_exit(p: Proc) -> ((i32, Vec<i64>), String) {
     let events = p.events.clone();
     let (code, err) = p.exit_code(Duration::from_secs(60)).await;
-    let ids = events.lock().unwrap().iter().filter(|e| e["event"] == "accepted").map(|e| e["job_id"].as_i64().unwrap()).collect();
+    let ids = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "accepted")
+        .map(|e| e["job_id"].as_i64().unwrap())
+        .collect();
     ((code, ids), err)
 }
 
@@ -75,7 +124,13 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         .batch_execute("INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt) VALUES (0, 0, 1, 'q', 0, 0)")
         .await
         .unwrap();
-    assert_eq!(rings::rotate(&mut client, Ring::Queue).await.unwrap(), Rotated::Advanced { slot: 1, generation: 1 });
+    assert_eq!(
+        rings::rotate(&mut client, Ring::Queue).await.unwrap(),
+        Rotated::Advanced {
+            slot: 1,
+            generation: 1
+        }
+    );
     // Plant a live ready entry in slot 1 (generation 1) and move on.
     client.batch_execute("INSERT INTO awa.jobs (job_id, kind, queue, state) VALUES (2, 'rehearsal', 'q', 'available')").await.unwrap();
     client
@@ -84,20 +139,52 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         .unwrap();
     // Walk the cursor round until slot 1 is the oldest sealed slot; slot 0
     // (still live) blocks the wrap, so drain it first.
-    client.batch_execute("DELETE FROM awa.queue_entries WHERE job_id = 1").await.unwrap();
+    client
+        .batch_execute("DELETE FROM awa.queue_entries WHERE job_id = 1")
+        .await
+        .unwrap();
     for _ in 0..6 {
-        assert!(matches!(rings::rotate(&mut client, Ring::Queue).await.unwrap(), Rotated::Advanced { .. }));
+        assert!(matches!(
+            rings::rotate(&mut client, Ring::Queue).await.unwrap(),
+            Rotated::Advanced { .. }
+        ));
     }
-    let cur: i32 = client.query_one("SELECT slot FROM awa.ring_cursor('queue')", &[]).await.unwrap().get(0);
+    let cur: i32 = client
+        .query_one("SELECT slot FROM awa.ring_cursor('queue')", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(cur, 7);
     // Slot 0 is empty: prune has nothing; rotate into it.
-    assert_eq!(rings::prune(&mut client, Ring::Queue).await.unwrap(), Pruned::Empty);
-    assert!(matches!(rings::rotate(&mut client, Ring::Queue).await.unwrap(), Rotated::Advanced { slot: 0, .. }));
+    assert_eq!(
+        rings::prune(&mut client, Ring::Queue).await.unwrap(),
+        Pruned::Empty
+    );
+    assert!(matches!(
+        rings::rotate(&mut client, Ring::Queue).await.unwrap(),
+        Rotated::Advanced { slot: 0, .. }
+    ));
     // Now slot 1 is next: it holds live work, so prune refuses and rotate
     // refuses to move into it.
-    assert_eq!(rings::prune(&mut client, Ring::Queue).await.unwrap(), Pruned::Live { slot: 1, generation: 1 });
-    assert_eq!(rings::rotate(&mut client, Ring::Queue).await.unwrap(), Rotated::NextSlotBusy { slot: 1 });
-    let still: i64 = client.query_one("SELECT count(*) FROM awa.queue_entries WHERE job_id = 2", &[]).await.unwrap().get(0);
+    assert_eq!(
+        rings::prune(&mut client, Ring::Queue).await.unwrap(),
+        Pruned::Live {
+            slot: 1,
+            generation: 1
+        }
+    );
+    assert_eq!(
+        rings::rotate(&mut client, Ring::Queue).await.unwrap(),
+        Rotated::NextSlotBusy { slot: 1 }
+    );
+    let still: i64 = client
+        .query_one(
+            "SELECT count(*) FROM awa.queue_entries WHERE job_id = 2",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(still, 1, "the live entry survived");
 
     // Claim ring: move its cursor to (slot 2, generation 2); slot 3 was
@@ -111,7 +198,13 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         )
         .await
         .unwrap();
-    assert_eq!(rings::prune(&mut client, Ring::Claim).await.unwrap(), Pruned::Live { slot: 3, generation: -5 });
+    assert_eq!(
+        rings::prune(&mut client, Ring::Claim).await.unwrap(),
+        Pruned::Live {
+            slot: 3,
+            generation: -5
+        }
+    );
     client
         .batch_execute(
             "INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
@@ -119,19 +212,60 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         )
         .await
         .unwrap();
-    assert_eq!(rings::prune(&mut client, Ring::Claim).await.unwrap(), Pruned::Truncated { slot: 3, generation: -5, archived: 1 });
-    let archived: i64 = client.query_one("SELECT count(*) FROM awa.terminal_archive WHERE job_id = 9", &[]).await.unwrap().get(0);
+    assert_eq!(
+        rings::prune(&mut client, Ring::Claim).await.unwrap(),
+        Pruned::Truncated {
+            slot: 3,
+            generation: -5,
+            archived: 1
+        }
+    );
+    let archived: i64 = client
+        .query_one(
+            "SELECT count(*) FROM awa.terminal_archive WHERE job_id = 9",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(archived, 1);
-    let deltas: i64 = client.query_one("SELECT sum(count)::bigint FROM awa.queue_terminal_rollup_deltas", &[]).await.unwrap().get(0);
+    let deltas: i64 = client
+        .query_one(
+            "SELECT sum(count)::bigint FROM awa.queue_terminal_rollup_deltas",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(deltas, 1, "ledger-mode prune appends a delta");
-    let rolled: i64 = client.query_one("SELECT count(*) FROM awa.queue_terminal_rollups", &[]).await.unwrap().get(0);
+    let rolled: i64 = client
+        .query_one("SELECT count(*) FROM awa.queue_terminal_rollups", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(rolled, 0, "ledger-mode prune does not upsert rollups");
     // The fold drains the delta into the rollups.
     let folded = awa_runtime::store::folds::fold(&mut client).await.unwrap();
-    assert!(matches!(folded, awa_runtime::store::folds::Folded::Done { delta_rows: 1, .. }), "{folded:?}");
-    let rolled: i64 = client.query_one("SELECT sum(count)::bigint FROM awa.queue_terminal_rollups", &[]).await.unwrap().get(0);
+    assert!(
+        matches!(
+            folded,
+            awa_runtime::store::folds::Folded::Done { delta_rows: 1, .. }
+        ),
+        "{folded:?}"
+    );
+    let rolled: i64 = client
+        .query_one(
+            "SELECT sum(count)::bigint FROM awa.queue_terminal_rollups",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(rolled, 1);
 
     // An empty ring idle-skips.
-    assert_eq!(rings::rotate(&mut client, Ring::Lease).await.unwrap(), Rotated::IdleSkip);
+    assert_eq!(
+        rings::rotate(&mut client, Ring::Lease).await.unwrap(),
+        Rotated::IdleSkip
+    );
 }

@@ -111,7 +111,13 @@ mod tests {
             detail: "cargo exited with 101".into(),
         });
         assert_eq!(for_error(&build), INCONCLUSIVE);
-        assert_eq!(for_error(&Error::Postgres("initdb not found".into())), INCONCLUSIVE);
-        assert_eq!(for_error(&Error::Harness("no runtime".into())), INCONCLUSIVE);
+        assert_eq!(
+            for_error(&Error::Postgres("initdb not found".into())),
+            INCONCLUSIVE
+        );
+        assert_eq!(
+            for_error(&Error::Harness("no runtime".into())),
+            INCONCLUSIVE
+        );
     }
 }

@@ -3,7 +3,10 @@
 //! [`Finding`]s; reports render both. These types are the contract
 //! between those stages, so they only grow (new fields get defaults).
 
-#![expect(missing_docs, reason = "plain data records; fields are named for what they hold and documented where that is not enough")]
+#![expect(
+    missing_docs,
+    reason = "plain data records; fields are named for what they hold and documented where that is not enough"
+)]
 
 use crate::matrix::FindingRule;
 use serde::{Deserialize, Serialize};
@@ -199,6 +202,12 @@ pub enum Verdict {
 impl Finding {
     /// A finding of `rule` with nothing else filled in (tests of verdicts).
     pub fn of(rule: FindingRule) -> Finding {
-        Finding { rule, phase: "reconcile".into(), message: String::new(), ids: vec![], count: 1 }
+        Finding {
+            rule,
+            phase: "reconcile".into(),
+            message: String::new(),
+            ids: vec![],
+            count: 1,
+        }
     }
 }

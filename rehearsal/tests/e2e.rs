@@ -258,9 +258,15 @@ fn without_postgresql_the_run_is_inconclusive_and_says_what_to_install() {
     cmd.env("AWA_PG_BINDIR", scratch.0.join("no-postgres-here"));
     let (status, _, err) = run(cmd, Duration::from_secs(600));
     assert_eq!(status.code(), Some(3), "{err}");
-    assert!(err.contains("no PostgreSQL to run the cells against"), "{err}");
+    assert!(
+        err.contains("no PostgreSQL to run the cells against"),
+        "{err}"
+    );
     assert!(err.contains("apt-get install postgresql"), "{err}");
-    assert!(scratch.report_dirs().is_empty(), "no empty report folder is left");
+    assert!(
+        scratch.report_dirs().is_empty(),
+        "no empty report folder is left"
+    );
 }
 
 /// Processes of this run still alive: a child carries the run's report
@@ -369,22 +375,43 @@ fn ctrl_c_stops_every_child_and_reports_the_cell_inconclusive() {
 /// backend.
 #[test]
 fn the_shipped_smoke_matrix_passes() {
-    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml")).unwrap();
+    let shipped =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml"))
+            .unwrap();
     let scratch = Scratch::with_matrix("smoke", &shipped);
-    let (status, out, err) = run(scratch.rehearse(&["--matrix", "smoke", "--seed", "3"]), Duration::from_secs(900));
+    let (status, out, err) = run(
+        scratch.rehearse(&["--matrix", "smoke", "--seed", "3"]),
+        Duration::from_secs(900),
+    );
     assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
     let report = read_report(&scratch.report_dirs()[0]);
     let verdicts: Vec<(String, String)> = report["cells"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["verdict"].as_str().unwrap().to_string()))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    let want: Vec<(String, String)> =
-        ["migrate-first", "binary-first", "fence"].iter().map(|n| (n.to_string(), "pass".to_string())).collect();
+    let want: Vec<(String, String)> = ["migrate-first", "binary-first", "fence"]
+        .iter()
+        .map(|n| (n.to_string(), "pass".to_string()))
+        .collect();
     assert_eq!(verdicts, want);
     for cell in report["cells"].as_array().unwrap() {
-        assert!(cell["accepted"].as_u64().unwrap() >= 5000, "{} accepted only {}", cell["name"], cell["accepted"]);
-        assert!(!cell["flips"].as_array().unwrap().is_empty(), "{} did not flip", cell["name"]);
+        assert!(
+            cell["accepted"].as_u64().unwrap() >= 5000,
+            "{} accepted only {}",
+            cell["name"],
+            cell["accepted"]
+        );
+        assert!(
+            !cell["flips"].as_array().unwrap().is_empty(),
+            "{} did not flip",
+            cell["name"]
+        );
     }
 }

@@ -67,8 +67,15 @@ SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL,
 
 /// Read which optional relations exist.
 pub async fn schema_features(client: &Client) -> Result<SchemaFeatures> {
-    let row = client.query_one(FEATURES, &[]).await.map_err(|e| Error::db("probing the schema for 0.7 relations", e))?;
-    Ok(SchemaFeatures { authority: row.get(0), rollup_deltas: row.get(1), ledgers: row.get(2) })
+    let row = client
+        .query_one(FEATURES, &[])
+        .await
+        .map_err(|e| Error::db("probing the schema for 0.7 relations", e))?;
+    Ok(SchemaFeatures {
+        authority: row.get(0),
+        rollup_deltas: row.get(1),
+        ledgers: row.get(2),
+    })
 }
 
 // ---------------------------------------------------------------------
@@ -86,7 +93,8 @@ CREATE TEMP TABLE audit_jobs (
     uncertain    boolean NOT NULL,
     cron         boolean NOT NULL DEFAULT false
 )";
-const COPY_AUDIT_SET: &str = "COPY audit_jobs (job_id, mode, max_attempts, uncertain) FROM STDIN (FORMAT binary)";
+const COPY_AUDIT_SET: &str =
+    "COPY audit_jobs (job_id, mode, max_attempts, uncertain) FROM STDIN (FORMAT binary)";
 /// Cron-fired jobs come from the leader, not a producer: each fire is an
 /// expected job of the schedule's mode (`complete` when it names none).
 const INDEX_AND_ADD_CRON: &str = "
@@ -96,7 +104,8 @@ SELECT f.job_id, coalesce(s.args->>'mode', 'complete'), coalesce(s.max_attempts,
 FROM awa.cron_fires f LEFT JOIN awa.cron_schedules s ON s.name = f.name
 ON CONFLICT (job_id) DO UPDATE SET cron = true;
 ANALYZE audit_jobs";
-const AUDIT_SET_SIZE: &str = "SELECT count(*) FILTER (WHERE NOT cron), count(*) FILTER (WHERE cron) FROM audit_jobs";
+const AUDIT_SET_SIZE: &str =
+    "SELECT count(*) FILTER (WHERE NOT cron), count(*) FILTER (WHERE cron) FROM audit_jobs";
 
 /// Rows in the audit set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -111,24 +120,56 @@ pub struct AuditSetSize {
 /// one binary COPY (memory stays flat however many there are), add every
 /// cron-fired job, index and analyze it. Each `job_id` must appear once.
 /// Replaces an audit set loaded earlier in the session.
-pub async fn load_audit_set(client: &Client, jobs: impl IntoIterator<Item = AuditJob>) -> Result<AuditSetSize> {
-    client.batch_execute(CREATE_AUDIT_SET).await.map_err(|e| Error::db("creating the audit set", e))?;
-    let sink = client.copy_in(COPY_AUDIT_SET).await.map_err(|e| Error::db("starting to copy the audit set", e))?;
-    let mut writer = pin!(BinaryCopyInWriter::new(sink, &[Type::INT8, Type::TEXT, Type::INT4, Type::BOOL]));
+pub async fn load_audit_set(
+    client: &Client,
+    jobs: impl IntoIterator<Item = AuditJob>,
+) -> Result<AuditSetSize> {
+    client
+        .batch_execute(CREATE_AUDIT_SET)
+        .await
+        .map_err(|e| Error::db("creating the audit set", e))?;
+    let sink = client
+        .copy_in(COPY_AUDIT_SET)
+        .await
+        .map_err(|e| Error::db("starting to copy the audit set", e))?;
+    let mut writer = pin!(BinaryCopyInWriter::new(
+        sink,
+        &[Type::INT8, Type::TEXT, Type::INT4, Type::BOOL]
+    ));
     for job in jobs {
         writer
             .as_mut()
-            .write(&[&job.job_id, &job.mode.name(), &job.max_attempts, &job.uncertain])
+            .write(&[
+                &job.job_id,
+                &job.mode.name(),
+                &job.max_attempts,
+                &job.uncertain,
+            ])
             .await
             .map_err(|e| Error::db("copying the audit set", e))?;
     }
-    writer.as_mut().finish().await.map_err(|e| Error::db("copying the audit set", e))?;
+    writer
+        .as_mut()
+        .finish()
+        .await
+        .map_err(|e| Error::db("copying the audit set", e))?;
     client
         .batch_execute(INDEX_AND_ADD_CRON)
         .await
-        .map_err(|e| Error::db("indexing the audit set (is a job id given twice?) and adding cron fires", e))?;
-    let row = client.query_one(AUDIT_SET_SIZE, &[]).await.map_err(|e| Error::db("counting the audit set", e))?;
-    Ok(AuditSetSize { given: row.get(0), cron_fires: row.get(1) })
+        .map_err(|e| {
+            Error::db(
+                "indexing the audit set (is a job id given twice?) and adding cron fires",
+                e,
+            )
+        })?;
+    let row = client
+        .query_one(AUDIT_SET_SIZE, &[])
+        .await
+        .map_err(|e| Error::db("counting the audit set", e))?;
+    Ok(AuditSetSize {
+        given: row.get(0),
+        cron_fires: row.get(1),
+    })
 }
 
 // ---------------------------------------------------------------------
@@ -141,7 +182,12 @@ pub async fn load_audit_set(client: &Client, jobs: impl IntoIterator<Item = Audi
 fn first_attempt_differs(mode: Mode) -> bool {
     match mode {
         Mode::RetryOnce | Mode::SnoozeOnce | Mode::OverrunDeadline => true,
-        Mode::Complete | Mode::FailTerminal | Mode::ExhaustRetries | Mode::CancelSelf | Mode::Sleep | Mode::Scheduled => false,
+        Mode::Complete
+        | Mode::FailTerminal
+        | Mode::ExhaustRetries
+        | Mode::CancelSelf
+        | Mode::Sleep
+        | Mode::Scheduled => false,
     }
 }
 
@@ -174,9 +220,18 @@ pub fn designed_values() -> String {
         .map(|&mode| {
             let (state, at_probe) = mode.designed_terminal(PROBE);
             let (state_next, at_next) = mode.designed_terminal(PROBE + 1);
-            assert_eq!(state, state_next, "the designed state of {} depends on max_attempts", mode.name());
+            assert_eq!(
+                state,
+                state_next,
+                "the designed state of {} depends on max_attempts",
+                mode.name()
+            );
             let per_max = at_next - at_probe;
-            assert!(per_max == 0 || per_max == 1, "designed attempt of {} is not constant or max_attempts", mode.name());
+            assert!(
+                per_max == 0 || per_max == 1,
+                "designed attempt of {} is not constant or max_attempts",
+                mode.name()
+            );
             let base = at_probe - per_max * PROBE;
             format!(
                 "('{}', '{state}', {base}, {per_max}, {}, {})",
@@ -356,7 +411,9 @@ impl Offenders {
     fn from_row(row: &tokio_postgres::Row, name: &str) -> Offenders {
         Offenders {
             count: row.get(name),
-            ids: row.get::<_, Option<Vec<i64>>>(format!("{name}_ids").as_str()).unwrap_or_default(),
+            ids: row
+                .get::<_, Option<Vec<i64>>>(format!("{name}_ids").as_str())
+                .unwrap_or_default(),
             example: row.get(format!("{name}_example").as_str()),
         }
     }
@@ -401,7 +458,8 @@ pub struct JobAudit {
 
 /// The planner settings [`JOB_AUDIT`] is written for, for the rest of the
 /// transaction (outside one, `SET LOCAL` changes nothing).
-pub const JOB_AUDIT_PLANNER: &str = "SET LOCAL enable_hashagg = off; SET LOCAL enable_hashjoin = off";
+pub const JOB_AUDIT_PLANNER: &str =
+    "SET LOCAL enable_hashagg = off; SET LOCAL enable_hashjoin = off";
 /// Back to the planner's defaults for whatever the transaction runs next.
 const PLANNER_DEFAULTS: &str = "SET LOCAL enable_hashagg = on; SET LOCAL enable_hashjoin = on";
 
@@ -409,9 +467,18 @@ const PLANNER_DEFAULTS: &str = "SET LOCAL enable_hashagg = on; SET LOCAL enable_
 /// it). Run it in the transaction that loaded the audit set.
 pub async fn audit_jobs(client: &Client) -> Result<JobAudit> {
     let sql = JOB_AUDIT.replace("{designed}", &designed_values());
-    client.batch_execute(JOB_AUDIT_PLANNER).await.map_err(|e| Error::db("setting the planner up for the job audit", e))?;
-    let row = client.query_one(&sql, &[]).await.map_err(|e| Error::db("auditing jobs", e));
-    client.batch_execute(PLANNER_DEFAULTS).await.map_err(|e| Error::db("restoring the planner after the job audit", e))?;
+    client
+        .batch_execute(JOB_AUDIT_PLANNER)
+        .await
+        .map_err(|e| Error::db("setting the planner up for the job audit", e))?;
+    let row = client
+        .query_one(&sql, &[])
+        .await
+        .map_err(|e| Error::db("auditing jobs", e));
+    client
+        .batch_execute(PLANNER_DEFAULTS)
+        .await
+        .map_err(|e| Error::db("restoring the planner after the job audit", e))?;
     let row = row?;
     Ok(JobAudit {
         audited: row.get("audited"),
@@ -422,7 +489,9 @@ pub async fn audit_jobs(client: &Client) -> Result<JobAudit> {
         live: row.get("live"),
         unaccounted: Offenders {
             count: row.get("unaccounted"),
-            ids: row.get::<_, Option<Vec<i64>>>("unaccounted_ids").unwrap_or_default(),
+            ids: row
+                .get::<_, Option<Vec<i64>>>("unaccounted_ids")
+                .unwrap_or_default(),
             example: None,
         },
         interrupted_runs: row.get("interrupted_runs"),
@@ -469,11 +538,16 @@ pub struct Stuck {
 
 /// Every job left live or with an open claim, audited or not.
 pub async fn stuck(client: &Client) -> Result<Stuck> {
-    let row = client.query_one(STUCK, &[]).await.map_err(|e| Error::db("looking for stuck work", e))?;
+    let row = client
+        .query_one(STUCK, &[])
+        .await
+        .map_err(|e| Error::db("looking for stuck work", e))?;
     Ok(Stuck {
         jobs: Offenders {
             count: row.get("stuck"),
-            ids: row.get::<_, Option<Vec<i64>>>("stuck_ids").unwrap_or_default(),
+            ids: row
+                .get::<_, Option<Vec<i64>>>("stuck_ids")
+                .unwrap_or_default(),
             example: row.get("live_example"),
         },
         live_rows: row.get("live_rows"),
@@ -522,7 +596,10 @@ pub struct UnprovenRescue {
 }
 
 /// Check the rescue of every killed attempt `(job_id, attempt, run_lease)`.
-pub async fn unproven_rescues(client: &Client, killed: &[(i64, i32, i64)]) -> Result<Vec<UnprovenRescue>> {
+pub async fn unproven_rescues(
+    client: &Client,
+    killed: &[(i64, i32, i64)],
+) -> Result<Vec<UnprovenRescue>> {
     if killed.is_empty() {
         return Ok(vec![]);
     }
@@ -616,8 +693,19 @@ pub async fn cron_faults(client: &Client, windows: &[CronWindow]) -> Result<Vec<
     let every: Vec<i64> = windows.iter().map(|w| w.every_ms).collect();
     let from: Vec<i64> = windows.iter().map(|w| w.from_ms).collect();
     let to: Vec<i64> = windows.iter().map(|w| w.to_ms).collect();
-    let rows = client.query(CRON_AUDIT, &[&names, &every, &from, &to]).await.map_err(|e| Error::db("auditing cron fires", e))?;
-    Ok(rows.iter().map(|r| CronFault { name: r.get(0), fire_ms: r.get(1), job_ids: r.get(2), max_records: r.get(3) }).collect())
+    let rows = client
+        .query(CRON_AUDIT, &[&names, &every, &from, &to])
+        .await
+        .map_err(|e| Error::db("auditing cron fires", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| CronFault {
+            name: r.get(0),
+            fire_ms: r.get(1),
+            job_ids: r.get(2),
+            max_records: r.get(3),
+        })
+        .collect())
 }
 
 // ---------------------------------------------------------------------
@@ -658,10 +746,27 @@ pub struct StateCount {
 
 /// Per-state terminal counts, true and operator's, choosing the query
 /// variant by whether the rollup deltas exist.
-pub async fn terminal_counts(client: &Client, features: &SchemaFeatures) -> Result<Vec<StateCount>> {
-    let sql = if features.rollup_deltas { TERMINAL_COUNTS_WITH_DELTAS } else { TERMINAL_COUNTS };
-    let rows = client.query(sql, &[]).await.map_err(|e| Error::db("counting terminal outcomes", e))?;
-    Ok(rows.iter().map(|r| StateCount { state: r.get(0), truth: r.get(1), operator: r.get(2) }).collect())
+pub async fn terminal_counts(
+    client: &Client,
+    features: &SchemaFeatures,
+) -> Result<Vec<StateCount>> {
+    let sql = if features.rollup_deltas {
+        TERMINAL_COUNTS_WITH_DELTAS
+    } else {
+        TERMINAL_COUNTS
+    };
+    let rows = client
+        .query(sql, &[])
+        .await
+        .map_err(|e| Error::db("counting terminal outcomes", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| StateCount {
+            state: r.get(0),
+            truth: r.get(1),
+            operator: r.get(2),
+        })
+        .collect())
 }
 
 // ---------------------------------------------------------------------
@@ -676,7 +781,10 @@ pub async fn authority(client: &Client, features: &SchemaFeatures) -> Result<Opt
     if !features.authority {
         return Ok(None);
     }
-    let row = client.query_opt(AUTHORITY, &[]).await.map_err(|e| Error::db("reading the ring-cursor authority", e))?;
+    let row = client
+        .query_opt(AUTHORITY, &[])
+        .await
+        .map_err(|e| Error::db("reading the ring-cursor authority", e))?;
     Ok(row.map(|r| r.get(0)))
 }
 
@@ -712,16 +820,26 @@ pub struct RingColumns {
 impl RingColumns {
     /// Both cursor fields and every slot generation poisoned (or gone).
     pub fn poisoned(&self) -> bool {
-        self.current_slot.is_none_or(|s| s == -1) && self.generation.is_none_or(|g| g == -1) && self.unpoisoned_slots.is_empty()
+        self.current_slot.is_none_or(|s| s == -1)
+            && self.generation.is_none_or(|g| g == -1)
+            && self.unpoisoned_slots.is_empty()
     }
 }
 
 /// The compat columns of the three rings.
 pub async fn ring_columns(client: &Client) -> Result<Vec<RingColumns>> {
-    let rows = client.query(COLUMNS, &[]).await.map_err(|e| Error::db("reading the ring cursor columns", e))?;
+    let rows = client
+        .query(COLUMNS, &[])
+        .await
+        .map_err(|e| Error::db("reading the ring cursor columns", e))?;
     Ok(rows
         .iter()
-        .map(|r| RingColumns { ring: r.get(0), current_slot: r.get(1), generation: r.get(2), unpoisoned_slots: r.get(3) })
+        .map(|r| RingColumns {
+            ring: r.get(0),
+            current_slot: r.get(1),
+            generation: r.get(2),
+            unpoisoned_slots: r.get(3),
+        })
         .collect())
 }
 
@@ -777,7 +895,10 @@ pub async fn ledgers(client: &Client, features: &SchemaFeatures) -> Result<Optio
     if !features.ledgers {
         return Ok(None);
     }
-    let rows = client.query(LEDGERS, &[]).await.map_err(|e| Error::db("reading the ring ledgers", e))?;
+    let rows = client
+        .query(LEDGERS, &[])
+        .await
+        .map_err(|e| Error::db("reading the ring ledgers", e))?;
     Ok(Some(
         rows.iter()
             .map(|r| Ledger {
@@ -801,17 +922,38 @@ mod tests {
     fn designed_values_cover_every_mode_once() {
         let values = designed_values();
         for mode in Mode::ALL {
-            assert_eq!(values.matches(&format!("('{}',", mode.name())).count(), 1, "{values}");
+            assert_eq!(
+                values.matches(&format!("('{}',", mode.name())).count(),
+                1,
+                "{values}"
+            );
         }
-        assert!(values.contains("('exhaust_retries', 'failed', 0, 1, false, false)"), "{values}");
-        assert!(values.contains("('overrun_deadline', 'completed', 2, 0, true, false)"), "{values}");
-        assert!(values.contains("('snooze_once', 'completed', 2, 0, true, true)"), "{values}");
-        assert!(values.contains("('complete', 'completed', 1, 0, false, false)"), "{values}");
+        assert!(
+            values.contains("('exhaust_retries', 'failed', 0, 1, false, false)"),
+            "{values}"
+        );
+        assert!(
+            values.contains("('overrun_deadline', 'completed', 2, 0, true, false)"),
+            "{values}"
+        );
+        assert!(
+            values.contains("('snooze_once', 'completed', 2, 0, true, true)"),
+            "{values}"
+        );
+        assert!(
+            values.contains("('complete', 'completed', 1, 0, false, false)"),
+            "{values}"
+        );
     }
 
     #[test]
     fn poisoned_means_both_fields_and_every_slot() {
-        let mut r = RingColumns { ring: "queue".into(), current_slot: Some(-1), generation: Some(-1), unpoisoned_slots: vec![] };
+        let mut r = RingColumns {
+            ring: "queue".into(),
+            current_slot: Some(-1),
+            generation: Some(-1),
+            unpoisoned_slots: vec![],
+        };
         assert!(r.poisoned());
         r.generation = Some(7);
         assert!(!r.poisoned(), "only current_slot poisoned");

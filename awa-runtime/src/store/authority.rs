@@ -27,7 +27,11 @@ pub async fn read(client: &impl GenericClient) -> Result<Authority> {
         .await
         .map_err(|e| Error::db("reading the ring-cursor authority", e))?
         .get(0);
-    Ok(if a == "ledger" { Authority::Ledger } else { Authority::Columns })
+    Ok(if a == "ledger" {
+        Authority::Ledger
+    } else {
+        Authority::Columns
+    })
 }
 
 /// A fresh runtime that is not known to be flip-aware.
@@ -71,14 +75,24 @@ pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
 
 /// Fresh runtimes that block a flip, and how many are fresh at all. A
 /// NULL, unparseable or below-minimum `binary_version` blocks.
-pub async fn flip_readiness(client: &impl GenericClient, stale_ms: f64) -> Result<(Vec<Blocker>, usize)> {
+pub async fn flip_readiness(
+    client: &impl GenericClient,
+    stale_ms: f64,
+) -> Result<(Vec<Blocker>, usize)> {
     let min: String = client
         .query_one(MIN_FLIP_VERSION, &[])
         .await
         .map_err(|e| Error::db("reading ring_authority_min_flip_version()", e))?
         .get(0);
-    let min = parse_version(&min).ok_or_else(|| Error::Config(format!("the schema's minimum flip version {min:?} is not X.Y.Z")))?;
-    let rows = client.query(FRESH, &[&stale_ms]).await.map_err(|e| Error::db("reading runtime_instances", e))?;
+    let min = parse_version(&min).ok_or_else(|| {
+        Error::Config(format!(
+            "the schema's minimum flip version {min:?} is not X.Y.Z"
+        ))
+    })?;
+    let rows = client
+        .query(FRESH, &[&stale_ms])
+        .await
+        .map_err(|e| Error::db("reading runtime_instances", e))?;
     let fresh = rows.len();
     let blocking = rows
         .iter()
@@ -89,7 +103,12 @@ pub async fn flip_readiness(client: &impl GenericClient, stale_ms: f64) -> Resul
             binary_version: r.get(3),
             heartbeat_age_ms: r.get(4),
         })
-        .filter(|b| b.binary_version.as_deref().and_then(parse_version).is_none_or(|v| v < min))
+        .filter(|b| {
+            b.binary_version
+                .as_deref()
+                .and_then(parse_version)
+                .is_none_or(|v| v < min)
+        })
         .collect();
     Ok((blocking, fresh))
 }
@@ -143,19 +162,28 @@ ALTER TABLE awa.lease_ring_state ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.queue_ring_slots ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.claim_ring_slots ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.lease_ring_slots ENABLE TRIGGER ring_cursor_fence;";
-const SET_LEDGER: &str = "UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now()";
+const SET_LEDGER: &str =
+    "UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now()";
 const LOCK_AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority FOR UPDATE";
 
 /// Poison the columns, set `ledger` and activate the fence, inside `tx`.
 /// Used by the flip and by a fresh install.
 pub(crate) async fn promote_ledger(tx: &Transaction<'_>) -> Result<()> {
     if failpoint::armed(failpoint::FENCE_CURRENT_SLOT_ONLY) {
-        tx.batch_execute(POISON_SLOT_ONLY).await.map_err(|e| Error::db("poisoning the cursor columns", e))?;
+        tx.batch_execute(POISON_SLOT_ONLY)
+            .await
+            .map_err(|e| Error::db("poisoning the cursor columns", e))?;
     } else {
-        tx.batch_execute(POISON).await.map_err(|e| Error::db("poisoning the cursor columns", e))?;
-        tx.batch_execute(ACTIVATE_FENCE).await.map_err(|e| Error::db("activating the fence", e))?;
+        tx.batch_execute(POISON)
+            .await
+            .map_err(|e| Error::db("poisoning the cursor columns", e))?;
+        tx.batch_execute(ACTIVATE_FENCE)
+            .await
+            .map_err(|e| Error::db("activating the fence", e))?;
     }
-    tx.batch_execute(SET_LEDGER).await.map_err(|e| Error::db("setting ledger authority", e))?;
+    tx.batch_execute(SET_LEDGER)
+        .await
+        .map_err(|e| Error::db("setting ledger authority", e))?;
     Ok(())
 }
 
@@ -166,12 +194,25 @@ pub(crate) async fn promote_ledger(tx: &Transaction<'_>) -> Result<()> {
 /// columns and verify it, poison the columns and the per-slot metadata,
 /// set `ledger` and activate the fence. Idempotent.
 pub async fn flip(client: &mut Client, stale_ms: f64, force: bool) -> Result<FlipOutcome> {
-    let tx = client.transaction().await.map_err(|e| Error::db("starting the flip", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("starting the flip", e))?;
     let mut columns = Vec::new();
     for ring in RINGS {
-        let sql = format!("SELECT slot_count, current_slot, generation FROM awa.{ring}_ring_state FOR UPDATE");
-        let row = tx.query_one(&sql, &[]).await.map_err(|e| Error::db(format!("locking the {ring} ring singleton"), e))?;
-        columns.push((ring, row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, i64>(2)));
+        let sql = format!(
+            "SELECT slot_count, current_slot, generation FROM awa.{ring}_ring_state FOR UPDATE"
+        );
+        let row = tx
+            .query_one(&sql, &[])
+            .await
+            .map_err(|e| Error::db(format!("locking the {ring} ring singleton"), e))?;
+        columns.push((
+            ring,
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, i64>(2),
+        ));
     }
     let authority: String = tx
         .query_one(LOCK_AUTHORITY, &[])
@@ -179,7 +220,9 @@ pub async fn flip(client: &mut Client, stale_ms: f64, force: bool) -> Result<Fli
         .map_err(|e| Error::db("locking the ring-cursor authority", e))?
         .get(0);
     if authority == "ledger" {
-        tx.commit().await.map_err(|e| Error::db("finishing the flip", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| Error::db("finishing the flip", e))?;
         return Ok(FlipOutcome::Already);
     }
     if !force {
@@ -195,7 +238,9 @@ pub async fn flip(client: &mut Client, stale_ms: f64, force: bool) -> Result<Fli
         if !skip_reconcile {
             backfilled = super::rings::backfill(&tx, ring, slot_count, generation, false).await?;
         }
-        let sql = format!("SELECT slot, generation FROM awa.{ring}_ring_rotations ORDER BY generation DESC LIMIT 1");
+        let sql = format!(
+            "SELECT slot, generation FROM awa.{ring}_ring_rotations ORDER BY generation DESC LIMIT 1"
+        );
         let (ledger_slot, ledger_generation): (i32, i64) = tx
             .query_opt(&sql, &[])
             .await
@@ -211,9 +256,21 @@ pub async fn flip(client: &mut Client, stale_ms: f64, force: bool) -> Result<Fli
                 )));
             }
         }
-        rings.push(RingFlip { ring, columns_slot: slot, columns_generation: generation, ledger_slot, ledger_generation, backfilled });
+        rings.push(RingFlip {
+            ring,
+            columns_slot: slot,
+            columns_generation: generation,
+            ledger_slot,
+            ledger_generation,
+            backfilled,
+        });
     }
     promote_ledger(&tx).await?;
-    tx.commit().await.map_err(|e| Error::db("committing the flip", e))?;
-    Ok(FlipOutcome::Flipped { rings, forced: force })
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing the flip", e))?;
+    Ok(FlipOutcome::Flipped {
+        rings,
+        forced: force,
+    })
 }

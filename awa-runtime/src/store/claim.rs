@@ -60,7 +60,13 @@ r AS (
 SELECT job_id, kind, queue, args, priority, attempt, max_attempts, run_lease, deadline_ms FROM j";
 
 /// Claim up to `limit` ready jobs from `queue` for `instance_id`.
-pub async fn claim(client: &Client, queue: &str, limit: i64, instance_id: &str, version: &str) -> Result<Vec<Claimed>> {
+pub async fn claim(
+    client: &Client,
+    queue: &str,
+    limit: i64,
+    instance_id: &str,
+    version: &str,
+) -> Result<Vec<Claimed>> {
     claim_with(client, CLAIM, queue, limit, instance_id, version).await
 }
 

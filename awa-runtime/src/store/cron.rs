@@ -53,7 +53,18 @@ pub struct Schedule {
 /// Create or replace a schedule.
 pub async fn upsert(client: &Client, s: &Schedule) -> Result<()> {
     client
-        .execute(UPSERT, &[&s.name, &s.every_ms, &s.queue, &s.kind, &s.args.to_string(), &s.priority, &s.max_attempts])
+        .execute(
+            UPSERT,
+            &[
+                &s.name,
+                &s.every_ms,
+                &s.queue,
+                &s.kind,
+                &s.args.to_string(),
+                &s.priority,
+                &s.max_attempts,
+            ],
+        )
         .await
         .map_err(|e| Error::db(format!("upserting cron schedule {:?}", s.name), e))?;
     Ok(())
@@ -80,17 +91,25 @@ pub fn due_times(every_ms: i64, from_ms: i64, now_ms: i64, cap: usize) -> Vec<i6
 
 /// Fire every due time of every schedule (leader only).
 pub async fn fire_due(client: &Client, instance_id: &str) -> Result<Vec<Fired>> {
-    let rows = client.query(DUE, &[]).await.map_err(|e| Error::db("reading cron schedules", e))?;
+    let rows = client
+        .query(DUE, &[])
+        .await
+        .map_err(|e| Error::db("reading cron schedules", e))?;
     let mut fired = Vec::new();
     for row in rows {
-        let (name, every, from, now): (String, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (name, every, from, now): (String, i64, i64, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
         for t in due_times(every, from, now, 1000) {
             let got = client
                 .query(FIRE, &[&name, &t, &instance_id])
                 .await
                 .map_err(|e| Error::db(format!("firing cron schedule {name:?}"), e))?;
             if let Some(r) = got.first() {
-                fired.push(Fired { name: name.clone(), fire_ms: t, job_id: r.get(0) });
+                fired.push(Fired {
+                    name: name.clone(),
+                    fire_ms: t,
+                    job_id: r.get(0),
+                });
             }
         }
     }

@@ -63,7 +63,12 @@ pub async fn insert_with_ids(client: &Client, ids: &[i64], jobs: &[NewJob]) -> R
     let deadlines: Vec<Option<i32>> = jobs.iter().map(|j| j.deadline_ms).collect();
     let run_ats: Vec<Option<i64>> = jobs.iter().map(|j| j.run_at_ms).collect();
     client
-        .execute(INSERT_JOBS, &[&ids, &kinds, &queues, &args, &prios, &maxes, &deadlines, &run_ats])
+        .execute(
+            INSERT_JOBS,
+            &[
+                &ids, &kinds, &queues, &args, &prios, &maxes, &deadlines, &run_ats,
+            ],
+        )
         .await
         .map_err(|e| Error::db("enqueueing jobs", e))?;
     Ok(())
@@ -91,5 +96,8 @@ SELECT cur.slot, cur.generation, due.job_id, due.queue, due.priority, due.attemp
 
 /// Promote due scheduled jobs; returns how many.
 pub async fn promote_due(client: &Client) -> Result<u64> {
-    client.execute(PROMOTE_DUE, &[]).await.map_err(|e| Error::db("promoting scheduled jobs", e))
+    client
+        .execute(PROMOTE_DUE, &[])
+        .await
+        .map_err(|e| Error::db("promoting scheduled jobs", e))
 }

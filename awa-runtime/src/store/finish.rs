@@ -143,8 +143,15 @@ pub enum Closed {
     Stale,
 }
 
-async fn closed<S: ToStatement + ?Sized>(client: &Client, sql: &S, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<Vec<i64>> {
-    let rows = client.query(sql, params).await.map_err(|e| Error::db("closing an attempt", e))?;
+async fn closed<S: ToStatement + ?Sized>(
+    client: &Client,
+    sql: &S,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<i64>> {
+    let rows = client
+        .query(sql, params)
+        .await
+        .map_err(|e| Error::db("closing an attempt", e))?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
@@ -162,7 +169,12 @@ async fn mark_stale(client: &Client, stale: &[(i64, i64)]) -> Result<()> {
 }
 
 /// Close attempt `(job_id, run_lease)` with `outcome`.
-pub async fn finish(client: &Client, job_id: i64, run_lease: i64, outcome: &Outcome) -> Result<Closed> {
+pub async fn finish(
+    client: &Client,
+    job_id: i64,
+    run_lease: i64,
+    outcome: &Outcome,
+) -> Result<Closed> {
     Ok(finish_many(client, &[(job_id, run_lease, outcome.clone())]).await?[0])
 }
 
@@ -175,10 +187,19 @@ pub async fn finish_many(client: &Client, batch: &[(i64, i64, Outcome)]) -> Resu
 
 /// [`finish_many`] with the terminal statement given (`TERMINAL`, or it
 /// prepared).
-pub async fn finish_many_with<S: ToStatement + ?Sized>(client: &Client, terminal_stmt: &S, batch: &[(i64, i64, Outcome)]) -> Result<Vec<Closed>> {
+pub async fn finish_many_with<S: ToStatement + ?Sized>(
+    client: &Client,
+    terminal_stmt: &S,
+    batch: &[(i64, i64, Outcome)],
+) -> Result<Vec<Closed>> {
     let mut result = vec![Closed::Stale; batch.len()];
     let terminal: Vec<usize> = (0..batch.len())
-        .filter(|i| matches!(batch[*i].2, Outcome::Completed | Outcome::Failed | Outcome::Cancelled))
+        .filter(|i| {
+            matches!(
+                batch[*i].2,
+                Outcome::Completed | Outcome::Failed | Outcome::Cancelled
+            )
+        })
         .collect();
     if !terminal.is_empty() {
         let jobs: Vec<i64> = terminal.iter().map(|i| batch[*i].0).collect();
@@ -196,35 +217,56 @@ pub async fn finish_many_with<S: ToStatement + ?Sized>(client: &Client, terminal
         match outcome {
             Outcome::Completed | Outcome::Failed | Outcome::Cancelled => {}
             Outcome::Snooze { ms } => {
-                if !closed(client, SNOOZE, &[job_id, run_lease, &word, ms]).await?.is_empty() {
+                if !closed(client, SNOOZE, &[job_id, run_lease, &word, ms])
+                    .await?
+                    .is_empty()
+                {
                     result[i] = Closed::Accepted;
                 }
             }
             Outcome::Retry { backoff_ms, reason } => {
-                if !closed(client, RETRY, &[job_id, run_lease, &word, backoff_ms]).await?.is_empty() {
+                if !closed(client, RETRY, &[job_id, run_lease, &word, backoff_ms])
+                    .await?
+                    .is_empty()
+                {
                     result[i] = Closed::Accepted;
                 } else {
                     let reason = format!("attempts exhausted: {reason}");
-                    if !closed(client, DEAD_LETTER, &[job_id, run_lease, &"dead_lettered", &reason]).await?.is_empty() {
+                    if !closed(
+                        client,
+                        DEAD_LETTER,
+                        &[job_id, run_lease, &"dead_lettered", &reason],
+                    )
+                    .await?
+                    .is_empty()
+                    {
                         result[i] = Closed::DeadLettered;
                     }
                 }
             }
         }
     }
-    let stale: Vec<(i64, i64)> =
-        batch.iter().zip(&result).filter(|(_, c)| **c == Closed::Stale).map(|(b, _)| (b.0, b.1)).collect();
+    let stale: Vec<(i64, i64)> = batch
+        .iter()
+        .zip(&result)
+        .filter(|(_, c)| **c == Closed::Stale)
+        .map(|(b, _)| (b.0, b.1))
+        .collect();
     mark_stale(client, &stale).await?;
     Ok(result)
 }
 
 /// Put a claimed attempt back to ready without spending an attempt.
 pub async fn release(client: &Client, job_id: i64, run_lease: i64) -> Result<bool> {
-    Ok(!closed(client, RELEASE, &[&job_id, &run_lease]).await?.is_empty())
+    Ok(!closed(client, RELEASE, &[&job_id, &run_lease])
+        .await?
+        .is_empty())
 }
 
 /// Cancel a job in any live state (`awa job cancel`). Returns false when
 /// the job is not live (already terminal or unknown).
 pub async fn cancel_by_operator(client: &Client, job_id: i64) -> Result<bool> {
-    Ok(!closed(client, CANCEL_BY_OPERATOR, &[&job_id]).await?.is_empty())
+    Ok(!closed(client, CANCEL_BY_OPERATOR, &[&job_id])
+        .await?
+        .is_empty())
 }

@@ -37,7 +37,10 @@ ON CONFLICT (queue, priority, state) DO UPDATE SET count = GREATEST(0, queue_ter
 #[serde(tag = "fold", rename_all = "snake_case")]
 pub enum Folded {
     /// Deltas drained and ledgers trimmed.
-    Done { delta_rows: u64, ledger_rows_trimmed: u64 },
+    Done {
+        delta_rows: u64,
+        ledger_rows_trimmed: u64,
+    },
     /// A backend pins the horizon: nothing deleted.
     StoodDown { pinned_by: Vec<i32> },
 }
@@ -45,8 +48,15 @@ pub enum Folded {
 /// Backends that pin the horizon now (under the seeded defect: any with
 /// a live `backend_xmin`).
 pub async fn pinning_backends(client: &Client) -> Result<Vec<i32>> {
-    let sql = if failpoint::armed(failpoint::FOLD_ANY_XMIN) { ANY_XMIN } else { PINNED };
-    let rows = client.query(sql, &[]).await.map_err(|e| Error::db("checking the MVCC horizon", e))?;
+    let sql = if failpoint::armed(failpoint::FOLD_ANY_XMIN) {
+        ANY_XMIN
+    } else {
+        PINNED
+    };
+    let rows = client
+        .query(sql, &[])
+        .await
+        .map_err(|e| Error::db("checking the MVCC horizon", e))?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
@@ -56,8 +66,14 @@ pub async fn fold(client: &mut Client) -> Result<Folded> {
     if !pinned_by.is_empty() {
         return Ok(Folded::StoodDown { pinned_by });
     }
-    let tx = client.transaction().await.map_err(|e| Error::db("starting a fold", e))?;
-    let delta_rows = tx.execute(FOLD_DELTAS, &[]).await.map_err(|e| Error::db("folding rollup deltas", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("starting a fold", e))?;
+    let delta_rows = tx
+        .execute(FOLD_DELTAS, &[])
+        .await
+        .map_err(|e| Error::db("folding rollup deltas", e))?;
     let mut trimmed = 0;
     for ring in Ring::ALL {
         let r = ring.name();
@@ -65,8 +81,16 @@ pub async fn fold(client: &mut Client) -> Result<Folded> {
             "DELETE FROM awa.{r}_ring_rotations
              WHERE generation <= (SELECT max(generation) FROM awa.{r}_ring_rotations) - (SELECT slot_count FROM awa.{r}_ring_state)"
         );
-        trimmed += tx.execute(&sql, &[]).await.map_err(|e| Error::db(format!("trimming the {r} ledger"), e))?;
+        trimmed += tx
+            .execute(&sql, &[])
+            .await
+            .map_err(|e| Error::db(format!("trimming the {r} ledger"), e))?;
     }
-    tx.commit().await.map_err(|e| Error::db("committing a fold", e))?;
-    Ok(Folded::Done { delta_rows, ledger_rows_trimmed: trimmed })
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a fold", e))?;
+    Ok(Folded::Done {
+        delta_rows,
+        ledger_rows_trimmed: trimmed,
+    })
 }

@@ -6,18 +6,27 @@ use tokio_postgres::Client;
 
 /// `binary_version` is the flip capability the auto-flip and the manual
 /// flip check (ADR-041): this binary's version.
-const REGISTER: &str = "INSERT INTO awa.runtime_instances (instance_id, name, version, role, binary_version)
+const REGISTER: &str =
+    "INSERT INTO awa.runtime_instances (instance_id, name, version, role, binary_version)
 VALUES ($1, $2, $3, $4, $3)
 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = now()";
-const HEARTBEAT: &str = "UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = $1";
+const HEARTBEAT: &str =
+    "UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = $1";
 const HEARTBEAT_LEASES: &str = "UPDATE awa.leases SET heartbeat_at = now()
 WHERE instance_id = $1 AND (job_id, run_lease) IN (SELECT * FROM unnest($2::int8[], $3::int8[]))
 RETURNING job_id, run_lease";
 const DEREGISTER: &str = "DELETE FROM awa.runtime_instances WHERE instance_id = $1";
-const MARK_LEADER: &str = "UPDATE awa.runtime_instances SET leader = (instance_id = $1) WHERE leader OR instance_id = $1";
+const MARK_LEADER: &str =
+    "UPDATE awa.runtime_instances SET leader = (instance_id = $1) WHERE leader OR instance_id = $1";
 
 /// Record this process as a runtime.
-pub async fn register(client: &Client, instance_id: &str, name: &str, version: &str, role: &str) -> Result<()> {
+pub async fn register(
+    client: &Client,
+    instance_id: &str,
+    name: &str,
+    version: &str,
+    role: &str,
+) -> Result<()> {
     client
         .execute(REGISTER, &[&instance_id, &name, &version, &role])
         .await
@@ -27,7 +36,11 @@ pub async fn register(client: &Client, instance_id: &str, name: &str, version: &
 
 /// Refresh the runtime's heartbeat and those of its attempts in flight;
 /// returns the leases still held (a missing one was rescued or cancelled).
-pub async fn heartbeat(client: &Client, instance_id: &str, leases: &[(i64, i64)]) -> Result<Vec<(i64, i64)>> {
+pub async fn heartbeat(
+    client: &Client,
+    instance_id: &str,
+    leases: &[(i64, i64)],
+) -> Result<Vec<(i64, i64)>> {
     client
         .execute(HEARTBEAT, &[&instance_id])
         .await

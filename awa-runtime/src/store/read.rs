@@ -84,10 +84,18 @@ SELECT state, sum(n)::bigint FROM (
 ) t GROUP BY state";
 
 async fn counts(client: &Client, sql: &str, what: &str) -> Result<BTreeMap<String, i64>> {
-    let rows = client.query(sql, &[]).await.map_err(|e| Error::db(what.to_string(), e))?;
+    let rows = client
+        .query(sql, &[])
+        .await
+        .map_err(|e| Error::db(what.to_string(), e))?;
     Ok(rows
         .iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, Option<i64>>(1).unwrap_or(0)))
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, Option<i64>>(1).unwrap_or(0),
+            )
+        })
         .filter(|(_, n)| *n > 0)
         .collect())
 }
@@ -109,7 +117,13 @@ pub async fn status(client: &Client, stale_ms: f64) -> Result<Status> {
         // Not this release's schema: the rest of the read API would not fit.
         return Ok(s);
     }
-    s.authority = Some(client.query_one(AUTHORITY, &[]).await.map_err(|e| Error::db("reading the authority", e))?.get(0));
+    s.authority = Some(
+        client
+            .query_one(AUTHORITY, &[])
+            .await
+            .map_err(|e| Error::db("reading the authority", e))?
+            .get(0),
+    );
     s.rings = client
         .query(RINGS, &[])
         .await
@@ -166,9 +180,17 @@ UNION ALL SELECT job_id, 'failed', attempt, 'dead_letter' FROM awa.dead_letters"
 /// Read every terminal record (small databases; reconciliation at scale
 /// runs set-based SQL over `TERMINAL_RECORDS` instead).
 pub async fn terminal_records(client: &Client) -> Result<Vec<TerminalRecord>> {
-    let rows = client.query(TERMINAL_RECORDS, &[]).await.map_err(|e| Error::db("reading terminal records", e))?;
+    let rows = client
+        .query(TERMINAL_RECORDS, &[])
+        .await
+        .map_err(|e| Error::db("reading terminal records", e))?;
     Ok(rows
         .iter()
-        .map(|r| TerminalRecord { job_id: r.get(0), state: r.get(1), attempt: r.get(2), source: r.get(3) })
+        .map(|r| TerminalRecord {
+            job_id: r.get(0),
+            state: r.get(1),
+            attempt: r.get(2),
+            source: r.get(3),
+        })
         .collect())
 }

@@ -62,7 +62,10 @@ pub struct Rescued {
 /// Rescue every attempt that needs it; `stale_ms` is the heartbeat age
 /// after which an attempt or a runtime counts as gone.
 pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> {
-    let found = client.query(FIND, &[&stale_ms]).await.map_err(|e| Error::db("finding attempts to rescue", e))?;
+    let found = client
+        .query(FIND, &[&stale_ms])
+        .await
+        .map_err(|e| Error::db("finding attempts to rescue", e))?;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for row in found {
@@ -71,7 +74,10 @@ pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> 
             continue;
         }
         let outcome = format!("rescued_{reason}");
-        let tx = client.transaction().await.map_err(|e| Error::db("rescuing an attempt", e))?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| Error::db("rescuing an attempt", e))?;
         let requeued = tx
             .query(REQUEUE, &[&job_id, &run_lease, &outcome])
             .await
@@ -90,11 +96,21 @@ pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> 
         tx.execute(DROP_LEASE, &[&job_id, &run_lease])
             .await
             .map_err(|e| Error::db("dropping a rescued lease", e))?;
-        tx.commit().await.map_err(|e| Error::db("committing a rescue", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| Error::db("committing a rescue", e))?;
         if requeued > 0 || dead {
-            out.push(Rescued { job_id, run_lease, reason, dead });
+            out.push(Rescued {
+                job_id,
+                run_lease,
+                reason,
+                dead,
+            });
         }
     }
-    client.execute(DROP_SPENT_BATCHES, &[]).await.map_err(|e| Error::db("dropping spent claim batches", e))?;
+    client
+        .execute(DROP_SPENT_BATCHES, &[])
+        .await
+        .map_err(|e| Error::db("dropping spent claim batches", e))?;
     Ok(out)
 }

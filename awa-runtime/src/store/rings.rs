@@ -40,7 +40,11 @@ pub enum Rotated {
 pub enum Pruned {
     /// The slot's partitions were truncated; `archived` terminal outcomes
     /// were copied out first.
-    Truncated { slot: i32, generation: i64, archived: i64 },
+    Truncated {
+        slot: i32,
+        generation: i64,
+        archived: i64,
+    },
     /// Nothing to do: the oldest sealed slot is empty.
     Empty,
     /// The slot still holds live work of its generation.
@@ -68,18 +72,35 @@ fn ring_lock_key(ring: Ring) -> i64 {
 }
 
 async fn lock_columns(tx: &Transaction<'_>, ring: Ring) -> Result<Cursor> {
-    let sql = format!("SELECT slot_count, current_slot, generation FROM awa.{}_ring_state FOR UPDATE", ring.name());
-    let row = tx.query_one(&sql, &[]).await.map_err(|e| Error::db(format!("locking the {} ring cursor", ring.name()), e))?;
-    Ok(Cursor { slot_count: row.get(0), slot: row.get(1), generation: row.get(2) })
+    let sql = format!(
+        "SELECT slot_count, current_slot, generation FROM awa.{}_ring_state FOR UPDATE",
+        ring.name()
+    );
+    let row = tx
+        .query_one(&sql, &[])
+        .await
+        .map_err(|e| Error::db(format!("locking the {} ring cursor", ring.name()), e))?;
+    Ok(Cursor {
+        slot_count: row.get(0),
+        slot: row.get(1),
+        generation: row.get(2),
+    })
 }
 
 async fn slot_count(client: &impl GenericClient, ring: Ring) -> Result<i32> {
     let sql = format!("SELECT slot_count FROM awa.{}_ring_state", ring.name());
-    Ok(client.query_one(&sql, &[]).await.map_err(|e| Error::db("reading the ring's slot count", e))?.get(0))
+    Ok(client
+        .query_one(&sql, &[])
+        .await
+        .map_err(|e| Error::db("reading the ring's slot count", e))?
+        .get(0))
 }
 
 async fn ledger_cursor(client: &impl GenericClient, ring: Ring, slot_count: i32) -> Result<Cursor> {
-    let sql = format!("SELECT slot, generation FROM awa.{}_ring_rotations ORDER BY generation DESC LIMIT 1", ring.name());
+    let sql = format!(
+        "SELECT slot, generation FROM awa.{}_ring_rotations ORDER BY generation DESC LIMIT 1",
+        ring.name()
+    );
     let row = client
         .query_opt(&sql, &[])
         .await
@@ -89,11 +110,19 @@ async fn ledger_cursor(client: &impl GenericClient, ring: Ring, slot_count: i32)
             detail: "the ledger is empty".into(),
             transient: false,
         })?;
-    Ok(Cursor { slot_count, slot: row.get(0), generation: row.get(1) })
+    Ok(Cursor {
+        slot_count,
+        slot: row.get(0),
+        generation: row.get(1),
+    })
 }
 
 async fn exists(client: &impl GenericClient, sql: &str, what: &str) -> Result<bool> {
-    Ok(client.query_one(sql, &[]).await.map_err(|e| Error::db(what.to_string(), e))?.get(0))
+    Ok(client
+        .query_one(sql, &[])
+        .await
+        .map_err(|e| Error::db(what.to_string(), e))?
+        .get(0))
 }
 
 /// `EXISTS` over the given partitions of the ring (all of them for `None`).
@@ -125,7 +154,13 @@ fn live_sql(ring: Ring, slot: i32, generation: i64) -> String {
 /// Append every ledger generation after the ledger's max up to `through`
 /// (or only the next one, when `only_one`): the compat reconcile after an
 /// interleaved 0.6 rotator. Returns how many rows were added.
-pub(crate) async fn backfill(tx: &Transaction<'_>, ring: &str, slot_count: i32, through: i64, only_one: bool) -> Result<u64> {
+pub(crate) async fn backfill(
+    tx: &Transaction<'_>,
+    ring: &str,
+    slot_count: i32,
+    through: i64,
+    only_one: bool,
+) -> Result<u64> {
     let sql = format!(
         "INSERT INTO awa.{ring}_ring_rotations (generation, slot)
          SELECT g, (g % $1::int)::int FROM generate_series(
@@ -140,14 +175,22 @@ pub(crate) async fn backfill(tx: &Transaction<'_>, ring: &str, slot_count: i32, 
 
 /// Generations missing from the ledger's last wrap (`slot_count` rows
 /// ending at its max), and rows whose slot is not `generation mod slot_count`.
-pub(crate) async fn ledger_gaps(client: &impl GenericClient, ring: &str, slot_count: i32) -> Result<i64> {
+pub(crate) async fn ledger_gaps(
+    client: &impl GenericClient,
+    ring: &str,
+    slot_count: i32,
+) -> Result<i64> {
     let sql = format!(
         "WITH top AS (SELECT max(generation) AS g FROM awa.{ring}_ring_rotations),
               wrap AS (SELECT x FROM top, generate_series(greatest(0, top.g - $1::int + 1), top.g) x)
          SELECT (SELECT count(*) FROM wrap WHERE NOT EXISTS (SELECT 1 FROM awa.{ring}_ring_rotations r WHERE r.generation = wrap.x))
               + (SELECT count(*) FROM awa.{ring}_ring_rotations r, top WHERE r.generation > top.g - $1::int AND r.slot <> (r.generation % $1::int))"
     );
-    Ok(client.query_one(&sql, &[&slot_count]).await.map_err(|e| Error::db(format!("verifying the {ring} ledger"), e))?.get(0))
+    Ok(client
+        .query_one(&sql, &[&slot_count])
+        .await
+        .map_err(|e| Error::db(format!("verifying the {ring} ledger"), e))?
+        .get(0))
 }
 
 /// Advance the ring's cursor by one slot under the current authority.
@@ -162,7 +205,10 @@ pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
         // the window in which a flip can commit in between.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    let tx = client.transaction().await.map_err(|e| Error::db("starting a rotation", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("starting a rotation", e))?;
     let cur = lock_columns(&tx, ring).await?;
     // Read the authority only under the singleton lock: the flip takes the
     // same lock, so the answer cannot change before we commit.
@@ -172,35 +218,68 @@ pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     }
     let only_one = failpoint::armed(failpoint::COMPAT_BACKFILL_ONE);
     backfill(&tx, ring.name(), cur.slot_count, cur.generation, only_one).await?;
-    if !exists(&tx, &any_rows_sql(ring, None), "checking whether the ring is idle").await? {
-        tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
+    if !exists(
+        &tx,
+        &any_rows_sql(ring, None),
+        "checking whether the ring is idle",
+    )
+    .await?
+    {
+        tx.commit()
+            .await
+            .map_err(|e| Error::db("committing a rotation", e))?;
         return Ok(Rotated::IdleSkip);
     }
     let next = (cur.slot + 1).rem_euclid(cur.slot_count);
-    if exists(&tx, &any_rows_sql(ring, Some(next)), "checking the next slot").await? {
-        tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
+    if exists(
+        &tx,
+        &any_rows_sql(ring, Some(next)),
+        "checking the next slot",
+    )
+    .await?
+    {
+        tx.commit()
+            .await
+            .map_err(|e| Error::db("committing a rotation", e))?;
         return Ok(Rotated::NextSlotBusy { slot: next });
     }
     let generation = cur.generation + 1;
-    let advance = format!("UPDATE awa.{}_ring_state SET current_slot = $1, generation = $2", ring.name());
+    let advance = format!(
+        "UPDATE awa.{}_ring_state SET current_slot = $1, generation = $2",
+        ring.name()
+    );
     tx.execute(&advance, &[&next, &generation])
         .await
         .map_err(|e| Error::db(format!("advancing the {} ring cursor", ring.name()), e))?;
-    let open = format!("UPDATE awa.{}_ring_slots SET generation = $2 WHERE slot = $1", ring.name());
+    let open = format!(
+        "UPDATE awa.{}_ring_slots SET generation = $2 WHERE slot = $1",
+        ring.name()
+    );
     tx.execute(&open, &[&next, &generation])
         .await
         .map_err(|e| Error::db(format!("opening {} slot {next}", ring.name()), e))?;
-    let shadow = format!("INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING", ring.name());
+    let shadow = format!(
+        "INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING",
+        ring.name()
+    );
     tx.execute(&shadow, &[&generation, &next])
         .await
         .map_err(|e| Error::db(format!("shadowing the {} ledger", ring.name()), e))?;
-    tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
-    Ok(Rotated::Advanced { slot: next, generation })
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a rotation", e))?;
+    Ok(Rotated::Advanced {
+        slot: next,
+        generation,
+    })
 }
 
 async fn try_ring_lock(tx: &Transaction<'_>, ring: Ring) -> Result<bool> {
     Ok(tx
-        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&ring_lock_key(ring)])
+        .query_one(
+            "SELECT pg_try_advisory_xact_lock($1)",
+            &[&ring_lock_key(ring)],
+        )
         .await
         .map_err(|e| Error::db(format!("taking the {} ring lock", ring.name()), e))?
         .get(0))
@@ -208,26 +287,53 @@ async fn try_ring_lock(tx: &Transaction<'_>, ring: Ring) -> Result<bool> {
 
 async fn rotate_ledger(client: &mut Client, ring: Ring) -> Result<Rotated> {
     let n = slot_count(&*client, ring).await?;
-    let tx = client.transaction().await.map_err(|e| Error::db("starting a rotation", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("starting a rotation", e))?;
     if !try_ring_lock(&tx, ring).await? {
         return Ok(Rotated::Contended);
     }
     let cur = ledger_cursor(&tx, ring, n).await?;
-    if !exists(&tx, &any_rows_sql(ring, None), "checking whether the ring is idle").await? {
+    if !exists(
+        &tx,
+        &any_rows_sql(ring, None),
+        "checking whether the ring is idle",
+    )
+    .await?
+    {
         return Ok(Rotated::IdleSkip);
     }
     let next = (cur.slot + 1).rem_euclid(n);
-    if exists(&tx, &any_rows_sql(ring, Some(next)), "checking the next slot").await? {
+    if exists(
+        &tx,
+        &any_rows_sql(ring, Some(next)),
+        "checking the next slot",
+    )
+    .await?
+    {
         return Ok(Rotated::NextSlotBusy { slot: next });
     }
     let generation = cur.generation + 1;
-    let append = format!("INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING", ring.name());
+    let append = format!(
+        "INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING",
+        ring.name()
+    );
     let n_rows = tx
         .execute(&append, &[&generation, &next])
         .await
         .map_err(|e| Error::db(format!("appending the {} ledger", ring.name()), e))?;
-    tx.commit().await.map_err(|e| Error::db("committing a rotation", e))?;
-    Ok(if n_rows == 1 { Rotated::Advanced { slot: next, generation } } else { Rotated::LostRace { generation } })
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a rotation", e))?;
+    Ok(if n_rows == 1 {
+        Rotated::Advanced {
+            slot: next,
+            generation,
+        }
+    } else {
+        Rotated::LostRace { generation }
+    })
 }
 
 const ARCHIVE_SLOT: &str = "INSERT INTO awa.terminal_archive (job_id, run_lease, attempt, state, queue, priority, kind, closed_at)
@@ -245,7 +351,10 @@ SELECT queue, priority, outcome, count(*) FROM awa.claim_closures_{slot} WHERE t
 pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
     let mode = authority::read(&*client).await?;
     let n = slot_count(&*client, ring).await?;
-    let tx = client.transaction().await.map_err(|e| Error::db("starting a prune", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("starting a prune", e))?;
     let (slot, generation) = match mode {
         Authority::Columns => {
             let cur = lock_columns(&tx, ring).await?;
@@ -254,7 +363,10 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
                 return Ok(Pruned::Busy);
             }
             let slot = (cur.slot + 1).rem_euclid(cur.slot_count);
-            let sql = format!("SELECT generation FROM awa.{}_ring_slots WHERE slot = $1", ring.name());
+            let sql = format!(
+                "SELECT generation FROM awa.{}_ring_slots WHERE slot = $1",
+                ring.name()
+            );
             let g: i64 = tx
                 .query_one(&sql, &[&slot])
                 .await
@@ -275,17 +387,32 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
             (slot, cur.generation - i64::from(n) + 1)
         }
     };
-    if !exists(&tx, &any_rows_sql(ring, Some(slot)), "checking the slot to prune").await? {
+    if !exists(
+        &tx,
+        &any_rows_sql(ring, Some(slot)),
+        "checking the slot to prune",
+    )
+    .await?
+    {
         return Ok(Pruned::Empty);
     }
     let live = live_sql(ring, slot, generation);
     if exists(&tx, &live, "checking the slot for live work").await? {
         return Ok(Pruned::Live { slot, generation });
     }
-    let parts: Vec<String> = ring.tables().iter().map(|t| format!("awa.{t}_{slot}")).collect();
-    let lock = format!("SET LOCAL lock_timeout = '2s'; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", parts.join(", "));
+    let parts: Vec<String> = ring
+        .tables()
+        .iter()
+        .map(|t| format!("awa.{t}_{slot}"))
+        .collect();
+    let lock = format!(
+        "SET LOCAL lock_timeout = '2s'; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
+        parts.join(", ")
+    );
     if let Err(e) = tx.batch_execute(&lock).await {
-        if e.code().is_some_and(|c| c.code() == "55P03" || c.code() == "40P01") {
+        if e.code()
+            .is_some_and(|c| c.code() == "55P03" || c.code() == "40P01")
+        {
             return Ok(Pruned::Busy);
         }
         return Err(Error::db("locking the slot to prune", e));
@@ -300,7 +427,11 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
             .execute(&ARCHIVE_SLOT.replace("{slot}", &s), &[])
             .await
             .map_err(|e| Error::db("archiving terminal outcomes", e))? as i64;
-        let count = if mode == Authority::Ledger { DELTA_SLOT } else { ROLLUP_SLOT };
+        let count = if mode == Authority::Ledger {
+            DELTA_SLOT
+        } else {
+            ROLLUP_SLOT
+        };
         tx.execute(&count.replace("{slot}", &s), &[])
             .await
             .map_err(|e| Error::db("counting terminal outcomes", e))?;
@@ -308,6 +439,12 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
     tx.batch_execute(&format!("TRUNCATE {}", parts.join(", ")))
         .await
         .map_err(|e| Error::db(format!("truncating {} slot {slot}", ring.name()), e))?;
-    tx.commit().await.map_err(|e| Error::db("committing a prune", e))?;
-    Ok(Pruned::Truncated { slot, generation, archived })
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a prune", e))?;
+    Ok(Pruned::Truncated {
+        slot,
+        generation,
+        archived,
+    })
 }

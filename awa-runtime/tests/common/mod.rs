@@ -35,7 +35,10 @@ impl Db {
     /// Start a cluster and create database `name` (not migrated).
     pub async fn empty(name: &str) -> Db {
         let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
-        let url = cluster.create_database(name).await.expect("create database");
+        let url = cluster
+            .create_database(name)
+            .await
+            .expect("create database");
         Db { cluster, url }
     }
 
@@ -43,7 +46,9 @@ impl Db {
     pub async fn migrated(name: &str) -> Db {
         let db = Db::empty(name).await;
         let mut c = db.client().await;
-        awa_runtime::schema::migrate(&mut c, &Default::default()).await.expect("migrate");
+        awa_runtime::schema::migrate(&mut c, &Default::default())
+            .await
+            .expect("migrate");
         db
     }
 
@@ -100,13 +105,23 @@ pub fn spawn(bin: &str, url: &str, args: &[&str], env: &[(&str, &str)]) -> Proc 
             s.push('\n');
         }
     });
-    Proc { child, events, stderr }
+    Proc {
+        child,
+        events,
+        stderr,
+    }
 }
 
 impl Proc {
     /// Events named `name` so far.
     pub fn named(&self, name: &str) -> Vec<Value> {
-        self.events.lock().unwrap().iter().filter(|e| e["event"] == name).cloned().collect()
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == name)
+            .cloned()
+            .collect()
     }
 
     /// Wait until `pred` holds over the events, or panic after `timeout`.
@@ -132,7 +147,10 @@ impl Proc {
         if let Some(pid) = self.child.id() {
             unsafe { libc::kill(pid as i32, libc::SIGTERM) };
         }
-        let st = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.expect("exit after SIGTERM").unwrap();
+        let st = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("exit after SIGTERM")
+            .unwrap();
         st.code().unwrap_or(-1)
     }
 
@@ -143,20 +161,31 @@ impl Proc {
 
     /// Wait for the process to exit by itself.
     pub async fn exit_code(mut self, timeout: Duration) -> (i32, String) {
-        let st = tokio::time::timeout(timeout, self.child.wait()).await.expect("process exits").unwrap();
+        let st = tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .expect("process exits")
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         (st.code().unwrap_or(-1), self.stderr.lock().unwrap().clone())
     }
 }
 
 /// Run an `awa` command to completion; returns (exit code, stdout, stderr).
-pub async fn run(bin: &str, url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub async fn run(
+    bin: &str,
+    url: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let mut cmd = Command::new(bin);
     cmd.args(args).env("AWA_DATABASE_URL", url);
     for (k, v) in FAST.iter().chain(env) {
         cmd.env(k, v);
     }
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output()).await.expect("command finishes").expect("run awa");
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("command finishes")
+        .expect("run awa");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -182,11 +211,15 @@ pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration
 /// The binary of a frozen release, built from its archive (cached by
 /// digest under target/releases).
 pub fn release_bin(version: &str) -> String {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let artifacts = repo.join("artifacts");
     let manifest = awa_runtime::release::load_manifest(&artifacts).unwrap();
     let r = manifest.release(version, &artifacts).unwrap();
-    let built = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases")).unwrap_or_else(|e| panic!("{e}"));
+    let built = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases"))
+        .unwrap_or_else(|e| panic!("{e}"));
     built.binary.to_str().unwrap().to_string()
 }
 
@@ -203,13 +236,20 @@ impl Db {
     /// upgrade install in `columns` authority.
     pub async fn expanded(name: &str, bin062: &str) -> Db {
         let db = Db::at_v2(name, bin062).await;
-        awa_runtime::schema::migrate(&mut db.client().await, &Default::default()).await.expect("expand");
+        awa_runtime::schema::migrate(&mut db.client().await, &Default::default())
+            .await
+            .expect("expand");
         db
     }
 
     /// The authority row.
     pub async fn authority(&self) -> String {
-        self.client().await.query_one("SELECT authority FROM awa.ring_cursor_authority", &[]).await.unwrap().get(0)
+        self.client()
+            .await
+            .query_one("SELECT authority FROM awa.ring_cursor_authority", &[])
+            .await
+            .unwrap()
+            .get(0)
     }
 
     /// Per ring: (columns generation, ledger max generation, ledger gaps in its last wrap).

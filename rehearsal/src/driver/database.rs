@@ -56,7 +56,9 @@ impl Server {
 /// names the transport error's causes).
 pub async fn connect(url: &str) -> Result<Client, String> {
     let client = awa_runtime::db::connect(url).await.map_err(|e| match e {
-        awa_runtime::error::Error::Connect { target, detail } => format!("could not connect to {target}: {detail}"),
+        awa_runtime::error::Error::Connect { target, detail } => {
+            format!("could not connect to {target}: {detail}")
+        }
         other => other.to_string(),
     })?;
     Ok(client)

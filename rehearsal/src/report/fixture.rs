@@ -293,7 +293,10 @@ fn passed(plan: plan::CellPlan) -> CellReport {
 fn failed(plan: plan::CellPlan) -> CellReport {
     CellReport {
         verdict: Verdict::Fail,
-        step_failures: vec!["step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip".into()],
+        step_failures: vec![
+            "step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip"
+                .into(),
+        ],
         findings: vec![
             Finding {
                 rule: FindingRule::Lost,

@@ -12,7 +12,9 @@ use crate::exit::Outcome;
 use crate::observe::{CensusSample, Phase, Verdict};
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{anchor, cell_counts, run_rows, duration, findings_summary, first_ids, short_digest, tally_line};
+use super::text::{
+    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, short_digest, tally_line,
+};
 
 /// Phases drawn as markers on the timeline, by [`Phase::name`].
 pub const MARKED_PHASES: [&str; 7] = [
@@ -453,7 +455,6 @@ pub fn esc(s: &str) -> String {
     }
     out
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -105,7 +105,10 @@ fn failure_message(cell: &CellReport) -> String {
 
 /// Every finding, one line each: rule, phase, message, count, first ids.
 fn findings_text(cell: &CellReport) -> String {
-    let steps = cell.step_failures.iter().map(|s| format!("step failure: {s}"));
+    let steps = cell
+        .step_failures
+        .iter()
+        .map(|s| format!("step failure: {s}"));
     steps
         .chain(cell.findings.iter().map(|f| {
             format!(

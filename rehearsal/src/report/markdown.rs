@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 use crate::observe::Verdict;
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{anchor, cell_counts, run_rows, duration, findings_summary, first_ids, short_digest, tally_line};
+use super::text::{
+    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, short_digest, tally_line,
+};
 
 /// Renders `report.md`.
 pub fn render_markdown(r: &RunReport) -> String {
@@ -223,7 +225,6 @@ pub(crate) fn code(s: &str) -> String {
 fn cell_text(s: &str) -> String {
     s.replace('|', "\\|")
 }
-
 
 #[cfg(test)]
 mod tests {

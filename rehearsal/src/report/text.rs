@@ -236,7 +236,15 @@ mod tests {
 /// A stable id for a cell (an HTML anchor shared by report.md and
 /// report.html): lowercase ASCII letters, digits and dashes.
 pub(crate) fn anchor(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 /// The key/value rows that describe a run, shared by report.md and
@@ -247,7 +255,11 @@ pub(crate) fn run_rows(
     code: impl Fn(&str) -> String,
 ) -> Vec<(&'static str, String)> {
     let run = &r.run;
-    let dirty = if run.git_dirty { " (dirty: uncommitted changes)" } else { "" };
+    let dirty = if run.git_dirty {
+        " (dirty: uncommitted changes)"
+    } else {
+        ""
+    };
     vec![
         ("started", plain(&run.started_at)),
         ("finished", plain(&run.finished_at)),
@@ -263,7 +275,12 @@ pub(crate) fn run_rows(
         ("seed", code(&run.seed.to_string())),
         ("replay", code(&run.replay)),
         ("command line", code(&run.command_line)),
-        ("matrix", run.matrix.as_deref().map_or("(cells named)".to_owned(), &plain)),
+        (
+            "matrix",
+            run.matrix
+                .as_deref()
+                .map_or("(cells named)".to_owned(), &plain),
+        ),
         ("backend", plain(&run.backend)),
         ("git commit", format!("{}{dirty}", code(&run.git_commit))),
         ("PostgreSQL", plain(&run.postgres_version)),
