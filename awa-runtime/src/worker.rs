@@ -189,10 +189,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
                     _permit: permit,
                 });
             });
-            if let Some(entry) = inflight.lock().expect("inflight lock").get_mut(&job_id) {
-                if entry.0 == run_lease {
-                    entry.1 = Some(handle);
-                }
+            if let Some(entry) = inflight.lock().expect("inflight lock").get_mut(&job_id)
+                && entry.0 == run_lease
+            {
+                entry.1 = Some(handle);
             }
         }
         if idle {

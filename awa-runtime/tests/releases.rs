@@ -1,7 +1,7 @@
 //! The frozen releases, built from their archives: the manifest's digests
 //! match; on a schema newer than it knows (the real 0.7 expand migration
-//! of this build), 0.6.1 shows the unsafe rewrite (ADR-041 context item
-//! 1) while 0.6.2 refuses without writing, except on the expand migration
+//! of this build), 0.6.1 shows the unsafe rewrite (ADR-041 context
+//! item 1) while 0.6.2 refuses without writing, except on the expand migration
 //! in `columns` authority, where it runs.
 
 mod common;

@@ -1,6 +1,9 @@
 //! Shared test harness: a throwaway cluster per test, and real `awa`
 //! processes whose JSON-lines events the tests read.
-#![allow(dead_code)]
+#![expect(
+    dead_code,
+    reason = "each test binary compiles this shared harness and uses only part of it"
+)]
 
 use awa_runtime::pgtemp::Cluster;
 use serde_json::Value;

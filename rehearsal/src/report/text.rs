@@ -172,6 +172,61 @@ fn duration_at(bytes: &[u8], start: usize) -> Option<usize> {
     (!after.is_some_and(|b| b.is_ascii_alphanumeric())).then_some(end)
 }
 
+/// A stable id for a cell (an HTML anchor shared by report.md and
+/// report.html): lowercase ASCII letters, digits and dashes.
+pub(crate) fn anchor(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The key/value rows that describe a run, shared by report.md and
+/// report.html; `plain` escapes text, `code` renders a literal.
+pub(crate) fn run_rows(
+    r: &super::model::RunReport,
+    plain: impl Fn(&str) -> String,
+    code: impl Fn(&str) -> String,
+) -> Vec<(&'static str, String)> {
+    let run = &r.run;
+    let dirty = if run.git_dirty {
+        " (dirty: uncommitted changes)"
+    } else {
+        ""
+    };
+    vec![
+        ("started", plain(&run.started_at)),
+        ("finished", plain(&run.finished_at)),
+        (
+            "wall time",
+            format!(
+                "{} (harness CPU {}, children CPU {})",
+                duration(run.wall_ms),
+                duration(run.harness_cpu_ms),
+                duration(run.children_cpu_ms)
+            ),
+        ),
+        ("seed", code(&run.seed.to_string())),
+        ("replay", code(&run.replay)),
+        ("command line", code(&run.command_line)),
+        (
+            "matrix",
+            run.matrix
+                .as_deref()
+                .map_or("(cells named)".to_owned(), &plain),
+        ),
+        ("backend", plain(&run.backend)),
+        ("git commit", format!("{}{dirty}", code(&run.git_commit))),
+        ("PostgreSQL", plain(&run.postgres_version)),
+        ("format", code(&r.format_version)),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,59 +286,4 @@ mod tests {
         assert_eq!(plural(0, "cell"), "0 cells");
         assert_eq!(plural(3, "process"), "3 processes");
     }
-}
-
-/// A stable id for a cell (an HTML anchor shared by report.md and
-/// report.html): lowercase ASCII letters, digits and dashes.
-pub(crate) fn anchor(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// The key/value rows that describe a run, shared by report.md and
-/// report.html; `plain` escapes text, `code` renders a literal.
-pub(crate) fn run_rows(
-    r: &super::model::RunReport,
-    plain: impl Fn(&str) -> String,
-    code: impl Fn(&str) -> String,
-) -> Vec<(&'static str, String)> {
-    let run = &r.run;
-    let dirty = if run.git_dirty {
-        " (dirty: uncommitted changes)"
-    } else {
-        ""
-    };
-    vec![
-        ("started", plain(&run.started_at)),
-        ("finished", plain(&run.finished_at)),
-        (
-            "wall time",
-            format!(
-                "{} (harness CPU {}, children CPU {})",
-                duration(run.wall_ms),
-                duration(run.harness_cpu_ms),
-                duration(run.children_cpu_ms)
-            ),
-        ),
-        ("seed", code(&run.seed.to_string())),
-        ("replay", code(&run.replay)),
-        ("command line", code(&run.command_line)),
-        (
-            "matrix",
-            run.matrix
-                .as_deref()
-                .map_or("(cells named)".to_owned(), &plain),
-        ),
-        ("backend", plain(&run.backend)),
-        ("git commit", format!("{}{dirty}", code(&run.git_commit))),
-        ("PostgreSQL", plain(&run.postgres_version)),
-        ("format", code(&r.format_version)),
-    ]
 }
