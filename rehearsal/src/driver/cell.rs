@@ -557,33 +557,6 @@ impl Cell<'_> {
         Ok(Done::ok(detail.join("; ")))
     }
 
-    /// Executes one planned step.
-    async fn step(&mut self, step: &crate::plan::PlannedStep) -> Result<Done, Abort> {
-        match step {
-            Step::Fleet(s) => self.fleet(s).await,
-            Step::Load(s) => {
-                if s.on {
-                    self.load_on().await
-                } else {
-                    self.load_off().await
-                }
-            }
-            Step::Migrate(s) => self.migrate(s).await,
-            Step::Roll(s) => self.roll(s).await,
-            Step::Rollback(s) => self.rollback(s).await,
-            Step::Kill(k) => self.kill(k).await,
-            Step::PgCrash(s) => self.pg_crash(s.when).await,
-            Step::Flip(s) => self.flip(s).await,
-            Step::Fence(s) => self.fence(&s.artifact).await,
-            Step::Hold(s) => {
-                self.cancel().sleep(s.duration.to_std()).await?;
-                Ok(Done::ok(format!("held {}", s.duration)))
-            }
-            Step::Drain(s) => self.drain(s.timeout).await,
-            Step::Assert(s) => self.assert(&s.check).await,
-        }
-    }
-
     /// Copies what the ledger saw into the observations.
     fn collect_ledger(&mut self) {
         let ledger = self.shared.lock();

@@ -10,10 +10,11 @@
 //! cron window and reconciliation close it.
 //!
 //! Inside: `ledger` (what the fleet reported, and waiting on it), `steps`
-//! (one function per step kind), `procs` (starting, stopping and killing
-//! processes; the fleet's slots), `probe` (the driver's own SQL: asserts,
-//! fence digests, live jobs), `database` (the throwaway cluster or an
-//! external server), `env` (the `AWA_*` environment), `cell`, `run`.
+//! (one file per step kind, `steps/mod.rs` dispatching), `procs`
+//! (starting, stopping and killing processes; the fleet's slots), `probe`
+//! (the driver's own SQL: asserts, fence digests, live jobs), `database`
+//! (the throwaway cluster or an external server), `env` (the `AWA_*`
+//! environment), `cell`, `run`.
 //!
 //! Outcomes a step can have: it did what the plan says (`ok`, or
 //! `refused` where a refusal was required); it found the product not

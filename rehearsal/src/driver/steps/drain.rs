@@ -1,0 +1,97 @@
+//! `drain`: stop the fleet gracefully once all work has finished.
+
+use std::time::{Duration, Instant};
+
+use super::super::cell::{Cell, STOP_TIMEOUT};
+use super::super::ledger::Role;
+use super::super::{Abort, Done};
+use crate::matrix::{CURRENT, Duration as MatrixDuration};
+
+/// How long the cron jobs of a final mop-up may take.
+const MOPUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl Cell<'_> {
+    /// `drain`: load off, wait until no job is live (`awa.jobs` is empty:
+    /// every accepted and fired job terminal), then SIGTERM every worker.
+    /// Cron jobs the leader fires while the fleet stops are finished by one
+    /// maintenance-free worker (it cannot fire more); any other job left
+    /// live is for reconciliation to report as stuck.
+    pub(in crate::driver) async fn drain(
+        &mut self,
+        timeout: MatrixDuration,
+    ) -> Result<Done, Abort> {
+        let mut parts = Vec::new();
+        if self.load_on {
+            parts.push(self.load_off().await?.detail);
+        }
+        let start = Instant::now();
+        let mut live = (0, 0);
+        loop {
+            live = self.probe.live_jobs().await.unwrap_or(live);
+            if live.0 == 0 && start.elapsed() > Duration::from_millis(100) {
+                break;
+            }
+            if start.elapsed() >= timeout.to_std() {
+                break;
+            }
+            self.cancel().sleep(Duration::from_millis(250)).await?;
+        }
+        let waited = start.elapsed().as_millis();
+        if live.0 == 0 {
+            parts.push(format!("no live job after {waited} ms"));
+        } else {
+            parts.push(format!("{} job(s) still live after {timeout}", live.0));
+        }
+        // Runtimes that died while the queue drained (a crash, a fence)
+        // are judged before the fleet is stopped on purpose.
+        parts.extend(self.check_unexpected_exits().await);
+        let last_artifact = self
+            .slots
+            .iter()
+            .rev()
+            .find(|s| s.role == Role::Worker && !s.dead)
+            .map(|s| s.artifact.clone());
+        let workers = self.live(Role::Worker, None);
+        parts.push(format!("stopped {} worker(s)", workers.len()));
+        parts.extend(self.stop(&workers, STOP_TIMEOUT, &self.cancel()).await?);
+        for slot in &mut self.slots {
+            slot.proc = None;
+            if slot.role == Role::Worker {
+                slot.parked = false;
+            }
+        }
+        self.drained = true;
+        let (left, not_cron) = self.probe.live_jobs().await.unwrap_or(live);
+        if left > 0 && not_cron == 0 {
+            let artifact = last_artifact.unwrap_or_else(|| CURRENT.to_owned());
+            parts.push(self.mop_up(&artifact, left).await?);
+        }
+        let (left, _) = self.probe.live_jobs().await.unwrap_or((left, not_cron));
+        Ok(if left == 0 {
+            Done::ok(parts.join("; "))
+        } else {
+            Done::with(
+                "timed out",
+                format!("{}; {left} live job(s) left", parts.join("; ")),
+            )
+        })
+    }
+
+    async fn mop_up(&mut self, artifact: &str, left: i64) -> Result<String, Abort> {
+        let env = vec![("AWA_NO_MAINTENANCE".to_owned(), "true".to_owned())];
+        let id = self.spawn(artifact, Role::Mopup, vec!["worker".into()], env)?;
+        let start = Instant::now();
+        while start.elapsed() < MOPUP_TIMEOUT {
+            if self.probe.live_jobs().await.is_ok_and(|(n, _)| n == 0)
+                || !self.shared.lock().procs[id].alive()
+            {
+                break;
+            }
+            self.cancel().sleep(Duration::from_millis(100)).await?;
+        }
+        let mut text = self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?;
+        let name = self.shared.lock().procs[id].name.clone();
+        text.insert(0, format!("{left} cron job(s) fired while the fleet stopped were run by {name} (no maintenance)"));
+        Ok(text.join("; "))
+    }
+}

@@ -1,0 +1,73 @@
+//! `fence`: a binary started after the flip must refuse and change nothing.
+
+use std::time::Duration;
+
+use super::super::cell::Cell;
+use super::super::ledger::Role;
+use super::super::probe::{changed_lines, digest};
+use super::super::{Abort, Done};
+use crate::observe::FenceRecord;
+
+/// How long a fenced binary may run before it is killed (it should refuse at once).
+const FENCE_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl Cell<'_> {
+    /// `fence`: one worker of the artifact started after the flip must
+    /// refuse before any write. The state an old binary could write is
+    /// dumped before and after (see `Probe::fence_state`); the worker gets
+    /// 20 s to exit before it is killed. Judged by reconciliation.
+    pub(super) async fn fence(&mut self, artifact: &str) -> Result<Done, Abort> {
+        let version = self.version_of(artifact);
+        let before = self.probe.fence_state(&version).await.map_err(|e| {
+            Abort::Harness(format!("could not read the state before the fence: {e}"))
+        })?;
+        let id = self.spawn(artifact, Role::Fence, vec!["worker".into()], Vec::new())?;
+        let exited = self.await_done(id, FENCE_TIMEOUT, &self.cancel()).await?;
+        if !exited {
+            self.kill_proc(id, "fence").await?;
+        }
+        let after = self.probe.fence_state(&version).await.map_err(|e| {
+            Abort::Harness(format!("could not read the state after the fence: {e}"))
+        })?;
+        let (name, code, refused, why, stderr_tail) = {
+            let l = self.shared.lock();
+            let p = &l.procs[id];
+            (
+                p.name.clone(),
+                p.code(),
+                p.refused.clone(),
+                p.why_ended(),
+                p.stderr_tail(5),
+            )
+        };
+        self.obs.fences.push(FenceRecord {
+            artifact: artifact.to_owned(),
+            version: version.clone(),
+            exit_code: code,
+            refused: refused.is_some(),
+            state_before: digest(&before),
+            state_after: digest(&after),
+            stderr_tail,
+        });
+        let changed = changed_lines(&before, &after);
+        let state = if changed.is_empty() {
+            "state unchanged".to_owned()
+        } else {
+            format!("state CHANGED: {}", changed.join(" | "))
+        };
+        Ok(match (&refused, code) {
+            (Some(reason), Some(2)) if changed.is_empty() => Done::with(
+                "refused",
+                format!("{name} ({version}) refused: {reason}; {state}"),
+            ),
+            _ if !exited => Done::with(
+                "breached",
+                format!(
+                    "{name} ({version}) was still running after {}s and was killed; {state}",
+                    FENCE_TIMEOUT.as_secs()
+                ),
+            ),
+            _ => Done::with("breached", format!("{name} ({version}) {why}; {state}")),
+        })
+    }
+}

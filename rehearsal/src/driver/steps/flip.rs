@@ -1,0 +1,261 @@
+//! `flip`: move ring-cursor authority to the ledgers (manual, forced or auto).
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::super::cell::{COMMAND_TIMEOUT, Cell};
+use super::super::ledger::Role;
+use super::super::{Abort, Done};
+use super::armed::InFlight;
+use super::with_notes;
+use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
+use crate::observe::FlipRecord;
+
+impl Cell<'_> {
+    /// A transaction holding `awa.ring_cursor_authority` FOR UPDATE, and
+    /// its backend pid; `None` before the expand migration.
+    async fn hold_authority_row(&mut self) -> Option<(tokio_postgres::Client, i32)> {
+        self.probe.authority().await.ok().flatten()?;
+        let client = super::super::database::connect(&self.db.url).await.ok()?;
+        let pid: i32 = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .ok()?
+            .get(0);
+        client
+            .batch_execute("BEGIN; SELECT authority FROM awa.ring_cursor_authority FOR UPDATE")
+            .await
+            .ok()?;
+        Some((client, pid))
+    }
+
+    /// `flip`: manual or forced runs `awa storage flip-ring-authority` of
+    /// `by` (0 ok, 2 refused); auto waits for the leader's auto-flip. Faults
+    /// armed for it fire inside it; after a PostgreSQL crash a manual flip
+    /// runs once more, and only that run is recorded and judged.
+    pub(super) async fn flip(&mut self, s: &FlipStep) -> Result<Done, Abort> {
+        if s.mode == FlipMode::Auto {
+            return self.flip_auto(s).await;
+        }
+        let mut args = vec!["storage".to_owned(), "flip-ring-authority".to_owned()];
+        if s.mode == FlipMode::Force {
+            args.push("--force".into());
+        }
+        let armed = self.armed.iter().any(|(w, _)| *w == When::DuringFlip);
+        // To land a fault inside the flip's transaction, hold the authority
+        // row it locks last: the flip then waits, singletons locked, until
+        // the fault has fired (a crash ends the wait; after a kill the row
+        // is released and the flip goes on).
+        let mut holder = if armed {
+            self.hold_authority_row().await
+        } else {
+            None
+        };
+        let since = if armed && holder.is_none() {
+            self.probe.server_epoch().await.ok()
+        } else {
+            None
+        };
+        let mut notes = Vec::new();
+        let mut at_ms = self.ms();
+        let id = self.spawn(&s.by, Role::Flip, args.clone(), Vec::new())?;
+        let detect = match &holder {
+            Some((_, pid)) => InFlight::BlockedBy(*pid),
+            None => InFlight::FlipSql(since.unwrap_or(0.0)),
+        };
+        let fired = self
+            .fire_armed(When::DuringFlip, Some((id, detect)), &mut notes)
+            .await;
+        if let Some((client, _)) = holder.take() {
+            // Gone already when PostgreSQL was crashed; else this lets the flip go on.
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
+        let crashed = fired?;
+        self.finish_command(id, COMMAND_TIMEOUT).await?;
+        let mut last = id;
+        if crashed {
+            let why = self.shared.lock().procs[id].why_ended();
+            notes.push(format!(
+                "the interrupted flip: {why}; run once more after the restart"
+            ));
+            at_ms = self.ms();
+            last = self
+                .run_command(&s.by, Role::Flip, args, Vec::new(), COMMAND_TIMEOUT)
+                .await?;
+        }
+        let (name, code, refused, why, output) = {
+            let l = self.shared.lock();
+            let p = &l.procs[last];
+            (
+                p.name.clone(),
+                p.code(),
+                p.refused.clone(),
+                p.why_ended(),
+                p.json.clone(),
+            )
+        };
+        let expected = outcome_word(s.expect);
+        self.obs.flips.push(FlipRecord {
+            mode: s.mode.name().into(),
+            expected: expected.into(),
+            exit_code: code,
+            at_ms,
+            output: output.clone(),
+        });
+        let version = self.version_of(&s.by);
+        let summary = flip_summary(&output);
+        let done = match (s.expect, code) {
+            (Outcome::Ok, Some(0)) => Done::ok(format!("{name} ({version}): {summary}")),
+            (Outcome::Refused, Some(2)) => Done::with(
+                "refused",
+                format!(
+                    "{name} ({version}) refused as required: {}",
+                    refused.unwrap_or(why)
+                ),
+            ),
+            (Outcome::Ok, Some(2)) => {
+                let reason = refused.unwrap_or(why);
+                self.fail(format!("{name} was refused: {reason}"));
+                Done::with("refused", format!("{name} ({version}) refused: {reason}"))
+            }
+            (Outcome::Refused, Some(0)) => {
+                self.fail(format!("{name} flipped, but the plan requires a refusal"));
+                Done::ok(format!("{name} ({version}): {summary}"))
+            }
+            _ => {
+                self.fail(format!("{name} failed ({why})"));
+                Done::with("failed", format!("{name} ({version}) {why}"))
+            }
+        };
+        Ok(with_notes(done, notes))
+    }
+
+    /// `flip = "auto"`: polls the authority every 100 ms for `timeout`.
+    /// The flipping artifact's workers were started with `AWA_AUTO_FLIP`.
+    async fn flip_auto(&mut self, s: &FlipStep) -> Result<Done, Abort> {
+        let start_ms = self.ms();
+        let mut notes = Vec::new();
+        self.fire_armed(When::DuringFlip, None, &mut notes).await?;
+        let timeout = s.timeout.unwrap_or(MatrixDuration::from_secs(30));
+        let deadline = Instant::now() + timeout.to_std();
+        let mut flipped_at = None;
+        let mut last = None;
+        loop {
+            last = self.probe.authority().await.ok().flatten().or(last);
+            if last.as_deref() == Some("ledger") {
+                flipped_at = Some(self.ms());
+                break;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            self.cancel().sleep(Duration::from_millis(100)).await?;
+        }
+        let (output, by) = {
+            let l = self.shared.lock();
+            let output: Vec<Value> = l.flipped.iter().map(|(_, v)| v.clone()).collect();
+            let by = l.flipped.last().map(|(id, _)| l.procs[*id].name.clone());
+            (output, by)
+        };
+        self.obs.flips.push(FlipRecord {
+            mode: "auto".into(),
+            expected: outcome_word(s.expect).into(),
+            exit_code: None,
+            at_ms: flipped_at.unwrap_or(start_ms),
+            output,
+        });
+        let authority = last.unwrap_or_else(|| "unknown".into());
+        let done = match (s.expect, flipped_at) {
+            (Outcome::Ok, Some(at)) => Done::ok(format!(
+                "authority is ledger after {} ms{}",
+                at - start_ms,
+                by.map_or(String::new(), |b| format!(" (flipped by {b})"))
+            )),
+            (Outcome::Ok, None) => {
+                self.fail(format!(
+                    "authority still {authority} after {timeout}: no auto-flip"
+                ));
+                Done::with(
+                    "timed out",
+                    format!("authority still {authority} after {timeout}"),
+                )
+            }
+            (Outcome::Refused, None) => Done::with(
+                "refused",
+                format!("authority stayed {authority} for {timeout}, as required"),
+            ),
+            (Outcome::Refused, Some(_)) => {
+                self.fail("the leader auto-flipped, but the plan requires it not to");
+                Done::ok("authority is ledger")
+            }
+        };
+        Ok(with_notes(done, notes))
+    }
+}
+
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Ok => "ok",
+        Outcome::Refused => "refused",
+    }
+}
+
+/// What a flip command printed, in a few words.
+fn flip_summary(output: &[Value]) -> String {
+    let Some(flipped) = output.iter().rev().find(|v| v["event"] == "flipped") else {
+        return "printed no flipped event".into();
+    };
+    if flipped["already"] == true {
+        return "authority was already ledger".into();
+    }
+    let rings: Vec<String> = flipped["rings"]
+        .as_array()
+        .map(|rings| {
+            rings
+                .iter()
+                .map(|r| {
+                    let generation = r
+                        .get("ledger_generation")
+                        .or_else(|| r.get("columns_generation"));
+                    format!(
+                        "{} at generation {}",
+                        r["ring"].as_str().unwrap_or("?"),
+                        generation.unwrap_or(&Value::Null)
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let forced = if flipped["forced"] == true {
+        " (forced)"
+    } else {
+        ""
+    };
+    format!("flipped to ledger{forced}: {}", rings.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flip_output_in_a_few_words() {
+        let out = [
+            json!({"event":"flipped","rings":[{"ring":"queue","columns_generation":7,"ledger_generation":7},{"ring":"claim","ledger_generation":3}],"forced":false}),
+        ];
+        assert_eq!(
+            flip_summary(&out),
+            "flipped to ledger: queue at generation 7, claim at generation 3"
+        );
+        assert_eq!(
+            flip_summary(&[json!({"event":"flipped","already":true})]),
+            "authority was already ledger"
+        );
+        assert_eq!(
+            flip_summary(&[json!({"event":"flip_check","ready":false})]),
+            "printed no flipped event"
+        );
+    }
+}

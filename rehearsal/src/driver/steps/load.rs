@@ -1,0 +1,62 @@
+//! `load = "on"` and `load = "off"`: live enqueue by the producers.
+
+use super::super::cell::{Cell, STOP_TIMEOUT};
+use super::super::ledger::Role;
+use super::super::{Abort, Done};
+
+impl Cell<'_> {
+    /// `load = "on"`: start a producer process for every producer slot;
+    /// they share `rate_per_s` and run until `load = "off"`.
+    pub(super) async fn load_on(&mut self) -> Result<Done, Abort> {
+        if self.load_on {
+            return Ok(Done::ok("load was already on"));
+        }
+        self.load_on = true;
+        let slots: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| {
+                let slot = &self.slots[s];
+                slot.role == Role::Producer && !slot.dead && slot.proc.is_none()
+            })
+            .collect();
+        let mut notes = Vec::new();
+        self.launch_slots(&slots, &mut notes).await?;
+        notes.insert(
+            0,
+            format!(
+                "{} jobs/s through {}",
+                self.plan.workload.rate_per_s,
+                self.names(&slots)
+            ),
+        );
+        Ok(Done::ok(notes.join("; ")))
+    }
+
+    /// `load = "off"`: SIGTERM every producer and wait for it (a producer
+    /// prints `accepted` for each job only after its batch commits).
+    pub(super) async fn load_off(&mut self) -> Result<Done, Abort> {
+        self.load_on = false;
+        let ids = self.live(Role::Producer, None);
+        let notes = self.stop(&ids, STOP_TIMEOUT, &self.cancel()).await?;
+        for slot in &mut self.slots {
+            if slot.role == Role::Producer {
+                slot.proc = None;
+            }
+        }
+        let (accepted, uncertain) = {
+            let l = self.shared.lock();
+            (l.accepted.len(), l.uncertain.len())
+        };
+        let mut detail = format!(
+            "stopped {} producer(s); {} jobs accepted so far",
+            ids.len(),
+            super::super::cell::thousands(accepted as u64)
+        );
+        if uncertain > 0 {
+            detail.push_str(&format!(", {uncertain} uncertain"));
+        }
+        for note in notes {
+            detail.push_str(&format!("; {note}"));
+        }
+        Ok(Done::ok(detail))
+    }
+}

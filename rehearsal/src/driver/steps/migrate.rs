@@ -1,0 +1,118 @@
+//! `migrate`: an artifact's `awa migrate`, judged by its exit code.
+
+use super::super::cell::{COMMAND_TIMEOUT, Cell};
+use super::super::ledger::Role;
+use super::super::{Abort, Done};
+use super::armed::InFlight;
+use super::with_notes;
+use crate::matrix::{MigrateStep, Outcome, When};
+
+/// `AWA_MIGRATE_PAUSE` of a migration a fault is armed for: the 0.7
+/// migration holds its transaction open this long after the preflight, so
+/// the fault lands inside it. Shorter than the stale threshold, because the
+/// preflight's lock on runtime_instances holds heartbeats back meanwhile.
+const MIGRATE_PAUSE: &str = "750ms";
+
+impl Cell<'_> {
+    /// `migrate`: `awa migrate` of the artifact, judged by its exit code
+    /// (0 ok, 2 refused). Faults armed for it fire once the migration holds
+    /// its lock; after a PostgreSQL crash the command runs once more and the
+    /// step's `expect` applies to that run. A successful migration
+    /// re-launches the processes parked by a binary-first refusal.
+    pub(super) async fn migrate(&mut self, s: &MigrateStep) -> Result<Done, Abort> {
+        let mut args = vec!["migrate".to_owned()];
+        if s.allow_live_runtimes {
+            args.push("--allow-live-runtimes".into());
+        }
+        let armed = self.armed.iter().any(|(w, _)| *w == When::DuringMigrate);
+        let env = if armed {
+            vec![("AWA_MIGRATE_PAUSE".to_owned(), MIGRATE_PAUSE.to_owned())]
+        } else {
+            Vec::new()
+        };
+        let mut notes = Vec::new();
+        let id = self.spawn(&s.artifact, Role::Migrate, args.clone(), env)?;
+        let crashed = self
+            .fire_armed(
+                When::DuringMigrate,
+                Some((id, InFlight::Migration)),
+                &mut notes,
+            )
+            .await?;
+        self.finish_command(id, COMMAND_TIMEOUT).await?;
+        let mut last = id;
+        if crashed {
+            let why = self.shared.lock().procs[id].why_ended();
+            notes.push(format!(
+                "the interrupted migration: {why}; run once more after the restart"
+            ));
+            last = self
+                .run_command(
+                    &s.artifact,
+                    Role::Migrate,
+                    args,
+                    Vec::new(),
+                    COMMAND_TIMEOUT,
+                )
+                .await?;
+        }
+        let (name, code, refused, why, migrated) = {
+            let l = self.shared.lock();
+            let p = &l.procs[last];
+            let migrated = p
+                .json
+                .iter()
+                .find(|v| v["event"] == "migrated")
+                .map(|v| format!("schema v{} -> v{}", v["from"], v["to"]));
+            (
+                p.name.clone(),
+                p.code(),
+                p.refused.clone(),
+                p.why_ended(),
+                migrated,
+            )
+        };
+        let version = self.version_of(&s.artifact);
+        let done = match (s.expect, code) {
+            (Outcome::Ok, Some(0)) => {
+                self.relaunch_parked(&mut notes).await?;
+                Done::ok(format!(
+                    "{name} ({version}): {}",
+                    migrated.unwrap_or_else(|| "migrated".into())
+                ))
+            }
+            (Outcome::Ok, Some(2)) => {
+                let reason = refused.unwrap_or(why);
+                self.fail(format!("{name} was refused: {reason}"));
+                Done::with("refused", format!("{name} ({version}) refused: {reason}"))
+            }
+            (Outcome::Ok, _) => {
+                self.fail(format!("{name} failed ({why})"));
+                Done::with("failed", format!("{name} ({version}) {why}"))
+            }
+            (Outcome::Refused, Some(2)) => {
+                let reason = refused.unwrap_or(why);
+                self.facts.refusals_required.push(format!(
+                    "migrate by {} ({version}) was refused as required: {reason}",
+                    s.artifact
+                ));
+                Done::with(
+                    "refused",
+                    format!("{name} ({version}) refused as required: {reason}"),
+                )
+            }
+            (Outcome::Refused, Some(0)) => {
+                self.fail(format!("{name} succeeded, but the plan requires a refusal"));
+                Done::with(
+                    "ok",
+                    format!("{name} ({version}): {}", migrated.unwrap_or_default()),
+                )
+            }
+            (Outcome::Refused, _) => {
+                self.fail(format!("{name} failed ({why}) instead of refusing"));
+                Done::with("failed", format!("{name} ({version}) {why}"))
+            }
+        };
+        Ok(with_notes(done, notes))
+    }
+}

@@ -1,0 +1,97 @@
+//! One file per step kind, and the dispatch from a planned step to it.
+//! The matrix author's words (matrix.toml, `matrix::Step` docs) are the
+//! specification; where they leave room, the choice made is stated on
+//! the function.
+
+mod armed;
+mod assert;
+mod drain;
+mod fence;
+mod fleet;
+mod flip;
+mod hold;
+mod kill;
+mod load;
+mod migrate;
+mod pg_crash;
+mod roll;
+mod rollback;
+
+use super::cell::{Cell, Slot};
+use super::ledger::Role;
+use super::{Abort, Done};
+use crate::matrix::Step;
+
+impl Cell<'_> {
+    /// Executes one planned step.
+    pub(super) async fn step(&mut self, step: &crate::plan::PlannedStep) -> Result<Done, Abort> {
+        match step {
+            Step::Fleet(s) => self.fleet(s).await,
+            Step::Load(s) => {
+                if s.on {
+                    self.load_on().await
+                } else {
+                    self.load_off().await
+                }
+            }
+            Step::Migrate(s) => self.migrate(s).await,
+            Step::Roll(s) => self.roll(s).await,
+            Step::Rollback(s) => self.rollback(s).await,
+            Step::Kill(k) => self.kill(k).await,
+            Step::PgCrash(s) => self.pg_crash(s.when).await,
+            Step::Flip(s) => self.flip(s).await,
+            Step::Fence(s) => self.fence(&s.artifact).await,
+            Step::Hold(s) => self.hold(s).await,
+            Step::Drain(s) => self.drain(s.timeout).await,
+            Step::Assert(s) => self.assert(&s.check).await,
+        }
+    }
+
+    fn add_slots(&mut self, role: Role, artifact: &str, n: u32) -> Vec<usize> {
+        let first = self.slots.len();
+        for _ in 0..n {
+            self.slots.push(Slot {
+                role,
+                artifact: artifact.to_owned(),
+                proc: None,
+                last: None,
+                parked: false,
+                dead: false,
+            });
+        }
+        (first..self.slots.len()).collect()
+    }
+
+    fn names(&self, slots: &[usize]) -> String {
+        let l = self.shared.lock();
+        let names: Vec<String> = slots
+            .iter()
+            .filter_map(|&s| self.slots[s].proc.or(self.slots[s].last))
+            .map(|id| l.procs[id].name.clone())
+            .collect();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+fn with_notes(mut done: Done, notes: Vec<String>) -> Done {
+    for note in notes {
+        done.detail.push_str("; ");
+        done.detail.push_str(&note);
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_follow_the_detail() {
+        let done = with_notes(Done::ok("a"), vec!["b".into(), "c".into()]);
+        assert_eq!(done.detail, "a; b; c");
+    }
+}

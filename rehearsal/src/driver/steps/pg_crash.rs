@@ -1,0 +1,35 @@
+//! `pg_crash`: crash PostgreSQL and let it recover, now or armed.
+
+use super::super::cell::{Cell, Fault};
+use super::super::{Abort, Done};
+use crate::matrix::When;
+
+impl Cell<'_> {
+    /// `pg_crash`: now, or armed for the next migrate or flip.
+    pub(super) async fn pg_crash(&mut self, when: When) -> Result<Done, Abort> {
+        if when != When::Now {
+            self.armed.push((when, Fault::Crash));
+            let next = if when == When::DuringMigrate {
+                "migrate"
+            } else {
+                "flip"
+            };
+            return Ok(Done::with(
+                "armed",
+                format!("PostgreSQL crash armed for the next {next}"),
+            ));
+        }
+        let text = self.crash("").await?;
+        Ok(Done::ok(text))
+    }
+
+    pub(super) async fn crash(&mut self, during: &str) -> Result<String, Abort> {
+        let ms = self.db.crash_and_restart().await.map_err(Abort::Harness)?;
+        self.facts
+            .crashes
+            .push(format!("the fleet survived a PostgreSQL crash{during}"));
+        Ok(format!(
+            "PostgreSQL crashed (SIGKILL to every server process){during} and was back after crash recovery in {ms} ms"
+        ))
+    }
+}

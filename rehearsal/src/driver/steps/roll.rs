@@ -1,0 +1,89 @@
+//! `roll`: replace other artifacts' processes with this one's.
+
+use super::super::cell::{Cell, STOP_TIMEOUT};
+use super::super::ledger::Role;
+use super::super::{Abort, Done};
+use super::with_notes;
+use crate::fleet::ProcId;
+use crate::matrix::RollStep;
+
+impl Cell<'_> {
+    /// `roll`: replace every worker (and, with `producers`, every producer)
+    /// of another artifact by one of this artifact, in start order: one at a
+    /// time (SIGTERM the old, wait, start the new, wait for `ready`, pause),
+    /// or all at once (stop all, start all). A new process that refuses
+    /// before the expand migration is parked (binary-first) and re-launched
+    /// after the next successful migrate.
+    pub(super) async fn roll(&mut self, s: &RollStep) -> Result<Done, Abort> {
+        let of_role = |role: Role| -> Vec<usize> {
+            (0..self.slots.len())
+                .filter(|&i| {
+                    let slot = &self.slots[i];
+                    slot.role == role && !slot.dead && slot.artifact != s.artifact
+                })
+                .collect()
+        };
+        let mut targets = of_role(Role::Worker);
+        let workers = targets.len();
+        if s.producers {
+            targets.extend(of_role(Role::Producer));
+        }
+        let producers = targets.len() - workers;
+        let mut notes = Vec::new();
+        if s.one_at_a_time {
+            for (n, &slot) in targets.iter().enumerate() {
+                if n > 0 && !s.pause.is_zero() {
+                    self.cancel().sleep(s.pause.to_std()).await?;
+                }
+                self.replace(slot, &s.artifact, &mut notes).await?;
+            }
+        } else {
+            let old: Vec<ProcId> = targets.iter().filter_map(|&t| self.slots[t].proc).collect();
+            notes.extend(self.stop(&old, STOP_TIMEOUT, &self.cancel()).await?);
+            for &t in &targets {
+                let slot = &mut self.slots[t];
+                slot.artifact = s.artifact.clone();
+                slot.proc = None;
+                slot.parked = false;
+            }
+            let launch: Vec<usize> = targets
+                .iter()
+                .copied()
+                .filter(|&t| self.slots[t].role == Role::Worker || self.load_on)
+                .collect();
+            self.launch_slots(&launch, &mut notes).await?;
+        }
+        let how = if s.one_at_a_time {
+            format!("one at a time, {} apart", s.pause)
+        } else {
+            "all at once".to_owned()
+        };
+        let detail = format!(
+            "replaced {workers} worker(s) and {producers} producer(s) with {} ({}), {how}: {}",
+            s.artifact,
+            self.version_of(&s.artifact),
+            self.names(&targets)
+        );
+        Ok(with_notes(Done::ok(detail), notes))
+    }
+
+    /// One slot of a roll: stop its process, then start the new artifact's.
+    pub(super) async fn replace(
+        &mut self,
+        slot: usize,
+        artifact: &str,
+        notes: &mut Vec<String>,
+    ) -> Result<(), Abort> {
+        if let Some(id) = self.slots[slot].proc {
+            notes.extend(self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?);
+        }
+        let s = &mut self.slots[slot];
+        s.artifact = artifact.to_owned();
+        s.proc = None;
+        s.parked = false;
+        if s.role == Role::Worker || self.load_on {
+            self.launch_slots(&[slot], notes).await?;
+        }
+        Ok(())
+    }
+}

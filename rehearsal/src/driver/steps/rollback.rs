@@ -1,0 +1,68 @@
+//! `rollback`: retire every other artifact's processes and run this one alone.
+
+use super::super::cell::{Cell, STOP_TIMEOUT};
+use super::super::ledger::Role;
+use super::super::{Abort, Done};
+use super::with_notes;
+use crate::fleet::ProcId;
+use crate::matrix::RollbackStep;
+
+impl Cell<'_> {
+    /// `rollback`: this artifact runs alone. Its new workers start first
+    /// (so the queue is never without claimers), then every worker of
+    /// another artifact stops; producers are replaced as in a roll. The
+    /// worker count stays the same unless `workers` is given.
+    pub(super) async fn rollback(&mut self, s: &RollbackStep) -> Result<Done, Abort> {
+        let live_workers = |cell: &Self, mine: bool| -> Vec<usize> {
+            (0..cell.slots.len())
+                .filter(|&i| {
+                    let slot = &cell.slots[i];
+                    slot.role == Role::Worker && !slot.dead && (slot.artifact == s.artifact) == mine
+                })
+                .collect()
+        };
+        let total = self
+            .slots
+            .iter()
+            .filter(|s| s.role == Role::Worker && !s.dead)
+            .count() as u32;
+        let target = s.workers.unwrap_or(total) as usize;
+        let mine = live_workers(self, true);
+        let others = live_workers(self, false);
+        let mut notes = Vec::new();
+        let new = self.add_slots(
+            Role::Worker,
+            &s.artifact,
+            target.saturating_sub(mine.len()) as u32,
+        );
+        self.launch_slots(&new, &mut notes).await?;
+        let mut retire: Vec<usize> = others.clone();
+        if mine.len() > target {
+            retire.extend(mine[target..].iter().copied());
+        }
+        let ids: Vec<ProcId> = retire.iter().filter_map(|&r| self.slots[r].proc).collect();
+        let retired = self.names(&retire);
+        notes.extend(self.stop(&ids, STOP_TIMEOUT, &self.cancel()).await?);
+        for r in retire {
+            self.slots[r].dead = true;
+            self.slots[r].proc = None;
+        }
+        let producers: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| {
+                let slot = &self.slots[i];
+                slot.role == Role::Producer && !slot.dead && slot.artifact != s.artifact
+            })
+            .collect();
+        for &p in &producers {
+            self.replace(p, &s.artifact, &mut notes).await?;
+        }
+        let detail = format!(
+            "{} ({}) alone: started {}, retired {retired}, {} producer(s) replaced",
+            s.artifact,
+            self.version_of(&s.artifact),
+            self.names(&new),
+            producers.len()
+        );
+        Ok(with_notes(Done::ok(detail), notes))
+    }
+}
