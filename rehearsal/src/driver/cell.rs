@@ -286,12 +286,13 @@ pub async fn run_cell(
         });
     }
     cell.probe.close();
-    let verdict = verdict(
+    let judgement = crate::reconcile::judge(
         &plan.expect,
         &findings,
-        harness_error.as_deref(),
         &cell.obs.step_failures,
+        harness_error.as_deref(),
     );
+    let verdict = judgement.verdict;
     let proved = if verdict == Verdict::Pass {
         cell.proved(&findings)
     } else {
@@ -308,6 +309,8 @@ pub async fn run_cell(
         about: plan.about.clone(),
         expect: plan.expect,
         verdict,
+        detection: judgement.detection,
+        verdict_reason: judgement.reason,
         findings,
         timeline: obs.phases,
         plan: plan.clone(),
@@ -342,6 +345,8 @@ fn unrun(plan: &CellPlan, t0: Instant, why: String) -> CellReport {
         about: plan.about.clone(),
         expect: plan.expect,
         verdict: Verdict::Inconclusive,
+        detection: None,
+        verdict_reason: format!("inconclusive: {why}"),
         findings: Vec::new(),
         timeline: Vec::new(),
         plan: plan.clone(),
@@ -382,23 +387,6 @@ async fn reconcile(
             }
             Err(text)
         }
-    }
-}
-
-/// The cell's verdict: reconciliation's, except that a `pass` cell with a
-/// step failure (a required refusal that did not come, a failed assert)
-/// fails even when reconciliation found nothing.
-pub fn verdict(
-    expect: &Expectation,
-    findings: &[crate::observe::Finding],
-    harness_error: Option<&str>,
-    step_failures: &[String],
-) -> Verdict {
-    let verdict = crate::reconcile::verdict(expect, findings, harness_error);
-    if verdict == Verdict::Pass && *expect == Expectation::Pass && !step_failures.is_empty() {
-        Verdict::Fail
-    } else {
-        verdict
     }
 }
 
@@ -730,37 +718,6 @@ pub fn thousands(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::FindingRule;
-    use crate::observe::Finding;
-
-    fn finding(rule: FindingRule) -> Finding {
-        Finding::of(rule)
-    }
-
-    #[test]
-    fn step_failures_fail_a_pass_cell_only() {
-        let failures = vec!["step 5 (migrate): refused".to_owned()];
-        assert_eq!(verdict(&Expectation::Pass, &[], None, &[]), Verdict::Pass);
-        assert_eq!(
-            verdict(&Expectation::Pass, &[], None, &failures),
-            Verdict::Fail
-        );
-        assert_eq!(
-            verdict(&Expectation::Pass, &[], Some("no PostgreSQL"), &failures),
-            Verdict::Inconclusive
-        );
-        let detect = Expectation::Detect(FindingRule::FenceBreached);
-        assert_eq!(
-            verdict(
-                &detect,
-                &[finding(FindingRule::FenceBreached)],
-                None,
-                &failures
-            ),
-            Verdict::Pass
-        );
-        assert_eq!(verdict(&detect, &[], None, &[]), Verdict::Fail);
-    }
 
     #[test]
     fn the_cron_window_runs_from_the_first_fire_to_one_before_the_last() {

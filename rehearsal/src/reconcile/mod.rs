@@ -6,12 +6,13 @@
 //! (`awa_runtime::store::audit`) to judge the whole set in a handful of
 //! set-based statements, and turns the answers, together with what only
 //! the observations show (fence runs, ring samples, flip output), into
-//! [`Finding`]s. [`verdict`] then compares them with the cell's
-//! expectation.
+//! [`Finding`]s. [`judge`] then compares them (and the steps' own
+//! failures) with the cell's expectation.
 //!
 //! - `load` is the database side: one snapshot, the audit set, the reads;
 //! - `rules` turns job, cron and count audits into findings;
-//! - `rings` judges the fence, the ring disciplines and the flip.
+//! - `rings` judges the fence, the ring disciplines and the flip;
+//! - `verdict` holds the findings and step failures against the expectation.
 //!
 //! Both `rules` and `rings` are pure functions of plain data, so each rule
 //! is tested without a database; `tests/reconcile.rs` runs the SQL.
@@ -28,22 +29,24 @@
 //!     ids: vec![7],
 //!     count: 1,
 //! };
-//! assert_eq!(verdict(&Expectation::Pass, &[], None), Verdict::Pass);
-//! assert_eq!(verdict(&Expectation::Pass, &[lost.clone()], None), Verdict::Fail);
-//! assert_eq!(verdict(&Expectation::Detect(FindingRule::Lost), &[lost], None), Verdict::Pass);
-//! assert_eq!(verdict(&Expectation::Pass, &[], Some("no PostgreSQL")), Verdict::Inconclusive);
+//! assert_eq!(verdict(&Expectation::Pass, &[], &[], None), Verdict::Pass);
+//! assert_eq!(verdict(&Expectation::Pass, &[lost.clone()], &[], None), Verdict::Fail);
+//! assert_eq!(verdict(&Expectation::Detect(FindingRule::Lost), &[lost], &[], None), Verdict::Pass);
+//! assert_eq!(verdict(&Expectation::Pass, &[], &[], Some("no PostgreSQL")), Verdict::Inconclusive);
 //! ```
 
 mod load;
 mod rings;
 mod rules;
+mod verdict;
+
+pub use verdict::{Detection, Judgement, judge, verdict};
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::matrix::Expectation;
-use crate::observe::{Finding, Observations, Verdict};
+use crate::observe::{Finding, Observations};
 use crate::plan::CellPlan;
 
 /// Why reconciliation could not reach a judgement (the cell is then
@@ -171,21 +174,6 @@ pub async fn reconcile_with_stats(
     Ok((findings, stats))
 }
 
-/// A cell's verdict: inconclusive when the harness failed; otherwise a
-/// `pass` cell passes iff nothing was found, and a `detect` cell passes
-/// iff its rule produced a finding (other findings may come with it: a
-/// seeded defect rarely breaks only one thing).
-pub fn verdict(expect: &Expectation, findings: &[Finding], harness_error: Option<&str>) -> Verdict {
-    if harness_error.is_some() {
-        return Verdict::Inconclusive;
-    }
-    let met = match expect {
-        Expectation::Pass => findings.is_empty(),
-        Expectation::Detect(rule) => findings.iter().any(|f| f.rule == *rule),
-    };
-    if met { Verdict::Pass } else { Verdict::Fail }
-}
-
 /// A database count as a report figure (counts are never negative).
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
@@ -194,56 +182,6 @@ fn count(n: i64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::FindingRule;
-
-    fn finding(rule: FindingRule) -> Finding {
-        Finding::of(rule)
-    }
-
-    #[test]
-    fn verdict_table() {
-        use Verdict::*;
-        let lost = [finding(FindingRule::Lost)];
-        let fence = [finding(FindingRule::FenceBreached)];
-        let both = [
-            finding(FindingRule::Lost),
-            finding(FindingRule::FenceBreached),
-        ];
-        let detect_fence = Expectation::Detect(FindingRule::FenceBreached);
-        let cases: [(&Expectation, &[Finding], Option<&str>, Verdict); 9] = [
-            (&Expectation::Pass, &[], None, Pass),
-            (&Expectation::Pass, &lost, None, Fail),
-            (
-                &Expectation::Pass,
-                &[],
-                Some("postgres would not start"),
-                Inconclusive,
-            ),
-            (
-                &Expectation::Pass,
-                &lost,
-                Some("cut short by Ctrl-C"),
-                Inconclusive,
-            ),
-            (&detect_fence, &fence, None, Pass),
-            (&detect_fence, &both, None, Pass),
-            (&detect_fence, &lost, None, Fail),
-            (&detect_fence, &[], None, Fail),
-            (
-                &detect_fence,
-                &fence,
-                Some("image would not start"),
-                Inconclusive,
-            ),
-        ];
-        for (expect, findings, harness, want) in cases {
-            assert_eq!(
-                verdict(expect, findings, harness),
-                want,
-                "{expect} {findings:?} {harness:?}"
-            );
-        }
-    }
 
     #[test]
     fn errors_are_lowercase_fragments_naming_the_cell() {

@@ -145,6 +145,8 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         about: plan.about.clone(),
         expect: plan.expect,
         verdict: Verdict::Pass,
+        detection: None,
+        verdict_reason: String::new(),
         findings: vec![],
         timeline: vec![],
         plan,
@@ -293,6 +295,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
 fn failed(plan: plan::CellPlan) -> CellReport {
     CellReport {
         verdict: Verdict::Fail,
+        verdict_reason: "expected pass, got lost, fence_breached and 1 step failure".into(),
         step_failures: vec![
             "step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip"
                 .into(),

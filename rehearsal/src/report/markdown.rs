@@ -97,6 +97,9 @@ fn cell_section(md: &mut String, c: &CellReport) {
         text(&c.expect.to_string()),
         text(&cell_counts(c))
     );
+    if !c.verdict_reason.is_empty() && c.harness_error.is_none() {
+        let _ = writeln!(md, "Verdict: {}.\n", text(&c.verdict_reason));
+    }
     if let Some(error) = &c.harness_error {
         let _ = writeln!(md, "Harness error: {}\n", code(error));
     }
@@ -252,7 +255,7 @@ mod tests {
 | backend | process |
 | git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` (dirty: uncommitted changes) |
 | PostgreSQL | 15.18 |
-| format | `1.1` |
+| format | `1.2` |
 
 ## Cells
 
@@ -283,6 +286,8 @@ Findings: none.
 after the flip an N-1 binary refuses before any write
 
 Expected: pass. 410 jobs accepted; elapsed [duration] (reconcile [duration]).
+
+Verdict: expected pass, got lost, fence_breached and 1 step failure.
 
 Step failures:
 

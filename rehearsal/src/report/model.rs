@@ -17,6 +17,7 @@ use crate::observe::{
     Verdict,
 };
 use crate::plan::CellPlan;
+use crate::reconcile::Detection;
 
 /// The `report.json` format this build writes, as `MAJOR.MINOR`.
 ///
@@ -29,7 +30,12 @@ use crate::plan::CellPlan;
 ///   cell the plan, timeline of phases, kills, flips, fences, processes,
 ///   ring and census samples, findings, verdict and what it proved.
 /// - `1.1`: per cell `step_failures` (defaults to empty).
-pub const FORMAT_VERSION: &str = "1.1";
+/// - `1.2`: per cell `verdict_reason` (one line: `caught by name: X (phase)`,
+///   `expected X, got Y and Z`, `expected X, got none`; defaults to empty)
+///   and `detection` (`by_name`, `as_other`, `not_caught` for a `detect`
+///   cell that reached a verdict; defaults to null); per run `selftest`
+///   (the seeded-defect score of `rehearse selftest`; defaults to null).
+pub const FORMAT_VERSION: &str = "1.2";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,6 +117,13 @@ pub struct CellReport {
     pub expect: Expectation,
     /// Whether it met that expectation.
     pub verdict: Verdict,
+    /// For a `detect` cell that reached a verdict: caught by name, as
+    /// something else, or not at all. Added in 1.2.
+    #[serde(default)]
+    pub detection: Option<Detection>,
+    /// Why the verdict is what it is, in one line. Added in 1.2.
+    #[serde(default)]
+    pub verdict_reason: String,
     /// Everything reconciliation and the monitor found (the required one, for a `detect` cell).
     pub findings: Vec<Finding>,
     /// Phases in order, with start and end in ms since the cell started.
