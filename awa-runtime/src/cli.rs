@@ -20,7 +20,8 @@ use std::time::Duration;
 #[command(name = "awa", version = VERSION)]
 pub struct Cli {
     /// PostgreSQL connection URL.
-    #[arg(long, env = "AWA_DATABASE_URL", global = true)]
+    // `--help` must not print the password the environment carries.
+    #[arg(long, env = "AWA_DATABASE_URL", global = true, hide_env_values = true)]
     database_url: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -237,6 +238,9 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
+    if let Some(url) = &cli.database_url {
+        crate::redact::register_dsn(url);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -254,7 +258,7 @@ pub fn main() -> i32 {
             if let Error::Refused(reason) = &e {
                 refused(reason);
             }
-            eprintln!("awa: {e}");
+            eprintln!("awa: {}", crate::redact::redact(&e.to_string()));
             e.exit_code()
         }
     }

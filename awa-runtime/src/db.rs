@@ -12,7 +12,7 @@ pub async fn connect(url: &str) -> Result<Client> {
         tokio_postgres::connect(url, NoTls)
             .await
             .map_err(|e| Error::Connect {
-                target: redact(url),
+                target: crate::redact::redact(url),
                 detail: crate::error::describe(&e),
             })?;
     tokio::spawn(async move {
@@ -20,20 +20,6 @@ pub async fn connect(url: &str) -> Result<Client> {
         let _ = connection.await;
     });
     Ok(client)
-}
-
-/// Hide a password in a URL before it reaches a message.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let cred = &url[s + 3..at];
-            match cred.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &cred[..c], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
 }
 
 /// A connection that comes back after transient failures.
@@ -146,15 +132,5 @@ mod tests {
         assert!(p.failed("x", transient()).is_some());
         p.ok();
         assert!(p.failed("x", transient()).is_none());
-    }
-
-    #[test]
-    fn redacts_passwords_only() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h:5/db"),
-            "postgres://u:***@h:5/db"
-        );
-        assert_eq!(super::redact("postgres://u@h:5/db"), "postgres://u@h:5/db");
-        assert_eq!(super::redact("host=x"), "host=x");
     }
 }

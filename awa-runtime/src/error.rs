@@ -70,7 +70,7 @@ impl Error {
 }
 
 /// A readable one-line account of a driver error: the server's message,
-/// detail and hint, or the transport error chain.
+/// detail and hint, or the transport error chain; secrets redacted.
 pub fn describe(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());
@@ -80,15 +80,28 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
         if let Some(h) = db.hint() {
             s.push_str(&format!("; hint: {h}"));
         }
-        return s;
+        return crate::redact::redact(&s);
     }
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(inner) = src {
-        s.push_str(&format!(": {inner}"));
-        src = inner.source();
+    chain(e)
+}
+
+/// An error and its causes on one line, `: `-separated, with secrets
+/// redacted: how the whole workspace shows an error in a message.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    chain_joined(e, ": ")
+}
+
+/// An error and its causes joined by `separator` (`"\n  caused by: "`
+/// for one cause a line), with secrets redacted.
+pub fn chain_joined(e: &dyn std::error::Error, separator: &str) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(separator);
+        text.push_str(&cause.to_string());
+        source = cause.source();
     }
-    s
+    crate::redact::redact(&text)
 }
 
 /// Connection-level failures: closed connections, server shutdown or

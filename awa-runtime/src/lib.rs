@@ -30,6 +30,7 @@ pub mod failpoint;
 pub mod maintenance;
 pub mod pgtemp;
 pub mod producer;
+pub mod redact;
 pub mod release;
 pub mod schema;
 pub mod store;

@@ -15,7 +15,7 @@ use crate::cli::{Cli, Command};
 use crate::exit::Outcome;
 use crate::matrix::{self, Expectation, Matrix, NamedMatrix};
 use crate::plan::{self, Plan, Selection};
-use crate::report::{self, ReportError};
+use crate::report;
 
 /// What a command needs from the process environment, gathered once by `main`.
 #[derive(Clone, Debug)]
@@ -105,6 +105,8 @@ fn run(
     err: &mut dyn Write,
 ) -> Result<Outcome, Error> {
     if let Some(url) = &cli.global.database_url {
+        // Hidden from here on wherever it turns up, DSN around it or not.
+        awa_runtime::redact::register_dsn(url);
         check_database_url(url)?;
     }
     let (matrix_file, plan) = make_plan_at(cli, env)?;
@@ -143,9 +145,11 @@ fn run(
     crate::driver::run::execute(request, out, err)
 }
 
-/// The command line as typed (words a shell would split are quoted).
+/// The command line as typed (words a shell would split are quoted),
+/// secrets redacted.
 fn command_line() -> String {
     std::env::args()
+        .map(|a| awa_runtime::redact::redact(&a))
         .map(|a| {
             if !a.is_empty()
                 && a.chars()
@@ -187,7 +191,7 @@ fn report_command(
     // A missing, corrupt or too-new report.json is bad input (exit 2), named in the message.
     let run = report::read_json(&dir.join(report::REPORT_JSON)).map_err(|e| Error::BadFlag {
         flag: "DIR",
-        message: causes(&e),
+        message: awa_runtime::error::chain(&e),
     })?;
     report::render_all(&dir, &run).map_err(|e| Error::Output(std::io::Error::other(e)))?;
     let color = report::terminal::use_color();
@@ -203,17 +207,6 @@ fn report_command(
         )?;
     }
     Ok(run.outcome())
-}
-
-/// A report error and its causes on one line: `failed to read X: No such file or directory`.
-fn causes(error: &ReportError) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 /// `rehearse list --json`

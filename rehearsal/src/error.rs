@@ -53,15 +53,12 @@ pub enum Error {
 }
 
 impl Error {
-    /// The error and its causes, one per line, for stderr.
+    /// The error and its causes, one per line, secrets redacted, for stderr.
     pub fn chain(&self) -> String {
-        let mut text = format!("error: {self}");
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            text.push_str(&format!("\n  caused by: {cause}"));
-            source = cause.source();
-        }
-        text
+        format!(
+            "error: {}",
+            awa_runtime::error::chain_joined(self, "\n  caused by: ")
+        )
     }
 }
 

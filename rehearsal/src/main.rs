@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use awa_runtime::redact::RedactingWriter;
 use clap::Parser;
 use rehearsal::cli::Cli;
 use rehearsal::{Environment, exit};
@@ -12,14 +13,22 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             // Usage errors and --help both print here; only the code differs.
-            let _ = e.print();
+            // clap may quote a value it refused, so the text is redacted.
+            let text = awa_runtime::redact::redact(&e.render().to_string());
+            if e.use_stderr() {
+                let _ = write!(std::io::stderr(), "{text}");
+            } else {
+                let _ = write!(std::io::stdout(), "{text}");
+            }
             return ExitCode::from(exit::for_clap(&e));
         }
     };
     let result = Environment::from_process().and_then(|env| {
         // Unlocked handles: `run` has progress written from other threads,
         // which would wait forever on a lock held here for the whole command.
-        let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+        // Secrets (a --database-url password) never reach the terminal.
+        let mut out = RedactingWriter::new(std::io::stdout());
+        let mut err = RedactingWriter::new(std::io::stderr());
         rehearsal::execute(&cli, &env, &mut out, &mut err)
     });
     match result {

@@ -302,7 +302,7 @@ pub async fn run_cell(
     let step_failures = obs.step_failures.clone();
     let keep = ctx.keep;
     if let Some(note) = cell.db.finish(keep).await {
-        eprintln!("{}: {note}", plan.name);
+        eprintln!("{}: {}", plan.name, super::database::redact(&note));
     }
     CellReport {
         name: plan.name.clone(),
@@ -375,19 +375,9 @@ async fn reconcile(
     let client = super::database::connect(url)
         .await
         .map_err(|e| format!("reconciliation could not connect: {e}"))?;
-    let mut text = String::new();
-    match crate::reconcile::reconcile(&client, plan, obs).await {
-        Ok(findings) => Ok(findings),
-        Err(e) => {
-            text.push_str(&e.to_string());
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            Err(text)
-        }
-    }
+    crate::reconcile::reconcile(&client, plan, obs)
+        .await
+        .map_err(|e| awa_runtime::error::chain(&e))
 }
 
 impl Cell<'_> {

@@ -64,10 +64,8 @@ pub async fn connect(url: &str) -> Result<Client, String> {
     Ok(client)
 }
 
-/// A URL with its password hidden, for messages.
-pub fn redact(url: &str) -> String {
-    awa_runtime::db::redact(url)
-}
+/// Secrets hidden, for messages: the workspace's one redaction function.
+pub use awa_runtime::redact::redact;
 
 /// `url` with its database replaced by `name` (query parameters kept).
 pub fn with_database(url: &str, name: &str) -> String {

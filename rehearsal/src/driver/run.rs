@@ -173,14 +173,14 @@ pub fn execute(
         artifacts: artifact_infos(&resolution),
         cells: ran.cells,
     };
-    report::write_all(&dir, &report).map_err(|e| Error::Harness(chain(&e)))?;
+    report::write_all(&dir, &report).map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
 
     let color = report::terminal::use_color();
     let summary = report::terminal::summary_table(&report, color && !req.json);
     if req.json {
         out.write_all(
             report::to_json(&report)
-                .map_err(|e| Error::Harness(chain(&e)))?
+                .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?
                 .as_bytes(),
         )?;
         err.write_all(summary.as_bytes())?;
@@ -382,16 +382,6 @@ fn cpu_ms(who: libc::c_int) -> u64 {
     }
     let ms = |t: libc::timeval| t.tv_sec as u64 * 1_000 + t.tv_usec as u64 / 1_000;
     ms(usage.ru_utime) + ms(usage.ru_stime)
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -41,7 +41,10 @@ pub struct ProcessFleet;
 
 type Log = Arc<Mutex<std::fs::File>>;
 
+/// Appends one line, secrets redacted (the environment header carries
+/// `AWA_DATABASE_URL`, and a process may echo what it was given).
 fn log_line(log: &Log, line: &str) {
+    let line = awa_runtime::redact::redact(line);
     if let Ok(mut file) = log.lock() {
         // A full disk must not stop the rehearsal; the events still flow.
         let _ = writeln!(file, "{line}");

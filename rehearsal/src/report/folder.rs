@@ -29,6 +29,7 @@ pub fn report_dir(reports_root: &Path, started_at_utc: &str, short_sha: &str) ->
 /// (created if missing). Each file is written whole and renamed into
 /// place, so an interrupted write never leaves half a report.
 pub fn write_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
+    let report = &redacted(report)?;
     create(dir)?;
     write_file(dir, REPORT_JSON, &to_json(report)?)?;
     render_all(dir, report)
@@ -38,10 +39,33 @@ pub fn write_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
 /// report.html), leaving report.json itself untouched: what
 /// `rehearse report DIR` does.
 pub fn render_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
+    let report = &redacted(report)?;
     create(dir)?;
     write_file(dir, REPORT_MD, &render_markdown(report))?;
     write_file(dir, JUNIT_XML, &render_junit(report))?;
     write_file(dir, REPORT_HTML, &render_html(report))
+}
+
+/// The report with every string in it (keys too) passed through
+/// [`awa_runtime::redact::redact`]: whatever a command line, a step or an
+/// error message carried, no secret reaches a file, including fields
+/// added later.
+fn redacted(report: &RunReport) -> Result<RunReport, ReportError> {
+    fn walk(value: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Value::String(awa_runtime::redact::redact(&s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(walk).collect()),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (awa_runtime::redact::redact(&k), walk(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+    let value = serde_json::to_value(report).map_err(ReportError::Encode)?;
+    serde_json::from_value(walk(value)).map_err(ReportError::Encode)
 }
 
 fn create(dir: &Path) -> Result<(), ReportError> {

@@ -153,7 +153,7 @@ impl Progress {
     pub fn note(&self, text: &str) {
         match &self.sink {
             Sink::Bars(multi) => {
-                let _ = multi.println(text);
+                let _ = multi.println(awa_runtime::redact::redact(text));
             }
             Sink::Lines(out) => line(out, text),
             Sink::Silent => {}
@@ -169,6 +169,7 @@ fn bar_style() -> ProgressStyle {
 
 fn line(out: &Lines, text: &str) {
     // A poisoned lock only means another thread panicked mid-line; keep printing.
+    let text = awa_runtime::redact::redact(text);
     let mut out = out.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _ = writeln!(out, "{text}");
     let _ = out.flush();

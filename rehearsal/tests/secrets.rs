@@ -1,0 +1,251 @@
+//! Secrets never written: the real `rehearse` binary runs a small cell
+//! against `--database-url` with a password (a role of a real throwaway
+//! cluster, password authentication on for it), and afterwards no file
+//! of the report folder, nor what rehearse printed, holds the password in
+//! any form: as typed, percent-encoded or decoded.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use awa_runtime::pgtemp::Cluster;
+
+/// The role's password: characters a URL must escape (`@`, `#`, `/`), so
+/// the typed and the decoded forms differ.
+const PASSWORD: &str = "Kp7@vQ#x2/Wm";
+/// How it is typed in a URL.
+const PASSWORD_IN_URL: &str = "Kp7%40vQ%23x2%2FWm";
+/// A wrong password, for the run that cannot connect.
+const WRONG: &str = "Nope-9rTz4Lq";
+const ROLE: &str = "rehearse_secret";
+
+const MATRIX: &str = r#"
+[artifacts.current]
+build = "workspace"
+
+[workload]
+rate_per_s = 50
+backlog = 50
+mix = { complete = 90, retry_once = 10 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "30s"
+
+[[cell]]
+name = "tiny"
+about = "one workspace worker and producer under load, then drained"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 1, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "1s" },
+  { load = "off" },
+  { drain = "30s" },
+]
+"#;
+
+/// A scratch directory with the matrix, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("rehearse-secrets-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("reports")).unwrap();
+        std::fs::write(dir.join("matrix.toml"), MATRIX).unwrap();
+        Scratch(dir)
+    }
+
+    /// Runs rehearse with `args`; returns its exit code, stdout and stderr.
+    fn rehearse(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+            .arg("--matrix-file")
+            .arg(self.0.join("matrix.toml"))
+            .args(args)
+            .current_dir(&self.0)
+            .env("REHEARSE_REPORTS_DIR", self.0.join("reports"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rehearse");
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(600) {
+                let _ = child.kill();
+                panic!("rehearse did not finish within 600 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every file below `dir`, with its bytes.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            out.push((path, bytes));
+        }
+    }
+    out
+}
+
+/// Panics naming the place if any form of `secret` is in `text`.
+fn assert_absent(what: &str, text: &[u8], secrets: &[&str]) {
+    for secret in secrets {
+        let found = text
+            .windows(secret.len())
+            .any(|w| w.eq_ignore_ascii_case(secret.as_bytes()));
+        assert!(!found, "{what} holds the secret {secret:?}");
+    }
+}
+
+/// Starts the cluster with a password-protected superuser role; TCP
+/// logins of that role must give its password (scram-sha-256).
+async fn cluster_with_password_role() -> Cluster {
+    let cluster = Cluster::start().await.expect("throwaway cluster");
+    let client = cluster.connect("postgres").await.unwrap();
+    let escaped = PASSWORD.replace('\'', "''");
+    client
+        .batch_execute(&format!(
+            "SET password_encryption = 'scram-sha-256';
+             CREATE ROLE {ROLE} LOGIN SUPERUSER PASSWORD '{escaped}'"
+        ))
+        .await
+        .unwrap();
+    // pg_hba.conf: the first matching line wins, so ours goes first.
+    let hba = cluster.dir().join("data").join("pg_hba.conf");
+    let old = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("host all {ROLE} 127.0.0.1/32 scram-sha-256\n{old}"),
+    )
+    .unwrap();
+    let reloaded: bool = client
+        .query_one("SELECT pg_reload_conf()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reloaded);
+    cluster
+}
+
+/// Password authentication really is on: no password and a wrong one are
+/// refused, the right one is let in.
+async fn assert_password_required(port: u16) {
+    let url = |userinfo: &str| format!("postgres://{userinfo}@127.0.0.1:{port}/postgres");
+    let attempt = |url: String| async move {
+        tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .map(|_| ())
+    };
+    // pg_reload_conf only signals the postmaster; give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while attempt(url(ROLE)).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the role logs in without a password"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(attempt(url(&format!("{ROLE}:{WRONG}"))).await.is_err());
+    attempt(url(&format!("{ROLE}:{PASSWORD_IN_URL}")))
+        .await
+        .expect("the right password logs in");
+}
+
+#[test]
+fn a_run_against_a_password_dsn_writes_the_password_nowhere() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster = rt.block_on(cluster_with_password_role());
+    let port = cluster.port();
+    rt.block_on(assert_password_required(port));
+    let forms = [PASSWORD, PASSWORD_IN_URL, "Kp7%40vQ", "vQ#x2/Wm"];
+
+    // The password in the userinfo, then as a `password=` query parameter.
+    let dsns = [
+        format!("postgres://{ROLE}:{PASSWORD_IN_URL}@127.0.0.1:{port}/postgres"),
+        format!(
+            "postgres://{ROLE}@127.0.0.1:{port}/postgres?application_name=rehearse&password={PASSWORD_IN_URL}"
+        ),
+    ];
+    for (n, dsn) in dsns.iter().enumerate() {
+        let scratch = Scratch::new(&format!("run{n}"));
+        let (code, out, err) =
+            scratch.rehearse(&["--cell", "tiny", "--seed", "7", "--database-url", dsn]);
+        assert_eq!(code, Some(0), "{dsn}\nstdout:\n{out}\nstderr:\n{err}");
+        assert_absent("stdout", out.as_bytes(), &forms);
+        assert_absent("stderr", err.as_bytes(), &forms);
+        let written = files(&scratch.0.join("reports"));
+        let names: Vec<String> = written
+            .iter()
+            .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        for file in ["report.json", "report.md", "junit.xml", "report.html"] {
+            assert!(names.iter().any(|n| n == file), "no {file} in {names:?}");
+        }
+        assert!(
+            names.iter().filter(|n| n.ends_with(".log")).count() >= 2,
+            "the fleet's logs: {names:?}"
+        );
+        for (path, bytes) in &written {
+            assert_absent(&path.display().to_string(), bytes, &forms);
+        }
+        // Not vacuous: the places that used to carry the password are
+        // there, with the password masked.
+        let report = written
+            .iter()
+            .find(|(p, _)| p.ends_with("report.json"))
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .unwrap();
+        assert!(report.contains("--database-url"), "{report}");
+        assert!(report.contains("***"), "{report}");
+        let logged_env = written.iter().any(|(p, b)| {
+            p.extension().is_some_and(|e| e == "log")
+                && String::from_utf8_lossy(b).contains("AWA_DATABASE_URL=postgres://")
+        });
+        assert!(logged_env, "a process log names its AWA_DATABASE_URL");
+    }
+
+    // A wrong password: the run cannot connect and says so (exit 3),
+    // without quoting the password it was given.
+    let scratch = Scratch::new("wrong");
+    let dsn = format!("postgres://{ROLE}:{WRONG}@127.0.0.1:{port}/postgres");
+    let (code, out, err) = scratch.rehearse(&["--cell", "tiny", "--database-url", &dsn]);
+    assert_eq!(code, Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("password authentication failed"), "{err}");
+    assert!(err.contains(&format!("{ROLE}:***@")), "{err}");
+    assert_absent("stdout", out.as_bytes(), &[WRONG]);
+    assert_absent("stderr", err.as_bytes(), &[WRONG]);
+    for (path, bytes) in files(&scratch.0) {
+        assert_absent(&path.display().to_string(), &bytes, &[WRONG]);
+    }
+    drop(cluster);
+}
