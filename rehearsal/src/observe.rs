@@ -112,8 +112,77 @@ pub struct Phase {
     pub detail: String,
     pub start_ms: u64,
     pub end_ms: u64,
-    /// `ok`, `refused`, `failed`, ...
-    pub outcome: String,
+    pub outcome: StepOutcome,
+}
+
+/// How a phase ended. Written in report.json as the word of each variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepOutcome {
+    /// It did what the plan says.
+    #[serde(rename = "ok")]
+    Ok,
+    /// The product refused (as required, or as a step failure).
+    #[serde(rename = "refused")]
+    Refused,
+    /// The product did not do what the plan requires (a step failure).
+    #[serde(rename = "failed")]
+    Failed,
+    /// A fenced binary wrote or kept running (judged by reconciliation).
+    #[serde(rename = "breached")]
+    Breached,
+    /// What the step waited for did not happen in time.
+    #[serde(rename = "timed out")]
+    TimedOut,
+    /// A fault is armed for the next migrate or flip.
+    #[serde(rename = "armed")]
+    Armed,
+    /// The harness could not go on.
+    #[serde(rename = "harness error")]
+    HarnessError,
+    /// Ctrl-C or SIGTERM to rehearse.
+    #[serde(rename = "interrupted")]
+    Interrupted,
+}
+
+impl StepOutcome {
+    /// The word used in report.json and every report.
+    pub fn word(self) -> &'static str {
+        match self {
+            StepOutcome::Ok => "ok",
+            StepOutcome::Refused => "refused",
+            StepOutcome::Failed => "failed",
+            StepOutcome::Breached => "breached",
+            StepOutcome::TimedOut => "timed out",
+            StepOutcome::Armed => "armed",
+            StepOutcome::HarnessError => "harness error",
+            StepOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for StepOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// A step that did not do what the plan requires: the product failed
+/// where the driver could see it directly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepFailure {
+    /// 1-based step index (0 for setup and the final drain).
+    pub step: usize,
+    /// The step's kind (`migrate`, `assert`, `drain`, ...).
+    pub kind: String,
+    /// What went wrong, in one sentence.
+    pub message: String,
+}
+
+impl std::fmt::Display for StepFailure {
+    /// `step 5 (migrate): current-migrate-1 was refused: ...`, as report.json has it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "step {} ({}): {}", self.step, self.kind, self.message)
+    }
 }
 
 /// One monitor sample of one ring.
@@ -166,7 +235,7 @@ pub struct Observations {
     /// a runtime that died unasked): product failures the driver saw
     /// directly. A `pass` cell with any of them fails.
     #[serde(default)]
-    pub step_failures: Vec<String>,
+    pub step_failures: Vec<StepFailure>,
 }
 
 /// Something reconciliation (or the monitor) found wrong.

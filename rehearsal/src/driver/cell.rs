@@ -11,10 +11,13 @@ use super::database::CellDb;
 use super::ledger::{Cancel, Role, Shared};
 use super::probe::Probe;
 use super::{Abort, CellContext, CellProgress, Done};
+use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::{ProcId, Sink};
 use crate::matrix::{Expectation, FlipMode, Step, When};
 use crate::monitor::Monitor;
-use crate::observe::{CronWindow, Observations, Phase, ProcessRecord, Verdict};
+use crate::observe::{
+    CronWindow, Observations, Phase, ProcessRecord, StepFailure, StepOutcome, Verdict,
+};
 use crate::plan::{CellPlan, PlannedKill};
 use crate::report::CellReport;
 
@@ -109,10 +112,11 @@ impl Cell<'_> {
     /// Records a step failure: the product did not do what the plan requires.
     pub fn fail(&mut self, message: impl Into<String>) {
         let message = message.into();
-        self.obs.step_failures.push(format!(
-            "step {} ({}): {message}",
-            self.step_index, self.step_name
-        ));
+        self.obs.step_failures.push(StepFailure {
+            step: self.step_index,
+            kind: self.step_name.to_owned(),
+            message,
+        });
     }
 
     /// The cancellation to use for waits: none once the cell is winding down.
@@ -271,9 +275,9 @@ pub async fn run_cell(
             cell.obs.accepted.len()
         );
         let outcome = if harness_error.is_some() {
-            "harness error"
+            StepOutcome::HarnessError
         } else {
-            "ok"
+            StepOutcome::Ok
         };
         let end_ms = cell.ms();
         cell.obs.phases.push(Phase {
@@ -282,14 +286,20 @@ pub async fn run_cell(
             detail,
             start_ms,
             end_ms,
-            outcome: outcome.into(),
+            outcome,
         });
     }
     cell.probe.close();
+    let step_failures: Vec<String> = cell
+        .obs
+        .step_failures
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let judgement = crate::reconcile::judge(
         &plan.expect,
         &findings,
-        &cell.obs.step_failures,
+        &step_failures,
         harness_error.as_deref(),
     );
     let verdict = judgement.verdict;
@@ -299,7 +309,6 @@ pub async fn run_cell(
         Vec::new()
     };
     let obs = std::mem::take(&mut cell.obs);
-    let step_failures = obs.step_failures.clone();
     let keep = ctx.keep;
     if let Some(note) = cell.db.finish(keep).await {
         eprintln!("{}: {}", plan.name, super::database::redact(&note));
@@ -407,7 +416,7 @@ impl Cell<'_> {
         let (outcome, mut detail, abort) = match result {
             Ok(done) => (
                 if failed {
-                    "failed".to_owned()
+                    StepOutcome::Failed
                 } else {
                     done.outcome
                 },
@@ -415,21 +424,18 @@ impl Cell<'_> {
                 None,
             ),
             Err(Abort::Interrupted) => (
-                "interrupted".to_owned(),
+                StepOutcome::Interrupted,
                 "interrupted by Ctrl-C or SIGTERM".to_owned(),
                 Some(Abort::Interrupted),
             ),
             Err(Abort::Harness(m)) => (
-                "harness error".to_owned(),
+                StepOutcome::HarnessError,
                 m.clone(),
                 Some(Abort::Harness(m)),
             ),
         };
         if failed {
-            let failures: Vec<&str> = new_failures
-                .iter()
-                .map(|f| f.split_once("): ").map_or(f.as_str(), |(_, m)| m))
-                .collect();
+            let failures: Vec<&str> = new_failures.iter().map(|f| f.message.as_str()).collect();
             detail = format!("{detail}; FAILED: {}", failures.join("; "));
         }
         if !notes.is_empty() {
@@ -465,7 +471,7 @@ impl Cell<'_> {
             )
             .await?;
         let code = self.shared.lock().procs[id].code();
-        if code != Some(0) {
+        if code != Some(EXIT_OK) {
             let why = self.shared.lock().procs[id].why_ended();
             return Err(Abort::Harness(format!(
                 "preparing the database with {by} ({version}) failed: awa migrate {why}"
@@ -496,7 +502,7 @@ impl Cell<'_> {
                 .run_command(&by, Role::Cron, args, Vec::new(), COMMAND_TIMEOUT)
                 .await?;
             let ended = self.shared.lock().procs[id].code();
-            if ended != Some(0) {
+            if ended != Some(EXIT_OK) {
                 let why = self.shared.lock().procs[id].why_ended();
                 return Err(Abort::Harness(format!(
                     "awa cron upsert by {by} failed: {why}"
@@ -525,7 +531,7 @@ impl Cell<'_> {
                     l.accepted.len(),
                 )
             };
-            if code != Some(0) {
+            if code != Some(EXIT_OK) {
                 return Err(Abort::Harness(format!(
                     "banking the backlog with {by} failed: {why}"
                 )));
@@ -642,11 +648,13 @@ impl Cell<'_> {
         }
         for flip in &self.obs.flips {
             match (flip.mode.as_str(), flip.exit_code) {
-                (_, Some(2)) => out.push(format!("a {} flip was refused, as required", flip.mode)),
+                (_, Some(EXIT_REFUSED)) => {
+                    out.push(format!("a {} flip was refused, as required", flip.mode))
+                }
                 ("auto", None) if flip.expected == "ok" => {
                     out.push("the leader auto-flipped the ring-cursor authority to ledger".into())
                 }
-                (mode, Some(0)) => out.push(format!(
+                (mode, Some(EXIT_OK)) => out.push(format!(
                     "the {mode} flip moved ring-cursor authority to ledger and verified the ledgers"
                 )),
                 _ => {}

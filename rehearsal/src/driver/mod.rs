@@ -42,8 +42,13 @@ use std::sync::Arc;
 
 use crate::artifacts::Resolved;
 use crate::fleet::Fleet;
+use crate::observe::StepOutcome;
 
+pub use awa_runtime::error::EXIT_REFUSED;
 pub use ledger::{Cancel, Interrupted};
+
+/// `awa`'s exit code when a command did what it was asked.
+pub const EXIT_OK: i32 = 0;
 
 /// Everything a cell shares with the rest of the run.
 #[derive(Clone)]
@@ -85,8 +90,8 @@ impl From<Interrupted> for Abort {
 /// What a step did: its phase outcome and a sentence for the timeline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Done {
-    /// `ok`, `refused`, `armed`, `breached`, `timed out`, ...
-    pub outcome: String,
+    /// How it ended (a step failure recorded meanwhile makes it `failed`).
+    pub outcome: StepOutcome,
     /// What happened, for humans.
     pub detail: String,
 }
@@ -95,15 +100,15 @@ impl Done {
     /// A step that did what it should.
     pub fn ok(detail: impl Into<String>) -> Done {
         Done {
-            outcome: "ok".into(),
+            outcome: StepOutcome::Ok,
             detail: detail.into(),
         }
     }
 
-    /// A step with another outcome word.
-    pub fn with(outcome: &str, detail: impl Into<String>) -> Done {
+    /// A step with another outcome.
+    pub fn with(outcome: StepOutcome, detail: impl Into<String>) -> Done {
         Done {
-            outcome: outcome.into(),
+            outcome,
             detail: detail.into(),
         }
     }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::EXIT_REFUSED;
 use super::cell::{Cell, START_TIMEOUT, Slot, cell_dir};
 use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
 use super::ledger::{Cancel, Role};
@@ -173,7 +174,7 @@ impl Cell<'_> {
                 if p.ready {
                     Some(Start::Ready)
                 } else if p.done() {
-                    Some(if p.code() == Some(2) {
+                    Some(if p.code() == Some(EXIT_REFUSED) {
                         Start::Refused(p.refused.clone().unwrap_or_else(|| p.stderr_tail(1)))
                     } else {
                         Start::Exited(p.why_ended())
@@ -459,7 +460,7 @@ impl Cell<'_> {
                 (p.name.clone(), p.code(), p.refused.clone(), p.why_ended())
             };
             self.slots[slot].proc = None;
-            let binary_first = code == Some(2)
+            let binary_first = code == Some(EXIT_REFUSED)
                 && refused.is_some()
                 && !self.schema_expanded().await.unwrap_or(true);
             if binary_first {

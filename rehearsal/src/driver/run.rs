@@ -25,7 +25,7 @@ use crate::artifacts::{self, Repo, Resolution};
 use crate::cli::Backend;
 use crate::exit::Outcome;
 use crate::fleet::ProcessFleet;
-use crate::observe::Verdict;
+use crate::observe::{StepOutcome, Verdict};
 use crate::plan::Plan;
 use crate::report::{self, ArtifactInfo, CellReport, FORMAT_VERSION, RunInfo, RunReport};
 
@@ -188,7 +188,11 @@ pub fn execute(
         out.write_all(summary.as_bytes())?;
     }
     for cell in report.cells.iter().filter(|c| c.verdict == Verdict::Fail) {
-        for phase in cell.timeline.iter().filter(|p| p.outcome == "failed") {
+        for phase in cell
+            .timeline
+            .iter()
+            .filter(|p| p.outcome == StepOutcome::Failed)
+        {
             writeln!(
                 err,
                 "{}: step {} ({}) failed: {}",

@@ -647,7 +647,7 @@ mod tests {
             detail: String::new(),
             start_ms: 4_900,
             end_ms: 5_100,
-            outcome: "ok".into(),
+            outcome: crate::observe::StepOutcome::Ok,
         }];
         let found = findings(&storage, &obs);
         assert_eq!(rules(&found), [FindingRule::FlipUnverified]);

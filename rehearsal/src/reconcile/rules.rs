@@ -343,7 +343,7 @@ mod tests {
                 detail: String::new(),
                 start_ms: 1_400,
                 end_ms: 1_600,
-                outcome: "ok".into(),
+                outcome: crate::observe::StepOutcome::Ok,
             }],
             ..Default::default()
         };

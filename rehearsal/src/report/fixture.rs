@@ -173,7 +173,7 @@ fn phase(step: usize, name: &str, detail: &str, start_ms: u64, end_ms: u64) -> P
         detail: detail.into(),
         start_ms,
         end_ms,
-        outcome: "ok".into(),
+        outcome: crate::observe::StepOutcome::Ok,
     }
 }
 
@@ -340,7 +340,7 @@ fn inconclusive(plan: plan::CellPlan) -> CellReport {
     CellReport {
         verdict: Verdict::Inconclusive,
         timeline: vec![Phase {
-            outcome: "failed".into(),
+            outcome: crate::observe::StepOutcome::Failed,
             ..phase(1, "fleet", "worker 1 did not start", 0, 1_200)
         }],
         elapsed_ms: 1_200,

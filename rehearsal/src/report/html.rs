@@ -196,7 +196,7 @@ fn cell_section(h: &mut String, c: &CellReport) {
                 esc(&p.detail),
                 duration(p.start_ms),
                 duration(p.end_ms),
-                esc(&p.outcome)
+                esc(p.outcome.word())
             );
         }
         h.push_str("</table>\n</details>\n");

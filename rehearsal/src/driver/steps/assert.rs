@@ -5,6 +5,7 @@ use std::time::Duration;
 use super::super::cell::Cell;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Check};
+use crate::observe::StepOutcome;
 
 impl Cell<'_> {
     /// `assert`: a named check, now. A failed check is a step failure.
@@ -19,7 +20,7 @@ impl Cell<'_> {
             }
             Err(what) => {
                 self.fail(format!("assert {check}: {what}"));
-                Done::with("failed", what)
+                Done::with(StepOutcome::Failed, what)
             }
         })
     }

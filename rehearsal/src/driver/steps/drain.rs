@@ -6,6 +6,7 @@ use super::super::cell::{Cell, STOP_TIMEOUT};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Duration as MatrixDuration};
+use crate::observe::StepOutcome;
 
 /// How long the cron jobs of a final mop-up may take.
 const MOPUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -71,7 +72,7 @@ impl Cell<'_> {
             Done::ok(parts.join("; "))
         } else {
             Done::with(
-                "timed out",
+                StepOutcome::TimedOut,
                 format!("{}; {left} live job(s) left", parts.join("; ")),
             )
         })

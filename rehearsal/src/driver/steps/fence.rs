@@ -2,11 +2,13 @@
 
 use std::time::Duration;
 
+use super::super::EXIT_REFUSED;
 use super::super::cell::Cell;
 use super::super::ledger::Role;
 use super::super::probe::{changed_lines, digest};
 use super::super::{Abort, Done};
 use crate::observe::FenceRecord;
+use crate::observe::StepOutcome;
 
 /// How long a fenced binary may run before it is killed (it should refuse at once).
 const FENCE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -56,18 +58,21 @@ impl Cell<'_> {
             format!("state CHANGED: {}", changed.join(" | "))
         };
         Ok(match (&refused, code) {
-            (Some(reason), Some(2)) if changed.is_empty() => Done::with(
-                "refused",
+            (Some(reason), Some(EXIT_REFUSED)) if changed.is_empty() => Done::with(
+                StepOutcome::Refused,
                 format!("{name} ({version}) refused: {reason}; {state}"),
             ),
             _ if !exited => Done::with(
-                "breached",
+                StepOutcome::Breached,
                 format!(
                     "{name} ({version}) was still running after {}s and was killed; {state}",
                     FENCE_TIMEOUT.as_secs()
                 ),
             ),
-            _ => Done::with("breached", format!("{name} ({version}) {why}; {state}")),
+            _ => Done::with(
+                StepOutcome::Breached,
+                format!("{name} ({version}) {why}; {state}"),
+            ),
         })
     }
 }

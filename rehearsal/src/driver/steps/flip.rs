@@ -7,10 +7,12 @@ use serde_json::Value;
 use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
+use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
 use super::with_notes;
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
 use crate::observe::FlipRecord;
+use crate::observe::StepOutcome;
 
 impl Cell<'_> {
     /// A transaction holding `awa.ring_cursor_authority` FOR UPDATE, and
@@ -106,26 +108,29 @@ impl Cell<'_> {
         let version = self.version_of(&s.by);
         let summary = flip_summary(&output);
         let done = match (s.expect, code) {
-            (Outcome::Ok, Some(0)) => Done::ok(format!("{name} ({version}): {summary}")),
-            (Outcome::Refused, Some(2)) => Done::with(
-                "refused",
+            (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
+            (Outcome::Refused, Some(EXIT_REFUSED)) => Done::with(
+                StepOutcome::Refused,
                 format!(
                     "{name} ({version}) refused as required: {}",
                     refused.unwrap_or(why)
                 ),
             ),
-            (Outcome::Ok, Some(2)) => {
+            (Outcome::Ok, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
                 self.fail(format!("{name} was refused: {reason}"));
-                Done::with("refused", format!("{name} ({version}) refused: {reason}"))
+                Done::with(
+                    StepOutcome::Refused,
+                    format!("{name} ({version}) refused: {reason}"),
+                )
             }
-            (Outcome::Refused, Some(0)) => {
+            (Outcome::Refused, Some(EXIT_OK)) => {
                 self.fail(format!("{name} flipped, but the plan requires a refusal"));
                 Done::ok(format!("{name} ({version}): {summary}"))
             }
             _ => {
                 self.fail(format!("{name} failed ({why})"));
-                Done::with("failed", format!("{name} ({version}) {why}"))
+                Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
         };
         Ok(with_notes(done, notes))
@@ -177,12 +182,12 @@ impl Cell<'_> {
                     "authority still {authority} after {timeout}: no auto-flip"
                 ));
                 Done::with(
-                    "timed out",
+                    StepOutcome::TimedOut,
                     format!("authority still {authority} after {timeout}"),
                 )
             }
             (Outcome::Refused, None) => Done::with(
-                "refused",
+                StepOutcome::Refused,
                 format!("authority stayed {authority} for {timeout}, as required"),
             ),
             (Outcome::Refused, Some(_)) => {

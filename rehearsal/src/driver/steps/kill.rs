@@ -7,6 +7,7 @@ use super::super::ledger::Role;
 use super::super::procs::pick;
 use super::super::{Abort, Done};
 use crate::matrix::{KillTarget, When};
+use crate::observe::StepOutcome;
 use crate::plan::PlannedKill;
 
 impl Cell<'_> {
@@ -19,7 +20,7 @@ impl Cell<'_> {
             }
             when => {
                 self.armed.push((when, Fault::Kill(k.clone())));
-                Ok(Done::with("armed", format!("{k}")))
+                Ok(Done::with(StepOutcome::Armed, format!("{k}")))
             }
         }
     }

@@ -3,9 +3,11 @@
 use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
+use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
 use super::with_notes;
 use crate::matrix::{MigrateStep, Outcome, When};
+use crate::observe::StepOutcome;
 
 /// `AWA_MIGRATE_PAUSE` of a migration a fault is armed for: the 0.7
 /// migration holds its transaction open this long after the preflight, so
@@ -74,43 +76,46 @@ impl Cell<'_> {
         };
         let version = self.version_of(&s.artifact);
         let done = match (s.expect, code) {
-            (Outcome::Ok, Some(0)) => {
+            (Outcome::Ok, Some(EXIT_OK)) => {
                 self.relaunch_parked(&mut notes).await?;
                 Done::ok(format!(
                     "{name} ({version}): {}",
                     migrated.unwrap_or_else(|| "migrated".into())
                 ))
             }
-            (Outcome::Ok, Some(2)) => {
+            (Outcome::Ok, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
                 self.fail(format!("{name} was refused: {reason}"));
-                Done::with("refused", format!("{name} ({version}) refused: {reason}"))
+                Done::with(
+                    StepOutcome::Refused,
+                    format!("{name} ({version}) refused: {reason}"),
+                )
             }
             (Outcome::Ok, _) => {
                 self.fail(format!("{name} failed ({why})"));
-                Done::with("failed", format!("{name} ({version}) {why}"))
+                Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
-            (Outcome::Refused, Some(2)) => {
+            (Outcome::Refused, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
                 self.facts.refusals_required.push(format!(
                     "migrate by {} ({version}) was refused as required: {reason}",
                     s.artifact
                 ));
                 Done::with(
-                    "refused",
+                    StepOutcome::Refused,
                     format!("{name} ({version}) refused as required: {reason}"),
                 )
             }
-            (Outcome::Refused, Some(0)) => {
+            (Outcome::Refused, Some(EXIT_OK)) => {
                 self.fail(format!("{name} succeeded, but the plan requires a refusal"));
                 Done::with(
-                    "ok",
+                    StepOutcome::Ok,
                     format!("{name} ({version}): {}", migrated.unwrap_or_default()),
                 )
             }
             (Outcome::Refused, _) => {
                 self.fail(format!("{name} failed ({why}) instead of refusing"));
-                Done::with("failed", format!("{name} ({version}) {why}"))
+                Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
         };
         Ok(with_notes(done, notes))

@@ -3,6 +3,7 @@
 use super::super::cell::{Cell, Fault};
 use super::super::{Abort, Done};
 use crate::matrix::When;
+use crate::observe::StepOutcome;
 
 impl Cell<'_> {
     /// `pg_crash`: now, or armed for the next migrate or flip.
@@ -15,7 +16,7 @@ impl Cell<'_> {
                 "flip"
             };
             return Ok(Done::with(
-                "armed",
+                StepOutcome::Armed,
                 format!("PostgreSQL crash armed for the next {next}"),
             ));
         }
