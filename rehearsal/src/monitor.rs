@@ -4,10 +4,21 @@
 //! columns, the ledger's max row, row count and gaps); per tick a
 //! [`CensusSample`] (event counts by version from the fleet, fresh
 //! runtimes by version, unfolded rollup deltas, sessions waiting on
-//! locks). It is cheap by design: one connection, one existence check
-//! and three or four small queries per tick. Ring samples are recorded
-//! when a ring's state changes (and once at the end), so a quiet ring
-//! costs nothing; census samples are recorded every tick.
+//! locks) and a [`LivenessSample`] (per ring: the authoritative cursor,
+//! whether the ring holds rows, whether the slot it would rotate into
+//! holds live work; the fresh maintenance leaders). It is cheap by
+//! design: one connection, one existence check and a few small queries
+//! per tick. Ring samples are recorded when a ring's state changes (and
+//! once at the end), so a quiet ring costs nothing; census and liveness
+//! samples are recorded every tick.
+//!
+//! Every sample is one consistent snapshot: its statements run in one
+//! `REPEATABLE READ READ ONLY` transaction, so a flip or a rotation that
+//! commits while the sample is being read is either wholly in it or
+//! wholly outside it. (Read in separate autocommit statements, the
+//! authority could predate a flip whose poisoned columns the next
+//! statement sees: a ring "advanced under both disciplines" that never
+//! did.)
 //!
 //! While PostgreSQL is down (a `pg_crash`), ticks are skipped and the
 //! connection is re-opened on the next one.
@@ -20,7 +31,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
-use crate::observe::{CensusSample, RingSample};
+use crate::observe::{CensusSample, LivenessSample, RingLiveness, RingSample};
 
 /// Sampling interval.
 pub const INTERVAL: Duration = Duration::from_millis(250);
@@ -58,6 +69,41 @@ SELECT version, count(*) FROM awa.runtime_instances
 WHERE heartbeat_at > now() - $1::float8 * interval '1 millisecond'
 GROUP BY version";
 const DELTAS: &str = "SELECT count(*) FROM awa.queue_terminal_rollup_deltas";
+/// Opens the snapshot every statement of a sample shares.
+const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+const END: &str = "COMMIT";
+/// Fresh maintenance leaders, and how many of them are flip-aware (report
+/// a `binary_version`; the column exists only after the expand migration,
+/// so it is read through the row's JSON).
+const LEADERS: &str = "
+SELECT count(*), count(*) FILTER (WHERE to_jsonb(ri) ->> 'binary_version' IS NOT NULL)
+FROM awa.runtime_instances ri
+WHERE leader AND heartbeat_at > now() - $1::float8 * interval '1 millisecond'";
+/// Per ring, through the runtime's own resolver (either authority): the
+/// current slot and generation, whether the ring holds any row, and
+/// whether the slot after the current one (the next to open) holds live
+/// work: a ready entry, an open claim, a held lease. Rotation may refuse
+/// only while that slot holds rows; prune may keep them only while they
+/// are live.
+const LIVENESS: &str = "
+WITH c AS (
+    SELECT r.ring, r.n, (awa.ring_cursor(r.ring)).slot AS slot, (awa.ring_cursor(r.ring)).generation AS generation
+    FROM (VALUES ('queue', (SELECT slot_count FROM awa.queue_ring_state)),
+                 ('claim', (SELECT slot_count FROM awa.claim_ring_state)),
+                 ('lease', (SELECT slot_count FROM awa.lease_ring_state))) r(ring, n)
+), x AS (SELECT c.*, ((c.slot + 1) % c.n + c.n) % c.n AS next FROM c)
+SELECT ring, slot, generation,
+    CASE ring
+        WHEN 'queue' THEN EXISTS (SELECT 1 FROM awa.queue_entries)
+        WHEN 'claim' THEN EXISTS (SELECT 1 FROM awa.claim_receipts) OR EXISTS (SELECT 1 FROM awa.claim_closures)
+        ELSE EXISTS (SELECT 1 FROM awa.leases) END AS busy,
+    CASE ring
+        WHEN 'queue' THEN EXISTS (SELECT 1 FROM awa.queue_entries e WHERE e.slot = x.next)
+        WHEN 'claim' THEN EXISTS (
+            SELECT 1 FROM awa.claim_receipts r WHERE r.slot = x.next AND NOT EXISTS (
+                SELECT 1 FROM awa.claim_closures k WHERE k.job_id = r.job_id AND k.run_lease = r.run_lease))
+        ELSE EXISTS (SELECT 1 FROM awa.leases l WHERE l.slot = x.next) END AS next_live
+FROM x ORDER BY ring";
 const LOCK_WAITS: &str = "
 SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND datname = current_database()";
@@ -69,6 +115,8 @@ pub struct Samples {
     pub rings: Vec<RingSample>,
     /// Census samples, every tick.
     pub census: Vec<CensusSample>,
+    /// Liveness samples, every tick the rings exist.
+    pub liveness: Vec<LivenessSample>,
     /// Ticks skipped because the database did not answer.
     pub skipped: u64,
 }
@@ -141,11 +189,16 @@ impl Sampler {
             return;
         };
         match sample(client, at_ms, self.stale_ms, &self.counts).await {
-            Ok((rings, census)) => {
+            Ok(Snapshot {
+                rings,
+                census,
+                liveness,
+            }) => {
                 for ring in rings {
                     self.record_ring(ring);
                 }
                 self.samples.census.push(census);
+                self.samples.liveness.extend(liveness);
             }
             Err(_) => {
                 self.samples.skipped += 1;
@@ -190,12 +243,33 @@ impl Sampler {
     }
 }
 
+/// One tick's reading of the database.
+struct Snapshot {
+    rings: Vec<RingSample>,
+    census: CensusSample,
+    liveness: Option<LivenessSample>,
+}
+
+/// One sample, read in one snapshot. A failed statement aborts the
+/// transaction; the caller then drops the connection, which ends it.
 async fn sample(
     client: &Client,
     at_ms: u64,
     stale_ms: f64,
     counts: &CountSource,
-) -> Result<(Vec<RingSample>, CensusSample), tokio_postgres::Error> {
+) -> Result<Snapshot, tokio_postgres::Error> {
+    client.batch_execute(BEGIN).await?;
+    let snapshot = read_snapshot(client, at_ms, stale_ms, counts).await?;
+    client.batch_execute(END).await?;
+    Ok(snapshot)
+}
+
+async fn read_snapshot(
+    client: &Client,
+    at_ms: u64,
+    stale_ms: f64,
+    counts: &CountSource,
+) -> Result<Snapshot, tokio_postgres::Error> {
     let row = client.query_one(EXISTING, &[]).await?;
     let (rings_exist, authority_exists, ledgers_exist, deltas_exist, instances_exist): (
         bool,
@@ -205,15 +279,15 @@ async fn sample(
         bool,
     ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
     let mut rings = Vec::new();
+    let authority = if authority_exists {
+        client
+            .query_opt(AUTHORITY, &[])
+            .await?
+            .map_or("none".to_owned(), |r| r.get(0))
+    } else {
+        "none".to_owned()
+    };
     if rings_exist {
-        let authority = if authority_exists {
-            client
-                .query_opt(AUTHORITY, &[])
-                .await?
-                .map_or("none".to_owned(), |r| r.get(0))
-        } else {
-            "none".to_owned()
-        };
         let mut ledgers: BTreeMap<String, (Option<i64>, Option<i32>, i64, i64)> = BTreeMap::new();
         if ledgers_exist {
             for r in client.query(LEDGERS, &[]).await? {
@@ -238,10 +312,13 @@ async fn sample(
         }
     }
     let mut fresh_runtimes = BTreeMap::new();
+    let mut leaders = (0, 0);
     if instances_exist {
         for r in client.query(FRESH, &[&stale_ms]).await? {
             fresh_runtimes.insert(r.get::<_, String>(0), r.get::<_, i64>(1) as u64);
         }
+        let r = client.query_one(LEADERS, &[&stale_ms]).await?;
+        leaders = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
     }
     let delta_rows = if deltas_exist {
         client.query_one(DELTAS, &[]).await?.get(0)
@@ -249,6 +326,30 @@ async fn sample(
         0
     };
     let lock_waits = client.query_one(LOCK_WAITS, &[]).await?.get(0);
+    let liveness = if rings_exist {
+        let rings = client
+            .query(LIVENESS, &[])
+            .await?
+            .iter()
+            .map(|r| RingLiveness {
+                ring: r.get(0),
+                slot: r.get(1),
+                generation: r.get(2),
+                busy: r.get(3),
+                next_live: r.get(4),
+            })
+            .collect();
+        Some(LivenessSample {
+            at_ms,
+            authority,
+            leaders: leaders.0,
+            flip_aware_leaders: leaders.1,
+            lock_waits,
+            rings,
+        })
+    } else {
+        None
+    };
     let census = CensusSample {
         at_ms,
         by_version: counts(),
@@ -256,7 +357,11 @@ async fn sample(
         delta_rows,
         lock_waits,
     };
-    Ok((rings, census))
+    Ok(Snapshot {
+        rings,
+        census,
+        liveness,
+    })
 }
 
 #[cfg(test)]

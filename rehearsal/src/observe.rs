@@ -217,6 +217,36 @@ pub struct CensusSample {
     pub lock_waits: i64,
 }
 
+/// One ring as a liveness sample saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingLiveness {
+    pub ring: String,
+    /// The authoritative cursor (`awa.ring_cursor(ring)`).
+    pub slot: i32,
+    pub generation: i64,
+    /// Whether any partition of the ring holds a row.
+    pub busy: bool,
+    /// Whether the slot after the current one holds live work (a ready
+    /// entry, an open claim, a held lease): the one reason rotation may
+    /// stand still while the ring holds rows.
+    pub next_live: bool,
+}
+
+/// What rotation liveness depends on, at one sample time (one snapshot).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivenessSample {
+    pub at_ms: u64,
+    /// `columns`, `ledger`, or `none` before the expand migration.
+    pub authority: String,
+    /// Fresh runtimes marked maintenance leader, and how many of them
+    /// report a `binary_version` (flip-aware: able to rotate ledgers).
+    pub leaders: u64,
+    pub flip_aware_leaders: u64,
+    /// Sessions waiting on a lock at sample time.
+    pub lock_waits: i64,
+    pub rings: Vec<RingLiveness>,
+}
+
 /// Everything one cell's run observed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observations {
@@ -230,6 +260,9 @@ pub struct Observations {
     pub phases: Vec<Phase>,
     pub rings: Vec<RingSample>,
     pub census: Vec<CensusSample>,
+    /// Liveness samples, one a monitor tick.
+    #[serde(default)]
+    pub liveness: Vec<LivenessSample>,
     /// Steps whose required outcome did not happen (a migrate or flip
     /// refused or accepted against the plan's `expect`, a failed `assert`,
     /// a runtime that died unasked): product failures the driver saw

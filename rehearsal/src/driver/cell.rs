@@ -242,6 +242,7 @@ pub async fn run_cell(
     let samples = monitor.stop().await;
     cell.obs.rings = samples.rings;
     cell.obs.census = samples.census;
+    cell.obs.liveness = samples.liveness;
     cell.collect_ledger();
     if abort.is_none() {
         cell.record_cron_window().await;

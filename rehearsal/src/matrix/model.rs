@@ -271,11 +271,16 @@ pub enum FindingRule {
     MixedDiscipline,
     /// After the flip, ledgers and poisoned columns do not verify.
     FlipUnverified,
+    /// A ring held rows but stopped rotating while nothing live blocked it.
+    RingStalled,
+    /// A terminal record does not match the execution (run lease and
+    /// attempt) that should have produced it.
+    TerminalMismatch,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 13] = [
+    pub const ALL: [FindingRule; 15] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -289,6 +294,8 @@ impl FindingRule {
         FindingRule::FenceBreached,
         FindingRule::MixedDiscipline,
         FindingRule::FlipUnverified,
+        FindingRule::RingStalled,
+        FindingRule::TerminalMismatch,
     ];
 
     /// The name used in matrix.toml, findings and reports.
@@ -307,6 +314,8 @@ impl FindingRule {
             FindingRule::FenceBreached => "fence_breached",
             FindingRule::MixedDiscipline => "mixed_discipline",
             FindingRule::FlipUnverified => "flip_unverified",
+            FindingRule::RingStalled => "ring_stalled",
+            FindingRule::TerminalMismatch => "terminal_mismatch",
         }
     }
 

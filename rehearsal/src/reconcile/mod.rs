@@ -12,6 +12,7 @@
 //! - `load` is the database side: one snapshot, the audit set, the reads;
 //! - `rules` turns job, cron and count audits into findings;
 //! - `rings` judges the fence, the ring disciplines and the flip;
+//! - `liveness` judges whether the rings kept rotating while they held rows;
 //! - `verdict` holds the findings and step failures against the expectation.
 //!
 //! Both `rules` and `rings` are pure functions of plain data, so each rule
@@ -35,6 +36,7 @@
 //! assert_eq!(verdict(&Expectation::Pass, &[], &[], Some("no PostgreSQL")), Verdict::Inconclusive);
 //! ```
 
+mod liveness;
 mod load;
 mod rings;
 mod rules;
@@ -157,6 +159,10 @@ pub async fn reconcile_with_stats(
     })?;
     let mut findings = rules::findings(&storage, obs);
     findings.extend(rings::findings(&storage, obs));
+    findings.extend(liveness::findings(
+        obs,
+        liveness::stall_after_ms(&plan.timings),
+    ));
     // Stable: within a rule, findings keep the order they were made in.
     findings.sort_by_key(|f| f.rule);
     let jobs = &storage.jobs;
@@ -172,6 +178,13 @@ pub async fn reconcile_with_stats(
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
     Ok((findings, stats))
+}
+
+/// The findings the monitor's ring samples alone can show (the MixedFleet
+/// invariant sample by sample, and the samples around a flip), without a
+/// database: what a test of the monitor checks its samples with.
+pub fn sample_findings(obs: &Observations) -> Vec<Finding> {
+    rings::sample_findings(obs)
 }
 
 /// A database count as a report figure (counts are never negative).

@@ -15,6 +15,13 @@ use super::rules::{RECONCILE, phase_at};
 use crate::matrix::FindingRule;
 use crate::observe::{FenceRecord, Finding, Observations, RingSample};
 
+/// The findings of the ring samples alone.
+pub(super) fn sample_findings(obs: &Observations) -> Vec<Finding> {
+    let mut out = mixed_discipline(&obs.rings, obs);
+    out.extend(flip_samples(&obs.rings, obs));
+    out
+}
+
 /// Every fence, discipline and flip finding.
 pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     let mut out: Vec<Finding> = obs.fences.iter().filter_map(fence_run).collect();

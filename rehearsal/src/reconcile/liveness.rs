@@ -1,0 +1,284 @@
+//! Rotation liveness: while a ring holds rows, its cursor keeps moving.
+//!
+//! ADR-040 lets rotation stand still for two reasons only: the whole ring
+//! is empty (idle skip), or the slot it would open next still holds rows
+//! that prune may not truncate because they are live (a ready entry, an
+//! open claim, a held lease). A ring that holds rows, whose next slot
+//! holds nothing live, and whose cursor does not move for a full wrap
+//! while a maintenance leader able to rotate it is fresh has stopped
+//! rotating: left alone, its rows are never pruned, terminal outcomes are
+//! never archived, and a ring that fills up strands work.
+//!
+//! The monitor's [`LivenessSample`]s are each one snapshot; a run of them
+//! counts only while every sample is eligible, samples are no further
+//! apart than [`MAX_GAP_MS`] (a skipped tick, such as a PostgreSQL crash,
+//! breaks the run) and no session waits on a lock (rotation and prune
+//! legitimately wait behind a flip, a migration or a held partition).
+
+use std::collections::BTreeMap;
+
+use super::rules::{RECONCILE, phase_at};
+use crate::matrix::{FindingRule, Timings};
+use crate::observe::{Finding, LivenessSample, Observations};
+
+/// Two samples further apart than this (ticks skipped) break a run.
+pub(super) const MAX_GAP_MS: u64 = 1_000;
+/// The shortest stall worth a finding, whatever the rotation cadence.
+const MIN_STALL_MS: u64 = 5_000;
+/// Slots per ring in every schema this rehearsal knows.
+const SLOTS: u64 = 8;
+
+/// How long a ring may stand still with rows and nothing live in its way:
+/// one full wrap of rotations, at least [`MIN_STALL_MS`].
+pub(super) fn stall_after_ms(timings: &Timings) -> u64 {
+    (timings.rotate_every.as_millis() * SLOTS).max(MIN_STALL_MS)
+}
+
+/// A run of eligible samples of one ring at one generation.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    from_ms: u64,
+    to_ms: u64,
+    generation: i64,
+    slot: i32,
+}
+
+impl Run {
+    fn length(&self) -> u64 {
+        self.to_ms - self.from_ms
+    }
+}
+
+/// Whether a maintenance leader that can rotate under `authority` is fresh.
+fn can_rotate(s: &LivenessSample) -> bool {
+    if s.authority == "ledger" {
+        s.flip_aware_leaders > 0
+    } else {
+        s.leaders > 0
+    }
+}
+
+/// The longest stall of each ring longer than `stall_after_ms`, and how
+/// many such stalls there were.
+fn stalls(samples: &[LivenessSample], stall_after_ms: u64) -> BTreeMap<String, (Run, u64)> {
+    let mut ordered: Vec<&LivenessSample> = samples.iter().collect();
+    ordered.sort_by_key(|s| s.at_ms);
+    let rings: Vec<&str> = {
+        let mut names: Vec<&str> = ordered
+            .iter()
+            .flat_map(|s| s.rings.iter().map(|r| r.ring.as_str()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    };
+    let mut out = BTreeMap::new();
+    for ring in rings {
+        let mut worst: Option<(Run, u64)> = None;
+        let mut close = |run: Option<Run>| {
+            if let Some(run) = run.filter(|r| r.length() >= stall_after_ms) {
+                let (best, n) = worst.get_or_insert((run, 0));
+                *n += 1;
+                if run.length() > best.length() {
+                    *best = run;
+                }
+            }
+        };
+        let mut run: Option<Run> = None;
+        let mut prev_ms: Option<u64> = None;
+        for s in &ordered {
+            let gap_ok = prev_ms.is_none_or(|p| s.at_ms - p <= MAX_GAP_MS);
+            prev_ms = Some(s.at_ms);
+            let here = s.rings.iter().find(|r| r.ring == ring);
+            let eligible = here
+                .filter(|r| gap_ok && r.busy && !r.next_live && can_rotate(s) && s.lock_waits == 0);
+            match (run.as_mut(), eligible) {
+                (Some(current), Some(r)) if current.generation == r.generation => {
+                    current.to_ms = s.at_ms;
+                }
+                (_, eligible) => {
+                    close(run.take());
+                    run = eligible.map(|r| Run {
+                        from_ms: s.at_ms,
+                        to_ms: s.at_ms,
+                        generation: r.generation,
+                        slot: r.slot,
+                    });
+                }
+            }
+        }
+        close(run);
+        if let Some(found) = worst {
+            out.insert(ring.to_owned(), found);
+        }
+    }
+    out
+}
+
+/// One `ring_stalled` finding per ring that stood still too long.
+pub(super) fn findings(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
+    stalls(&obs.liveness, stall_after_ms)
+        .into_iter()
+        .map(|(ring, (run, n))| Finding {
+            rule: FindingRule::RingStalled,
+            phase: phase_at(obs, run.from_ms).unwrap_or(RECONCILE).to_owned(),
+            message: format!(
+                "the {ring} ring held rows but stood at generation {} (slot {}) for {} ms, from {} ms to {} ms, \
+                 while the slot after it held nothing live and a maintenance leader able to rotate it was fresh: \
+                 rotation stopped advancing ({n} such stall(s) of over {stall_after_ms} ms)",
+                run.generation,
+                run.slot,
+                run.length(),
+                run.from_ms,
+                run.to_ms,
+            ),
+            ids: vec![run.generation],
+            count: n,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::RingLiveness;
+
+    /// A sample of the claim ring alone.
+    fn at(at_ms: u64, generation: i64, busy: bool, next_live: bool) -> LivenessSample {
+        LivenessSample {
+            at_ms,
+            authority: "ledger".into(),
+            leaders: 1,
+            flip_aware_leaders: 1,
+            lock_waits: 0,
+            rings: vec![RingLiveness {
+                ring: "claim".into(),
+                slot: (generation % 8) as i32,
+                generation,
+                busy,
+                next_live,
+            }],
+        }
+    }
+
+    fn obs(liveness: Vec<LivenessSample>) -> Observations {
+        Observations {
+            liveness,
+            ..Default::default()
+        }
+    }
+
+    /// Samples every 250 ms from `from_ms` to `to_ms`.
+    fn ticks(from_ms: u64, to_ms: u64) -> impl Iterator<Item = u64> {
+        (from_ms..=to_ms).step_by(250)
+    }
+
+    #[test]
+    fn a_ring_that_rotates_every_second_is_live() {
+        let samples = ticks(0, 30_000)
+            .map(|t| at(t, (t / 1_000) as i64, true, false))
+            .collect();
+        assert_eq!(findings(&obs(samples), 8_000), []);
+    }
+
+    #[test]
+    fn a_ring_that_holds_rows_and_stops_rotating_is_stalled() {
+        // Rotates for 5 s, then stands at generation 5 for 12 s.
+        let samples = ticks(0, 17_000)
+            .map(|t| at(t, (t / 1_000).min(5) as i64, true, false))
+            .collect();
+        let found = findings(&obs(samples), 8_000);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].rule, FindingRule::RingStalled);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[5][..], 1));
+        assert!(
+            found[0].message.starts_with(
+                "the claim ring held rows but stood at generation 5 (slot 5) for 12000 ms, from 5000 ms to 17000 ms"
+            ),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn standing_still_for_a_reason_is_not_a_stall() {
+        let still = |f: &dyn Fn(&mut LivenessSample)| {
+            let samples: Vec<LivenessSample> = ticks(0, 20_000)
+                .map(|t| {
+                    let mut s = at(t, 3, true, false);
+                    f(&mut s);
+                    s
+                })
+                .collect();
+            findings(&obs(samples), 8_000)
+        };
+        // The baseline does stall, so each case below tests its reason.
+        assert_eq!(still(&|_| {}).len(), 1);
+        // Idle: nothing to rotate.
+        assert_eq!(still(&|s| s.rings[0].busy = false), []);
+        // Live work in the next slot: rotation must wait for it.
+        assert_eq!(still(&|s| s.rings[0].next_live = true), []);
+        // No fresh leader (a leaderless gap, a suspended leader).
+        assert_eq!(
+            still(&|s| {
+                s.leaders = 0;
+                s.flip_aware_leaders = 0;
+            }),
+            []
+        );
+        // Under ledger authority only a flip-aware leader can rotate (an
+        // N-1 leader across a forced flip meets the fence).
+        assert_eq!(still(&|s| s.flip_aware_leaders = 0), []);
+        assert_eq!(
+            still(&|s| {
+                s.authority = "columns".into();
+                s.leaders = 0;
+            }),
+            []
+        );
+        // A session waits on a lock: rotation may be waiting behind it.
+        assert_eq!(still(&|s| s.lock_waits = 1), []);
+        // Under columns authority any fresh leader rotates.
+        assert_eq!(
+            still(&|s| {
+                s.authority = "columns".into();
+                s.flip_aware_leaders = 0;
+            })
+            .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_gap_in_the_samples_or_a_short_pause_breaks_the_run() {
+        // 6 s still, 2 s without samples (a crash), 6 s still: no run of 8 s.
+        let samples = ticks(0, 6_000)
+            .chain(ticks(8_000, 14_000))
+            .map(|t| at(t, 4, true, false))
+            .collect();
+        assert_eq!(findings(&obs(samples), 8_000), []);
+        // Two stalls; the longest is reported, both are counted.
+        let samples = ticks(0, 9_000)
+            .map(|t| at(t, 1, true, false))
+            .chain(ticks(9_250, 20_000).map(|t| at(t, 2, true, false)))
+            .collect();
+        let found = findings(&obs(samples), 8_000);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[2][..], 2));
+    }
+
+    #[test]
+    fn the_threshold_is_a_wrap_of_rotations_and_at_least_five_seconds() {
+        use crate::matrix::Duration;
+        let mut t = Timings {
+            heartbeat: Duration::from_millis(200),
+            stale_after: Duration::from_millis(1_500),
+            rescue_every: Duration::from_millis(250),
+            rotate_every: Duration::from_millis(1_000),
+            deadline: Duration::from_millis(1_000),
+            drain_timeout: Duration::from_secs(60),
+        };
+        assert_eq!(stall_after_ms(&t), 8_000);
+        t.rotate_every = Duration::from_millis(100);
+        assert_eq!(stall_after_ms(&t), 5_000);
+    }
+}

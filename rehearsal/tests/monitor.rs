@@ -1,0 +1,225 @@
+//! The monitor against a real PostgreSQL: a flip that commits while a
+//! sample is being read must not look like a ring advanced under both
+//! disciplines (the false `mixed_discipline` seen in 2 of 10 full runs).
+//!
+//! The interleaving is made deterministic with a transaction held open:
+//! it takes an ACCESS EXCLUSIVE lock on one table the sample reads, then
+//! writes what a flip writes (poisoned cursor columns, `ledger`
+//! authority). The monitor's next sample blocks on that table part-way
+//! through; the transaction commits; the sample goes on. Read in separate
+//! autocommit statements, that sample pairs the authority from before the
+//! flip with the poisoned columns from after it. Read in one snapshot, it
+//! sees the flip wholly or not at all.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use awa_runtime::pgtemp::Cluster;
+use rehearsal::matrix::FindingRule;
+use rehearsal::monitor::{Counts, Monitor, Samples};
+use rehearsal::observe::Observations;
+use rehearsal::reconcile::sample_findings;
+use tokio_postgres::Client;
+
+/// What a flip commits, less its checks: the columns and the per-slot
+/// prune metadata poisoned, the authority set to `ledger`.
+const FLIP_WRITES: &str = "
+UPDATE awa.queue_ring_state SET current_slot = -1, generation = -1;
+UPDATE awa.claim_ring_state SET current_slot = -1, generation = -1;
+UPDATE awa.lease_ring_state SET current_slot = -1, generation = -1;
+UPDATE awa.queue_ring_slots SET generation = -1;
+UPDATE awa.claim_ring_slots SET generation = -1;
+UPDATE awa.lease_ring_slots SET generation = -1;
+UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now();";
+
+/// Three rotations of every ring under columns authority, as a compat
+/// rotator leaves them (columns and ledger together), so the ledgers do
+/// not sit at generation 0.
+const ROTATED_THRICE: &str = "
+UPDATE awa.queue_ring_state SET current_slot = 3, generation = 3;
+UPDATE awa.claim_ring_state SET current_slot = 3, generation = 3;
+UPDATE awa.lease_ring_state SET current_slot = 3, generation = 3;
+INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (1, 1), (2, 2), (3, 3);
+INSERT INTO awa.claim_ring_rotations (generation, slot) VALUES (1, 1), (2, 2), (3, 3);
+INSERT INTO awa.lease_ring_rotations (generation, slot) VALUES (1, 1), (2, 2), (3, 3);";
+
+const LOCK_WAITERS: &str = "
+SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = $1";
+
+/// A database on the 0.6 schema upgraded by this build's expand migration
+/// (authority `columns`), every ring rotated three times.
+async fn expanded(cluster: &Cluster, name: &str) -> Client {
+    cluster
+        .create_database(name)
+        .await
+        .expect("create database");
+    let mut client = cluster.connect(name).await.expect("connect");
+    client
+        .batch_execute(
+            "CREATE SCHEMA awa;
+             CREATE TABLE awa.schema_version (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await
+        .unwrap();
+    for m in awa_runtime::schema::MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= 2)
+    {
+        client.batch_execute(m.sql).await.unwrap();
+        client
+            .execute(
+                "INSERT INTO awa.schema_version (version) VALUES ($1)",
+                &[&m.version],
+            )
+            .await
+            .unwrap();
+    }
+    awa_runtime::schema::migrate(&mut client, &Default::default())
+        .await
+        .expect("expand migration");
+    client.batch_execute(ROTATED_THRICE).await.unwrap();
+    client
+}
+
+fn start_monitor(cluster: &Cluster, name: &str) -> Monitor {
+    Monitor::start(
+        cluster.url(name),
+        Instant::now(),
+        Duration::from_millis(1_500),
+        Arc::new(Counts::new),
+    )
+}
+
+/// Waits until some session of `name` waits on a lock.
+async fn until_blocked(observer: &Client, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = observer
+            .query_one(LOCK_WAITERS, &[&name])
+            .await
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the monitor never blocked on the held lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The monitor samples while a flip holding `table` commits mid-sample.
+async fn flip_mid_sample(cluster: &Cluster, name: &str, table: &str) -> Samples {
+    let observer = expanded(cluster, name).await;
+    let flip = cluster.connect(name).await.unwrap();
+    flip.batch_execute(&format!(
+        "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; {FLIP_WRITES}"
+    ))
+    .await
+    .unwrap();
+    let monitor = start_monitor(cluster, name);
+    until_blocked(&observer, name).await;
+    flip.batch_execute("COMMIT").await.unwrap();
+    // A few samples after the flip, so the samples show it.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    monitor.stop().await
+}
+
+fn judged(samples: &Samples) -> Vec<rehearsal::observe::Finding> {
+    let obs = Observations {
+        rings: samples.rings.clone(),
+        ..Default::default()
+    };
+    sample_findings(&obs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flip_committing_mid_sample_is_not_mixed_discipline() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    // Each table a sample reads the ring state from: the cursor columns,
+    // a ledger, the authority.
+    for (name, table) in [
+        ("columns_held", "awa.claim_ring_state"),
+        ("ledger_held", "awa.queue_ring_rotations"),
+        ("authority_held", "awa.ring_cursor_authority"),
+    ] {
+        let samples = flip_mid_sample(&cluster, name, table).await;
+        let authorities: Vec<&str> = samples.rings.iter().map(|s| s.authority.as_str()).collect();
+        assert!(
+            authorities.contains(&"columns") && authorities.contains(&"ledger"),
+            "{name}: the samples must show the flip: {authorities:?}"
+        );
+        let found = judged(&samples);
+        assert!(
+            !found.iter().any(|f| f.rule == FindingRule::MixedDiscipline),
+            "{name}: a flip committing mid-sample was taken for mixed discipline: {found:#?}"
+        );
+        assert_eq!(found, [], "{name}");
+        // Every sample is internally consistent: columns authority with
+        // live columns, or ledger authority with poisoned ones.
+        for s in &samples.rings {
+            let poisoned = (s.column_slot, s.column_generation) == (-1, -1);
+            assert_eq!(s.authority == "ledger", poisoned, "{name}: {s:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_flip_under_sampling_is_not_mixed_discipline() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    for round in 0..3 {
+        let name = format!("real_flip_{round}");
+        let _db = expanded(&cluster, &name).await;
+        let monitor = start_monitor(&cluster, &name);
+        // Flip at a different point of the sampling interval each round.
+        tokio::time::sleep(Duration::from_millis(300 + 80 * round)).await;
+        let mut flipper = cluster.connect(&name).await.unwrap();
+        let outcome = awa_runtime::store::authority::flip(&mut flipper, 1_500.0, true)
+            .await
+            .expect("flip");
+        assert!(
+            matches!(
+                outcome,
+                awa_runtime::store::authority::FlipOutcome::Flipped { .. }
+            ),
+            "{outcome:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let samples = monitor.stop().await;
+        assert!(samples.rings.iter().any(|s| s.authority == "ledger"));
+        assert_eq!(judged(&samples), [], "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn liveness_samples_read_the_cursor_and_the_next_slot() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let client = expanded(&cluster, "liveness").await;
+    // A ready entry in the queue ring's slot 4 (the one after the
+    // current slot 3), and a closed claim in the claim ring's slot 3.
+    client
+        .batch_execute(
+            "INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
+             VALUES (4, -4, 1, 'parked', 0, 0);
+             INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id)
+             VALUES (3, 3, 2, 1, 1, 'gone');
+             INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
+             VALUES (3, 3, 2, 1, 1, 'completed', true, 'default', 0, 'rehearsal');",
+        )
+        .await
+        .unwrap();
+    let monitor = start_monitor(&cluster, "liveness");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let samples = monitor.stop().await;
+    let last = samples.liveness.last().expect("liveness samples");
+    assert_eq!(last.authority, "columns");
+    let ring = |name: &str| last.rings.iter().find(|r| r.ring == name).unwrap();
+    let (queue, claim, lease) = (ring("queue"), ring("claim"), ring("lease"));
+    assert_eq!((queue.slot, queue.generation), (3, 3));
+    assert!(queue.busy && queue.next_live, "{queue:?}");
+    assert!(claim.busy && !claim.next_live, "{claim:?}");
+    assert!(!lease.busy && !lease.next_live, "{lease:?}");
+    assert_eq!(last.leaders, 0);
+}
