@@ -57,7 +57,7 @@ async fn measure(cluster: &Cluster, url: &str, rotations: i64) -> Cost {
         // claimed (deleted) after the rotation, so the next slot is free.
         work.execute(
             "INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
-             SELECT slot, generation, $1, 'bench', 0, 0 FROM awa.ring_cursor('queue')",
+             SELECT slot, generation, $1, 'bench', 0, 0 FROM awa.flip_aware_ring_cursor('queue')",
             &[&id],
         )
         .await

@@ -7,10 +7,14 @@
 -- while the authority is 'columns'. Upgrades start in 'columns'; a fresh
 -- install is moved to 'ledger' by the migration runner.
 
+-- legacy_fenced: the flip's fence also covers the legacy resolver
+-- awa.ring_cursor(ring), the claim and enqueue path of pre-flip binaries
+-- (set by the flip together with the fence trigger).
 CREATE TABLE IF NOT EXISTS awa.ring_cursor_authority (
-    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-    authority  text NOT NULL CHECK (authority IN ('columns', 'ledger')),
-    flipped_at timestamptz
+    singleton     boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    authority     text NOT NULL CHECK (authority IN ('columns', 'ledger')),
+    flipped_at    timestamptz,
+    legacy_fenced boolean NOT NULL DEFAULT false
 );
 INSERT INTO awa.ring_cursor_authority (authority) VALUES ('columns') ON CONFLICT DO NOTHING;
 
@@ -88,9 +92,10 @@ BEGIN
 END
 $$;
 
--- The resolver enqueue and claim use, now authority-aware: the ledger's
--- max row after the flip, the singleton columns before.
-CREATE OR REPLACE FUNCTION awa.ring_cursor(ring text, OUT slot int, OUT generation bigint)
+-- The resolver of flip-aware binaries (0.7 and later): the ledger's max
+-- row after the flip, the singleton columns before. Enqueue, promote,
+-- claim, rescue, cron and terminal writes of 0.7 call it.
+CREATE OR REPLACE FUNCTION awa.flip_aware_ring_cursor(ring text, OUT slot int, OUT generation bigint)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF (SELECT a.authority FROM awa.ring_cursor_authority a) = 'ledger' THEN
@@ -114,3 +119,45 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The legacy resolver, the one 0.6 binaries call to enqueue, promote,
+-- claim, re-queue and fire cron. Before the flip it reads the columns as
+-- it always did, so 0.6.2 runs unchanged in compat mode. Once the flip
+-- has fenced it, it refuses: a returning pre-flip binary fails on its
+-- first claim or enqueue, inside that statement, before the statement
+-- takes a job or writes anything (one statement is one transaction), so
+-- no job loses an attempt to a binary that could never close it.
+CREATE OR REPLACE FUNCTION awa.ring_cursor(ring text, OUT slot int, OUT generation bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    auth awa.ring_cursor_authority;
+BEGIN
+    SELECT * INTO auth FROM awa.ring_cursor_authority;
+    IF auth.authority = 'ledger' AND auth.legacy_fenced THEN
+        RAISE EXCEPTION 'ring cursor authority is ledger: the legacy cursor resolver awa.ring_cursor(%) is fenced', ring
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'this binary predates the ring-authority flip and may not claim or enqueue; run awa 0.7 or later';
+    END IF;
+    SELECT c.slot, c.generation INTO slot, generation FROM awa.flip_aware_ring_cursor(ring) c;
+END
+$$;
+
+-- Pre-flip binaries also enqueue jobs that never touch a cursor (a batch
+-- of scheduled jobs only). Once the flip has fenced them, an insert into
+-- awa.jobs from a session that has not declared itself flip-aware
+-- (awa 0.7 and later set awa.flip_aware = on on every connection) is
+-- refused, once per statement.
+CREATE OR REPLACE FUNCTION awa.pre_flip_enqueue_fence() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('awa.flip_aware', true), '') <> 'on'
+       AND EXISTS (SELECT 1 FROM awa.ring_cursor_authority a WHERE a.authority = 'ledger' AND a.legacy_fenced) THEN
+        RAISE EXCEPTION 'ring cursor authority is ledger: enqueue from a session that is not flip-aware is fenced'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'this binary predates the ring-authority flip and may not enqueue; run awa 0.7 or later (its sessions set awa.flip_aware = on)';
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER pre_flip_enqueue_fence BEFORE INSERT ON awa.jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION awa.pre_flip_enqueue_fence();

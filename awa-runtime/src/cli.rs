@@ -136,6 +136,9 @@ struct TimingArgs {
     /// Auto-flip once every fresh runtime is flip-aware for this long; `off` disables.
     #[arg(long, env = "AWA_AUTO_FLIP", default_value = "5m", value_parser = parse_auto_flip)]
     auto_flip: AutoFlip,
+    /// The server ends a session of this runtime idle inside a transaction this long.
+    #[arg(long, env = "AWA_IDLE_IN_TRANSACTION_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    idle_in_transaction_timeout: Duration,
 }
 
 /// `off`, or the stability period of the auto-flip.
@@ -166,6 +169,7 @@ impl TimingArgs {
             db_patience: self.db_patience,
             fold_every: self.fold_interval,
             auto_flip_after: self.auto_flip.0,
+            idle_in_transaction: self.idle_in_transaction_timeout,
         }
     }
 }

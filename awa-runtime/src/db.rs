@@ -3,18 +3,91 @@
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Config, NoTls, Statement};
+
+/// How this process's sessions present themselves to the server, set
+/// once at start-up (a worker or producer, after it has its instance id).
+#[derive(Debug, Clone)]
+pub struct SessionIdentity {
+    /// `runtime_instances.instance_id`, when the process is a runtime.
+    pub instance_id: Option<String>,
+    /// The server ends a session of ours that sits idle inside a
+    /// transaction longer than this (a suspended or wedged process must
+    /// not hold its locks without bound); zero disables.
+    pub idle_in_transaction: Duration,
+}
+
+/// The default bound on a session idle inside a transaction.
+pub const DEFAULT_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
+
+static IDENTITY: OnceLock<SessionIdentity> = OnceLock::new();
+
+/// Set the identity every later connection of this process uses. Only
+/// the first call counts.
+pub fn set_session_identity(identity: SessionIdentity) {
+    let _ = IDENTITY.set(identity);
+}
+
+/// `awa <version> <instance_id>` (or `awa <version>`), cut to the 63
+/// bytes the server keeps: what `pg_stat_activity.application_name`
+/// shows, so a blocked operator command can name the runtime holding a
+/// lock. [`APPLICATION_NAME_SQL`] builds the same text from a
+/// `runtime_instances` row.
+pub fn application_name(instance_id: Option<&str>) -> String {
+    let mut name = format!("awa {}", crate::version::VERSION);
+    if let Some(id) = instance_id {
+        name.push(' ');
+        name.push_str(id);
+    }
+    let mut end = name.len().min(63);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
+}
+
+/// [`application_name`] in SQL, over a `runtime_instances` row `ri`.
+pub const APPLICATION_NAME_SQL: &str = "left('awa ' || ri.version || ' ' || ri.instance_id, 63)";
+
+/// The session options of every connection of this binary: the
+/// `awa.flip_aware` marker (a session without it may not enqueue once the
+/// flip fenced pre-flip binaries; see the v3 migration) and the bound on
+/// idling inside a transaction.
+fn session_options(identity: &SessionIdentity) -> String {
+    format!(
+        "-c awa.flip_aware=on -c idle_in_transaction_session_timeout={}",
+        identity.idle_in_transaction.as_millis()
+    )
+}
 
 /// Open one connection and drive it on the runtime.
 pub async fn connect(url: &str) -> Result<Client> {
-    let (client, connection) =
-        tokio_postgres::connect(url, NoTls)
-            .await
-            .map_err(|e| Error::Connect {
-                target: crate::redact::redact(url),
-                detail: crate::error::describe(&e),
-            })?;
+    let connect_error = |detail: String| Error::Connect {
+        target: crate::redact::redact(url),
+        detail,
+    };
+    let mut config: Config = url
+        .parse()
+        .map_err(|e: tokio_postgres::Error| connect_error(crate::error::describe(&e)))?;
+    let identity = IDENTITY.get().cloned().unwrap_or(SessionIdentity {
+        instance_id: None,
+        idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION,
+    });
+    if config.get_application_name().is_none() {
+        config.application_name(application_name(identity.instance_id.as_deref()));
+    }
+    let options = match config.get_options() {
+        Some(given) => format!("{given} {}", session_options(&identity)),
+        None => session_options(&identity),
+    };
+    config.options(&options);
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| connect_error(crate::error::describe(&e)))?;
     tokio::spawn(async move {
         // The client sees the failure on its next call; nothing to do here.
         let _ = connection.await;
@@ -132,5 +205,17 @@ mod tests {
         assert!(p.failed("x", transient()).is_some());
         p.ok();
         assert!(p.failed("x", transient()).is_none());
+    }
+
+    #[test]
+    fn application_names_carry_the_version_and_instance_within_63_bytes() {
+        let v = crate::version::VERSION;
+        assert_eq!(super::application_name(None), format!("awa {v}"));
+        assert_eq!(
+            super::application_name(Some("worker-1-abc")),
+            format!("awa {v} worker-1-abc")
+        );
+        let long = "w".repeat(80);
+        assert_eq!(super::application_name(Some(&long)).len(), 63);
     }
 }

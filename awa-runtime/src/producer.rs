@@ -66,9 +66,13 @@ fn make_job(cfg: &ProducerConfig, mode: Mode) -> NewJob {
 /// Run a producer until `count` jobs are accepted or SIGTERM/SIGINT.
 pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
     let mut shutdown = crate::worker::shutdown_signal()?;
+    let instance_id = new_instance_id(&cfg.name);
+    crate::db::set_session_identity(crate::db::SessionIdentity {
+        instance_id: Some(instance_id.clone()),
+        idle_in_transaction: cfg.timings.idle_in_transaction,
+    });
     let mut conn = Conn::open(&cfg.database_url).await?;
     schema::check_for_runtime(conn.client().await?).await?;
-    let instance_id = new_instance_id(&cfg.name);
     instances::register(
         conn.client().await?,
         &instance_id,

@@ -183,6 +183,15 @@ async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<Migr
         .await?;
     }
     if !opts.pause.is_zero() {
+        // The pause idles inside the transaction on purpose: widen this
+        // session's bound on that by the pause.
+        let bound = opts.pause + crate::db::DEFAULT_IDLE_IN_TRANSACTION;
+        tx.batch_execute(&format!(
+            "SET LOCAL idle_in_transaction_session_timeout = {}",
+            bound.as_millis()
+        ))
+        .await
+        .map_err(|e| Error::db("widening the idle-in-transaction bound", e))?;
         eprintln!(
             "awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)",
             opts.pause

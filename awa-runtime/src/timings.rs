@@ -34,6 +34,10 @@ pub struct Timings {
     /// Auto-flip once every fresh runtime has been flip-aware this long
     /// (`None`: never auto-flip).
     pub auto_flip_after: Option<Duration>,
+    /// The server ends a session of this runtime that sits idle inside a
+    /// transaction this long (a suspended process must not hold its locks
+    /// without bound).
+    pub idle_in_transaction: Duration,
 }
 
 impl Default for Timings {
@@ -52,6 +56,7 @@ impl Default for Timings {
             db_patience: Duration::from_secs(30),
             fold_every: Duration::from_secs(30),
             auto_flip_after: Some(Duration::from_secs(300)),
+            idle_in_transaction: crate::db::DEFAULT_IDLE_IN_TRANSACTION,
         }
     }
 }

@@ -49,13 +49,17 @@ struct Done {
 /// Run a worker until SIGTERM/SIGINT (clean stop, exit 0) or a failure.
 pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let mut shutdown = shutdown_signal()?;
-    let mut conn = Conn::open(&cfg.database_url).await?;
-    schema::check_for_runtime(conn.client().await?).await?;
     let me = Identity {
         instance_id: new_instance_id(&cfg.name),
         name: cfg.name.clone(),
         version: VERSION.to_string(),
     };
+    crate::db::set_session_identity(crate::db::SessionIdentity {
+        instance_id: Some(me.instance_id.clone()),
+        idle_in_transaction: cfg.timings.idle_in_transaction,
+    });
+    let mut conn = Conn::open(&cfg.database_url).await?;
+    schema::check_for_runtime(conn.client().await?).await?;
     instances::register(
         conn.client().await?,
         &me.instance_id,

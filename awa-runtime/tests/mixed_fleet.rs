@@ -269,10 +269,16 @@ async fn a_forced_flip_under_a_running_n1_fleet_makes_it_fail_loudly_and_loses_n
     for (ring, columns, _, _) in db.cursors().await {
         assert_eq!(columns, -1, "{ring} stays poisoned");
     }
-    // 0.7 takes over; enqueue by the old producer still routes through the
-    // authority-aware resolver. Stop it, drain, and check exactly-once.
+    // The old producer's next enqueue meets the fenced legacy resolver
+    // (or the enqueue fence) and fails before it writes anything. 0.7
+    // takes over; drain and check exactly-once.
     let events = producer.events.clone();
-    assert_eq!(producer.terminate().await, 0);
+    let (code, stderr) = producer.exit_code(Duration::from_secs(10)).await;
+    assert_ne!(code, 0, "the 0.6.2 producer kept enqueueing after the flip");
+    assert!(
+        stderr.contains("ring cursor authority is ledger"),
+        "a loud failure naming the authority: {stderr}"
+    );
     let new = spawn(awa_bin(), &db.url, &["worker", "--name", "new"], &fast);
     let client = db.client().await;
     wait_count(

@@ -85,7 +85,10 @@ async fn ten_thousand_jobs_through_rotating_rings_each_end_exactly_once() {
         "prune archived nothing: rotation/prune did not run"
     );
     let generation: i64 = client
-        .query_one("SELECT generation FROM awa.ring_cursor('claim')", &[])
+        .query_one(
+            "SELECT generation FROM awa.flip_aware_ring_cursor('claim')",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
@@ -150,7 +153,7 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         ));
     }
     let cur: i32 = client
-        .query_one("SELECT slot FROM awa.ring_cursor('queue')", &[])
+        .query_one("SELECT slot FROM awa.flip_aware_ring_cursor('queue')", &[])
         .await
         .unwrap()
         .get(0);

@@ -154,8 +154,11 @@ const POISON_SLOT_ONLY: &str = "
 UPDATE awa.queue_ring_state SET current_slot = -1;
 UPDATE awa.claim_ring_state SET current_slot = -1;
 UPDATE awa.lease_ring_state SET current_slot = -1;";
-/// Activate the fence trigger on every old-style cursor table.
+/// Activate the fence: the trigger on every old-style cursor table (the
+/// rotate and prune path of pre-flip binaries) and the refusal of the
+/// legacy resolver `awa.ring_cursor(ring)` (their claim and enqueue path).
 const ACTIVATE_FENCE: &str = "
+UPDATE awa.ring_cursor_authority SET legacy_fenced = true;
 ALTER TABLE awa.queue_ring_state ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.claim_ring_state ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.lease_ring_state ENABLE TRIGGER ring_cursor_fence;

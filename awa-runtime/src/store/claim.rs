@@ -40,8 +40,8 @@ WITH picked AS (
     WHERE jobs.job_id = ANY (ARRAY(SELECT job_id FROM taken)) AND jobs.state = 'available'
     RETURNING jobs.job_id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.priority,
               jobs.attempt, jobs.max_attempts, jobs.run_lease, jobs.deadline_ms
-), cc AS (SELECT slot, generation FROM awa.ring_cursor('claim')),
-lc AS (SELECT slot, generation FROM awa.ring_cursor('lease')),
+), cc AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('claim')),
+lc AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('lease')),
 r AS (
     INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id)
     SELECT cc.slot, cc.generation, j.job_id, j.run_lease, j.attempt, $3 FROM j, cc

@@ -31,7 +31,7 @@ WITH id AS (SELECT nextval('awa.job_id_seq') AS job_id)
            s.priority, s.max_attempts, 'available'
     FROM f, s
     RETURNING job_id, queue, priority)
-, cur AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
+, cur AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
 , q AS (
     INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
     SELECT cur.slot, cur.generation, j.job_id, j.queue, j.priority, 0 FROM j, cur)

@@ -38,7 +38,7 @@ WITH input AS (
            CASE WHEN run_at_ms IS NULL THEN now() ELSE to_timestamp(run_at_ms / 1000.0) END
     FROM input
     RETURNING job_id, queue, priority, state
-), cur AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
+), cur AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
 INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
 SELECT cur.slot, cur.generation, j.job_id, j.queue, j.priority, 0 FROM j, cur WHERE j.state = 'available'";
 
@@ -90,7 +90,7 @@ WITH due AS (
         SELECT job_id FROM awa.jobs WHERE state = 'scheduled' AND run_at <= now()
         ORDER BY run_at LIMIT 2000 FOR UPDATE SKIP LOCKED)
     RETURNING job_id, queue, priority, attempt
-), cur AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
+), cur AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
 INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
 SELECT cur.slot, cur.generation, due.job_id, due.queue, due.priority, due.attempt FROM due, cur";
 

@@ -16,7 +16,7 @@ macro_rules! close_claim {
     ($terminal:literal) => {
         concat!(
             "
-, cs AS (SELECT slot AS current_slot, generation FROM awa.ring_cursor('claim'))
+, cs AS (SELECT slot AS current_slot, generation FROM awa.flip_aware_ring_cursor('claim'))
 , c AS (
     INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
     SELECT cs.current_slot, cs.generation, j.job_id, j.run_lease, j.attempt, j.outcome, ",
@@ -83,7 +83,7 @@ const RELEASE: &str = concat!(
     WHERE job_id = $1 AND run_lease = $2 AND state = 'running'
     RETURNING job_id, run_lease, attempt + 1 AS attempt, queue, priority, kind, attempt AS next_attempt,
               'released'::text AS outcome
-), qc AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
+), qc AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
 , q AS (
     INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
     SELECT qc.slot, qc.generation, j.job_id, j.queue, j.priority, j.next_attempt FROM j, qc

@@ -4,8 +4,10 @@
 //!
 //! Enqueue, promote, claim, rescue re-queue and (since 0.7) terminal
 //! writes read ring cursors through the authority-aware SQL resolver
-//! `awa.ring_cursor(ring)`; rotate and prune branch on the authority
-//! themselves (`rings`).
+//! `awa.flip_aware_ring_cursor(ring)`; rotate and prune branch on the
+//! authority themselves (`rings`). The legacy resolver
+//! `awa.ring_cursor(ring)`, which 0.6 binaries call, refuses once the flip
+//! has fenced them.
 
 pub mod audit;
 pub mod authority;

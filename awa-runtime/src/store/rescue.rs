@@ -32,7 +32,7 @@ const REQUEUE: &str = concat!(
     UPDATE awa.jobs SET state = 'available'
     WHERE job_id = $1 AND run_lease = $2 AND state = 'running' AND attempt < max_attempts
     RETURNING job_id, run_lease, attempt, queue, priority, kind, $3::text AS outcome
-), qc AS (SELECT slot, generation FROM awa.ring_cursor('queue'))
+), qc AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
 , q AS (
     INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
     SELECT qc.slot, qc.generation, j.job_id, j.queue, j.priority, j.attempt FROM j, qc
