@@ -97,7 +97,8 @@ async fn awa(cluster: &Cluster, bin: &str, db: &str, jobs: i32) -> f64 {
     }
     let rate = f64::from(jobs) / start.elapsed().as_secs_f64();
     for w in &mut workers {
-        unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+        let pid = nix::unistd::Pid::from_raw(w.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         w.wait().unwrap();
     }
     rate

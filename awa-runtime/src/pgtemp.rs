@@ -23,20 +23,20 @@
 //!   into the page cache per commit (measured: about 3% on pgbench).
 //! * PostgreSQL refuses to run as root, so when we are root `initdb` and
 //!   `postgres` run as the `postgres` system user (or `nobody`).
-//! * Signals are sent with `libc::kill` to process ids we started (or that
+//! * Signals are sent with `kill(2)` (through nix) to process ids we started (or that
 //!   we found as children of the postmaster we started), never via a shell.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::net::TcpListener;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use tokio_postgres::{Client, NoTls};
 
 /// Environment variable that pins the directory holding `initdb` and `postgres`.
@@ -259,13 +259,12 @@ fn parse_version(name: &str) -> Option<Vec<u32>> {
 /// The unprivileged user `initdb` and `postgres` run as when we are root.
 #[derive(Clone, Copy, Debug)]
 struct RunAs {
-    uid: libc::uid_t,
-    gid: libc::gid_t,
+    uid: u32,
+    gid: u32,
 }
 
 fn run_as() -> Result<Option<RunAs>, PgError> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
     ["postgres", "nobody"]
@@ -276,39 +275,14 @@ fn run_as() -> Result<Option<RunAs>, PgError> {
         .ok_or(PgError::NoUnprivilegedUser)
 }
 
-/// Looks a user up in the password database. Uses `getpwnam_r`, the
-/// re-entrant form of `getpwnam`, because tests start clusters from many
-/// threads at once and `getpwnam` returns a shared static buffer.
+/// Looks a user up in the password database (nix uses `getpwnam_r`, the
+/// re-entrant form: tests start clusters from many threads at once).
 fn lookup_user(name: &str) -> Option<RunAs> {
-    let cname = CString::new(name).ok()?;
-    let mut buf: Vec<libc::c_char> = vec![0; 4096];
-    loop {
-        // SAFETY: passwd is a plain C struct for which all-zero is valid.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: all pointers are valid for the duration of the call and
-        // `buf.len()` is the true size of `buf`.
-        let rc = unsafe {
-            libc::getpwnam_r(
-                cname.as_ptr(),
-                &mut pwd,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut result,
-            )
-        };
-        if rc == libc::ERANGE && buf.len() < (1 << 20) {
-            buf.resize(buf.len() * 2, 0);
-            continue;
-        }
-        if rc != 0 || result.is_null() {
-            return None;
-        }
-        return Some(RunAs {
-            uid: pwd.pw_uid,
-            gid: pwd.pw_gid,
-        });
-    }
+    let user = nix::unistd::User::from_name(name).ok()??;
+    Some(RunAs {
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+    })
 }
 
 /// Checks that `user` can traverse every ancestor of `base`, so that a
@@ -359,36 +333,22 @@ fn chown_tree(path: &Path, user: RunAs) -> io::Result<()> {
 // Small helpers
 // ---------------------------------------------------------------------------
 
-/// Creates a fresh, private `awa-pg-*` directory under the system temp dir.
-/// Written by hand to keep the dependency list short.
-fn create_temp_dir() -> Result<PathBuf, PgError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Creates a fresh, private (0700) `awa-pg-*` directory under the system
+/// temp dir; removed when the handle drops, unless kept.
+fn create_temp_dir() -> Result<tempfile::TempDir, PgError> {
     let base = std::env::temp_dir();
-    let mut last_err = io::Error::from(io::ErrorKind::AlreadyExists);
-    for _ in 0..100 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        // Short on purpose: the Unix socket lives in this dir, and socket
-        // paths are limited to about 100 bytes.
-        let path = base.join(format!("awa-pg-{}-{n}-{nanos:08x}", std::process::id()));
-        match fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok(path),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = e,
-            Err(e) => {
-                return Err(io_err(
-                    format!("create a temp dir under {} (check TMPDIR)", base.display()),
-                    e,
-                ));
-            }
-        }
-    }
-    Err(io_err(
-        format!("find an unused temp dir name under {}", base.display()),
-        last_err,
-    ))
+    // Short on purpose: the Unix socket lives in this dir, and socket
+    // paths are limited to about 100 bytes.
+    tempfile::Builder::new()
+        .prefix("awa-pg-")
+        .permissions(fs::Permissions::from_mode(0o700))
+        .tempdir_in(&base)
+        .map_err(|e| {
+            io_err(
+                format!("create a temp dir under {} (check TMPDIR)", base.display()),
+                e,
+            )
+        })
 }
 
 /// Picks a free loopback port by binding port 0 and releasing it. Someone
@@ -427,25 +387,21 @@ fn quote_guc_list_item(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
 }
 
-fn send_signal(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: kill has no memory-safety preconditions; callers only pass
-    // pids of processes we started or found as their children.
-    if unsafe { libc::kill(pid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+/// Sends `sig` to `pid`; callers only pass pids of processes we started
+/// or found as their children.
+fn send_signal(pid: i32, sig: Signal) -> io::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).map_err(io::Error::from)
 }
 
 /// A process identity that survives pid reuse: pid plus start time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ProcId {
-    pid: libc::pid_t,
+    pid: i32,
     start_time: u64,
 }
 
 /// Parsed fields of `/proc/<pid>/stat`: (state, ppid, start time).
-fn read_stat(pid: libc::pid_t) -> Option<(char, libc::pid_t, u64)> {
+fn read_stat(pid: i32) -> Option<(char, i32, u64)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may itself contain spaces or
     // parentheses, so parse from the last ')'.
@@ -460,13 +416,13 @@ fn read_stat(pid: libc::pid_t) -> Option<(char, libc::pid_t, u64)> {
 }
 
 /// Live children of `ppid`, found by scanning `/proc/*/stat`.
-fn children_of(ppid: libc::pid_t) -> Vec<ProcId> {
+fn children_of(ppid: i32) -> Vec<ProcId> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| match read_stat(pid) {
             Some((state, parent, start_time)) if parent == ppid && state != 'Z' => {
                 Some(ProcId { pid, start_time })
@@ -500,7 +456,7 @@ fn wait_all_gone(procs: &[ProcId], timeout: Duration) {
 /// children from `/proc` it can neither fork new ones nor reap killed ones
 /// (keeping their pids from being reused). SIGKILL works on a stopped process.
 fn kill_tree(child: &mut Child) -> Result<(), PgError> {
-    let pid = child.id() as libc::pid_t;
+    let pid = child.id() as i32;
     if child
         .try_wait()
         .map_err(|e| io_err(format!("check postmaster pid {pid}"), e))?
@@ -509,13 +465,15 @@ fn kill_tree(child: &mut Child) -> Result<(), PgError> {
         return Ok(());
     }
     // Not yet reaped, so the pid is still ours and signalling it is safe.
-    send_signal(pid, libc::SIGSTOP).map_err(|e| io_err(format!("stop postmaster pid {pid}"), e))?;
+    send_signal(pid, Signal::SIGSTOP)
+        .map_err(|e| io_err(format!("stop postmaster pid {pid}"), e))?;
     let children = children_of(pid);
     for proc in &children {
         // A child may already be exiting; failure to signal it is harmless.
-        let _ = send_signal(proc.pid, libc::SIGKILL);
+        let _ = send_signal(proc.pid, Signal::SIGKILL);
     }
-    send_signal(pid, libc::SIGKILL).map_err(|e| io_err(format!("kill postmaster pid {pid}"), e))?;
+    send_signal(pid, Signal::SIGKILL)
+        .map_err(|e| io_err(format!("kill postmaster pid {pid}"), e))?;
     child
         .wait()
         .map_err(|e| io_err(format!("reap postmaster pid {pid}"), e))?;
@@ -545,7 +503,10 @@ enum LaunchError {
 #[derive(Debug)]
 pub struct Cluster {
     bindir: PathBuf,
+    /// The path of `temp`, also once `temp` is gone.
     dir: PathBuf,
+    /// Owns the temp dir: dropping it removes the dir. `None` once kept or removed.
+    temp: Option<tempfile::TempDir>,
     port: u16,
     run_as: Option<RunAs>,
     /// The postmaster, while running. `None` after a stop or crash.
@@ -568,11 +529,12 @@ impl Cluster {
         if let Some(user) = run_as {
             check_traversable(&std::env::temp_dir(), user)?;
         }
-        let dir = create_temp_dir()?;
+        let temp = create_temp_dir()?;
         // From here on, Drop cleans up the dir if anything fails.
         let mut cluster = Cluster {
             bindir,
-            dir,
+            dir: temp.path().to_owned(),
+            temp: Some(temp),
             port: 0,
             run_as,
             child: None,
@@ -690,7 +652,7 @@ impl Cluster {
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
-        let pid = child.id() as libc::pid_t;
+        let pid = child.id() as i32;
         let exited = |child: &mut Child| {
             child
                 .try_wait()
@@ -699,7 +661,7 @@ impl Cluster {
         };
         if !exited(child)? {
             // Not yet reaped, so the pid is still ours.
-            send_signal(pid, libc::SIGQUIT)
+            send_signal(pid, Signal::SIGQUIT)
                 .map_err(|e| io_err(format!("send SIGQUIT to postmaster pid {pid}"), e))?;
             let deadline = Instant::now() + STOP_TIMEOUT;
             loop {
@@ -747,6 +709,7 @@ impl Cluster {
     /// `pg_ctl -D <dir>/data stop -m immediate` and remove the dir yourself.
     pub fn keep(mut self) -> PathBuf {
         self.kept = true;
+        self.temp.take().map(tempfile::TempDir::keep);
         self.dir.clone()
     }
 
@@ -948,7 +911,8 @@ impl Drop for Cluster {
                 );
             }
         }
-        if let Err(e) = fs::remove_dir_all(&self.dir)
+        if let Some(temp) = self.temp.take()
+            && let Err(e) = temp.close()
             && e.kind() != io::ErrorKind::NotFound
         {
             let _ = writeln!(
@@ -1057,7 +1021,7 @@ mod tests {
 
     #[test]
     fn stat_of_self_parses() {
-        let me = std::process::id() as libc::pid_t;
+        let me = std::process::id() as i32;
         let (state, ppid, _) = read_stat(me).expect("own /proc stat");
         assert_ne!(state, 'Z');
         assert!(ppid >= 0);

@@ -118,11 +118,19 @@ pub fn sha256_file(path: &Path) -> Result<String, ReleaseError> {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok(hex(&Sha256::digest(&bytes)))
+    Ok(sha256_hex(&bytes))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Lowercase hex SHA-256 of `bytes`: the one digest format of the
+/// workspace (manifest digests, binaries, migrations, state dumps).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 /// Check the archive against the manifest's digest; a mismatch is an
@@ -179,19 +187,7 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
     let _ = std::fs::remove_dir_all(&src);
     std::fs::create_dir_all(&src)
         .map_err(|e| fail("creating the unpack directory", e.to_string()))?;
-    let out = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&src)
-        .output()
-        .map_err(|e| fail("running tar", format!("{e}; is tar installed?")))?;
-    if !out.status.success() {
-        return Err(fail(
-            "unpacking",
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ));
-    }
+    unpack(&archive, &src).map_err(|e| fail("unpacking", e.to_string()))?;
     let manifest = src
         .join(format!("awa-runtime-{}", r.version))
         .join("Cargo.toml");
@@ -235,7 +231,14 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
     })
 }
 
-/// An exclusive `flock` held until dropped (released by the kernel when
+/// Unpacks a `.crate` (a gzipped tar) into `dest`. `tar` refuses entries
+/// that would land outside `dest` (absolute paths, `..`).
+fn unpack(archive: &Path, dest: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::open(archive)?;
+    tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file))).unpack(dest)
+}
+
+/// An exclusive file lock held until dropped (released by the kernel when
 /// the file closes, also if the process dies).
 struct BuildLock(
     #[expect(
@@ -247,16 +250,12 @@ struct BuildLock(
 
 impl BuildLock {
     fn take(path: &Path) -> std::io::Result<BuildLock> {
-        use std::os::fd::AsRawFd;
         let f = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(path)?;
-        // SAFETY: flock on a descriptor we own; no memory is involved.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        f.lock()?;
         Ok(BuildLock(f))
     }
 }

@@ -264,13 +264,10 @@ async fn keep_leaves_server_and_dir() {
     drop(client);
 
     // Clean up by hand: the postmaster is still our child process.
-    let raw = pid as libc::pid_t;
-    // SAFETY: plain syscalls on a pid we started and have not reaped.
-    unsafe {
-        assert_eq!(libc::kill(raw, libc::SIGQUIT), 0);
-        let mut status = 0;
-        assert_eq!(libc::waitpid(raw, &mut status, 0), raw);
-    }
+    let raw = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(raw, nix::sys::signal::Signal::SIGQUIT).expect("SIGQUIT");
+    let status = nix::sys::wait::waitpid(raw, None).expect("reap the postmaster");
+    assert_eq!(status.pid(), Some(raw));
     std::fs::remove_dir_all(&dir).expect("remove kept dir");
 }
 

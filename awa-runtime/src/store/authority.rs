@@ -65,12 +65,11 @@ WHERE heartbeat_at > now() - $1::float8 * interval '1 millisecond'
 ORDER BY started_at, instance_id";
 const MIN_FLIP_VERSION: &str = "SELECT awa.ring_authority_min_flip_version()";
 
-/// Parse `X.Y.Z` (a pre-release or build suffix is ignored).
+/// Parse a semantic version `X.Y.Z`; a pre-release or build suffix is
+/// accepted and ignored (a `0.7.0-rc.1` binary meets a `0.7.0` floor).
 pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
-    let core = v.split(['-', '+']).next()?;
-    let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
-    let out = (it.next()??, it.next()??, it.next()??);
-    it.next().is_none().then_some(out)
+    let v = semver::Version::parse(v).ok()?;
+    Some((v.major, v.minor, v.patch))
 }
 
 /// Fresh runtimes that block a flip, and how many are fresh at all. A

@@ -148,7 +148,8 @@ impl Proc {
     /// Send SIGTERM and wait for the exit code.
     pub async fn terminate(mut self) -> i32 {
         if let Some(pid) = self.child.id() {
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         }
         let st = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
