@@ -9,6 +9,7 @@ mod common;
 use awa_runtime::store::enqueue::{self, NewJob};
 use awa_runtime::store::read;
 use common::*;
+use nix::sys::signal::Signal;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,11 +33,11 @@ async fn bin062() -> String {
         .unwrap()
 }
 
-fn signal(p: &Proc, sig: i32) {
+fn signal(p: &Proc, sig: Signal) {
     let pid = p.child.id().expect("process is running") as i32;
-    // SAFETY: a plain kill(2) on a child this test started and has not reaped.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig})");
+    // A child this test started and has not reaped.
+    let rc = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    assert_eq!(rc, Ok(()), "kill({pid}, {sig})");
 }
 
 /// Sessions of this database sitting inside a transaction.
@@ -47,13 +48,13 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS
 /// transaction (so it holds no row or table lock while frozen).
 async fn freeze_between_transactions(p: &Proc, client: &Client) {
     for _ in 0..200 {
-        signal(p, libc::SIGSTOP);
+        signal(p, Signal::SIGSTOP);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let n: i64 = client.query_one(IN_TRANSACTION, &[]).await.unwrap().get(0);
         if n == 0 {
             return;
         }
-        signal(p, libc::SIGCONT);
+        signal(p, Signal::SIGCONT);
         tokio::time::sleep(Duration::from_millis(37)).await;
     }
     panic!("never caught the process between transactions");
@@ -147,7 +148,7 @@ async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_cl
     let waiting = enqueue::enqueue(&client, &waiting).await.unwrap();
     accepted.extend(&waiting);
 
-    signal(&old, libc::SIGCONT);
+    signal(&old, Signal::SIGCONT);
     let (code, stderr) = old.exit_code(Duration::from_secs(20)).await;
     assert_ne!(code, 0, "the returning 0.6.2 kept running after the flip");
     assert!(

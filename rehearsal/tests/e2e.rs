@@ -337,8 +337,12 @@ fn ctrl_c_stops_every_child_and_reports_the_cell_inconclusive() {
         !leftovers(&report_dir, pid).is_empty(),
         "the probe must see the running fleet"
     );
-    // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    // The pid is our unreaped child.
+    let raw = nix::unistd::Pid::from_raw(pid as i32);
+    assert_eq!(
+        nix::sys::signal::kill(raw, nix::sys::signal::Signal::SIGINT),
+        Ok(())
+    );
     let (status, out, err) = wait(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(3), "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("SIGINT: stopping every process"), "{err}");

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use awa_runtime::pgtemp::Cluster;
+use nix::sys::resource::UsageWho;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, Semaphore, watch};
 
@@ -101,7 +102,7 @@ pub fn execute(
         };
         artifacts::resolve(&req.repo, &wanted, &mut progress)?
     };
-    let children_before = cpu_ms(libc::RUSAGE_CHILDREN);
+    let children_before = cpu_ms(UsageWho::RUSAGE_CHILDREN);
 
     let mut dir = report::report_dir(&req.reports_root, &stamp.compact, resolution.git.short());
     for n in 2.. {
@@ -166,8 +167,8 @@ pub fn execute(
             git_commit: resolution.git.commit.clone(),
             git_dirty: resolution.git.dirty,
             wall_ms: wall.elapsed().as_millis() as u64,
-            harness_cpu_ms: cpu_ms(libc::RUSAGE_SELF),
-            children_cpu_ms: cpu_ms(libc::RUSAGE_CHILDREN).saturating_sub(children_before),
+            harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
+            children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before),
             interrupted: ran.interrupted,
         },
         artifacts: artifact_infos(&resolution),
@@ -377,15 +378,12 @@ pub fn migration_checksums() -> BTreeMap<String, String> {
 }
 
 /// User plus system CPU time of `who` (`RUSAGE_SELF`, `RUSAGE_CHILDREN`), in ms.
-fn cpu_ms(who: libc::c_int) -> u64 {
-    // SAFETY: rusage is plain data; getrusage writes it and has no other preconditions.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage.
-    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
+fn cpu_ms(who: UsageWho) -> u64 {
+    let Ok(usage) = nix::sys::resource::getrusage(who) else {
         return 0;
-    }
-    let ms = |t: libc::timeval| t.tv_sec as u64 * 1_000 + t.tv_usec as u64 / 1_000;
-    ms(usage.ru_utime) + ms(usage.ru_stime)
+    };
+    let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000 + t.tv_usec() as u64 / 1_000;
+    ms(usage.user_time()) + ms(usage.system_time())
 }
 
 #[cfg(test)]
@@ -411,6 +409,6 @@ mod tests {
             x = x.wrapping_add(std::hint::black_box(1));
         }
         assert!(x > 0);
-        assert!(cpu_ms(libc::RUSAGE_SELF) > 0);
+        assert!(cpu_ms(UsageWho::RUSAGE_SELF) > 0);
     }
 }

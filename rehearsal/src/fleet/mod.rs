@@ -51,13 +51,16 @@ pub struct ExitInfo {
     pub signal: Option<i32>,
 }
 
+use nix::sys::signal::Signal;
+
 impl std::fmt::Display for ExitInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.code, self.signal) {
             (Some(code), _) => write!(f, "exit code {code}"),
-            (None, Some(libc::SIGKILL)) => f.write_str("killed by SIGKILL"),
-            (None, Some(libc::SIGTERM)) => f.write_str("killed by SIGTERM"),
-            (None, Some(signal)) => write!(f, "killed by signal {signal}"),
+            (None, Some(signal)) => match nix::sys::signal::Signal::try_from(signal) {
+                Ok(name @ (Signal::SIGKILL | Signal::SIGTERM)) => write!(f, "killed by {name}"),
+                _ => write!(f, "killed by signal {signal}"),
+            },
             (None, None) => f.write_str("ended without a status"),
         }
     }

@@ -25,6 +25,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 
@@ -88,16 +90,14 @@ impl Fleet for ProcessFleet {
             }
         }
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        // SAFETY: getpid is async-signal-safe and has no preconditions.
-        let parent = unsafe { libc::getpid() };
+        let parent = nix::unistd::getpid();
         // SAFETY: the hook runs in the forked child before exec and calls
-        // only async-signal-safe functions (prctl, getppid); it allocates nothing.
+        // only async-signal-safe functions (prctl, getppid, through nix's
+        // thin wrappers); it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                if nix::unistd::getppid() != parent {
                     // rehearse died between fork and prctl: do not run unwatched.
                     return Err(std::io::Error::other("parent exited before exec"));
                 }
@@ -144,8 +144,8 @@ impl Fleet for ProcessFleet {
                         // Not yet reaped (we are the only waiter), so the pid is still this child's.
                         Some(Control::Terminate) => {
                             if let Some(pid) = pid {
-                                // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
-                                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                                // The pid is our unreaped child (see above).
+                                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
                             }
                         }
                         Some(Control::Kill) => {
@@ -342,10 +342,9 @@ mod tests {
         let script = "trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done";
         let (tx, rx) = mpsc::unbounded_channel();
         let handle = ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
-        let pid = handle.pid.unwrap() as libc::pid_t;
+        let pid = Pid::from_raw(handle.pid.unwrap() as i32);
         // Its own process group: a terminal's Ctrl-C would not reach it.
-        // SAFETY: getpgid has no memory preconditions.
-        assert_eq!(unsafe { libc::getpgid(pid) }, pid);
+        assert_eq!(nix::unistd::getpgid(Some(pid)), Ok(pid));
         tokio::time::sleep(Duration::from_millis(200)).await;
         handle.terminate();
         let reports = collect(rx).await;
