@@ -62,6 +62,9 @@ enum Command {
         /// Heartbeat age after which a runtime counts as gone.
         #[arg(long, env = "AWA_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
         stale_after: Duration,
+        /// Give up (exit 3, naming the holders) after waiting this long for a lock.
+        #[arg(long, env = "AWA_LOCK_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+        lock_timeout: Duration,
     },
 }
 
@@ -103,6 +106,9 @@ enum StorageCommand {
         /// Heartbeat age after which a runtime no longer counts as fresh.
         #[arg(long, env = "AWA_STALE_AFTER", default_value = "10s", value_parser = parse_duration)]
         stale_after: Duration,
+        /// Give up (exit 3, naming the holders) after waiting this long for a lock.
+        #[arg(long, env = "AWA_LOCK_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+        lock_timeout: Duration,
     },
 }
 
@@ -259,8 +265,10 @@ pub fn main() -> i32 {
     match rt.block_on(dispatch(cli)) {
         Ok(()) => 0,
         Err(e) => {
-            if let Error::Refused(reason) = &e {
-                refused(reason);
+            match &e {
+                Error::Refused(reason) => refused(reason),
+                Error::Blocked(blocked) => emit("blocked", json!(blocked)),
+                _ => {}
             }
             eprintln!("awa: {}", crate::redact::redact(&e.to_string()));
             e.exit_code()
@@ -384,6 +392,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
             force,
             check,
             stale_after,
+            lock_timeout,
         }) => {
             let mut client = crate::db::connect(&url).await?;
             crate::schema::check_for_runtime(&client).await?;
@@ -392,12 +401,22 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 force,
                 check,
                 stale_after.as_secs_f64() * 1000.0,
+                lock_timeout,
             )
             .await
         }
-        Command::Status { stale_after, .. } => {
+        Command::Status {
+            stale_after,
+            lock_timeout,
+            ..
+        } => {
             let client = crate::db::connect(&url).await?;
-            let s = crate::store::read::status(&client, stale_after.as_secs_f64() * 1000.0).await?;
+            let s = crate::store::read::status_bounded(
+                &client,
+                stale_after.as_secs_f64() * 1000.0,
+                lock_timeout,
+            )
+            .await?;
             println!(
                 "{}",
                 serde_json::to_string_pretty(&s).expect("status serialises")
@@ -414,6 +433,7 @@ async fn flip_command(
     force: bool,
     check: bool,
     stale_ms: f64,
+    lock_timeout: Duration,
 ) -> Result<()> {
     use crate::store::authority::{self, Authority, FlipOutcome};
     if check {
@@ -430,7 +450,7 @@ async fn flip_command(
             Err(Error::Refused(blocked_message(&blocking)))
         };
     }
-    match authority::flip(client, stale_ms, force).await? {
+    match authority::flip_bounded(client, stale_ms, force, lock_timeout).await? {
         FlipOutcome::Flipped { rings, forced } => {
             emit(
                 "flipped",

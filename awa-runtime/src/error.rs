@@ -9,6 +9,9 @@ pub const EXIT_REFUSED: i32 = 2;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code of any other failure (database unreachable, storage error).
 pub const EXIT_ERROR: i32 = 1;
+/// Exit code of an operator command that gave up waiting for a lock
+/// another session holds (nothing was changed; the holders are named).
+pub const EXIT_BLOCKED: i32 = 3;
 
 /// Everything that can go wrong in the runtime.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +33,12 @@ pub enum Error {
         context: String,
         detail: String,
         transient: bool,
+        /// The server's SQLSTATE, when the server answered.
+        sqlstate: Option<String>,
     },
+    /// An operator command gave up waiting for a lock; the holders are named.
+    #[error("{0}")]
+    Blocked(Box<crate::store::lock_wait::Blocked>),
     /// Local I/O (stdout closed, signal setup).
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -42,6 +50,7 @@ impl Error {
         match self {
             Error::Refused(_) => EXIT_REFUSED,
             Error::Config(_) => EXIT_USAGE,
+            Error::Blocked(_) => EXIT_BLOCKED,
             Error::Connect { .. } | Error::Db { .. } | Error::Io(_) => EXIT_ERROR,
         }
     }
@@ -59,11 +68,20 @@ impl Error {
         )
     }
 
+    /// The server's SQLSTATE of a failed statement.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            Error::Db { sqlstate, .. } => sqlstate.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Wrap a driver error with what we were doing.
     pub fn db(context: impl fmt::Display, e: tokio_postgres::Error) -> Error {
         Error::Db {
             context: context.to_string(),
             transient: is_transient(&e),
+            sqlstate: e.code().map(|c| c.code().to_string()),
             detail: describe(&e),
         }
     }

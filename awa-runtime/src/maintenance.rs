@@ -88,6 +88,19 @@ async fn lead(
         sleep_or_stop(stop, t.heartbeat.min(std::time::Duration::from_millis(500))).await;
         return Ok(());
     }
+    // A leader suspended between ticks would keep the advisory lock (and
+    // with it rescue, rotation and cron) for as long as it is stopped: its
+    // session goes idle far longer than any tick gap, so let the server
+    // end it once its heartbeat is stale too, and another runtime leads.
+    let idle_bound = t.stale_after.max(t.promote_every * 4).max(t.heartbeat * 4);
+    conn.client()
+        .await?
+        .batch_execute(&format!(
+            "SET idle_session_timeout = {}",
+            idle_bound.as_millis()
+        ))
+        .await
+        .map_err(|e| Error::db("bounding the leader session's idle time", e))?;
     instances::mark_leader(conn.client().await?, &me.instance_id).await?;
     emit(
         "leader",
@@ -199,13 +212,21 @@ async fn auto_flip(
     if since.elapsed() < stability {
         return Ok(());
     }
-    match authority::flip(conn.client_mut().await?, t.stale_ms(), false).await? {
-        FlipOutcome::Flipped { rings, .. } => emit(
+    match authority::flip(conn.client_mut().await?, t.stale_ms(), false).await {
+        Ok(FlipOutcome::Flipped { rings, .. }) => emit(
             "flipped",
             json!({ "rings": rings, "forced": false, "auto": true }),
         ),
-        FlipOutcome::Already => {}
-        FlipOutcome::Blocked { .. } => *ready_since = None,
+        Ok(FlipOutcome::Already) => {}
+        Ok(FlipOutcome::Blocked { .. }) => *ready_since = None,
+        // A session holding the rings' locks (a suspended process): say
+        // who, and try again after another stability period.
+        Err(Error::Blocked(blocked)) => {
+            eprintln!("awa: the auto-flip: {blocked}");
+            emit("blocked", json!(blocked));
+            *ready_since = None;
+        }
+        Err(e) => return Err(e),
     }
     Ok(())
 }

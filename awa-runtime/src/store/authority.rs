@@ -6,6 +6,7 @@
 use crate::error::{Error, Result};
 use crate::failpoint;
 use serde::Serialize;
+use std::time::Duration;
 use tokio_postgres::{Client, GenericClient, Transaction};
 
 /// Which cursor representation is authoritative.
@@ -196,10 +197,42 @@ pub(crate) async fn promote_ledger(tx: &Transaction<'_>) -> Result<()> {
 /// columns and verify it, poison the columns and the per-slot metadata,
 /// set `ledger` and activate the fence. Idempotent.
 pub async fn flip(client: &mut Client, stale_ms: f64, force: bool) -> Result<FlipOutcome> {
+    flip_bounded(client, stale_ms, force, DEFAULT_LOCK_TIMEOUT).await
+}
+
+/// How long the flip waits for a lock before it gives up, by default.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// [`flip`], giving up after waiting `lock_timeout` for any one lock (a
+/// suspended process holding a ring singleton or partition must not make
+/// it hang): then nothing is changed and the error names the sessions
+/// holding locks on the runtime's tables ([`Error::Blocked`]).
+pub async fn flip_bounded(
+    client: &mut Client,
+    stale_ms: f64,
+    force: bool,
+    lock_timeout: Duration,
+) -> Result<FlipOutcome> {
+    let result = flip_once(client, stale_ms, force, lock_timeout).await;
+    super::lock_wait::name_holders(&*client, "the flip", lock_timeout, result).await
+}
+
+async fn flip_once(
+    client: &mut Client,
+    stale_ms: f64,
+    force: bool,
+    lock_timeout: Duration,
+) -> Result<FlipOutcome> {
     let tx = client
         .transaction()
         .await
         .map_err(|e| Error::db("starting the flip", e))?;
+    tx.batch_execute(&format!(
+        "SET LOCAL lock_timeout = {}",
+        lock_timeout.as_millis().max(1)
+    ))
+    .await
+    .map_err(|e| Error::db("bounding the flip's lock waits", e))?;
     let mut columns = Vec::new();
     for ring in RINGS {
         let sql = format!(

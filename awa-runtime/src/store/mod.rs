@@ -17,6 +17,7 @@ pub mod enqueue;
 pub mod finish;
 pub mod folds;
 pub mod instances;
+pub mod lock_wait;
 pub mod read;
 pub mod rescue;
 pub mod rings;

@@ -100,6 +100,20 @@ async fn counts(client: &Client, sql: &str, what: &str) -> Result<BTreeMap<Strin
         .collect())
 }
 
+/// [`status`], giving up after waiting `lock_timeout` for any one lock
+/// (a suspended process holding claim-ring partitions must not make it
+/// hang): the error then names the sessions holding locks on the
+/// runtime's tables ([`Error::Blocked`]). Sets the session's lock_timeout.
+pub async fn status_bounded(
+    client: &Client,
+    stale_ms: f64,
+    lock_timeout: std::time::Duration,
+) -> Result<Status> {
+    super::lock_wait::bound_session(client, lock_timeout).await?;
+    let result = status(client, stale_ms).await;
+    super::lock_wait::name_holders(client, "status", lock_timeout, result).await
+}
+
 /// Read the whole status; `stale_ms` decides which runtimes are fresh.
 pub async fn status(client: &Client, stale_ms: f64) -> Result<Status> {
     let schema_version = crate::schema::current_version(client).await?;

@@ -109,6 +109,7 @@ async fn ledger_cursor(client: &impl GenericClient, ring: Ring, slot_count: i32)
             context: format!("reading the {} ledger", ring.name()),
             detail: "the ledger is empty".into(),
             transient: false,
+            sqlstate: None,
         })?;
     Ok(Cursor {
         slot_count,
