@@ -537,11 +537,7 @@ mod tests {
         let artifacts = BTreeMap::from([(
             "previous".to_owned(),
             Artifact {
-                source: ArtifactSource::Release(Version {
-                    major: 0,
-                    minor: 5,
-                    patch: 9,
-                }),
+                source: ArtifactSource::Release(Version::new(0, 5, 9)),
                 failpoint: None,
             },
         )]);
@@ -574,11 +570,7 @@ mod tests {
         let artifacts = BTreeMap::from([(
             "previous".to_owned(),
             Artifact {
-                source: ArtifactSource::Release(Version {
-                    major: 0,
-                    minor: 6,
-                    patch: 2,
-                }),
+                source: ArtifactSource::Release(Version::new(0, 6, 2)),
                 failpoint: None,
             },
         )]);

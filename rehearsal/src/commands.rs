@@ -149,32 +149,16 @@ fn run(
 /// secrets redacted.
 fn command_line() -> String {
     std::env::args()
-        .map(|a| awa_runtime::redact::redact(&a))
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@".contains(c))
-            {
-                a
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
+        .map(|a| crate::plan::shell_quote(&awa_runtime::redact::redact(&a)))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
 fn check_database_url(url: &str) -> Result<(), Error> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(())
-    } else {
-        Err(Error::BadFlag {
-            flag: "--database-url",
-            message: format!(
-                "\"{url}\" is not a PostgreSQL URL; expected postgres://USER@HOST:PORT/DATABASE"
-            ),
-        })
-    }
+    crate::driver::database::check_url(url).map_err(|message| Error::BadFlag {
+        flag: "--database-url",
+        message,
+    })
 }
 
 /// `rehearse report DIR`: re-renders report.md, junit.xml and report.html

@@ -391,11 +391,12 @@ pub fn replay_command(selection: &Selection, seed: u64, matrix_file: Option<&Pat
     words.join(" ")
 }
 
-/// Quotes a word for a POSIX shell when it needs it.
-fn shell_quote(word: &str) -> String {
+/// Quotes a word for a POSIX shell when it needs it: the one quoting of
+/// the workspace (replay commands, the command line in report.json).
+pub(crate) fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':' | '=' | ',')
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':' | '=' | ',' | '@')
         });
     if plain {
         word.to_owned()
@@ -930,5 +931,14 @@ full = ["*"]
         );
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("postgres://u@h:5/db,x=y"),
+            "postgres://u@h:5/db,x=y"
+        );
+        assert_eq!(
+            shell_quote("postgres://u:***@h/db"),
+            "'postgres://u:***@h/db'"
+        );
+        assert_eq!(shell_quote("a b;c$d"), "'a b;c$d'");
     }
 }

@@ -67,21 +67,31 @@ pub async fn connect(url: &str) -> Result<Client, String> {
 /// Secrets hidden, for messages: the workspace's one redaction function.
 pub use awa_runtime::redact::redact;
 
-/// `url` with its database replaced by `name` (query parameters kept).
-pub fn with_database(url: &str, name: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end..];
-    let query_at = rest.find('?').unwrap_or(rest.len());
-    let authority_end = rest[..query_at].find('/').unwrap_or(query_at);
-    format!(
-        "{}{}/{}{}",
-        &url[..scheme_end],
-        &rest[..authority_end],
-        name,
-        &rest[query_at..]
-    )
+/// What a `--database-url` must look like, for messages.
+const URL_SHAPE: &str = "postgres://USER@HOST:PORT/DATABASE";
+
+/// Checks a `--database-url` before anything starts: a `postgres://` or
+/// `postgresql://` URL with one host (each cell's database is put in its
+/// path). The message is redacted.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let bad = |why: String| redact(&format!("\"{url}\" {why}; expected {URL_SHAPE}"));
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(bad("is not a PostgreSQL URL".into()));
+    }
+    let parsed = url::Url::parse(url).map_err(|e| bad(format!("is not a valid URL ({e})")))?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(bad("names no host".into()));
+    }
+    Ok(())
+}
+
+/// `url` with its database replaced by `name` (user, password, host, port
+/// and query parameters kept as written).
+pub fn with_database(url: &str, name: &str) -> Result<String, String> {
+    let mut parsed =
+        url::Url::parse(url).map_err(|e| redact(&format!("\"{url}\" is not a valid URL ({e})")))?;
+    parsed.set_path(&format!("/{name}"));
+    Ok(parsed.into())
 }
 
 /// `[a-z0-9_]` only, at most `max` bytes; dashes become underscores.
@@ -162,7 +172,7 @@ impl CellDb {
                         format!("could not create database {name} on {}: {e}", redact(url))
                     })?;
                 Ok(CellDb {
-                    url: with_database(url, &name),
+                    url: with_database(url, &name)?,
                     name,
                     kind: Kind::External {
                         admin_url: url.clone(),
@@ -263,8 +273,32 @@ mod tests {
                 "postgres://h/x?application_name=a",
             ),
         ] {
-            assert_eq!(with_database(url, "x"), want, "{url}");
+            assert_eq!(with_database(url, "x").as_deref(), Ok(want), "{url}");
         }
+    }
+
+    #[test]
+    fn server_urls_are_checked_before_anything_starts() {
+        for good in [
+            "postgres://u@h:5432/db",
+            "postgresql://u:p%40ss@h/db?sslmode=disable",
+            "postgres://h",
+        ] {
+            assert_eq!(check_url(good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("mysql://u@h/db", "is not a PostgreSQL URL"),
+            ("host=h user=u", "is not a PostgreSQL URL"),
+            ("postgres://u@h:99999/db", "is not a valid URL"),
+            ("postgres://u@h1:5432,h2:5432/db", "is not a valid URL"),
+            ("postgres:///db", "names no host"),
+        ] {
+            let message = check_url(bad).unwrap_err();
+            assert!(message.contains(why), "{bad}: {message}");
+            assert!(message.ends_with("expected postgres://USER@HOST:PORT/DATABASE"));
+        }
+        let message = check_url("mysql://u:hunter2@h/db").unwrap_err();
+        assert!(!message.contains("hunter2"), "{message}");
     }
 
     #[test]

@@ -369,10 +369,10 @@ impl Cancel {
         Cancel(rx)
     }
 
-    /// A cancellation that never fires (tests).
+    /// A cancellation that never fires (tests): its sender is dropped at
+    /// once, which [`Cancel::fired`] reads as "never interrupted".
     pub fn never() -> Self {
-        let (tx, rx) = watch::channel(false);
-        std::mem::forget(tx);
+        let (_, rx) = watch::channel(false);
         Cancel(rx)
     }
 

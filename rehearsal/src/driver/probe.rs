@@ -8,7 +8,6 @@
 //! fails on a dead connection (PostgreSQL was just crashed) reconnects
 //! and runs once more.
 
-use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
@@ -278,9 +277,10 @@ impl Probe {
 
 /// `sha256:<hex>` of a state dump.
 pub fn digest(dump: &str) -> String {
-    let hash = Sha256::digest(dump.as_bytes());
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!(
+        "sha256:{}",
+        awa_runtime::release::sha256_hex(dump.as_bytes())
+    )
 }
 
 /// The lines of `after` that are not in `before`, for a phase detail.

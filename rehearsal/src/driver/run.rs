@@ -15,7 +15,6 @@ use std::time::{Instant, SystemTime};
 
 use awa_runtime::pgtemp::Cluster;
 use nix::sys::resource::UsageWho;
-use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, Semaphore, watch};
 
 use super::CellContext;
@@ -370,8 +369,7 @@ pub fn migration_checksums() -> BTreeMap<String, String> {
     awa_runtime::schema::MIGRATIONS
         .iter()
         .map(|m| {
-            let hash = Sha256::digest(m.sql.as_bytes());
-            let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+            let hex = awa_runtime::release::sha256_hex(m.sql.as_bytes());
             (format!("v{}", m.version), hex)
         })
         .collect()

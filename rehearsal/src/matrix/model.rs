@@ -99,15 +99,16 @@ impl fmt::Display for Artifact {
     }
 }
 
-/// A release version `X.Y.Z` (no pre-release or build suffix: releases are plain).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Version {
-    /// X
-    pub major: u64,
-    /// Y
-    pub minor: u64,
-    /// Z
-    pub patch: u64,
+/// A release version `X.Y.Z` (no pre-release or build suffix: releases are
+/// plain), ordered by the semver rules.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version(semver::Version);
+
+impl Version {
+    /// `major.minor.patch`.
+    pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
+        Version(semver::Version::new(major, minor, patch))
+    }
 }
 
 impl FromStr for Version {
@@ -115,30 +116,24 @@ impl FromStr for Version {
 
     /// Accepts exactly three dot-separated decimal numbers without leading zeros.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let parts: Vec<&str> = s.split('.').collect();
-        let [major, minor, patch] = parts.as_slice() else {
+        const PLAIN: &str = "a release version is three plain numbers, like \"0.6.2\"";
+        if s.split('.').count() != 3 {
             return Err("a release version has three numbers, like \"0.6.2\"");
-        };
-        let number = |p: &str| -> Result<u64, &'static str> {
-            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err("a release version is three plain numbers, like \"0.6.2\"");
+        }
+        match semver::Version::parse(s) {
+            Ok(v) if v.pre.is_empty() && v.build.is_empty() => Ok(Version(v)),
+            Ok(_) => Err(PLAIN),
+            Err(_) if s.split('.').any(|p| p.len() > 1 && p.starts_with('0')) => {
+                Err("version numbers have no leading zeros")
             }
-            if p.len() > 1 && p.starts_with('0') {
-                return Err("version numbers have no leading zeros");
-            }
-            p.parse().map_err(|_| "a version number is too large")
-        };
-        Ok(Version {
-            major: number(major)?,
-            minor: number(minor)?,
-            patch: number(patch)?,
-        })
+            Err(_) => Err(PLAIN),
+        }
     }
 }
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+        self.0.fmt(f)
     }
 }
 
@@ -774,14 +769,7 @@ mod tests {
 
     #[test]
     fn versions_accepted_and_rejected() {
-        assert_eq!(
-            "0.6.2".parse(),
-            Ok(Version {
-                major: 0,
-                minor: 6,
-                patch: 2
-            })
-        );
+        assert_eq!("0.6.2".parse(), Ok(Version::new(0, 6, 2)));
         assert_eq!(
             "10.20.30".parse::<Version>().map(|v| v.to_string()),
             Ok("10.20.30".to_owned())
