@@ -105,6 +105,11 @@ pub enum Control {
     Terminate,
     /// SIGKILL: a crash nothing can soften.
     Kill,
+    /// Stop the process without ending it (SIGSTOP; an engine's pause): it
+    /// keeps its memory, connections and locks, and its heartbeat goes stale.
+    Suspend,
+    /// Let a suspended process run again (SIGCONT; an engine's unpause).
+    Resume,
 }
 
 /// The driver's grip on one started process. Signals to a process that
@@ -132,6 +137,16 @@ impl Handle {
     /// Sends SIGKILL (no-op once the process has ended).
     pub fn kill(&self) {
         let _ = self.control.send(Control::Kill);
+    }
+
+    /// Stops the process where it is, without ending it (no-op once ended).
+    pub fn suspend(&self) {
+        let _ = self.control.send(Control::Suspend);
+    }
+
+    /// Lets a suspended process run again (no-op once ended, or when running).
+    pub fn resume(&self) {
+        let _ = self.control.send(Control::Resume);
     }
 }
 

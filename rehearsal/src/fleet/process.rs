@@ -146,6 +146,16 @@ impl Fleet for ProcessFleet {
                             if let Some(pid) = pid {
                                 // The pid is our unreaped child (see above).
                                 let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                                // A suspended process would hold the SIGTERM until resumed: a
+                                // graceful stop must not wait on a cell that left it stopped.
+                                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                            }
+                        }
+                        Some(control @ (Control::Suspend | Control::Resume)) => {
+                            if let Some(pid) = pid {
+                                let signal = if control == Control::Suspend { Signal::SIGSTOP } else { Signal::SIGCONT };
+                                // The pid is our unreaped child (see above).
+                                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
                             }
                         }
                         Some(Control::Kill) => {
@@ -374,6 +384,47 @@ mod tests {
         // After the exit, controls are dropped rather than sent to a recycled pid.
         handle.kill();
         handle.terminate();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn suspend_stops_the_child_without_ending_it_and_resume_lets_it_go_on() {
+        let dir = scratch("suspend");
+        let script = "while :; do echo tick; sleep 0.02; done";
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let handle = ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
+        let pid = Pid::from_raw(handle.pid.unwrap() as i32);
+        let stopped = |pid: Pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let state = stat.rsplit(')').next().unwrap().trim_start().chars().next();
+            state == Some('T')
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        handle.suspend();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(stopped(pid), "SIGSTOP reached the child");
+        while rx.try_recv().is_ok() {}
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(rx.try_recv().is_err(), "a suspended child prints nothing");
+        handle.resume();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!stopped(pid), "SIGCONT let it go on");
+        assert!(rx.try_recv().is_ok(), "it prints again");
+        // A graceful stop of a suspended child does not wait for a resume.
+        handle.suspend();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        handle.terminate();
+        let reports = collect(rx).await;
+        assert!(
+            reports.iter().any(|r| matches!(
+                r,
+                Report::Exited(ExitInfo {
+                    signal: Some(15),
+                    ..
+                })
+            )),
+            "{reports:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
