@@ -241,6 +241,7 @@ fn default_name(role: &str) -> String {
 
 /// Parse the command line, run, and return the process exit code.
 pub fn main() -> i32 {
+    crate::redact::install_panic_hook();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

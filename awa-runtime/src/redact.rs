@@ -137,6 +137,24 @@ impl<W: Write> Drop for RedactingWriter<W> {
     }
 }
 
+/// Makes panic messages go through [`redact`] as well: a panic that
+/// quotes a DSN must not print its password. Prints what the default hook
+/// prints (thread, location, message, a backtrace when `RUST_BACKTRACE`
+/// asks for one).
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("<unnamed>");
+        let backtrace = std::backtrace::Backtrace::capture();
+        let trace = match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
+            _ => String::new(),
+        };
+        let text = redact(&format!("thread '{name}' {info}{trace}"));
+        let _ = writeln!(std::io::stderr(), "{text}");
+    }));
+}
+
 /// Registers the password a DSN carries (URL userinfo, a `password`
 /// query parameter or a key=value `password`), so it stays hidden even
 /// where it later appears without its DSN around it.

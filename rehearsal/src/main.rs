@@ -9,6 +9,7 @@ use rehearsal::cli::Cli;
 use rehearsal::{Environment, exit};
 
 fn main() -> ExitCode {
+    awa_runtime::redact::install_panic_hook();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
