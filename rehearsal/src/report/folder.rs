@@ -124,6 +124,32 @@ mod tests {
     }
 
     #[test]
+    fn no_file_of_the_report_holds_a_password_wherever_the_model_carried_it() {
+        let dir = fixture::Scratch::new("secrets");
+        let mut report = fixture::report();
+        report.run.command_line =
+            "rehearse --database-url 'postgres://u:Sekr1t-cmd@h/db' --cell fence".into();
+        report.cells[0].verdict_reason =
+            "could not connect to postgres://u@h/db?password=Sekr1t-reason".into();
+        report.cells[0].about = "host=h password=Sekr1t-kv dbname=d".into();
+        write_all(dir.path(), &report).unwrap();
+        for name in [REPORT_JSON, REPORT_MD, JUNIT_XML, REPORT_HTML] {
+            let text = std::fs::read_to_string(dir.path().join(name)).unwrap();
+            assert!(!text.contains("Sekr1t"), "{name} holds a password:\n{text}");
+        }
+        let written = read_json(&dir.path().join(REPORT_JSON)).unwrap();
+        assert_eq!(
+            written.run.command_line,
+            "rehearse --database-url 'postgres://u:***@h/db' --cell fence"
+        );
+        assert_eq!(written.cells[0].about, "host=h password=*** dbname=d");
+        // Re-rendering from report.json (`rehearse report DIR`) redacts too.
+        render_all(dir.path(), &report).unwrap();
+        let md = std::fs::read_to_string(dir.path().join(REPORT_MD)).unwrap();
+        assert!(!md.contains("Sekr1t"), "{md}");
+    }
+
+    #[test]
     fn an_unwritable_folder_names_the_path() {
         let dir = fixture::Scratch::new("unwritable");
         let file = dir.path().join("plain-file");
