@@ -162,13 +162,14 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
         detail,
     };
     let cached_bin = work.join("bin").join(&r.sha256[..16]).join("awa");
+    let built = |binary: PathBuf, cached: bool| Built {
+        version: r.version.clone(),
+        binary,
+        sha256: r.sha256.clone(),
+        cached,
+    };
     if cached_bin.is_file() {
-        return Ok(Built {
-            version: r.version.clone(),
-            binary: cached_bin,
-            sha256: r.sha256.clone(),
-            cached: true,
-        });
+        return Ok(built(cached_bin, true));
     }
     std::fs::create_dir_all(work)
         .map_err(|e| fail("creating the release work directory", e.to_string()))?;
@@ -176,12 +177,7 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
         .map_err(|e| fail("locking the release work directory", e.to_string()))?;
     if cached_bin.is_file() {
         // Built by someone else while we waited for the lock.
-        return Ok(Built {
-            version: r.version.clone(),
-            binary: cached_bin,
-            sha256: r.sha256.clone(),
-            cached: true,
-        });
+        return Ok(built(cached_bin, true));
     }
     let src = work.join("src").join(&r.sha256[..16]);
     let _ = std::fs::remove_dir_all(&src);
@@ -215,20 +211,15 @@ pub fn build(artifacts: &Path, r: &Release, work: &Path) -> Result<Built, Releas
             tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
         ));
     }
-    let built = work.join("target").join("release").join("awa");
+    let fresh = work.join("target").join("release").join("awa");
     let dir = cached_bin.parent().expect("has a parent");
     std::fs::create_dir_all(dir)
         .map_err(|e| fail("creating the cache directory", e.to_string()))?;
     // Copy then rename, so a concurrent reader never sees half a binary.
     let tmp = dir.join(format!("awa.tmp.{}", std::process::id()));
-    std::fs::copy(&built, &tmp).map_err(|e| fail("caching the binary", e.to_string()))?;
+    std::fs::copy(&fresh, &tmp).map_err(|e| fail("caching the binary", e.to_string()))?;
     std::fs::rename(&tmp, &cached_bin).map_err(|e| fail("caching the binary", e.to_string()))?;
-    Ok(Built {
-        version: r.version.clone(),
-        binary: cached_bin,
-        sha256: r.sha256.clone(),
-        cached: false,
-    })
+    Ok(built(cached_bin, false))
 }
 
 /// Unpacks a `.crate` (a gzipped tar) into `dest`. `tar` refuses entries
