@@ -470,12 +470,11 @@ pub fn binary_version(binary: &Path) -> Result<String, String> {
     })
 }
 
+/// The version of an `awa --version` line (`awa 0.6.2`): its last word,
+/// when that is a semantic version.
 fn parse_version_line(text: &str) -> Option<String> {
     let word = text.split_whitespace().last()?;
-    word.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_digit())
-        .then(|| word.to_owned())
+    semver::Version::parse(word).ok().map(|v| v.to_string())
 }
 
 #[cfg(test)]
@@ -489,6 +488,12 @@ mod tests {
         assert_eq!(parse_version_line("awa 0.7.0").as_deref(), Some("0.7.0"));
         assert_eq!(parse_version_line(""), None);
         assert_eq!(parse_version_line("awa\n"), None);
+        assert_eq!(
+            parse_version_line("awa 0.8.0-rc.1\n").as_deref(),
+            Some("0.8.0-rc.1")
+        );
+        assert_eq!(parse_version_line("awa 0.7"), None);
+        assert_eq!(parse_version_line("awa 7up"), None);
     }
 
     fn repo() -> Repo {
