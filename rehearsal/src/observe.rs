@@ -86,6 +86,24 @@ pub struct FenceRecord {
     pub stderr_tail: String,
 }
 
+/// Runtimes a `fleet ... when = "during_migrate"` step started inside a
+/// migration, and which of them registered before it committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MidMigrationStart {
+    pub artifact: String,
+    pub version: String,
+    /// The processes started.
+    pub processes: Vec<String>,
+    /// Milliseconds since the cell started.
+    pub at_ms: u64,
+    /// The migration was past its preflight and still in flight when they
+    /// were started (without it the fault did not land inside it).
+    pub inside: bool,
+    /// `runtime_instances` names of theirs visible while the migration was
+    /// still in flight: the preflight's lock should hold every one back.
+    pub registered_in_flight: Vec<String>,
+}
+
 /// A process the driver ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessRecord {
@@ -99,6 +117,10 @@ pub struct ProcessRecord {
     pub killed: bool,
     /// Log file, relative to the run's report folder.
     pub log: String,
+    /// The error it died with: its `fatal` event, else (when it exited
+    /// non-zero without refusing) its last stderr line.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// A phase of the cell: one step, with its timing.
@@ -269,6 +291,9 @@ pub struct Observations {
     /// directly. A `pass` cell with any of them fails.
     #[serde(default)]
     pub step_failures: Vec<StepFailure>,
+    /// Fleets started inside a migration.
+    #[serde(default)]
+    pub mid_migration: Vec<MidMigrationStart>,
 }
 
 /// Something reconciliation (or the monitor) found wrong.

@@ -784,7 +784,10 @@ full = ["*"]
         assert_eq!(names(&plan), ["migrate-first", "binary-first", "fence"]);
         assert_eq!(plan.replay, "rehearse --matrix smoke --seed 1");
         let full = expand(&matrix, &by_matrix("full"), 1).unwrap();
-        assert_eq!(full.cells.len(), 20);
+        assert_eq!(full.cells.len(), matrix.cells.len());
+        let defects = expand(&matrix, &by_matrix("defects"), 1).unwrap();
+        assert!(names(&defects).iter().all(|n| n.starts_with("defect-")));
+        assert!(defects.cells.len() >= 7, "{:?}", names(&defects));
         let test = expand(&kills_matrix(), &by_matrix("smoke"), 1).unwrap();
         assert_eq!(names(&test), ["quiet", "many-kills"]);
     }

@@ -41,6 +41,8 @@ pub(super) const STOP_TIMEOUT_INTERRUPTED: Duration = Duration::from_secs(3);
 pub(super) enum Fault {
     Kill(PlannedKill),
     Crash,
+    /// Start these runtimes inside the migration (after its preflight).
+    Fleet(crate::matrix::FleetStep),
 }
 
 /// One place in the fleet: a worker or a producer of some artifact.
@@ -558,6 +560,11 @@ impl Cell<'_> {
                 exit_code: p.code(),
                 killed: p.killed,
                 log: p.log.clone(),
+                error: p.fatal.clone().or_else(|| {
+                    (p.code().is_some_and(|c| c != 0) && p.refused.is_none())
+                        .then(|| p.stderr_tail.back().cloned())
+                        .flatten()
+                }),
             })
             .collect();
     }

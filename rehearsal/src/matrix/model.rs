@@ -271,11 +271,20 @@ pub enum FindingRule {
     /// A terminal record does not match the execution (run lease and
     /// attempt) that should have produced it.
     TerminalMismatch,
+    /// A ring ledger or the rollup deltas grew for many fold intervals
+    /// without a single trim (folds that stand down when they should not).
+    UnboundedGrowth,
+    /// The N-1 release cannot run on the expanded schema (the expand
+    /// migration is not additive: columns or tables it uses are gone).
+    N1Incompatible,
+    /// A runtime registered while a migration with a version floor was in
+    /// flight: the preflight did not hold `runtime_instances`.
+    FloorBypassed,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 15] = [
+    pub const ALL: [FindingRule; 18] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -291,6 +300,9 @@ impl FindingRule {
         FindingRule::FlipUnverified,
         FindingRule::RingStalled,
         FindingRule::TerminalMismatch,
+        FindingRule::UnboundedGrowth,
+        FindingRule::N1Incompatible,
+        FindingRule::FloorBypassed,
     ];
 
     /// The name used in matrix.toml, findings and reports.
@@ -311,6 +323,9 @@ impl FindingRule {
             FindingRule::FlipUnverified => "flip_unverified",
             FindingRule::RingStalled => "ring_stalled",
             FindingRule::TerminalMismatch => "terminal_mismatch",
+            FindingRule::UnboundedGrowth => "unbounded_growth",
+            FindingRule::N1Incompatible => "n1_incompatible",
+            FindingRule::FloorBypassed => "floor_bypassed",
         }
     }
 
@@ -388,6 +403,10 @@ pub struct FleetStep {
     pub producers: u32,
     /// Start the first worker alone and wait until it reports maintenance leadership.
     pub leader: bool,
+    /// `now`, or `during_migrate`: start them inside the next migration
+    /// (a runtime arriving while the migration holds its preflight).
+    #[serde(default)]
+    pub when: When,
 }
 
 /// `{ load = "on" }`
@@ -464,10 +483,11 @@ impl KillTarget {
 }
 
 /// When a fault fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
     /// As this step runs.
+    #[default]
     Now,
     /// While the next `migrate` step's migration runs.
     DuringMigrate,
@@ -697,6 +717,9 @@ impl<K: fmt::Display> fmt::Display for Step<K> {
                 write!(f, " {}", parts.join(", "))?;
                 if s.leader {
                     f.write_str(", first worker becomes leader")?;
+                }
+                if s.when != When::Now {
+                    write!(f, ", {}", s.when.describe())?;
                 }
                 Ok(())
             }

@@ -30,7 +30,7 @@ pub const MAX_AFTER_STARTED: u64 = 1_000_000;
 
 /// The options each step takes, besides its own key.
 const OPTIONS: [(&str, &[&str]); 12] = [
-    ("fleet", &["workers", "producers", "leader"]),
+    ("fleet", &["workers", "producers", "leader", "when"]),
     ("load", &[]),
     ("migrate", &["allow_live_runtimes", "expect"]),
     ("roll", &["one_at_a_time", "pause", "producers"]),
@@ -221,6 +221,21 @@ fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
     let workers = r.count("workers", 0, 0, MAX_WORKERS);
     let producers = r.count("producers", 0, 0, MAX_PRODUCERS);
     let leader = r.boolean("leader", false);
+    let when = r.choice("when", &WHEN, When::Now);
+    if when == When::DuringFlip {
+        let span = r.span_of("when");
+        r.fail(
+            span,
+            "a fleet can start during_migrate (inside the migration's preflight window) or now; not during_flip",
+        );
+    }
+    if leader && when != When::Now {
+        let span = r.span_of("leader");
+        r.fail(
+            span,
+            "leader = true needs when = \"now\": a fleet started inside a migration cannot wait for leadership",
+        );
+    }
     if workers == 0 && producers == 0 && r.ok {
         r.fail(
             Some(r.table.clone()),
@@ -241,6 +256,7 @@ fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
             workers,
             producers,
             leader,
+            when,
         })
     })
 }

@@ -121,13 +121,25 @@ fn shipped_matrix_is_valid() {
         "defect-flip-skip-reconcile",
         "defect-fence-current-slot-only",
         "defect-compat-backfill-one",
+        "defect-authority-before-lock",
+        "defect-fold-any-xmin",
+        "defect-expand-drops-columns",
+        "defect-preflight-no-lock",
     ];
-    assert_eq!(names, required);
+    // Cells are only ever added (each section in file order); every one
+    // listed here must stay.
+    let mut rest = names.iter();
+    for cell in required {
+        assert!(
+            rest.any(|n| *n == cell),
+            "{cell} missing or out of order in {names:?}"
+        );
+    }
     assert_eq!(
         matrix.matrices["smoke"].cells,
         ["migrate-first", "binary-first", "fence"]
     );
-    assert_eq!(matrix.matrices["full"].cells, required);
+    assert_eq!(matrix.matrices["full"].cells, names);
     assert_eq!(matrix.matrices["nightly"].cells, required);
     assert_eq!(matrix.workload.rate_per_s, 200);
     assert_eq!(matrix.workload.backlog, 5000);
@@ -159,6 +171,30 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "compat_backfill_one",
             FindingRule::MixedDiscipline,
         ),
+        (
+            "defect-authority-before-lock",
+            "defective_authority",
+            "authority_before_lock",
+            FindingRule::MixedDiscipline,
+        ),
+        (
+            "defect-fold-any-xmin",
+            "defective_fold",
+            "fold_any_xmin",
+            FindingRule::UnboundedGrowth,
+        ),
+        (
+            "defect-expand-drops-columns",
+            "defective_expand",
+            "expand_drops_columns",
+            FindingRule::N1Incompatible,
+        ),
+        (
+            "defect-preflight-no-lock",
+            "defective_preflight",
+            "preflight_no_lock",
+            FindingRule::FloorBypassed,
+        ),
     ] {
         let c = matrix.cell(cell).unwrap();
         assert_eq!(c.expect, Expectation::Detect(rule), "{cell}");
@@ -167,10 +203,25 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             Some(failpoint)
         );
         assert!(
-            c.steps
-                .iter()
-                .any(|s| matches!(s, Step::Migrate(m) if m.artifact == artifact)),
-            "{cell}"
+            c.steps.iter().any(|s| match s {
+                Step::Migrate(m) => m.artifact == artifact,
+                Step::Fleet(f) => f.artifact == artifact,
+                _ => false,
+            }),
+            "{cell} never runs {artifact}"
+        );
+        assert!(
+            matrix.matrices["defects"].cells.iter().any(|c| c == cell),
+            "{cell} is not in the defects matrix"
+        );
+    }
+    // Every seeded defect of the runtime has its cell, so `rehearse
+    // selftest` scores it.
+    for failpoint in awa_runtime::failpoint::ALL {
+        let cell = format!("defect-{}", failpoint.replace('_', "-"));
+        assert!(
+            matrix.matrices["defects"].cells.contains(&cell),
+            "failpoint {failpoint} has no {cell} cell in the defects matrix"
         );
     }
     for clean in matrix
@@ -221,7 +272,8 @@ fn a_valid_matrix_parses_every_step_with_defaults() {
             artifact: "previous".into(),
             workers: 2,
             producers: 1,
-            leader: true
+            leader: true,
+            when: When::Now,
         })
     );
     assert_eq!(s[1], Step::Load(LoadStep { on: true }));
@@ -842,7 +894,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",
@@ -1029,6 +1081,15 @@ fn named_matrices() {
     assert_eq!(ok.matrices["full"].cells, ["ok"]);
     assert_eq!(ok.matrices["full"].entries, ["*"]);
     assert_eq!(ok.matrices["one"].cells, ["ok"]);
+    // A trailing `*` selects by prefix, and must select something.
+    let ok = parse("matrix.toml", &doc("[matrix]\nsome = [\"o*\"]\n", &[])).unwrap();
+    assert_eq!(ok.matrices["some"].cells, ["ok"]);
+    assert_eq!(
+        errors(&doc("[matrix]\nnone = [\"defect-*\"]\n", &[])),
+        [
+            "matrix.toml:2:9: matrix \"none\": \"defect-*\" matches no cell; no cell name starts with \"defect-\""
+        ]
+    );
 }
 
 // --- many errors at once ---------------------------------------------------------------------------

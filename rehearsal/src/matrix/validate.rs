@@ -675,6 +675,20 @@ fn validate_matrices(
                     );
                 }
                 selected.extend(cells.iter().cloned());
+            } else if let Some(prefix) = cell.strip_suffix('*') {
+                // `defect-*`: every cell whose name starts with the prefix.
+                let matching: Vec<&String> =
+                    cells.iter().filter(|c| c.starts_with(prefix)).collect();
+                if matching.is_empty() {
+                    sink.error(
+                        Some(entry.span()),
+                        &context,
+                        format!(
+                            "\"{cell}\" matches no cell; no cell name starts with \"{prefix}\""
+                        ),
+                    );
+                }
+                selected.extend(matching.into_iter().cloned());
             } else if !cells.contains(cell) {
                 sink.error(
                     Some(entry.span()),

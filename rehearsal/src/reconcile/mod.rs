@@ -13,6 +13,8 @@
 //! - `rules` turns job, cron and count audits into findings;
 //! - `rings` judges the fence, the ring disciplines and the flip;
 //! - `liveness` judges whether the rings kept rotating while they held rows;
+//! - `growth` finds ledgers and deltas that grow without bound;
+//! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `verdict` holds the findings and step failures against the expectation.
 //!
 //! Both `rules` and `rings` are pure functions of plain data, so each rule
@@ -36,10 +38,12 @@
 //! assert_eq!(verdict(&Expectation::Pass, &[], &[], Some("no PostgreSQL")), Verdict::Inconclusive);
 //! ```
 
+mod growth;
 mod liveness;
 mod load;
 mod rings;
 mod rules;
+mod runtimes;
 mod verdict;
 
 pub use verdict::{Detection, Judgement, judge, verdict};
@@ -163,6 +167,8 @@ pub async fn reconcile_with_stats(
         obs,
         liveness::stall_after_ms(&plan.timings),
     ));
+    findings.extend(growth::findings(obs));
+    findings.extend(runtimes::findings(&storage, obs));
     // Stable: within a rule, findings keep the order they were made in.
     findings.sort_by_key(|f| f.rule);
     let jobs = &storage.jobs;

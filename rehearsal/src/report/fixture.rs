@@ -265,6 +265,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             exit_code: Some(0),
             killed: false,
             log: "logs/migrate-first/previous-worker-1.log".into(),
+            error: None,
         }],
         rings: vec![RingSample {
             at_ms: 1_000,

@@ -75,6 +75,7 @@ impl Cell<'_> {
                 self.cancel().sleep(Duration::from_millis(5)).await?;
             }
         }
+        let trigger_id = trigger.map(|(id, _)| id);
         let mut crashed = false;
         for (_, fault) in firing {
             match fault {
@@ -86,6 +87,10 @@ impl Cell<'_> {
                     let text = self.crash(&format!(" during the {what}")).await?;
                     notes.push(text);
                     crashed = true;
+                }
+                Fault::Fleet(f) => {
+                    let text = self.fleet_inside_migration(&f, trigger_id).await?;
+                    notes.push(text);
                 }
             }
         }

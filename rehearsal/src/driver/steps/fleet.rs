@@ -1,11 +1,13 @@
 //! `fleet`: start workers and producers of an artifact.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::super::cell::Cell;
+use super::super::cell::{Cell, Fault};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
-use crate::matrix::FleetStep;
+use crate::fleet::ProcId;
+use crate::matrix::{FleetStep, When};
+use crate::observe::MidMigrationStart;
 
 /// How long a `leader = true` fleet waits for its first worker's `leader` event.
 const LEADER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -13,7 +15,17 @@ const LEADER_TIMEOUT: Duration = Duration::from_secs(30);
 impl Cell<'_> {
     /// `fleet`: start workers (with `leader`, the first alone until it
     /// reports leadership) and add producers, which run while load is on.
+    /// With `when = "during_migrate"` it is armed instead, and started by
+    /// [`Cell::fleet_inside_migration`] as the next migration runs.
     pub(super) async fn fleet(&mut self, s: &FleetStep) -> Result<Done, Abort> {
+        if s.when != When::Now {
+            self.armed.push((s.when, Fault::Fleet(s.clone())));
+            let step: crate::matrix::Step = crate::matrix::Step::Fleet(s.clone());
+            return Ok(Done::with(
+                crate::observe::StepOutcome::Armed,
+                step.to_string(),
+            ));
+        }
         let mut notes = Vec::new();
         let version = self.version_of(&s.artifact);
         let workers = self.add_slots(Role::Worker, &s.artifact, s.workers);
@@ -76,4 +88,137 @@ impl Cell<'_> {
         notes.insert(0, detail);
         Ok(Done::ok(notes.join("; ")))
     }
+}
+
+/// How long an armed fleet waits for the migration to pass its preflight.
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(5);
+/// What the 0.7 migration prints once its preflight is done and it holds
+/// the transaction open (`AWA_MIGRATE_PAUSE`).
+const HOLDING_OPEN: &str = "holding the migration open";
+/// In one statement (one snapshot): whether the migration still holds its
+/// transaction-scoped advisory lock, and the `runtime_instances` rows of
+/// `version` not among the ids given. A row is visible only once its
+/// insert committed; under the preflight's lock that can only be after the
+/// migration committed, which releases the advisory lock with it.
+const REGISTERED_IN_FLIGHT: &str = "
+SELECT EXISTS (SELECT 1 FROM pg_locks
+               WHERE locktype = 'advisory' AND granted
+                 AND classid = 1635213663 AND objid = 1835496052 AND objsubid = 1),
+       coalesce((SELECT array_agg(name ORDER BY name) FROM awa.runtime_instances
+                 WHERE version = $1 AND NOT (instance_id = ANY($2))), '{}')";
+const INSTANCES_OF: &str =
+    "SELECT coalesce(array_agg(instance_id), '{}') FROM awa.runtime_instances WHERE version = $1";
+
+impl Cell<'_> {
+    /// An armed fleet, started inside the migration of process `migration`
+    /// once it has passed its preflight. A watcher on its own connection
+    /// records which of the new runtimes' `runtime_instances` rows became
+    /// visible while the migration was still in flight.
+    pub(super) async fn fleet_inside_migration(
+        &mut self,
+        s: &FleetStep,
+        migration: Option<ProcId>,
+    ) -> Result<String, Abort> {
+        let inside = match migration {
+            Some(id) => self.await_preflight(id).await?,
+            None => false,
+        };
+        let version = self.version_of(&s.artifact);
+        let at_ms = self.ms();
+        let watch = match super::super::database::connect(&self.db.url).await {
+            Ok(client) => match client.query_one(INSTANCES_OF, &[&version]).await {
+                Ok(row) => Some((client, row.get::<_, Vec<String>>(0))),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        let watcher = watch.map(|(client, known)| {
+            tokio::spawn(watch_registrations(client, version.clone(), known))
+        });
+        let first = self.shared.lock().procs.len();
+        let now = FleetStep {
+            when: When::Now,
+            ..s.clone()
+        };
+        let done = self.fleet(&now).await?;
+        let processes: Vec<String> = self.shared.lock().procs[first..]
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let registered_in_flight = match watcher {
+            Some(w) => w.await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut text = format!("started inside the migration: {}", done.detail);
+        if !inside {
+            text.push_str(
+                "; the migration was not seen past its preflight, so the start may have missed it",
+            );
+        }
+        if !registered_in_flight.is_empty() {
+            text.push_str(&format!(
+                "; registered while the migration was in flight: {}",
+                registered_in_flight.join(", ")
+            ));
+        }
+        self.obs.mid_migration.push(MidMigrationStart {
+            artifact: s.artifact.clone(),
+            version,
+            processes,
+            at_ms,
+            inside,
+            registered_in_flight,
+        });
+        Ok(text)
+    }
+
+    /// Waits until migration process `id` says it holds its transaction
+    /// open after the preflight; false when it ended or never said so.
+    async fn await_preflight(&mut self, id: ProcId) -> Result<bool, Abort> {
+        let deadline = Instant::now() + PREFLIGHT_TIMEOUT;
+        while Instant::now() < deadline {
+            {
+                let l = self.shared.lock();
+                let p = &l.procs[id];
+                if p.stderr_tail.iter().any(|line| line.contains(HOLDING_OPEN)) {
+                    return Ok(true);
+                }
+                if p.exit.is_some() {
+                    return Ok(false);
+                }
+            }
+            self.cancel().sleep(Duration::from_millis(5)).await?;
+        }
+        Ok(false)
+    }
+}
+
+/// Names of `version`'s new `runtime_instances` rows seen while the
+/// migration was in flight; returns once it is not (or after 30 s).
+async fn watch_registrations(
+    client: tokio_postgres::Client,
+    version: String,
+    known: Vec<String>,
+) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen: Vec<String> = Vec::new();
+    while Instant::now() < deadline {
+        let Ok(row) = client
+            .query_one(REGISTERED_IN_FLIGHT, &[&version, &known])
+            .await
+        else {
+            break;
+        };
+        let (in_flight, names): (bool, Vec<String>) = (row.get(0), row.get(1));
+        if !in_flight {
+            break;
+        }
+        for name in names {
+            if !seen.contains(&name) {
+                seen.push(name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    seen
 }

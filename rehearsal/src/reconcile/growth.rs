@@ -1,0 +1,242 @@
+//! Bookkeeping that must stay bounded under steady load (ADR-040): the
+//! leader's folds trim each ring ledger back to one wrap and drain the
+//! rollup deltas every fold interval, standing down only while a backend
+//! genuinely pins the MVCC horizon. A ledger or delta table that keeps
+//! growing for many fold intervals, never once trimmed, is a fold gate
+//! that stands down when it should not (or a fold that never runs).
+//!
+//! The monitor's samples show it: ring samples carry each ledger's row
+//! count, census samples the unfolded delta rows. A single jump (the
+//! flip's backfill, a backlog's first prune) is not growth; growth is a
+//! run of many increases with no decrease in between, spread over at
+//! least [`WINDOW_MS`].
+
+use super::rules::{RECONCILE, phase_at};
+use crate::matrix::FindingRule;
+use crate::observe::{Finding, Observations};
+
+/// How long a table may grow without a single trim: five of the leader's
+/// fold intervals (the driver gives every runtime `AWA_FOLD_INTERVAL=2s`).
+pub(super) const WINDOW_MS: u64 = 10_000;
+/// How many separate increases make growth (not one jump).
+const MIN_INCREASES: usize = 5;
+/// Ledger rows beyond the start of the run that make it unbounded: one
+/// more wrap of a ring of the default size.
+const MIN_LEDGER_GROWTH: i64 = 8;
+/// Delta rows beyond the start of the run that make it unbounded.
+const MIN_DELTA_GROWTH: i64 = 10;
+
+/// A stretch of samples in which a count never fell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    from_ms: u64,
+    to_ms: u64,
+    from: i64,
+    to: i64,
+    increases: usize,
+}
+
+/// The longest-lasting run without a decrease, timed from its first
+/// increase to its last (flat stretches before and after do not count).
+fn longest_growth(series: &[(u64, i64)]) -> Option<Run> {
+    let mut best: Option<Run> = None;
+    let mut current: Option<Run> = None;
+    for pair in series.windows(2) {
+        let ((_, before), (at, after)) = (pair[0], pair[1]);
+        if after < before {
+            current = None;
+            continue;
+        }
+        if after == before {
+            continue;
+        }
+        let run = current.get_or_insert(Run {
+            from_ms: pair[0].0,
+            to_ms: at,
+            from: before,
+            to: after,
+            increases: 0,
+        });
+        run.to_ms = at;
+        run.to = after;
+        run.increases += 1;
+        if best.is_none_or(|b| run.to_ms - run.from_ms > b.to_ms - b.from_ms) {
+            best = Some(*run);
+        }
+    }
+    best
+}
+
+fn unbounded(run: &Run, min_growth: i64) -> bool {
+    run.to_ms - run.from_ms >= WINDOW_MS
+        && run.increases >= MIN_INCREASES
+        && run.to - run.from >= min_growth
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// Every unbounded-growth finding: one per ring ledger, one for the deltas.
+pub(super) fn findings(obs: &Observations) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for ring in ["queue", "claim", "lease"] {
+        let series: Vec<(u64, i64)> = obs
+            .rings
+            .iter()
+            .filter(|s| s.ring == ring && s.authority != "none")
+            .map(|s| (s.at_ms, s.ledger_rows))
+            .collect();
+        if let Some(run) = longest_growth(&series).filter(|r| unbounded(r, MIN_LEDGER_GROWTH)) {
+            out.push(finding(obs, &run, &format!("the {ring} ring's ledger")));
+        }
+    }
+    let deltas: Vec<(u64, i64)> = obs.census.iter().map(|c| (c.at_ms, c.delta_rows)).collect();
+    if let Some(run) = longest_growth(&deltas).filter(|r| unbounded(r, MIN_DELTA_GROWTH)) {
+        out.push(finding(obs, &run, "queue_terminal_rollup_deltas"));
+    }
+    out
+}
+
+fn finding(obs: &Observations, run: &Run, what: &str) -> Finding {
+    Finding {
+        rule: FindingRule::UnboundedGrowth,
+        phase: phase_at(obs, run.from_ms).unwrap_or(RECONCILE).to_owned(),
+        message: format!(
+            "{what} grew from {} to {} rows over {} ({} increases, from {} ms) and was never trimmed, \
+             though the leader folds every 2 s",
+            run.from,
+            run.to,
+            seconds(run.to_ms - run.from_ms),
+            run.increases,
+            run.from_ms
+        ),
+        ids: vec![run.from, run.to],
+        count: u64::try_from(run.to - run.from).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{CensusSample, RingSample};
+
+    fn ring(at_ms: u64, ring: &str, rows: i64) -> RingSample {
+        RingSample {
+            at_ms,
+            ring: ring.into(),
+            authority: "ledger".into(),
+            column_slot: -1,
+            column_generation: -1,
+            ledger_generation: Some(rows),
+            ledger_slot: Some((rows % 8) as i32),
+            ledger_rows: rows,
+            ledger_gaps: 0,
+        }
+    }
+
+    fn tick(at_ms: u64, delta_rows: i64) -> CensusSample {
+        CensusSample {
+            at_ms,
+            by_version: Default::default(),
+            fresh_runtimes: Default::default(),
+            delta_rows,
+            lock_waits: 0,
+        }
+    }
+
+    /// One sample a second for `secs` seconds of `rows(t)`.
+    fn claim_ring(secs: u64, rows: impl Fn(u64) -> i64) -> Vec<RingSample> {
+        (0..=secs)
+            .map(|t| ring(t * 1000, "claim", rows(t)))
+            .collect()
+    }
+
+    #[test]
+    fn a_ledger_that_grows_for_many_fold_intervals_is_unbounded_with_its_figures() {
+        // The seeded defect: one row per rotation, never trimmed.
+        let obs = Observations {
+            rings: claim_ring(20, |t| 8 + t as i64),
+            ..Default::default()
+        };
+        let found = findings(&obs);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].rule, FindingRule::UnboundedGrowth);
+        assert_eq!(
+            found[0].message,
+            "the claim ring's ledger grew from 8 to 28 rows over 20.0 s (20 increases, from 0 ms) \
+             and was never trimmed, though the leader folds every 2 s"
+        );
+        assert_eq!((found[0].ids.clone(), found[0].count), (vec![8, 28], 20));
+    }
+
+    #[test]
+    fn a_ledger_trimmed_every_fold_is_bounded() {
+        // Grows by a row a second, trimmed back to 8 every 2 s.
+        let obs = Observations {
+            rings: claim_ring(60, |t| 8 + (t % 2) as i64),
+            ..Default::default()
+        };
+        assert_eq!(findings(&obs), vec![]);
+        // Trimmed every 8 s: still bounded (below the window).
+        let obs = Observations {
+            rings: claim_ring(60, |t| 8 + (t % 8) as i64),
+            ..Default::default()
+        };
+        assert_eq!(findings(&obs), vec![]);
+    }
+
+    #[test]
+    fn one_jump_is_not_growth() {
+        // The flip backfills 30 generations at once after a quiet N-1 stretch.
+        let mut rings = vec![ring(0, "queue", 8), ring(30_000, "queue", 38)];
+        rings.extend((31..=35).map(|t| ring(t * 1000, "queue", 38 - (t as i64 - 30))));
+        let obs = Observations {
+            rings,
+            ..Default::default()
+        };
+        assert_eq!(findings(&obs), vec![]);
+    }
+
+    #[test]
+    fn deltas_that_are_never_folded_are_unbounded() {
+        let census: Vec<CensusSample> = (0..=60).map(|i| tick(i * 250, i as i64 * 3)).collect();
+        let obs = Observations {
+            census,
+            ..Default::default()
+        };
+        let found = findings(&obs);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .message
+                .starts_with("queue_terminal_rollup_deltas grew from 0 to 180 rows over 15.0 s"),
+            "{}",
+            found[0].message
+        );
+        // Folded to zero every 2 s: bounded.
+        let census: Vec<CensusSample> = (0..=240)
+            .map(|i| tick(i * 250, (i % 8) as i64 * 3))
+            .collect();
+        let obs = Observations {
+            census,
+            ..Default::default()
+        };
+        assert_eq!(findings(&obs), vec![]);
+    }
+
+    #[test]
+    fn growth_before_the_expand_migration_is_not_judged() {
+        let rings: Vec<RingSample> = (0..=20)
+            .map(|t| RingSample {
+                authority: "none".into(),
+                ..ring(t * 1000, "lease", t as i64)
+            })
+            .collect();
+        let obs = Observations {
+            rings,
+            ..Default::default()
+        };
+        assert_eq!(findings(&obs), vec![]);
+    }
+}
