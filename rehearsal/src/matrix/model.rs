@@ -585,6 +585,12 @@ pub struct FenceStep {
 pub struct HoldStep {
     /// How long.
     pub duration: Duration,
+    /// `reads = "1500ms"`: meanwhile a client runs back-to-back read
+    /// statements this long (a reporting query): a live `backend_xmin` the
+    /// whole time, never a pinned horizon (no transaction outlives its
+    /// statement), so the leader's folds must go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<Duration>,
 }
 
 /// `{ drain = "60s" }`
@@ -770,7 +776,13 @@ impl<K: fmt::Display> fmt::Display for Step<K> {
                 "fence {}: its worker must refuse and change nothing",
                 s.artifact
             ),
-            Step::Hold(s) => write!(f, "hold {}", s.duration),
+            Step::Hold(s) => {
+                write!(f, "hold {}", s.duration)?;
+                if let Some(reads) = s.reads {
+                    write!(f, ", a client reading in {reads} statements meanwhile")?;
+                }
+                Ok(())
+            }
             Step::Drain(s) => write!(f, "drain, up to {}", s.timeout),
             Step::Assert(s) => write!(f, "assert {}", s.check),
         }
@@ -839,6 +851,7 @@ mod tests {
     fn steps_serialize_with_a_step_tag() {
         let step: Step = Step::Hold(HoldStep {
             duration: Duration::from_secs(5),
+            reads: None,
         });
         assert_eq!(
             serde_json::to_string(&step).unwrap(),

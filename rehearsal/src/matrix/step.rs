@@ -39,7 +39,7 @@ const OPTIONS: [(&str, &[&str]); 12] = [
     ("pg_crash", &[]),
     ("flip", &["expect", "timeout", "by"]),
     ("fence", &[]),
-    ("hold", &[]),
+    ("hold", &["reads"]),
     ("drain", &[]),
     ("assert", &[]),
 ];
@@ -162,9 +162,7 @@ pub(crate) fn convert(
         "fence" => r
             .head_artifact()
             .map(|artifact| Step::Fence(FenceStep { artifact })),
-        "hold" => r
-            .head_positive_duration()
-            .map(|duration| Step::Hold(HoldStep { duration })),
+        "hold" => hold(&mut r),
         "drain" => r
             .head_positive_duration()
             .map(|timeout| Step::Drain(DrainStep { timeout })),
@@ -259,6 +257,19 @@ fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
             when,
         })
     })
+}
+
+fn hold(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let duration = r.head_positive_duration();
+    let reads = r.duration("reads");
+    if reads.is_some_and(|d| d.is_zero() || d.as_millis() >= 5_000) {
+        let span = r.span_of("reads");
+        r.fail(
+            span,
+            "reads must be longer than 0s and shorter than 5s: a statement of 5 s or more pins the horizon, which stands the folds down rightly",
+        );
+    }
+    duration.map(|duration| Step::Hold(HoldStep { duration, reads }))
 }
 
 fn roll(r: &mut Reader<'_, '_>) -> Option<Step> {

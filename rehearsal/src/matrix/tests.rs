@@ -323,7 +323,8 @@ fn a_valid_matrix_parses_every_step_with_defaults() {
     assert_eq!(
         s[10],
         Step::Hold(HoldStep {
-            duration: Duration::from_secs(90)
+            duration: Duration::from_secs(90),
+            reads: None,
         })
     );
     assert_eq!(
@@ -539,7 +540,24 @@ fn unknown_step_options() {
         ],
         &[
             "matrix.toml:6:23: cell \"c\", step 2 (roll): unknown option \"one_at_time\" for roll (did you mean \"one_at_a_time\"?); expected one of one_at_a_time, pause, producers",
-            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\"; hold takes no options",
+            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads",
+        ],
+    );
+}
+
+#[test]
+fn a_hold_reader_and_a_fleet_inside_a_migration_are_checked() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ hold = "2s", reads = "5s" }"#,
+            r#"{ fleet = "previous", workers = 1, when = "during_flip" }"#,
+            r#"{ fleet = "previous", workers = 1, leader = true, when = "during_migrate" }"#,
+        ],
+        &[
+            "matrix.toml:6:26: cell \"c\", step 2 (hold): reads must be longer than 0s and shorter than 5s: a statement of 5 s or more pins the horizon, which stands the folds down rightly",
+            "matrix.toml:7:45: cell \"c\", step 3 (fleet): a fleet can start during_migrate (inside the migration's preflight window) or now; not during_flip",
+            "matrix.toml:8:47: cell \"c\", step 4 (fleet): leader = true needs when = \"now\": a fleet started inside a migration cannot wait for leadership",
         ],
     );
 }

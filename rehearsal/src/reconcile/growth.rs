@@ -6,11 +6,14 @@
 //! that stands down when it should not (or a fold that never runs).
 //!
 //! The monitor's samples show it: ring samples carry each ledger's row
-//! count, census samples the unfolded delta rows. A single jump (the
-//! flip's backfill, a backlog's first prune) is not growth; growth is a
+//! count, census samples the unfolded delta rows. A ledger is judged on
+//! its rows beyond one wrap (a fresh ledger filling its first wrap is not
+//! growth; the folds keep exactly one). A single jump (the flip's
+//! backfill, a backlog's first prune) is not growth either; growth is a
 //! run of many increases with no decrease in between, spread over at
 //! least [`WINDOW_MS`].
 
+use super::load::Storage;
 use super::rules::{RECONCILE, phase_at};
 use crate::matrix::FindingRule;
 use crate::observe::{Finding, Observations};
@@ -20,9 +23,11 @@ use crate::observe::{Finding, Observations};
 pub(super) const WINDOW_MS: u64 = 10_000;
 /// How many separate increases make growth (not one jump).
 const MIN_INCREASES: usize = 5;
-/// Ledger rows beyond the start of the run that make it unbounded: one
-/// more wrap of a ring of the default size.
+/// Ledger rows beyond one wrap that make it unbounded: a fold interval
+/// adds about two (one rotation a second), so eight are four missed folds.
 const MIN_LEDGER_GROWTH: i64 = 8;
+/// A ring's size when the end state does not say (the runtime's default).
+const DEFAULT_SLOT_COUNT: i64 = 8;
 /// Delta rows beyond the start of the run that make it unbounded.
 const MIN_DELTA_GROWTH: i64 = 10;
 
@@ -78,17 +83,36 @@ fn seconds(ms: u64) -> String {
 }
 
 /// Every unbounded-growth finding: one per ring ledger, one for the deltas.
-pub(super) fn findings(obs: &Observations) -> Vec<Finding> {
+pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     let mut out = Vec::new();
     for ring in ["queue", "claim", "lease"] {
+        let wrap = storage
+            .ledgers
+            .iter()
+            .flatten()
+            .find(|l| l.ring == ring)
+            .map_or(DEFAULT_SLOT_COUNT, |l| i64::from(l.slot_count));
         let series: Vec<(u64, i64)> = obs
             .rings
             .iter()
             .filter(|s| s.ring == ring && s.authority != "none")
             .map(|s| (s.at_ms, s.ledger_rows))
             .collect();
-        if let Some(run) = longest_growth(&series).filter(|r| unbounded(r, MIN_LEDGER_GROWTH)) {
-            out.push(finding(obs, &run, &format!("the {ring} ring's ledger")));
+        let beyond: Vec<(u64, i64)> = series
+            .iter()
+            .map(|&(t, n)| (t, (n - wrap).max(0)))
+            .collect();
+        if let Some(run) = longest_growth(&beyond).filter(|r| unbounded(r, MIN_LEDGER_GROWTH)) {
+            let rows = Run {
+                from: run.from + wrap,
+                to: run.to + wrap,
+                ..run
+            };
+            out.push(finding(
+                obs,
+                &rows,
+                &format!("the {ring} ring's ledger ({wrap} slots)"),
+            ));
         }
     }
     let deltas: Vec<(u64, i64)> = obs.census.iter().map(|c| (c.at_ms, c.delta_rows)).collect();
@@ -159,15 +183,56 @@ mod tests {
             rings: claim_ring(20, |t| 8 + t as i64),
             ..Default::default()
         };
-        let found = findings(&obs);
+        let found = findings(&Storage::default(), &obs);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].rule, FindingRule::UnboundedGrowth);
         assert_eq!(
             found[0].message,
-            "the claim ring's ledger grew from 8 to 28 rows over 20.0 s (20 increases, from 0 ms) \
+            "the claim ring's ledger (8 slots) grew from 8 to 28 rows over 20.0 s (20 increases, from 0 ms) \
              and was never trimmed, though the leader folds every 2 s"
         );
         assert_eq!((found[0].ids.clone(), found[0].count), (vec![8, 28], 20));
+    }
+
+    #[test]
+    fn a_fresh_ledger_filling_its_first_wrap_is_not_growth() {
+        // One row a second from 1, trimmed back to one wrap (8) every 2 s
+        // once it has more.
+        let obs = Observations {
+            rings: claim_ring(40, |t| {
+                if t < 8 {
+                    1 + t as i64
+                } else {
+                    8 + (t % 2) as i64
+                }
+            }),
+            ..Default::default()
+        };
+        assert_eq!(findings(&Storage::default(), &obs), vec![]);
+        // A ring of 16 slots fills for 16 s.
+        let storage = Storage {
+            ledgers: Some(vec![awa_runtime::store::audit::Ledger {
+                ring: "claim".into(),
+                slot_count: 16,
+                top: Some(40),
+                rows: 16,
+                gaps: 0,
+                misplaced: 0,
+                written: None,
+            }]),
+            ..Default::default()
+        };
+        let obs = Observations {
+            rings: claim_ring(40, |t| {
+                if t < 16 {
+                    1 + t as i64
+                } else {
+                    16 + (t % 2) as i64
+                }
+            }),
+            ..Default::default()
+        };
+        assert_eq!(findings(&storage, &obs), vec![]);
     }
 
     #[test]
@@ -177,13 +242,13 @@ mod tests {
             rings: claim_ring(60, |t| 8 + (t % 2) as i64),
             ..Default::default()
         };
-        assert_eq!(findings(&obs), vec![]);
+        assert_eq!(findings(&Storage::default(), &obs), vec![]);
         // Trimmed every 8 s: still bounded (below the window).
         let obs = Observations {
             rings: claim_ring(60, |t| 8 + (t % 8) as i64),
             ..Default::default()
         };
-        assert_eq!(findings(&obs), vec![]);
+        assert_eq!(findings(&Storage::default(), &obs), vec![]);
     }
 
     #[test]
@@ -195,7 +260,7 @@ mod tests {
             rings,
             ..Default::default()
         };
-        assert_eq!(findings(&obs), vec![]);
+        assert_eq!(findings(&Storage::default(), &obs), vec![]);
     }
 
     #[test]
@@ -205,7 +270,7 @@ mod tests {
             census,
             ..Default::default()
         };
-        let found = findings(&obs);
+        let found = findings(&Storage::default(), &obs);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0]
@@ -222,7 +287,7 @@ mod tests {
             census,
             ..Default::default()
         };
-        assert_eq!(findings(&obs), vec![]);
+        assert_eq!(findings(&Storage::default(), &obs), vec![]);
     }
 
     #[test]
@@ -237,6 +302,6 @@ mod tests {
             rings,
             ..Default::default()
         };
-        assert_eq!(findings(&obs), vec![]);
+        assert_eq!(findings(&Storage::default(), &obs), vec![]);
     }
 }

@@ -167,7 +167,7 @@ pub async fn reconcile_with_stats(
         obs,
         liveness::stall_after_ms(&plan.timings),
     ));
-    findings.extend(growth::findings(obs));
+    findings.extend(growth::findings(&storage, obs));
     findings.extend(runtimes::findings(&storage, obs));
     // Stable: within a rule, findings keep the order they were made in.
     findings.sort_by_key(|f| f.rule);

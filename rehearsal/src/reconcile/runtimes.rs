@@ -159,14 +159,12 @@ fn columns_dropped(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     if gone.is_empty() {
         return vec![];
     }
-    let migrated_at = obs
+    // The migration that installed the expanded schema, if the cell ran one.
+    let phase = obs
         .phases
         .iter()
         .find(|p| p.name == "migrate" && p.outcome == crate::observe::StepOutcome::Ok)
-        .map(|p| p.end_ms);
-    let phase = migrated_at
-        .and_then(|at| phase_at(obs, at))
-        .unwrap_or(RECONCILE);
+        .map_or(RECONCILE, |p| p.name.as_str());
     vec![Finding {
         rule: FindingRule::N1Incompatible,
         phase: phase.into(),
