@@ -25,7 +25,7 @@ use std::process::Command;
 
 use awa_runtime::release::{self, ReleaseError};
 
-use crate::matrix::{Artifact, ArtifactSource, BuildSource};
+use crate::matrix::{Artifact, ArtifactSource, BuildSource, Version};
 
 /// The schema version of the expand migration when the manifest does not say.
 pub const DEFAULT_EXPAND_VERSION: i32 = 3;
@@ -239,21 +239,69 @@ enum WorkspaceBuild {
 }
 
 /// Resolves `artifacts` (the union over the selected cells), reporting
-/// progress as one line per action through `progress`.
+/// progress as one line per action through `progress`: every source is
+/// checked before anything is built, then each distinct binary is
+/// obtained once and inspected.
 pub fn resolve(
     repo: &Repo,
     artifacts: &BTreeMap<String, Artifact>,
     progress: &mut dyn FnMut(String),
 ) -> Result<Resolution, ArtifactError> {
-    // 1. Check every source before building anything.
-    let mut manifest = None;
     let artifacts_dir = repo.artifacts();
-    let load_manifest = |name: &str| {
-        release::load_manifest(&artifacts_dir).map_err(|source| ArtifactError::Release {
-            name: name.to_owned(),
-            source,
-        })
+    let manifest = check_sources(&artifacts_dir, artifacts)?;
+    let expand_version = match &manifest {
+        Some(m) => m.expand_migration_version,
+        None => release::load_manifest(&artifacts_dir)
+            .map(|m| m.expand_migration_version)
+            .unwrap_or(DEFAULT_EXPAND_VERSION),
     };
+    let mut workspace = BTreeMap::new();
+    let mut resolved = BTreeMap::new();
+    let git = repo.git();
+    for (name, artifact) in artifacts {
+        let obtained = match &artifact.source {
+            ArtifactSource::Image(_) => unreachable!("refused by check_sources"),
+            ArtifactSource::Release(version) => {
+                let manifest = manifest.as_ref().expect("loaded for every release");
+                obtain_release(repo, manifest, name, version, progress)?
+            }
+            ArtifactSource::Build(BuildSource::Workspace) => {
+                obtain_workspace(repo, &git, &mut workspace, name, artifact, progress)?
+            }
+        };
+        let r = inspect(name, artifact, obtained)?;
+        progress(format!(
+            "artifact {name}: awa {}, {}, sha256 {}",
+            r.version,
+            r.obtained,
+            &r.digest[..12]
+        ));
+        resolved.insert(name.clone(), r);
+    }
+    Ok(Resolution {
+        artifacts: resolved,
+        git,
+        expand_version,
+    })
+}
+
+/// A binary obtained for an artifact: where it is, what it was made
+/// from, and whether it was built or cached.
+struct Obtained {
+    binary: PathBuf,
+    source: String,
+    obtained: String,
+}
+
+/// Checks every source before anything is built: images are refused,
+/// failpoints need the workspace build, each release is listed in the
+/// manifest and its archive matches its digest. Returns the manifest
+/// when a release needed it.
+fn check_sources(
+    artifacts_dir: &Path,
+    artifacts: &BTreeMap<String, Artifact>,
+) -> Result<Option<release::Manifest>, ArtifactError> {
+    let mut manifest = None;
     for (name, artifact) in artifacts {
         match &artifact.source {
             ArtifactSource::Image(reference) => {
@@ -270,16 +318,21 @@ pub fn resolve(
                     });
                 }
                 if manifest.is_none() {
-                    manifest = Some(load_manifest(name)?);
+                    manifest = Some(release::load_manifest(artifacts_dir).map_err(|source| {
+                        ArtifactError::Release {
+                            name: name.clone(),
+                            source,
+                        }
+                    })?);
                 }
                 let m = manifest.as_ref().expect("just loaded");
                 let entry = m
-                    .release(&version.to_string(), &artifacts_dir)
+                    .release(&version.to_string(), artifacts_dir)
                     .map_err(|source| ArtifactError::Release {
                         name: name.clone(),
                         source,
                     })?;
-                release::verify(&artifacts_dir, entry).map_err(|source| match source {
+                release::verify(artifacts_dir, entry).map_err(|source| match source {
                     ReleaseError::Digest { .. } => ArtifactError::Digest {
                         name: name.clone(),
                         source,
@@ -293,112 +346,112 @@ pub fn resolve(
             ArtifactSource::Build(BuildSource::Workspace) => {}
         }
     }
-    let expand_version = match &manifest {
-        Some(m) => m.expand_migration_version,
-        None => release::load_manifest(&artifacts_dir)
-            .map(|m| m.expand_migration_version)
-            .unwrap_or(DEFAULT_EXPAND_VERSION),
-    };
+    Ok(manifest)
+}
 
-    // 2. Build each distinct binary once.
-    let mut workspace: BTreeMap<WorkspaceBuild, (PathBuf, String)> = BTreeMap::new();
-    let mut resolved = BTreeMap::new();
-    let git = repo.git();
-    for (name, artifact) in artifacts {
-        let (binary, source, obtained) = match &artifact.source {
-            ArtifactSource::Image(_) => unreachable!("refused above"),
-            ArtifactSource::Release(version) => {
-                let m = manifest.as_ref().expect("loaded for every release");
-                let entry = m
-                    .release(&version.to_string(), &artifacts_dir)
-                    .expect("checked above");
-                progress(format!("artifact {name}: release {version} ..."));
-                let built = release::build(&artifacts_dir, entry, &repo.release_work()).map_err(
-                    |source| match source {
-                        ReleaseError::Digest { .. } => ArtifactError::Digest {
-                            name: name.clone(),
-                            source,
-                        },
-                        other => ArtifactError::Build {
-                            name: name.clone(),
-                            detail: other.to_string(),
-                        },
-                    },
-                )?;
-                let source = format!(
-                    "release {version} (artifacts/{}, sha256 {})",
-                    entry.archive, entry.sha256
-                );
-                let obtained = if built.cached { "cached" } else { "built" };
-                (built.binary, source, obtained.to_owned())
-            }
-            ArtifactSource::Build(BuildSource::Workspace) => {
-                let kind = if artifact.failpoint.is_some() {
-                    WorkspaceBuild::Failpoints
-                } else {
-                    WorkspaceBuild::Plain
-                };
-                let (binary, what) = match workspace.entry(kind) {
-                    std::collections::btree_map::Entry::Occupied(built) => built.get().clone(),
-                    std::collections::btree_map::Entry::Vacant(slot) => {
-                        let what = match kind {
-                            WorkspaceBuild::Plain => "workspace build",
-                            WorkspaceBuild::Failpoints => {
-                                "workspace build with --features failpoints"
-                            }
-                        };
-                        progress(format!(
-                            "artifact {name}: {what} (cargo build --release) ..."
-                        ));
-                        let binary =
-                            cargo_build(repo, kind).map_err(|detail| ArtifactError::Build {
-                                name: name.clone(),
-                                detail,
-                            })?;
-                        slot.insert((binary, what.to_owned())).clone()
-                    }
-                };
-                let mut source = what;
-                if !git.commit.is_empty() {
-                    source.push_str(&format!(
-                        " at {}{}",
-                        git.short(),
-                        if git.dirty { " (dirty)" } else { "" }
-                    ));
-                }
-                (binary, source, "built".to_owned())
-            }
-        };
-        let digest = release::sha256_file(&binary).map_err(|e| ArtifactError::Build {
-            name: name.clone(),
-            detail: e.to_string(),
-        })?;
-        let version = binary_version(&binary).map_err(|detail| ArtifactError::Version {
-            name: name.clone(),
-            binary: binary.clone(),
-            detail,
-        })?;
-        progress(format!(
-            "artifact {name}: awa {version}, {obtained}, sha256 {}",
-            &digest[..12]
-        ));
-        resolved.insert(
-            name.clone(),
-            Resolved {
-                name: name.clone(),
-                version,
-                source,
-                digest,
-                obtained,
-                binary,
-                failpoint: artifact.failpoint.clone(),
+/// Builds (or finds cached) the frozen release `version`, checked by
+/// [`check_sources`].
+fn obtain_release(
+    repo: &Repo,
+    manifest: &release::Manifest,
+    name: &str,
+    version: &Version,
+    progress: &mut dyn FnMut(String),
+) -> Result<Obtained, ArtifactError> {
+    let artifacts_dir = repo.artifacts();
+    let entry = manifest
+        .release(&version.to_string(), &artifacts_dir)
+        .expect("checked by check_sources");
+    progress(format!("artifact {name}: release {version} ..."));
+    let built =
+        release::build(&artifacts_dir, entry, &repo.release_work()).map_err(
+            |source| match source {
+                ReleaseError::Digest { .. } => ArtifactError::Digest {
+                    name: name.to_owned(),
+                    source,
+                },
+                other => ArtifactError::Build {
+                    name: name.to_owned(),
+                    detail: other.to_string(),
+                },
             },
-        );
+        )?;
+    Ok(Obtained {
+        binary: built.binary,
+        source: format!(
+            "release {version} (artifacts/{}, sha256 {})",
+            entry.archive, entry.sha256
+        ),
+        obtained: if built.cached { "cached" } else { "built" }.to_owned(),
+    })
+}
+
+/// Builds the workspace's `awa` (plain or with failpoints), once per kind
+/// for the whole run: `built` remembers what was built already.
+fn obtain_workspace(
+    repo: &Repo,
+    git: &GitInfo,
+    built: &mut BTreeMap<WorkspaceBuild, (PathBuf, String)>,
+    name: &str,
+    artifact: &Artifact,
+    progress: &mut dyn FnMut(String),
+) -> Result<Obtained, ArtifactError> {
+    let kind = if artifact.failpoint.is_some() {
+        WorkspaceBuild::Failpoints
+    } else {
+        WorkspaceBuild::Plain
+    };
+    let (binary, what) = match built.entry(kind) {
+        std::collections::btree_map::Entry::Occupied(done) => done.get().clone(),
+        std::collections::btree_map::Entry::Vacant(slot) => {
+            let what = match kind {
+                WorkspaceBuild::Plain => "workspace build",
+                WorkspaceBuild::Failpoints => "workspace build with --features failpoints",
+            };
+            progress(format!(
+                "artifact {name}: {what} (cargo build --release) ..."
+            ));
+            let binary = cargo_build(repo, kind).map_err(|detail| ArtifactError::Build {
+                name: name.to_owned(),
+                detail,
+            })?;
+            slot.insert((binary, what.to_owned())).clone()
+        }
+    };
+    let mut source = what;
+    if !git.commit.is_empty() {
+        source.push_str(&format!(
+            " at {}{}",
+            git.short(),
+            if git.dirty { " (dirty)" } else { "" }
+        ));
     }
-    Ok(Resolution {
-        artifacts: resolved,
-        git,
-        expand_version,
+    Ok(Obtained {
+        binary,
+        source,
+        obtained: "built".to_owned(),
+    })
+}
+
+/// The digest and the self-reported version of an obtained binary.
+fn inspect(name: &str, artifact: &Artifact, o: Obtained) -> Result<Resolved, ArtifactError> {
+    let digest = release::sha256_file(&o.binary).map_err(|e| ArtifactError::Build {
+        name: name.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let version = binary_version(&o.binary).map_err(|detail| ArtifactError::Version {
+        name: name.to_owned(),
+        binary: o.binary.clone(),
+        detail,
+    })?;
+    Ok(Resolved {
+        name: name.to_owned(),
+        version,
+        source: o.source,
+        digest,
+        obtained: o.obtained,
+        binary: o.binary,
+        failpoint: artifact.failpoint.clone(),
     })
 }
 
