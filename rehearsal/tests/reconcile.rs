@@ -554,7 +554,8 @@ async fn a_job_archived_and_still_in_the_ring_is_a_duplicate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_in_the_wrong_state_is_found() {
     let found = reconcile_with(
-        "UPDATE awa.claim_closures SET outcome = 'completed' WHERE job_id = 3 AND terminal",
+        "UPDATE awa.claim_closures SET outcome = 'completed' WHERE job_id = 3 AND terminal;
+         UPDATE awa.executions SET outcome = 'completed' WHERE job_id = 3",
         &observations(),
     )
     .await;
@@ -575,6 +576,7 @@ async fn a_job_on_the_wrong_attempt_is_found() {
     // overrun_deadline job whose first attempt was never deadline-rescued.
     let found = reconcile_with(
         "UPDATE awa.claim_closures SET attempt = 3 WHERE job_id = 2 AND terminal;
+         UPDATE awa.executions SET attempt = 3 WHERE job_id = 2 AND run_lease = 2;
          DELETE FROM awa.executions WHERE job_id = 8 AND run_lease = 1;
          UPDATE awa.executions SET attempt = 1, run_lease = 1 WHERE job_id = 8;
          DELETE FROM awa.claim_closures WHERE job_id = 8 AND NOT terminal;
@@ -621,10 +623,15 @@ async fn a_completion_recorded_twice_is_a_double_execution() {
         &observations(),
     )
     .await;
-    // two completions, and two runs where one attempt explains one
+    // two completions, and two runs where one attempt explains one; and
+    // the terminal record is not the outcome of the last run
     assert_eq!(
         rules(&found),
-        [FindingRule::DoubleExecution, FindingRule::DoubleExecution]
+        [
+            FindingRule::DoubleExecution,
+            FindingRule::DoubleExecution,
+            FindingRule::TerminalMismatch
+        ]
     );
     assert_eq!(found[0].ids, [7]);
     assert!(
@@ -640,6 +647,62 @@ async fn a_completion_recorded_twice_is_a_double_execution() {
             .contains("job 7 (sleep) ran 2 times but ended on attempt 1"),
         "{}",
         found[1].message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_result_landing_after_a_rescue_is_a_terminal_mismatch() {
+    // Job 10 (complete): attempt 1 (run lease 1) was crash-rescued and
+    // attempt 2 (run lease 2) completed. Here the rescued worker's late
+    // result landed instead, under its stale lease but on the job's
+    // newer attempt, and the attempt actually running lost (stale), as
+    // a completion guard that forgets the run lease leaves it.
+    let found = reconcile_with(
+        "UPDATE awa.claim_closures SET run_lease = 1 WHERE job_id = 10 AND terminal;
+         UPDATE awa.executions SET outcome = 'stale' WHERE job_id = 10 AND run_lease = 2;
+         DELETE FROM awa.claim_closures WHERE job_id = 10 AND run_lease = 2 AND NOT terminal;",
+        &observations(),
+    )
+    .await;
+    assert!(
+        rules(&found).contains(&FindingRule::TerminalMismatch),
+        "{found:#?}"
+    );
+    let mismatch = found
+        .iter()
+        .find(|f| f.rule == FindingRule::TerminalMismatch)
+        .unwrap();
+    assert_eq!((mismatch.ids.as_slice(), mismatch.count), (&[10][..], 1));
+    assert!(
+        mismatch
+            .message
+            .contains("first: job 10: its ring record (completed) says attempt 2, but run lease 1 ran attempt 1"),
+        "{}",
+        mismatch.message
+    );
+
+    // An archived record naming an old lease on the right attempt, and a
+    // ring record whose execution ended otherwise.
+    let found = reconcile_with(
+        "UPDATE awa.terminal_archive SET run_lease = 1, attempt = 1 WHERE job_id = 16;
+         UPDATE awa.executions SET outcome = 'failed' WHERE job_id = 24;",
+        &observations(),
+    )
+    .await;
+    let mismatch = found
+        .iter()
+        .find(|f| f.rule == FindingRule::TerminalMismatch)
+        .unwrap_or_else(|| panic!("{found:#?}"));
+    assert_eq!(
+        (mismatch.ids.as_slice(), mismatch.count),
+        (&[16, 24][..], 2)
+    );
+    assert!(
+        mismatch.message.contains(
+            "first: job 16: its archive record (completed, attempt 1) names run lease 1, but the job last ran under run lease 3"
+        ),
+        "{}",
+        mismatch.message
     );
 }
 
@@ -689,7 +752,9 @@ async fn a_fire_time_with_two_jobs_is_a_double_fire() {
         "INSERT INTO awa.terminal_archive (job_id, run_lease, attempt, state, queue, priority, kind, closed_at)
          VALUES (24, 1, 1, 'completed', 'default', 0, 'rehearsal', now());
          INSERT INTO awa.dead_letters (job_id, kind, queue, priority, args, attempt, run_lease, reason)
-         VALUES (99, 'rehearsal', 'default', 0, '{\"mode\": \"complete\", \"cron\": \"tick\", \"fire_ms\": 4000}', 1, 1, 'x');",
+         VALUES (99, 'rehearsal', 'default', 0, '{\"mode\": \"complete\", \"cron\": \"tick\", \"fire_ms\": 4000}', 1, 1, 'x');
+         INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version, finished_at, outcome)
+         VALUES (99, 1, 1, 'w1', '0.7.0', now(), 'rescued_crash');",
         &observations(),
     )
     .await;

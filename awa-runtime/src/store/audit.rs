@@ -556,6 +556,59 @@ pub async fn stuck(client: &Client) -> Result<Stuck> {
 }
 
 // ---------------------------------------------------------------------
+// Terminal records against the executions that produced them
+// ---------------------------------------------------------------------
+
+/// Every terminal record (unpruned terminal closure, archive row, dead
+/// letter) must be the outcome of the job's last run: an execution with
+/// the record's `(job_id, run_lease)` exists, ran the record's attempt,
+/// is the job's newest run lease, and (but for dead letters, which a
+/// rescue or a spent retry writes) ended in the record's state. A stale
+/// worker's result that lands after a rescue fails one of these: it names
+/// an old lease, or pairs it with the newer attempt. Executions are keyed
+/// by `(job_id, run_lease)`, so each record costs one index probe.
+pub const TERMINAL_MISMATCH: &str = r"
+WITH t AS (
+    SELECT job_id, run_lease, attempt, outcome AS state, 'ring' AS source FROM awa.claim_closures WHERE terminal
+    UNION ALL SELECT job_id, run_lease, attempt, state, 'archive' FROM awa.terminal_archive
+    UNION ALL SELECT job_id, run_lease, attempt, 'failed', 'dead_letter' FROM awa.dead_letters
+), judged AS (
+    SELECT t.job_id, t.run_lease, t.attempt, t.state, t.source, e.attempt AS run_attempt, e.outcome AS run_outcome,
+           (SELECT max(x.run_lease) FROM awa.executions x WHERE x.job_id = t.job_id) AS last_lease,
+           e.job_id IS NOT NULL AS ran
+    FROM t LEFT JOIN awa.executions e ON e.job_id = t.job_id AND e.run_lease = t.run_lease
+    OFFSET 0
+), wrong AS (
+    SELECT job_id,
+           CASE
+               WHEN NOT ran THEN format('job %s: its %s record (%s, attempt %s) names run lease %s, which no execution of the job ran',
+                                        job_id, source, state, attempt, run_lease)
+               WHEN run_attempt <> attempt THEN format('job %s: its %s record (%s) says attempt %s, but run lease %s ran attempt %s',
+                                        job_id, source, state, attempt, run_lease, run_attempt)
+               WHEN run_lease <> last_lease THEN format('job %s: its %s record (%s, attempt %s) names run lease %s, but the job last ran under run lease %s',
+                                        job_id, source, state, attempt, run_lease, last_lease)
+               WHEN source <> 'dead_letter' AND run_outcome IS DISTINCT FROM state THEN format(
+                                        'job %s: its %s record says %s (attempt %s), but the execution of run lease %s ended %s',
+                                        job_id, source, state, attempt, run_lease, coalesce(run_outcome, 'never'))
+           END AS why
+    FROM judged
+)
+SELECT count(DISTINCT job_id) AS mismatched,
+       (array_agg(DISTINCT job_id ORDER BY job_id))[1:20] AS mismatched_ids,
+       (array_agg(why ORDER BY job_id))[1] AS mismatched_example
+FROM wrong WHERE why IS NOT NULL";
+
+/// Jobs whose terminal record does not match the execution that should
+/// have produced it ([`TERMINAL_MISMATCH`]).
+pub async fn terminal_mismatches(client: &Client) -> Result<Offenders> {
+    let row = client
+        .query_one(TERMINAL_MISMATCH, &[])
+        .await
+        .map_err(|e| Error::db("checking terminal records against executions", e))?;
+    Ok(Offenders::from_row(&row, "mismatched"))
+}
+
+// ---------------------------------------------------------------------
 // Rescue of killed attempts
 // ---------------------------------------------------------------------
 

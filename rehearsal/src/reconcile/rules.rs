@@ -56,6 +56,11 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         &jobs.excess_runs,
         "job(s) executed more often than their attempts, releases and stale runs explain",
     );
+    add(
+        FindingRule::TerminalMismatch,
+        &storage.mismatched,
+        "job(s) have a terminal record that is not the outcome of their last run (run lease and attempt)",
+    );
     out.extend(rescue_unproven(storage, obs));
     out.extend(cron(storage));
     out.extend(count_drift(storage));
@@ -301,6 +306,28 @@ mod tests {
                 .contains("(1 live row(s), 1 open claim(s))"),
             "{}",
             found[4].message
+        );
+    }
+
+    #[test]
+    fn a_terminal_record_that_is_not_the_last_run_is_a_mismatch() {
+        let storage = Storage {
+            mismatched: offenders(
+                1,
+                &[10],
+                "job 10: its ring record (completed) says attempt 2, but run lease 1 ran attempt 1",
+            ),
+            ..Default::default()
+        };
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(rules(&found), [FindingRule::TerminalMismatch]);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
+        assert!(
+            found[0].message.starts_with(
+                "1 job(s) have a terminal record that is not the outcome of their last run"
+            ),
+            "{}",
+            found[0].message
         );
     }
 
