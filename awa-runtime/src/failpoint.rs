@@ -20,8 +20,23 @@ pub const COMPAT_BACKFILL_ONE: &str = "compat_backfill_one";
 /// The migration preflight does not lock `runtime_instances`.
 pub const PREFLIGHT_NO_LOCK: &str = "preflight_no_lock";
 
+/// Ledger-mode prune checks the oldest sealed slot for live work of the
+/// wrong generation (one wrap plus one back), so it truncates held
+/// leases, open claims and ready entries that outlived a wrap.
+pub const PRUNE_WRONG_GENERATION: &str = "prune_wrong_generation";
+/// Rotation checks the current slot instead of the next one for rows: a
+/// ring whose current slot keeps rows (claim closures) stops rotating.
+pub const ROTATE_CHECKS_CURRENT_SLOT: &str = "rotate_checks_current_slot";
+/// Cron fires only the latest due time after a gap: fire times missed
+/// during a leaderless gap of more than one period are never fired.
+pub const CRON_NO_CATCH_UP: &str = "cron_no_catch_up";
+/// Terminal completions are guarded by job id and state only, not by run
+/// lease: a stale worker's result after a rescue closes the job's newer
+/// attempt, recorded against the stale lease.
+pub const FINISH_IGNORES_RUN_LEASE: &str = "finish_ignores_run_lease";
+
 /// Every seeded defect.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 11] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -29,6 +44,10 @@ pub const ALL: [&str; 7] = [
     EXPAND_DROPS_COLUMNS,
     COMPAT_BACKFILL_ONE,
     PREFLIGHT_NO_LOCK,
+    PRUNE_WRONG_GENERATION,
+    ROTATE_CHECKS_CURRENT_SLOT,
+    CRON_NO_CATCH_UP,
+    FINISH_IGNORES_RUN_LEASE,
 ];
 
 /// Whether the failpoint `name` is armed.

@@ -278,7 +278,7 @@ async fn closer(
             .collect();
         let start = Instant::now();
         let closed = loop {
-            let res = match conn.prepare(finish::TERMINAL).await {
+            let res = match conn.prepare(finish::terminal_statement()).await {
                 Ok(stmt) => match conn.client().await {
                     Ok(c) => finish::finish_many_with(c, &stmt, &input).await,
                     Err(e) => Err(e),

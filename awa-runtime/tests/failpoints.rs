@@ -1,6 +1,7 @@
 //! Each seeded defect, armed, produces the wrong behaviour it models, so
 //! the rehearsal's defect cells have a real fault to catch. Failpoints are
-//! process-wide, so one test arms them one after another.
+//! process-wide, so the tests take turns ([`SERIAL`]) and each arms its
+//! defects one after another.
 #![cfg(feature = "failpoints")]
 
 mod common;
@@ -11,6 +12,9 @@ use awa_runtime::store::folds::{self, Folded};
 use awa_runtime::store::{Ring, rings};
 use common::*;
 use std::time::Duration;
+
+/// One test at a time arms failpoints (they are process-wide).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Advance the queue columns as a 0.6 rotator would (three rotations).
 const OLD_ROTATOR_THRICE: &str = "
@@ -47,6 +51,7 @@ async fn queue_flip(db: &Db) -> authority::RingFlip {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_seeded_defect_misbehaves_when_armed() {
+    let _turn = SERIAL.lock().await;
     let bin062 = tokio::task::spawn_blocking(|| release_bin("0.6.2"))
         .await
         .unwrap();
@@ -215,4 +220,175 @@ async fn every_seeded_defect_misbehaves_when_armed() {
         .expect("without the preflight lock a pre-guard runtime registers mid-migration");
     let (code, err) = migrate.exit_code(Duration::from_secs(10)).await;
     assert_eq!(code, 0, "{err}");
+}
+
+fn sleeper(queue: &str) -> awa_runtime::store::enqueue::NewJob {
+    awa_runtime::store::enqueue::NewJob {
+        kind: "rehearsal".into(),
+        queue: queue.into(),
+        args: serde_json::json!({"mode": "sleep", "ms": 60_000}),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: None,
+        run_at_ms: None,
+    }
+}
+
+/// Enqueue one job on `queue` and claim it for `instance`: (job, run lease).
+async fn claim_one(c: &tokio_postgres::Client, queue: &str, instance: &str) -> (i64, i64) {
+    let id = awa_runtime::store::enqueue::enqueue(c, &[sleeper(queue)])
+        .await
+        .unwrap()[0];
+    let claimed = awa_runtime::store::claim::claim(c, queue, 1, instance, "0.7.0")
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].job_id, id);
+    (id, claimed[0].run_lease)
+}
+
+/// Realistic bug classes the matrix missed before it held work across a
+/// ring wrap, watched rotation liveness, checked terminal records against
+/// executions and left a leaderless gap of several cron periods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bug_class_defect_misbehaves_when_armed() {
+    use awa_runtime::store::rings::{Pruned, Rotated};
+    use awa_runtime::store::{claim, cron, finish, instances};
+    let _turn = SERIAL.lock().await;
+
+    // prune_wrong_generation: a lease held across a wrap (fresh install,
+    // ledger authority) is truncated, and its worker loses it.
+    let db = Db::migrated("fp_prune").await;
+    let mut c = db.client().await;
+    instances::register(&c, "holder", "holder", "0.7.0", "worker")
+        .await
+        .unwrap();
+    let (job, lease) = claim_one(&c, "default", "holder").await;
+    // Seven rotations later the held lease's slot is the oldest sealed one.
+    for _ in 0..7 {
+        let r = rings::rotate(&mut c, Ring::Lease).await.unwrap();
+        assert!(matches!(r, Rotated::Advanced { .. }), "{r:?}");
+    }
+    let kept = rings::prune(&mut c, Ring::Lease).await.unwrap();
+    assert!(
+        matches!(kept, Pruned::Live { .. }),
+        "the real prune keeps a held lease: {kept:?}"
+    );
+    arm(failpoint::PRUNE_WRONG_GENERATION);
+    let pruned = rings::prune(&mut c, Ring::Lease).await.unwrap();
+    disarm(failpoint::PRUNE_WRONG_GENERATION);
+    assert!(
+        matches!(pruned, Pruned::Truncated { .. }),
+        "the defective prune truncates the held lease: {pruned:?}"
+    );
+    let held = instances::heartbeat(&c, "holder", &[(job, lease)])
+        .await
+        .unwrap();
+    assert_eq!(held, [], "the worker's lease is gone");
+    let state: String = c
+        .query_one("SELECT state FROM awa.jobs WHERE job_id = $1", &[&job])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "running", "the job is stranded running");
+
+    // rotate_checks_current_slot: the claim ring's current slot keeps the
+    // closure of a finished job, so the defective rotator never advances.
+    let db = Db::migrated("fp_rotate").await;
+    let mut c = db.client().await;
+    let (job, lease) = claim_one(&c, "default", "w").await;
+    finish::finish(&c, job, lease, &finish::Outcome::Completed)
+        .await
+        .unwrap();
+    arm(failpoint::ROTATE_CHECKS_CURRENT_SLOT);
+    let stalled = rings::rotate(&mut c, Ring::Claim).await.unwrap();
+    disarm(failpoint::ROTATE_CHECKS_CURRENT_SLOT);
+    assert!(
+        matches!(stalled, Rotated::NextSlotBusy { .. }),
+        "the defective rotator refuses with the next slot empty: {stalled:?}"
+    );
+    let moved = rings::rotate(&mut c, Ring::Claim).await.unwrap();
+    assert!(
+        matches!(moved, Rotated::Advanced { .. }),
+        "the real rotator advances into the empty next slot: {moved:?}"
+    );
+
+    // cron_no_catch_up: after a gap of five periods only the latest fire
+    // time is fired.
+    let db = Db::migrated("fp_cron").await;
+    let c = db.client().await;
+    let schedule = |name: &str| cron::Schedule {
+        name: name.into(),
+        every_ms: 200,
+        queue: "cron".into(),
+        kind: "rehearsal".into(),
+        args: serde_json::json!({"mode": "complete"}),
+        priority: 0,
+        max_attempts: 3,
+    };
+    const GAP: &str = "UPDATE awa.cron_schedules SET last_fire_ms = (extract(epoch FROM now()) * 1000)::bigint / 200 * 200 - 1000 WHERE name = $1";
+    cron::upsert(&c, &schedule("defective")).await.unwrap();
+    c.execute(GAP, &[&"defective"]).await.unwrap();
+    arm(failpoint::CRON_NO_CATCH_UP);
+    let fired = cron::fire_due(&c, "leader").await.unwrap();
+    disarm(failpoint::CRON_NO_CATCH_UP);
+    assert_eq!(fired.len(), 1, "only the latest fire time: {fired:?}");
+    cron::upsert(&c, &schedule("real")).await.unwrap();
+    c.execute(GAP, &[&"real"]).await.unwrap();
+    let fired = cron::fire_due(&c, "leader").await.unwrap();
+    let real = fired.iter().filter(|f| f.name == "real").count();
+    assert!(
+        real >= 5,
+        "the real leader catches up every fire time: {fired:?}"
+    );
+
+    // finish_ignores_run_lease: a stale worker's completion after a
+    // rescue closes the job's newer attempt, under the stale lease.
+    let db = Db::migrated("fp_finish").await;
+    let mut c = db.client().await;
+    instances::register(&c, "fresh", "fresh", "0.7.0", "worker")
+        .await
+        .unwrap();
+    // Claimed by a runtime that never registered: crash rescue takes it.
+    let (job, stale) = claim_one(&c, "default", "ghost").await;
+    let rescued = awa_runtime::store::rescue::rescue(&mut c, 60_000.0)
+        .await
+        .unwrap();
+    assert!(rescued.iter().any(|r| r.job_id == job), "{rescued:?}");
+    let again = claim::claim(&c, "default", 10, "fresh", "0.7.0")
+        .await
+        .unwrap();
+    assert_eq!((again[0].job_id, again[0].run_lease), (job, stale + 1));
+    assert_eq!(
+        finish::finish(&c, job, stale, &finish::Outcome::Completed)
+            .await
+            .unwrap(),
+        finish::Closed::Stale,
+        "the real guard rejects the stale lease"
+    );
+    arm(failpoint::FINISH_IGNORES_RUN_LEASE);
+    let closed = finish::finish(&c, job, stale, &finish::Outcome::Completed)
+        .await
+        .unwrap();
+    disarm(failpoint::FINISH_IGNORES_RUN_LEASE);
+    assert_eq!(closed, finish::Closed::Accepted, "the stale result landed");
+    let row = c
+        .query_one(
+            "SELECT run_lease, attempt FROM awa.claim_closures WHERE job_id = $1 AND terminal",
+            &[&job],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i32>(1)),
+        (stale, 2),
+        "the terminal record names the stale lease with the newer attempt"
+    );
+    assert_eq!(
+        finish::finish(&c, job, stale + 1, &finish::Outcome::Completed)
+            .await
+            .unwrap(),
+        finish::Closed::Stale,
+        "the attempt actually running lost its job"
+    );
 }

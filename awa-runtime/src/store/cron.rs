@@ -99,6 +99,12 @@ pub async fn fire_due(client: &Client, instance_id: &str) -> Result<Vec<Fired>> 
     for row in rows {
         let (name, every, from, now): (String, i64, i64, i64) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
+        // The seeded defect skips the fire times a gap left behind.
+        let from = if crate::failpoint::armed(crate::failpoint::CRON_NO_CATCH_UP) {
+            from.max(now - every)
+        } else {
+            from
+        };
         for t in due_times(every, from, now, 1000) {
             let got = client
                 .query(FIRE, &[&name, &t, &instance_id])

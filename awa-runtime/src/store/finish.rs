@@ -45,6 +45,29 @@ pub const TERMINAL: &str = concat!(
     close_claim!("true")
 );
 
+/// The seeded defect: the guard forgets the run lease, so a stale
+/// worker's result closes whatever attempt of the job is running now, and
+/// the closure names the stale lease.
+const TERMINAL_ANY_LEASE: &str = concat!(
+    "WITH input AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) AS t(job_id, run_lease, outcome))
+, j AS (
+    DELETE FROM awa.jobs USING input i
+    WHERE jobs.job_id = i.job_id AND jobs.state = 'running'
+    RETURNING jobs.job_id, i.run_lease, jobs.attempt, jobs.queue, jobs.priority, jobs.kind, i.outcome
+)",
+    close_claim!("true")
+);
+
+/// The terminal statement this build runs ([`TERMINAL`], unless a seeded
+/// defect replaces it).
+pub fn terminal_statement() -> &'static str {
+    if crate::failpoint::armed(crate::failpoint::FINISH_IGNORES_RUN_LEASE) {
+        TERMINAL_ANY_LEASE
+    } else {
+        TERMINAL
+    }
+}
+
 const RETRY: &str = concat!(
     "WITH j AS (
     UPDATE awa.jobs SET state = 'scheduled', run_at = now() + $4::float8 * interval '1 millisecond'
@@ -182,11 +205,11 @@ pub async fn finish(
 /// retries and snoozes (rarer) one statement each. Returns one `Closed`
 /// per input, in order.
 pub async fn finish_many(client: &Client, batch: &[(i64, i64, Outcome)]) -> Result<Vec<Closed>> {
-    finish_many_with(client, TERMINAL, batch).await
+    finish_many_with(client, terminal_statement(), batch).await
 }
 
-/// [`finish_many`] with the terminal statement given (`TERMINAL`, or it
-/// prepared).
+/// [`finish_many`] with the terminal statement given
+/// ([`terminal_statement`], or it prepared).
 pub async fn finish_many_with<S: ToStatement + ?Sized>(
     client: &Client,
     terminal_stmt: &S,

@@ -194,6 +194,16 @@ pub(crate) async fn ledger_gaps(
         .get(0))
 }
 
+/// The slot that must be empty before the cursor advances into `next`:
+/// `next` itself (the seeded defect checks the current slot instead).
+fn checked_before_advance(current: i32, next: i32) -> i32 {
+    if failpoint::armed(failpoint::ROTATE_CHECKS_CURRENT_SLOT) {
+        current
+    } else {
+        next
+    }
+}
+
 /// Advance the ring's cursor by one slot under the current authority.
 pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     let early = authority::read(&*client).await?;
@@ -234,7 +244,7 @@ pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     let next = (cur.slot + 1).rem_euclid(cur.slot_count);
     if exists(
         &tx,
-        &any_rows_sql(ring, Some(next)),
+        &any_rows_sql(ring, Some(checked_before_advance(cur.slot, next))),
         "checking the next slot",
     )
     .await?
@@ -308,7 +318,7 @@ async fn rotate_ledger(client: &mut Client, ring: Ring) -> Result<Rotated> {
     let next = (cur.slot + 1).rem_euclid(n);
     if exists(
         &tx,
-        &any_rows_sql(ring, Some(next)),
+        &any_rows_sql(ring, Some(checked_before_advance(cur.slot, next))),
         "checking the next slot",
     )
     .await?
@@ -385,7 +395,12 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
             let cur = ledger_cursor(&tx, ring, n).await?;
             // Derived: the oldest sealed slot was last opened one wrap ago.
             let slot = (cur.slot + 1).rem_euclid(n);
-            (slot, cur.generation - i64::from(n) + 1)
+            let wrap = if failpoint::armed(failpoint::PRUNE_WRONG_GENERATION) {
+                i64::from(n)
+            } else {
+                i64::from(n) - 1
+            };
+            (slot, cur.generation - wrap)
         }
     };
     if !exists(
