@@ -273,7 +273,7 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
             migrated_by,
         },
         artifacts,
-        workload: matrix.workload.clone(),
+        workload: matrix.workload.with(&cell.workload),
         timings: matrix.timings,
         steps,
     }
@@ -480,6 +480,9 @@ fn describe_workload(w: &Workload) -> String {
     );
     if let Some(cron) = &w.cron {
         text.push_str(&format!(", cron every {}", cron.every));
+    }
+    if w.sleep != crate::matrix::DEFAULT_SLEEP {
+        text.push_str(&format!(", sleep jobs {}", w.sleep));
     }
     text
 }

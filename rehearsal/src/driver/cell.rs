@@ -516,7 +516,7 @@ impl Cell<'_> {
         let backlog = plan.workload.backlog;
         if backlog > 0 {
             let mix = super::env::mix_string(&plan.workload.mix);
-            let env = super::env::producer_env(0.0, backlog, &mix);
+            let env = super::env::producer_env(0.0, backlog, &mix, plan.workload.sleep);
             let id = self
                 .run_command(
                     &by,

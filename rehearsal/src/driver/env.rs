@@ -88,12 +88,19 @@ pub fn runtime_env(p: &ProcessEnv<'_>) -> Vec<(String, String)> {
 }
 
 /// The producer settings added to a runtime environment.
-pub fn producer_env(rate_per_s: f64, count: u64, mix: &str) -> Vec<(String, String)> {
+pub fn producer_env(
+    rate_per_s: f64,
+    count: u64,
+    mix: &str,
+    sleep: Duration,
+) -> Vec<(String, String)> {
     vec![
         ("AWA_RATE".into(), format_rate(rate_per_s)),
         ("AWA_COUNT".into(), count.to_string()),
         ("AWA_MIX".into(), mix.into()),
         ("AWA_MAX_ATTEMPTS".into(), MAX_ATTEMPTS.to_string()),
+        // After FIXED's default, so it wins.
+        ("AWA_SLEEP".into(), awa_duration(sleep)),
     ]
 }
 
@@ -208,14 +215,23 @@ mod tests {
             (JobMode::OverrunDeadline, 2),
         ]);
         assert_eq!(mix_string(&mix), "complete=60,sleep=10,overrun_deadline=2");
-        let env = producer_env(200.0 / 3.0, 0, "complete=1");
+        let env = producer_env(200.0 / 3.0, 0, "complete=1", Duration::from_secs(12));
         assert_eq!(get(&env, "AWA_RATE"), Some("66.667"));
         assert_eq!(get(&env, "AWA_COUNT"), Some("0"));
         assert_eq!(get(&env, "AWA_MAX_ATTEMPTS"), Some("3"));
         assert_eq!(
-            get(&producer_env(0.0, 300, "complete=1"), "AWA_RATE"),
+            get(
+                &producer_env(0.0, 300, "complete=1", Duration::from_millis(100)),
+                "AWA_RATE"
+            ),
             Some("0")
         );
-        assert_eq!(get(&producer_env(100.0, 0, "x"), "AWA_RATE"), Some("100"));
+        assert_eq!(
+            get(
+                &producer_env(100.0, 0, "x", Duration::from_millis(100)),
+                "AWA_RATE"
+            ),
+            Some("100")
+        );
     }
 }

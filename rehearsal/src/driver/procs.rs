@@ -219,7 +219,10 @@ impl Cell<'_> {
                 Role::Producer => {
                     let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
                     let mix = mix_string(&self.plan.workload.mix);
-                    (vec!["produce".to_owned()], producer_env(rate, 0, &mix))
+                    (
+                        vec!["produce".to_owned()],
+                        producer_env(rate, 0, &mix, self.plan.workload.sleep),
+                    )
                 }
                 _ => (vec!["worker".to_owned()], Vec::new()),
             };

@@ -162,6 +162,45 @@ pub struct Workload {
     pub mix: BTreeMap<JobMode, u32>,
     /// A cron schedule the maintenance leader fires, if any.
     pub cron: Option<Cron>,
+    /// How long a `sleep` job sleeps (holding its claim and lease, with
+    /// heartbeats): past a ring wrap, it keeps live work in a slot while
+    /// the ring comes round to it.
+    #[serde(default = "default_sleep")]
+    pub sleep: Duration,
+}
+
+/// `sleep` when the matrix does not say.
+pub const DEFAULT_SLEEP: Duration = Duration::from_millis(100);
+
+fn default_sleep() -> Duration {
+    DEFAULT_SLEEP
+}
+
+/// A cell's own `workload = { ... }`: what it changes of the matrix's
+/// `[workload]` (cron is the matrix's alone).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadOverride {
+    /// Replaces `rate_per_s`.
+    pub rate_per_s: Option<u32>,
+    /// Replaces `backlog`.
+    pub backlog: Option<u64>,
+    /// Replaces the whole `mix`.
+    pub mix: Option<BTreeMap<JobMode, u32>>,
+    /// Replaces `sleep`.
+    pub sleep: Option<Duration>,
+}
+
+impl Workload {
+    /// This workload with a cell's override applied.
+    pub fn with(&self, o: &WorkloadOverride) -> Workload {
+        Workload {
+            rate_per_s: o.rate_per_s.unwrap_or(self.rate_per_s),
+            backlog: o.backlog.unwrap_or(self.backlog),
+            mix: o.mix.clone().unwrap_or_else(|| self.mix.clone()),
+            cron: self.cron,
+            sleep: o.sleep.unwrap_or(self.sleep),
+        }
+    }
 }
 
 /// The modes of the runtime's built-in `rehearsal` job, plus scheduled
@@ -213,6 +252,8 @@ pub struct Cell {
     pub expect: Expectation,
     /// Start on an empty database migrated by `current` instead of the N-1 schema.
     pub fresh_install: bool,
+    /// What the cell changes of the matrix's workload.
+    pub workload: WorkloadOverride,
     /// Steps, executed in order.
     pub steps: Vec<Step>,
 }

@@ -41,6 +41,7 @@ pub(crate) struct RawWorkload {
     pub backlog: Option<Spanned<i64>>,
     pub mix: Option<RawMix>,
     pub cron: Option<Spanned<RawCron>>,
+    pub sleep: Option<Spanned<String>>,
 }
 
 /// `cron = { every = "2s" }`
@@ -76,6 +77,7 @@ pub(crate) struct RawCell {
     pub steps: RawSteps,
     pub expect: Option<Spanned<toml::Value>>,
     pub fresh_install: Option<Spanned<bool>>,
+    pub workload: Option<Spanned<RawWorkload>>,
 }
 
 /// A cell's `steps` key.

@@ -388,11 +388,44 @@ fn unknown_key_in_an_artifact() {
 }
 
 #[test]
+fn a_cell_may_change_the_workload_but_not_cron() {
+    let text = doc(
+        r#"
+[[cell]]
+name = "held"
+about = "long sleepers"
+workload = { backlog = 10, mix = { sleep = 1 }, sleep = "12s" }
+steps = [{ fleet = "previous", workers = 1 }]
+"#,
+        &[],
+    );
+    let matrix = parse("matrix.toml", &text).unwrap();
+    let held = matrix.cell("held").unwrap();
+    let w = matrix.workload.with(&held.workload);
+    assert_eq!((w.rate_per_s, w.backlog), (200, 10));
+    assert_eq!(w.mix, std::collections::BTreeMap::from([(JobMode::Sleep, 1)]));
+    assert_eq!(w.sleep, Duration::from_secs(12));
+    assert_eq!(w.cron, matrix.workload.cron);
+    // The matrix's own sleep, when neither says.
+    assert_eq!(matrix.workload.sleep, DEFAULT_SLEEP);
+    let ok = matrix.cell("ok").unwrap();
+    assert_eq!(matrix.workload.with(&ok.workload), matrix.workload);
+
+    assert_cells(
+        "[[cell]]\nname = \"c\"\nabout = \"a\"\nworkload = { cron = { every = \"1s\" }, sleep = \"soon\" }\nsteps = [{ hold = \"1s\" }]\n",
+        &[
+            "matrix.toml:4:21: cell \"c\", workload: cron is set for the whole matrix in [workload]; a cell cannot change it",
+            "matrix.toml:4:47: cell \"c\", workload: sleep: invalid duration \"soon\": a unit needs a number before it; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\"",
+        ],
+    );
+}
+
+#[test]
 fn unknown_key_in_a_cell() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nstep = []\n",
         &[
-            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`",
+            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`",
         ],
     );
 }

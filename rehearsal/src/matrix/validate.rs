@@ -15,8 +15,9 @@ use super::diagnostic::{Sink, did_you_mean};
 use super::duration::Duration;
 use super::fleet::FleetModel;
 use super::model::{
-    Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, Expectation, FindingRule, JobMode,
-    Matrix, NamedMatrix, PREVIOUS, Step, Timings, Version, Workload,
+    Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_SLEEP, Expectation,
+    FindingRule, JobMode, Matrix, NamedMatrix, PREVIOUS, Step, Timings, Version, Workload,
+    WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -340,12 +341,77 @@ fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -> Option<Wo
             every.map(|every| Some(Cron { every }))
         }
     };
+    let sleep = match &w.sleep {
+        Some(_) => duration_key(&w.sleep, "sleep", &span, context, sink),
+        None => Some(DEFAULT_SLEEP),
+    };
     Some(Workload {
         rate_per_s: u32::try_from(rate?).ok()?,
         backlog: u64::try_from(backlog?).ok()?,
         mix: mix?,
         cron: cron?,
+        sleep: sleep?,
     })
+}
+
+/// A cell's `workload = { ... }`: each key given is checked as in
+/// `[workload]`; cron stays the matrix's.
+fn validate_override(
+    w: &Spanned<RawWorkload>,
+    label: &str,
+    sink: &mut Sink<'_>,
+) -> Option<WorkloadOverride> {
+    let context = format!("{label}, workload");
+    let span = w.span();
+    let w = w.get_ref();
+    let mut ok = true;
+    if let Some(cron) = &w.cron {
+        sink.error(
+            Some(cron.span()),
+            &context,
+            "cron is set for the whole matrix in [workload]; a cell cannot change it",
+        );
+        ok = false;
+    }
+    let rate = match &w.rate_per_s {
+        Some(_) => integer_key(
+            &w.rate_per_s,
+            "rate_per_s",
+            (1, MAX_RATE_PER_S),
+            &span,
+            &context,
+            sink,
+        )
+        .map(|r| Some(u32::try_from(r).unwrap_or(u32::MAX))),
+        None => Some(None),
+    };
+    let backlog = match &w.backlog {
+        Some(_) => integer_key(
+            &w.backlog,
+            "backlog",
+            (0, MAX_BACKLOG),
+            &span,
+            &context,
+            sink,
+        )
+        .map(|b| Some(u64::try_from(b).unwrap_or(0))),
+        None => Some(None),
+    };
+    let mix = match &w.mix {
+        Some(mix) => validate_mix(mix, sink).map(Some),
+        None => Some(None),
+    };
+    let sleep = match &w.sleep {
+        Some(_) => duration_key(&w.sleep, "sleep", &span, &context, sink).map(Some),
+        None => Some(None),
+    };
+    let o = WorkloadOverride {
+        rate_per_s: rate?,
+        backlog: backlog?,
+        mix: mix?,
+        sleep: sleep?,
+    };
+    ok.then_some(o)
 }
 
 fn validate_mix(mix: &RawMix, sink: &mut Sink<'_>) -> Option<BTreeMap<JobMode, u32>> {
@@ -561,11 +627,16 @@ fn validate_cell(
             None
         }
     };
+    let workload = match &raw.workload {
+        Some(w) => validate_override(w, &label, sink),
+        None => Some(WorkloadOverride::default()),
+    };
     let cell = Cell {
         name,
         about,
         expect: expect?,
         fresh_install,
+        workload: workload?,
         steps: steps?,
     };
     ok.then_some(cell)
