@@ -125,6 +125,11 @@ fn shipped_matrix_is_valid() {
         "defect-fold-any-xmin",
         "defect-expand-drops-columns",
         "defect-preflight-no-lock",
+        "ring-wrap-held",
+        "cron-long-handoff",
+        "defect-prune-wrong-generation",
+        "defect-rotate-checks-current-slot",
+        "defect-cron-no-catch-up",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -403,7 +408,10 @@ steps = [{ fleet = "previous", workers = 1 }]
     let held = matrix.cell("held").unwrap();
     let w = matrix.workload.with(&held.workload);
     assert_eq!((w.rate_per_s, w.backlog), (200, 10));
-    assert_eq!(w.mix, std::collections::BTreeMap::from([(JobMode::Sleep, 1)]));
+    assert_eq!(
+        w.mix,
+        std::collections::BTreeMap::from([(JobMode::Sleep, 1)])
+    );
     assert_eq!(w.sleep, Duration::from_secs(12));
     assert_eq!(w.cron, matrix.workload.cron);
     // The matrix's own sleep, when neither says.
