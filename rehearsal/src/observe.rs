@@ -239,6 +239,23 @@ pub struct CensusSample {
     pub lock_waits: i64,
 }
 
+/// A fault step and the evidence that it did what it declares: a kill
+/// interrupted in-flight attempts, a crash landed inside an open
+/// migration or flip transaction, a required refusal came for the
+/// declared reason. A fault without that evidence makes the cell
+/// inconclusive (the run cannot judge what the fault was for).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRecord {
+    /// 1-based step index (a kill armed at one step fires in a later one).
+    pub step: usize,
+    /// What the step declares, in words (`kill worker of previous`).
+    pub fault: String,
+    /// Whether the evidence shows it did.
+    pub fired: bool,
+    /// The evidence, or what was seen instead.
+    pub evidence: String,
+}
+
 /// One ring as a liveness sample saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RingLiveness {
@@ -285,6 +302,9 @@ pub struct Observations {
     /// Liveness samples, one a monitor tick.
     #[serde(default)]
     pub liveness: Vec<LivenessSample>,
+    /// Every fault step's evidence.
+    #[serde(default)]
+    pub faults: Vec<FaultRecord>,
     /// Steps whose required outcome did not happen (a migrate or flip
     /// refused or accepted against the plan's `expect`, a failed `assert`,
     /// a runtime that died unasked): product failures the driver saw

@@ -419,3 +419,89 @@ fn the_shipped_smoke_matrix_passes() {
         );
     }
 }
+
+/// Cells whose fault cannot do what it declares: a kill of a worker with
+/// nothing to do, a crash armed for a migration with nothing to migrate.
+const UNFIRED: &str = r#"
+[artifacts.previous]
+release = "0.6.2"
+[artifacts.current]
+build = "workspace"
+
+[workload]
+rate_per_s = 10
+backlog = 0
+mix = { complete = 1 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "30s"
+
+[[cell]]
+name = "idle-kill"
+about = "a kill of a worker that has nothing to do"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 2, leader = true },
+  { kill = "worker" },
+  { drain = "10s" },
+]
+
+[[cell]]
+name = "crash-outside-migration"
+about = "a crash armed for a migration that has nothing to migrate"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 1, leader = true },
+  { pg_crash = "during_migrate" },
+  { migrate = "current" },
+  { drain = "10s" },
+]
+"#;
+
+#[test]
+fn faults_that_cannot_fire_make_their_cells_inconclusive() {
+    let scratch = Scratch::with_matrix("unfired", UNFIRED);
+    let (status, stdout, stderr) = run(
+        scratch.rehearse(&["--jobs", "2", "--quiet"]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let dirs = scratch.report_dirs();
+    let report = read_report(dirs.last().expect("a report folder"));
+    let cell = |name: &str| -> Value {
+        report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no cell {name}: {report:#}"))
+            .clone()
+    };
+    for (name, why) in [
+        (
+            "idle-kill",
+            "with no attempt in flight: not a kill of a busy worker",
+        ),
+        (
+            "crash-outside-migration",
+            "no migration transaction was open when the server died",
+        ),
+    ] {
+        let c = cell(name);
+        assert_eq!(c["verdict"], "inconclusive", "{c:#}");
+        let error = c["harness_error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("a fault did not do what it declares: step 2") && error.contains(why),
+            "{name}: {error}"
+        );
+    }
+}

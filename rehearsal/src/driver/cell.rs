@@ -293,6 +293,11 @@ pub async fn run_cell(
         });
     }
     cell.probe.close();
+    // Findings stay in the report, but a fault that did not fire leaves
+    // the cell unjudged.
+    if harness_error.is_none() {
+        harness_error = crate::reconcile::unfired_faults(&cell.obs);
+    }
     let step_failures: Vec<String> = cell
         .obs
         .step_failures

@@ -15,6 +15,7 @@
 //! - `liveness` judges whether the rings kept rotating while they held rows;
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
+//! - `faults` says whether every fault step has evidence that it fired;
 //! - `verdict` holds the findings and step failures against the expectation.
 //!
 //! Both `rules` and `rings` are pure functions of plain data, so each rule
@@ -38,6 +39,7 @@
 //! assert_eq!(verdict(&Expectation::Pass, &[], &[], Some("no PostgreSQL")), Verdict::Inconclusive);
 //! ```
 
+mod faults;
 mod growth;
 mod liveness;
 mod load;
@@ -46,6 +48,7 @@ mod rules;
 mod runtimes;
 mod verdict;
 
+pub use faults::unfired_faults;
 pub use verdict::{Detection, Judgement, judge, verdict};
 
 use std::time::Instant;

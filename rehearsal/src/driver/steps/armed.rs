@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::super::Abort;
 use super::super::cell::{Cell, Fault};
+use super::evidence::{Before, Inside};
 use crate::fleet::ProcId;
 use crate::matrix::When;
 
@@ -24,11 +25,14 @@ pub(super) enum InFlight {
 impl Cell<'_> {
     /// Fires the faults armed for `when`, inside `trigger` (a migrate or
     /// flip process) once the database shows it in flight (or after 5 s, or
-    /// when it already ended). Returns whether PostgreSQL was crashed.
+    /// when it already ended), and records each one's evidence; a crash's
+    /// is that the state `before` the command is unchanged right after
+    /// the restart. Returns whether PostgreSQL was crashed.
     pub(super) async fn fire_armed(
         &mut self,
         when: When,
         trigger: Option<(ProcId, InFlight)>,
+        before: Option<Before>,
         notes: &mut Vec<String>,
     ) -> Result<bool, Abort> {
         let (firing, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.armed)
@@ -43,13 +47,18 @@ impl Cell<'_> {
         } else {
             "flip"
         };
+        let mut inside = Inside {
+            what,
+            seen: trigger.is_none(),
+            note: format!("the {what} step was running (an auto-flip is not visible from outside)"),
+        };
         if let Some((id, detect)) = trigger {
             let deadline = Instant::now() + IN_FLIGHT_TIMEOUT;
             loop {
                 if self.shared.lock().procs[id].exit.is_some() {
-                    notes.push(format!(
-                        "the {what} ended before the armed fault could fire inside it"
-                    ));
+                    inside.note =
+                        format!("the {what} ended before the armed fault could fire inside it");
+                    notes.push(inside.note.clone());
                     break;
                 }
                 let seen = match detect {
@@ -58,18 +67,20 @@ impl Cell<'_> {
                     InFlight::BlockedBy(pid) => self.probe.blocked_by(pid).await,
                 };
                 if seen == Ok(true) {
-                    notes.push(match detect {
+                    inside.seen = true;
+                    inside.note = match detect {
                         InFlight::BlockedBy(_) => format!(
                             "the {what} was held inside its transaction at the authority lock"
                         ),
                         _ => format!("the {what} was seen in flight"),
-                    });
+                    };
+                    notes.push(inside.note.clone());
                     break;
                 }
                 if Instant::now() >= deadline {
-                    notes.push(format!(
-                        "the {what} was not seen in flight within 5s; firing anyway"
-                    ));
+                    inside.note =
+                        format!("the {what} was not seen in flight within 5s; firing anyway");
+                    notes.push(inside.note.clone());
                     break;
                 }
                 self.cancel().sleep(Duration::from_millis(5)).await?;
@@ -80,13 +91,21 @@ impl Cell<'_> {
         for (_, fault) in firing {
             match fault {
                 Fault::Kill(k) => {
-                    let text = self.fire_kill(&k).await?;
+                    let text = self.fire_kill(&k, Some(&inside)).await?;
                     notes.push(text);
                 }
                 Fault::Crash => {
                     let text = self.crash(&format!(" during the {what}")).await?;
                     notes.push(text);
                     crashed = true;
+                    let fault = format!("pg_crash during the {what}");
+                    let (fired, evidence) = match &before {
+                        Some(before) if inside.seen => self.crash_evidence(before).await,
+                        Some(_) => (false, inside.note.clone()),
+                        None => (inside.seen, inside.note.clone()),
+                    };
+                    notes.push(evidence.clone());
+                    self.record_fault(fault, fired, evidence);
                 }
                 Fault::Fleet(f) => {
                     let text = self.fleet_inside_migration(&f, trigger_id).await?;

@@ -9,6 +9,7 @@ use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
+use super::evidence::Before;
 use super::with_notes;
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
 use crate::observe::FlipRecord;
@@ -60,6 +61,11 @@ impl Cell<'_> {
             None
         };
         let mut notes = Vec::new();
+        let before = if armed {
+            self.probe.authority().await.ok().map(Before::Authority)
+        } else {
+            None
+        };
         let mut at_ms = self.ms();
         let id = self.spawn(&s.by, Role::Flip, args.clone(), Vec::new())?;
         let detect = match &holder {
@@ -67,7 +73,7 @@ impl Cell<'_> {
             None => InFlight::FlipSql(since.unwrap_or(0.0)),
         };
         let fired = self
-            .fire_armed(When::DuringFlip, Some((id, detect)), &mut notes)
+            .fire_armed(When::DuringFlip, Some((id, detect)), before, &mut notes)
             .await;
         if let Some((client, _)) = holder.take() {
             // Gone already when PostgreSQL was crashed; else this lets the flip go on.
@@ -109,13 +115,17 @@ impl Cell<'_> {
         let summary = flip_summary(&output);
         let done = match (s.expect, code) {
             (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
-            (Outcome::Refused, Some(EXIT_REFUSED)) => Done::with(
-                StepOutcome::Refused,
-                format!(
-                    "{name} ({version}) refused as required: {}",
-                    refused.unwrap_or(why)
-                ),
-            ),
+            (Outcome::Refused, Some(EXIT_REFUSED)) => {
+                let (fired, evidence) = self.flip_refusal_evidence(&output);
+                self.record_fault("flip expected refused", fired, evidence.clone());
+                Done::with(
+                    StepOutcome::Refused,
+                    format!(
+                        "{name} ({version}) refused as required: {}; {evidence}",
+                        refused.unwrap_or(why)
+                    ),
+                )
+            }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
                 self.fail(format!("{name} was refused: {reason}"));
@@ -136,12 +146,51 @@ impl Cell<'_> {
         Ok(with_notes(done, notes))
     }
 
+    /// A refused flip's evidence: it names fresh runtimes of this cell that
+    /// are not flip-aware (the one reason a flip may be refused).
+    fn flip_refusal_evidence(&self, output: &[Value]) -> (bool, String) {
+        let blockers: Vec<String> = output
+            .iter()
+            .filter(|v| v["event"] == "flip_check" && v["ready"] == false)
+            .filter_map(|v| v["blocking"].as_array())
+            .flatten()
+            .filter_map(|b| b["name"].as_str().map(str::to_owned))
+            .collect();
+        let ours = self.runtimes_named_in(&blockers.join(" "));
+        if ours.is_empty() {
+            let what = if blockers.is_empty() {
+                "it named no blocking runtime".to_owned()
+            } else {
+                format!(
+                    "its blockers ({}) are not runtimes of this cell",
+                    blockers.join(", ")
+                )
+            };
+            (
+                false,
+                format!(
+                    "the flip was refused, but not for the declared reason (a fresh runtime that is not flip-aware): {what}"
+                ),
+            )
+        } else {
+            (
+                true,
+                format!(
+                    "refused for the declared reason: {} fresh runtime(s) not flip-aware ({})",
+                    ours.len(),
+                    ours.join(", ")
+                ),
+            )
+        }
+    }
+
     /// `flip = "auto"`: polls the authority every 100 ms for `timeout`.
     /// The flipping artifact's workers were started with `AWA_AUTO_FLIP`.
     async fn flip_auto(&mut self, s: &FlipStep) -> Result<Done, Abort> {
         let start_ms = self.ms();
         let mut notes = Vec::new();
-        self.fire_armed(When::DuringFlip, None, &mut notes).await?;
+        self.fire_armed(When::DuringFlip, None, None, &mut notes)
+            .await?;
         let timeout = s.timeout.unwrap_or(MatrixDuration::from_secs(30));
         let deadline = Instant::now() + timeout.to_std();
         let mut flipped_at = None;

@@ -6,16 +6,26 @@ use super::super::cell::{Cell, Fault};
 use super::super::ledger::Role;
 use super::super::procs::pick;
 use super::super::{Abort, Done};
+use super::evidence::Inside;
+use crate::fleet::ProcId;
 use crate::matrix::{KillTarget, When};
-use crate::observe::StepOutcome;
+use crate::observe::{KillRecord, StepOutcome};
 use crate::plan::PlannedKill;
+
+/// How long a kill `now` of a worker or the leader waits for its victim
+/// to have an attempt in flight: a kill of an idle worker rescues nothing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same for a kill armed inside a migrate or flip, which must land
+/// while that command is still in flight (a migration armed for a fault
+/// pauses 750 ms inside its transaction; a flip waits at the held lock).
+const BUSY_TIMEOUT_INSIDE: Duration = Duration::from_millis(300);
 
 impl Cell<'_> {
     /// `kill`: now, or armed to fire inside the next migrate or flip.
     pub(super) async fn kill(&mut self, k: &PlannedKill) -> Result<Done, Abort> {
         match k.when {
             When::Now => {
-                let text = self.fire_kill(k).await?;
+                let text = self.fire_kill(k, None).await?;
                 Ok(Done::ok(text))
             }
             when => {
@@ -27,8 +37,15 @@ impl Cell<'_> {
 
     /// Chooses the victim (the leader when it fires; else the plan's pick
     /// among live candidates in start order), waits for its trigger
-    /// (`after_started` started jobs, or the jitter), and SIGKILLs it.
-    pub(super) async fn fire_kill(&mut self, k: &PlannedKill) -> Result<String, Abort> {
+    /// (`after_started` started jobs, or the jitter) and, for a kill now of
+    /// a worker or the leader, for an attempt in flight; SIGKILLs it, and
+    /// records the evidence: the attempts it interrupted (`inside`: and
+    /// that the migrate or flip it was armed for was in flight).
+    pub(super) async fn fire_kill(
+        &mut self,
+        k: &PlannedKill,
+        inside: Option<&Inside>,
+    ) -> Result<String, Abort> {
         let of = k.of.as_deref();
         let whose = of.map_or(String::new(), |a| format!(" of {a}"));
         let victim = match k.target {
@@ -53,6 +70,7 @@ impl Cell<'_> {
                 other => format!("no live {}{whose}", other.name()),
             };
             self.fail(format!("kill {}: {what} to kill", k.target.name()));
+            self.record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
             return Ok(format!("nothing to kill: {what}"));
         };
         let mut trigger = String::new();
@@ -79,12 +97,27 @@ impl Cell<'_> {
             self.cancel().sleep(jitter.to_std()).await?;
             trigger = format!(" after {jitter} jitter");
         }
+        if k.target != KillTarget::Producer {
+            let patience = if inside.is_some() {
+                BUSY_TIMEOUT_INSIDE
+            } else {
+                BUSY_TIMEOUT
+            };
+            trigger.push_str(&self.until_busy(victim, patience).await?);
+        }
         if !self.shared.lock().procs[victim].alive() {
             let why = self.shared.lock().procs[victim].why_ended();
             let name = self.shared.lock().procs[victim].name.clone();
+            self.record_fault(
+                k.to_string(),
+                false,
+                format!("{name} had already ended ({why}); nothing was killed"),
+            );
             return Ok(format!("{name} had already ended ({why}); nothing to kill"));
         }
         let record = self.kill_proc(victim, k.target.name()).await?;
+        let (fired, evidence) = kill_evidence(k.target, &record, self.load_on, inside);
+        self.record_fault(k.to_string(), fired, evidence);
         if let Some(slot) = self.slot_of(victim) {
             self.slots[slot].dead = true;
             self.slots[slot].proc = None;
@@ -108,5 +141,176 @@ impl Cell<'_> {
         }
         self.obs.kills.push(record);
         Ok(text)
+    }
+
+    /// Waits up to `patience` for `victim` to have an attempt in flight;
+    /// returns a note when it had to wait.
+    async fn until_busy(&mut self, victim: ProcId, patience: Duration) -> Result<String, Abort> {
+        let busy = |l: &super::super::ledger::Ledger| {
+            let p = &l.procs[victim];
+            (!p.in_flight.is_empty() || !p.alive()).then_some(())
+        };
+        if busy(&self.shared.lock()).is_some() {
+            return Ok(String::new());
+        }
+        let start = std::time::Instant::now();
+        let seen = self.shared.wait_for(patience, &self.cancel(), busy).await?;
+        Ok(match seen {
+            Some(()) => format!(
+                ", once it had an attempt in flight ({} ms later)",
+                start.elapsed().as_millis()
+            ),
+            None => format!(", idle for all of {}s", BUSY_TIMEOUT.as_secs()),
+        })
+    }
+}
+
+/// Whether a kill did what it declares, and the evidence: a worker or
+/// leader kill interrupts attempts in flight; a producer kill stops a
+/// producer while load is on; an armed kill lands while its migrate or
+/// flip is in flight.
+fn kill_evidence(
+    target: KillTarget,
+    record: &KillRecord,
+    load_on: bool,
+    inside: Option<&Inside>,
+) -> (bool, String) {
+    let (mut fired, mut evidence) = if target == KillTarget::Producer {
+        if load_on {
+            (
+                true,
+                format!(
+                    "{} was producing (load on) when it was SIGKILLed",
+                    record.process
+                ),
+            )
+        } else {
+            (
+                false,
+                format!(
+                    "{} was SIGKILLed with load off: it was not producing",
+                    record.process
+                ),
+            )
+        }
+    } else if record.in_flight.is_empty() {
+        (
+            false,
+            format!(
+                "{} was SIGKILLed with no attempt in flight: not a kill of a busy worker, so there was nothing to rescue",
+                record.process
+            ),
+        )
+    } else {
+        let ids: Vec<String> = record
+            .in_flight
+            .iter()
+            .take(5)
+            .map(|f| f.job_id.to_string())
+            .collect();
+        let more = record.in_flight.len().saturating_sub(ids.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        (
+            true,
+            format!(
+                "{} was SIGKILLed with {} attempt(s) in flight (jobs {}{more})",
+                record.process,
+                record.in_flight.len(),
+                ids.join(", ")
+            ),
+        )
+    };
+    if let Some(inside) = inside {
+        if inside.seen {
+            evidence.push_str(&format!(", inside the {} ({})", inside.what, inside.note));
+        } else {
+            fired = false;
+            evidence = format!(
+                "{evidence}, but not inside the {}: {}",
+                inside.what, inside.note
+            );
+        }
+    }
+    (fired, evidence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::InFlight;
+
+    fn record(in_flight: usize) -> KillRecord {
+        KillRecord {
+            process: "previous-worker-2".into(),
+            version: "0.6.2".into(),
+            role: "worker".into(),
+            at_ms: 1_000,
+            in_flight: (0..in_flight as i64)
+                .map(|i| InFlight {
+                    job_id: 100 + i,
+                    attempt: 1,
+                    run_lease: 1,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_kill_of_a_busy_worker_lists_what_it_interrupted() {
+        let (fired, evidence) = kill_evidence(KillTarget::Worker, &record(7), true, None);
+        assert!(fired);
+        assert_eq!(
+            evidence,
+            "previous-worker-2 was SIGKILLed with 7 attempt(s) in flight (jobs 100, 101, 102, 103, 104 and 2 more)"
+        );
+    }
+
+    #[test]
+    fn a_kill_of_an_idle_worker_did_not_fire() {
+        let (fired, evidence) = kill_evidence(KillTarget::Leader, &record(0), true, None);
+        assert!(!fired);
+        assert!(
+            evidence.contains("no attempt in flight: not a kill of a busy worker"),
+            "{evidence}"
+        );
+    }
+
+    #[test]
+    fn a_producer_kill_needs_load_on() {
+        assert!(kill_evidence(KillTarget::Producer, &record(0), true, None).0);
+        assert!(!kill_evidence(KillTarget::Producer, &record(0), false, None).0);
+    }
+
+    #[test]
+    fn an_armed_kill_must_land_inside_its_command() {
+        let inside = |seen| Inside {
+            what: "migration",
+            seen,
+            note: if seen {
+                "it held its advisory lock".into()
+            } else {
+                "the migration ended before the fault could fire".into()
+            },
+        };
+        let (fired, evidence) =
+            kill_evidence(KillTarget::Worker, &record(2), true, Some(&inside(true)));
+        assert!(fired, "{evidence}");
+        assert!(
+            evidence.ends_with(", inside the migration (it held its advisory lock)"),
+            "{evidence}"
+        );
+        let (fired, evidence) =
+            kill_evidence(KillTarget::Worker, &record(2), true, Some(&inside(false)));
+        assert!(!fired);
+        assert!(
+            evidence.ends_with(
+                "but not inside the migration: the migration ended before the fault could fire"
+            ),
+            "{evidence}"
+        );
     }
 }

@@ -5,6 +5,7 @@ use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
+use super::evidence::Before;
 use super::with_notes;
 use crate::matrix::{MigrateStep, Outcome, When};
 use crate::observe::StepOutcome;
@@ -33,11 +34,17 @@ impl Cell<'_> {
             Vec::new()
         };
         let mut notes = Vec::new();
+        let before = if armed {
+            self.probe.schema_version().await.ok().map(Before::Schema)
+        } else {
+            None
+        };
         let id = self.spawn(&s.artifact, Role::Migrate, args.clone(), env)?;
         let crashed = self
             .fire_armed(
                 When::DuringMigrate,
                 Some((id, InFlight::Migration)),
+                before,
                 &mut notes,
             )
             .await?;
@@ -97,6 +104,25 @@ impl Cell<'_> {
             }
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
+                // The declared reason: live runtimes the migration may not
+                // run under (below its floor, or in its exclusive window).
+                let named = self.runtimes_named_in(&reason);
+                if named.is_empty() {
+                    self.record_fault(
+                        "migrate expected refused",
+                        false,
+                        format!("the migration was refused, but its reason names no runtime of this cell: {reason}"),
+                    );
+                } else {
+                    self.record_fault(
+                        "migrate expected refused",
+                        true,
+                        format!(
+                            "refused for the declared reason, naming {}",
+                            named.join(", ")
+                        ),
+                    );
+                }
                 self.facts.refusals_required.push(format!(
                     "migrate by {} ({version}) was refused as required: {reason}",
                     s.artifact

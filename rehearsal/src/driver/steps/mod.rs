@@ -6,6 +6,7 @@
 mod armed;
 mod assert;
 mod drain;
+mod evidence;
 mod fence;
 mod fleet;
 mod flip;

@@ -21,6 +21,7 @@ impl Cell<'_> {
             ));
         }
         let text = self.crash("").await?;
+        self.record_fault("pg_crash now", true, text.clone());
         Ok(Done::ok(text))
     }
 
