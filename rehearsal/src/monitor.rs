@@ -49,9 +49,9 @@ SELECT to_regclass('awa.queue_ring_state') IS NOT NULL,
        to_regclass('awa.queue_terminal_rollup_deltas') IS NOT NULL,
        to_regclass('awa.runtime_instances') IS NOT NULL";
 const COLUMNS: &str = "
-SELECT 'queue', current_slot, generation FROM awa.queue_ring_state
-UNION ALL SELECT 'claim', current_slot, generation FROM awa.claim_ring_state
-UNION ALL SELECT 'lease', current_slot, generation FROM awa.lease_ring_state";
+SELECT 'queue', current_slot, generation, slot_count FROM awa.queue_ring_state
+UNION ALL SELECT 'claim', current_slot, generation, slot_count FROM awa.claim_ring_state
+UNION ALL SELECT 'lease', current_slot, generation, slot_count FROM awa.lease_ring_state";
 const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
 const LEDGERS: &str = "
 SELECT r.ring, l.max_gen, l.max_slot, l.rows, l.gaps FROM (VALUES ('queue'), ('claim'), ('lease')) r(ring)
@@ -79,31 +79,19 @@ const LEADERS: &str = "
 SELECT count(*), count(*) FILTER (WHERE to_jsonb(ri) ->> 'binary_version' IS NOT NULL)
 FROM awa.runtime_instances ri
 WHERE leader AND heartbeat_at > now() - $1::float8 * interval '1 millisecond'";
-/// Per ring, through the runtime's own resolver (either authority): the
-/// current slot and generation, whether the ring holds any row, and
-/// whether the slot after the current one (the next to open) holds live
-/// work: a ready entry, an open claim, a held lease. Rotation may refuse
-/// only while that slot holds rows; prune may keep them only while they
-/// are live.
+/// Per ring, given the slot after its authoritative current one (`$1`
+/// queue, `$2` claim, `$3` lease: the next to open): whether the ring
+/// holds any row, and whether that slot holds live work (a ready entry,
+/// an open claim, a held lease). Rotation may refuse only while that
+/// slot holds rows; prune may keep them only while they are live.
 const LIVENESS: &str = "
-WITH c AS (
-    SELECT r.ring, r.n, (awa.ring_cursor(r.ring)).slot AS slot, (awa.ring_cursor(r.ring)).generation AS generation
-    FROM (VALUES ('queue', (SELECT slot_count FROM awa.queue_ring_state)),
-                 ('claim', (SELECT slot_count FROM awa.claim_ring_state)),
-                 ('lease', (SELECT slot_count FROM awa.lease_ring_state))) r(ring, n)
-), x AS (SELECT c.*, ((c.slot + 1) % c.n + c.n) % c.n AS next FROM c)
-SELECT ring, slot, generation,
-    CASE ring
-        WHEN 'queue' THEN EXISTS (SELECT 1 FROM awa.queue_entries)
-        WHEN 'claim' THEN EXISTS (SELECT 1 FROM awa.claim_receipts) OR EXISTS (SELECT 1 FROM awa.claim_closures)
-        ELSE EXISTS (SELECT 1 FROM awa.leases) END AS busy,
-    CASE ring
-        WHEN 'queue' THEN EXISTS (SELECT 1 FROM awa.queue_entries e WHERE e.slot = x.next)
-        WHEN 'claim' THEN EXISTS (
-            SELECT 1 FROM awa.claim_receipts r WHERE r.slot = x.next AND NOT EXISTS (
-                SELECT 1 FROM awa.claim_closures k WHERE k.job_id = r.job_id AND k.run_lease = r.run_lease))
-        ELSE EXISTS (SELECT 1 FROM awa.leases l WHERE l.slot = x.next) END AS next_live
-FROM x ORDER BY ring";
+SELECT EXISTS (SELECT 1 FROM awa.queue_entries),
+       EXISTS (SELECT 1 FROM awa.queue_entries WHERE slot = $1),
+       EXISTS (SELECT 1 FROM awa.claim_receipts) OR EXISTS (SELECT 1 FROM awa.claim_closures),
+       EXISTS (SELECT 1 FROM awa.claim_receipts r WHERE r.slot = $2 AND NOT EXISTS (
+           SELECT 1 FROM awa.claim_closures k WHERE k.job_id = r.job_id AND k.run_lease = r.run_lease)),
+       EXISTS (SELECT 1 FROM awa.leases),
+       EXISTS (SELECT 1 FROM awa.leases WHERE slot = $3)";
 const LOCK_WAITS: &str = "
 SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND datname = current_database()";
@@ -243,6 +231,15 @@ impl Sampler {
     }
 }
 
+/// The authoritative cursor of a sampled ring: the ledger's top under
+/// ledger authority, the singleton columns otherwise.
+fn authoritative(r: &RingSample) -> (i32, i64) {
+    match (r.authority.as_str(), r.ledger_slot, r.ledger_generation) {
+        ("ledger", Some(slot), Some(generation)) => (slot, generation),
+        _ => (r.column_slot, r.column_generation),
+    }
+}
+
 /// One tick's reading of the database.
 struct Snapshot {
     rings: Vec<RingSample>,
@@ -279,6 +276,7 @@ async fn read_snapshot(
         bool,
     ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
     let mut rings = Vec::new();
+    let mut slot_counts: BTreeMap<String, i32> = BTreeMap::new();
     let authority = if authority_exists {
         client
             .query_opt(AUTHORITY, &[])
@@ -298,6 +296,7 @@ async fn read_snapshot(
             let ring: String = r.get(0);
             let (ledger_generation, ledger_slot, ledger_rows, ledger_gaps) =
                 ledgers.get(&ring).copied().unwrap_or((None, None, 0, 0));
+            slot_counts.insert(ring.clone(), r.get::<_, i32>(3));
             rings.push(RingSample {
                 at_ms,
                 ring,
@@ -327,16 +326,40 @@ async fn read_snapshot(
     };
     let lock_waits = client.query_one(LOCK_WAITS, &[]).await?.get(0);
     let liveness = if rings_exist {
-        let rings = client
-            .query(LIVENESS, &[])
-            .await?
+        let cursors: Vec<RingLiveness> = rings
             .iter()
-            .map(|r| RingLiveness {
-                ring: r.get(0),
-                slot: r.get(1),
-                generation: r.get(2),
-                busy: r.get(3),
-                next_live: r.get(4),
+            .map(|r| {
+                let (slot, generation) = authoritative(r);
+                RingLiveness {
+                    ring: r.ring.clone(),
+                    slot,
+                    generation,
+                    busy: false,
+                    next_live: false,
+                }
+            })
+            .collect();
+        let next = |name: &str| -> i32 {
+            let n = slot_counts.get(name).copied().unwrap_or(1).max(1);
+            cursors
+                .iter()
+                .find(|c| c.ring == name)
+                .map_or(0, |c| (c.slot + 1).rem_euclid(n))
+        };
+        let row = client
+            .query_one(LIVENESS, &[&next("queue"), &next("claim"), &next("lease")])
+            .await?;
+        let rings = cursors
+            .into_iter()
+            .map(|mut c| {
+                let at = match c.ring.as_str() {
+                    "queue" => 0,
+                    "claim" => 2,
+                    _ => 4,
+                };
+                c.busy = row.get(at);
+                c.next_live = row.get(at + 1);
+                c
             })
             .collect();
         Some(LivenessSample {

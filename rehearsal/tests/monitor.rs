@@ -223,3 +223,26 @@ async fn liveness_samples_read_the_cursor_and_the_next_slot() {
     assert!(!lease.busy && !lease.next_live, "{lease:?}");
     assert_eq!(last.leaders, 0);
 }
+
+/// Under ledger authority the legacy resolver `awa.ring_cursor` refuses
+/// (it fences returning pre-flip binaries): the monitor must not use it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_install_is_sampled() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster.create_database("fresh").await.unwrap();
+    let mut client = cluster.connect("fresh").await.unwrap();
+    awa_runtime::schema::migrate(&mut client, &Default::default())
+        .await
+        .expect("fresh install");
+    let monitor = start_monitor(&cluster, "fresh");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let samples = monitor.stop().await;
+    assert_eq!(samples.skipped, 0, "{samples:?}");
+    assert!(samples.rings.len() >= 3, "{samples:?}");
+    assert!(samples.rings.iter().all(|s| s.authority == "ledger"));
+    let last = samples.liveness.last().expect("liveness samples");
+    assert!(
+        last.rings.iter().all(|r| r.slot >= 0 && !r.busy),
+        "{last:?}"
+    );
+}
