@@ -229,6 +229,12 @@ async fn cell() -> Cell {
     awa_runtime::schema::migrate(&mut client, &Default::default())
         .await
         .expect("migrate");
+    // The history is written as a current (flip-aware) runtime writes it:
+    // under ledger authority the schema fences enqueues of other sessions.
+    client
+        .batch_execute("SET awa.flip_aware = on")
+        .await
+        .expect("mark the session flip-aware");
     Cell {
         _cluster: cluster,
         client,
