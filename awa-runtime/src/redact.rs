@@ -10,6 +10,8 @@
 //! - outside URLs, the value of any `KEY=value` whose key ends in one of
 //!   [`SECRET_KEYS`]: a key=value DSN (`password=***`, quoted values
 //!   `password='***'` too) or an environment listing (`PGPASSWORD=***`);
+//!   likewise a JSON member (`"password":"***"`, Docker's `"auth":"***"`)
+//!   and an authorization header (`Authorization: ***`);
 //! - every secret handed to [`register`] or carried by a DSN handed to
 //!   [`register_dsn`], as given and percent-decoded, wherever it appears,
 //!   however the text around it looks (a password with a quote or a space
@@ -38,7 +40,19 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 pub const MASK: &str = "***";
 
 /// Keys (and key suffixes, case-insensitive) whose values are secrets.
-pub const SECRET_KEYS: &[&str] = &["password", "passwd", "secret", "token"];
+pub const SECRET_KEYS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "auth",
+    "authorization",
+];
+
+/// Keys whose value may also follow a `:` unquoted, as in an HTTP header
+/// (`Authorization: Basic ...`, Docker's `X-Registry-Auth: ...`); the value
+/// then runs to the end of the line.
+const HEADER_KEYS: &[&str] = &["auth", "authorization"];
 
 /// Registered secrets shorter than this are not replaced as plain text
 /// (they would mask ordinary words); their DSN forms are still hidden.
@@ -297,9 +311,11 @@ fn is_secret_key(key: &str) -> bool {
     SECRET_KEYS.iter().any(|s| key.ends_with(s))
 }
 
-/// For a key at `b[start..key_end]` that names a secret and is followed
-/// by `=` (spaces allowed around it), the span of its value: quoted
-/// (`'...'` or `"..."`, backslash escapes) or up to white space or a quote.
+/// For a key at `b[start..key_end]` that names a secret, the span of its
+/// value: after `=` (spaces allowed around it), quoted (`'...'` or
+/// `"..."`, backslash escapes) or up to white space or a quote; after the
+/// `:` of a JSON member, the string's contents (its quotes stay, so the
+/// JSON stays valid); after the `:` of a header, the rest of the line.
 fn secret_value(b: &[u8], start: usize, key_end: usize) -> Option<Range<usize>> {
     let key = std::str::from_utf8(&b[start..key_end]).ok()?;
     if !is_secret_key(key) {
@@ -311,22 +327,44 @@ fn secret_value(b: &[u8], start: usize, key_end: usize) -> Option<Range<usize>> 
         }
         k
     };
-    let eq = skip_spaces(key_end);
-    if b.get(eq) != Some(&b'=') || b.get(eq + 1) == Some(&b'=') {
-        return None;
-    }
-    let value_start = skip_spaces(eq + 1);
-    let value_end = match b.get(value_start) {
-        Some(&q @ (b'\'' | b'"')) => {
-            let mut k = value_start + 1;
-            while k < b.len() && b[k] != q {
-                k += if b[k] == b'\\' { 2 } else { 1 };
+    let json_key = start > 0 && b[start - 1] == b'"' && b.get(key_end) == Some(&b'"');
+    let sep = skip_spaces(if json_key { key_end + 1 } else { key_end });
+    let value_start = skip_spaces(sep + 1);
+    let value_end = match b.get(sep) {
+        Some(b'=') if b.get(sep + 1) != Some(&b'=') => match b.get(value_start) {
+            Some(&q @ (b'\'' | b'"')) => quoted_end(b, value_start, q),
+            _ => token_end(b, value_start),
+        },
+        Some(b':') if json_key => {
+            if b.get(value_start) != Some(&b'"') {
+                return None;
             }
-            (k + 1).min(b.len())
+            let end = quoted_end(b, value_start, b'"');
+            // The contents only: `"password":"***"`.
+            let inner = value_start + 1..end.saturating_sub(1).max(value_start + 1);
+            return (inner.end > inner.start).then_some(inner);
         }
-        _ => token_end(b, value_start),
+        Some(b':') if is_header_key(key) => (value_start..b.len())
+            .find(|&k| b[k] == b'\n' || b[k] == b'\r')
+            .unwrap_or(b.len()),
+        _ => return None,
     };
     (value_end > value_start).then_some(value_start..value_end)
+}
+
+/// The end (after the closing quote) of a string opened by `q` at `open`;
+/// backslash escapes skipped; the end of the text if it never closes.
+fn quoted_end(b: &[u8], open: usize, q: u8) -> usize {
+    let mut k = open + 1;
+    while k < b.len() && b[k] != q {
+        k += if b[k] == b'\\' { 2 } else { 1 };
+    }
+    (k + 1).min(b.len())
+}
+
+fn is_header_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    HEADER_KEYS.iter().any(|h| key == *h)
 }
 
 #[cfg(test)]
@@ -410,6 +448,19 @@ mod tests {
                 "REHEARSE_REGISTRY_TOKEN=*** x",
             ),
             ("{\"env\":\"password=abc\"}", "{\"env\":\"password=***\"}"),
+            (
+                r#"{"username":"u","password":"p\"w","x":1}"#,
+                r#"{"username":"u","password":"***","x":1}"#,
+            ),
+            (
+                r#"{"auths":{"reg:5000":{"auth" : "dTpw"}}}"#,
+                r#"{"auths":{"reg:5000":{"auth" : "***"}}}"#,
+            ),
+            (
+                "Authorization: Basic dTpwYXNz\nHost: reg",
+                "Authorization: ***\nHost: reg",
+            ),
+            ("X-Registry-Auth: eyJ1c2VyIn0=", "X-Registry-Auth: ***"),
         ] {
             assert_eq!(redact(text), want, "{text}");
         }
@@ -425,6 +476,10 @@ mod tests {
             "passwords=",
             "if a == b { token }",
             "x == password == y",
+            "{\"password\":\"\"}",
+            "secret: kept, only a header key takes a colon",
+            "{\"token\": 42}",
+            "authority=ledger",
             "http://www.w3.org/2000/svg",
             "seed 42, replay: rehearse --cell fence --seed 42",
             "",
