@@ -29,6 +29,11 @@ pub enum Command {
     Plan,
     /// List the cells, with one-line descriptions, and the named matrices.
     List,
+    /// Run the `defects` matrix (one cell per seeded defect of the runtime)
+    /// beside the clean `smoke` matrix and print the score: defects caught
+    /// by name / seeded, clean cells passed / run. Exit 0 only when every
+    /// defect is caught by name and every clean cell passes.
+    Selftest,
     /// Re-render a run's reports from its report.json.
     Report {
         /// The run's report folder.
@@ -54,6 +59,11 @@ pub struct GlobalArgs {
     /// Seed for every random choice [default: from the clock; always printed].
     #[arg(long, global = true, value_name = "N")]
     pub seed: Option<u64>,
+
+    /// Run the selection N times with fresh seeds (the first is --seed, the
+    /// rest derive from it) and print, per cell, how many runs met its expectation.
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::repeat::MAX_REPEAT)))]
+    pub repeat: Option<u32>,
 
     /// Cells to run at once, each on its own database and fleet. Two keep a
     /// 2-core machine busy: one cell alone leaves it half idle in holds.
@@ -148,6 +158,11 @@ mod tests {
         assert_eq!(cli.global.backend, Backend::Docker);
         assert_eq!(cli.global.jobs, 4);
         assert!(cli.global.keep && cli.global.quiet);
+        let cli = parse(&["--matrix", "full", "--repeat", "5"]).unwrap();
+        assert_eq!(cli.global.repeat, Some(5));
+        let cli = parse(&["selftest", "--seed", "3"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Selftest)));
+        assert_eq!(cli.global.seed, Some(3));
         let cli = parse(&["report", "reports/x"]).unwrap();
         assert!(
             matches!(cli.command, Some(Command::Report { dir }) if dir == Path::new("reports/x"))
@@ -160,6 +175,8 @@ mod tests {
             &["--seed", "-1"][..],
             &["--seed", "soon"],
             &["--jobs", "0"],
+            &["--repeat", "0"],
+            &["--repeat", "101"],
             &["--backend", "podman"],
             &["--bogus"],
             &["report"],

@@ -49,7 +49,11 @@ pub fn execute(
         Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
         Some(Command::List) => list(cli, env, out),
         Some(Command::Plan) => plan_command(cli, env, out),
-        Some(Command::Run) | None => run(cli, env, out, err),
+        Some(Command::Selftest) => selftest(cli, env, out, err),
+        Some(Command::Run) | None => match cli.global.repeat {
+            Some(n) => repeat(cli, env, n, out, err),
+            None => run(cli, env, out, err),
+        },
     }
 }
 
@@ -104,12 +108,25 @@ fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Outcome, Error> {
+    let (matrix_file, plan) = make_plan_at(cli, env)?;
+    let request = request(cli, env, &matrix_file, plan, false, err)?;
+    crate::driver::run::execute(request, out, err)
+}
+
+/// The driver's request for `plan`, after the checks every run makes.
+fn request(
+    cli: &Cli,
+    env: &Environment,
+    matrix_file: &Path,
+    plan: Plan,
+    selftest: bool,
+    err: &mut dyn Write,
+) -> Result<crate::driver::run::RunRequest, Error> {
     if let Some(url) = &cli.global.database_url {
         // Hidden from here on wherever it turns up, DSN around it or not.
         awa_runtime::redact::register_dsn(url);
         check_database_url(url)?;
     }
-    let (matrix_file, plan) = make_plan_at(cli, env)?;
     writeln!(err, "seed {} (replay: {})", plan.seed, plan.replay)?;
     if !cli.global.quiet {
         let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
@@ -130,7 +147,7 @@ fn run(
         .filter(|v| !v.is_empty())
         .map(|v| env.cwd.join(v))
         .unwrap_or_else(|| repo.reports());
-    let request = crate::driver::run::RunRequest {
+    Ok(crate::driver::run::RunRequest {
         plan,
         repo,
         reports_root,
@@ -141,8 +158,125 @@ fn run(
         quiet: cli.global.quiet,
         json: cli.global.json,
         command_line: command_line(),
+        selftest,
+    })
+}
+
+/// `rehearse selftest`: the `defects` matrix beside the clean `smoke`
+/// matrix, in one run, scored against the runtime's seeded defects.
+fn selftest(
+    cli: &Cli,
+    env: &Environment,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    if cli.global.matrix.is_some() || !cli.global.cells.is_empty() || cli.global.repeat.is_some() {
+        return Err(Error::BadFlag {
+            flag: "selftest",
+            message: format!(
+                "selftest runs the {} and {} matrices as they are; it takes no --matrix, --cell or --repeat",
+                crate::selftest::DEFECTS_MATRIX,
+                crate::selftest::CLEAN_MATRIX
+            ),
+        });
+    }
+    let (path, matrix) = load(cli, env)?;
+    let mut cells = Vec::new();
+    for name in [
+        crate::selftest::DEFECTS_MATRIX,
+        crate::selftest::CLEAN_MATRIX,
+    ] {
+        let Some(named) = matrix.matrices.get(name) else {
+            return Err(Error::BadFlag {
+                flag: "selftest",
+                message: format!(
+                    "{} has no [matrix] {name}; selftest needs `{}` (the seeded-defect cells) and `{}` (clean cells)",
+                    path.display(),
+                    crate::selftest::DEFECTS_MATRIX,
+                    crate::selftest::CLEAN_MATRIX
+                ),
+            });
+        };
+        cells.extend(
+            named
+                .cells
+                .iter()
+                .filter(|c| !cells.contains(*c))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    let selection = Selection {
+        matrix: None,
+        cells,
     };
+    let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
+    let mut plan = plan::expand(&matrix, &selection, seed)?;
+    plan.replay = selftest_replay(seed, cli.global.matrix_file.as_deref());
+    let request = request(cli, env, &path, plan, true, err)?;
     crate::driver::run::execute(request, out, err)
+}
+
+fn selftest_replay(seed: u64, matrix_file: Option<&Path>) -> String {
+    let file = matrix_file
+        .map(|f| {
+            format!(
+                "--matrix-file {} ",
+                plan::shell_quote(&f.display().to_string())
+            )
+        })
+        .unwrap_or_default();
+    format!("rehearse {file}selftest --seed {seed}")
+}
+
+/// `--repeat N`: the selection N times with fresh seeds; per cell how
+/// many runs met its expectation, and a replay command for every miss.
+fn repeat(
+    cli: &Cli,
+    env: &Environment,
+    n: u32,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    let (path, matrix) = load(cli, env)?;
+    let selection = selection(cli);
+    let base = cli.global.seed.unwrap_or_else(plan::random_seed);
+    let seeds = crate::repeat::seeds(base, n);
+    // Every plan is checked before the first run starts.
+    let mut plans = Vec::new();
+    for &seed in &seeds {
+        let mut plan = plan::expand(&matrix, &selection, seed)?;
+        plan.replay = plan::replay_command(&selection, seed, cli.global.matrix_file.as_deref());
+        plans.push(plan);
+    }
+    writeln!(
+        err,
+        "repeat {n} run(s) from base seed {base}: seeds {}",
+        seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    let file = cli
+        .global
+        .matrix_file
+        .as_ref()
+        .map(|f| f.display().to_string());
+    let mut rates = crate::repeat::Rates::new(file);
+    for (i, plan) in plans.into_iter().enumerate() {
+        writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
+        let seed = plan.seed;
+        let request = request(cli, env, &path, plan, false, err)?;
+        let finished = crate::driver::run::execute_report(request, out, err)?;
+        rates.add(seed, &finished.report, finished.dir);
+        if finished.report.run.interrupted {
+            writeln!(err, "interrupted: no further runs")?;
+            break;
+        }
+    }
+    out.write_all(rates.render(base).as_bytes())?;
+    Ok(rates.outcome())
 }
 
 /// The command line as typed (words a shell would split are quoted),
@@ -447,6 +581,52 @@ mod tests {
         assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
         let text = error.to_string();
         assert!(text.starts_with("unknown cell \"fense\" (did you mean \"fence\"?); cells: migrate-first, binary-first,"), "{text}");
+    }
+
+    #[test]
+    fn selftest_takes_no_selection_and_needs_its_matrices() {
+        let scratch = Scratch::new("selftest");
+        let env = Environment {
+            cwd: scratch.0.clone(),
+            matrix_file_env: None,
+        };
+        for args in [
+            &["selftest", "--cell", "fence"][..],
+            &["selftest", "--matrix", "smoke"],
+            &["selftest", "--repeat", "2"],
+        ] {
+            let (result, _, _) = exec(args, &env);
+            let error = result.unwrap_err();
+            assert_eq!(
+                crate::exit::for_error(&error),
+                crate::exit::BAD_INPUT,
+                "{args:?}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains("it takes no --matrix, --cell or --repeat"),
+                "{error}"
+            );
+        }
+        let without = MATRIX.replace("defects = [\"defect-*\"]\n", "");
+        std::fs::write(scratch.0.join("matrix.toml"), without).unwrap();
+        let (result, _, _) = exec(&["selftest"], &env);
+        let error = result.unwrap_err();
+        assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
+        assert!(
+            error.to_string().contains("has no [matrix] defects"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_selftest_replay_names_the_subcommand() {
+        assert_eq!(selftest_replay(5, None), "rehearse selftest --seed 5");
+        assert_eq!(
+            selftest_replay(5, Some(Path::new("my matrix.toml"))),
+            "rehearse --matrix-file 'my matrix.toml' selftest --seed 5"
+        );
     }
 
     #[test]

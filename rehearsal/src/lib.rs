@@ -59,7 +59,9 @@ pub mod monitor;
 pub mod observe;
 pub mod plan;
 pub mod reconcile;
+pub mod repeat;
 pub mod report;
+pub mod selftest;
 
 pub use commands::{Environment, execute};
 pub use error::Error;

@@ -55,6 +55,17 @@ pub struct RunRequest {
     pub json: bool,
     /// The command line, for the record.
     pub command_line: String,
+    /// `rehearse selftest`: score the run against the runtime's seeded defects.
+    pub selftest: bool,
+}
+
+/// A finished run: its report and the folder it was written to.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// What `report.json` holds.
+    pub report: RunReport,
+    /// The run's report folder.
+    pub dir: PathBuf,
 }
 
 /// Runs every cell of the plan and writes the report.
@@ -63,6 +74,15 @@ pub fn execute(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Outcome, Error> {
+    Ok(execute_report(req, out, err)?.report.outcome())
+}
+
+/// [`execute`], handing back the report and where it was written.
+pub fn execute_report(
+    req: RunRequest,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Finished, Error> {
     let started = SystemTime::now();
     let wall = Instant::now();
     let stamp = report::utc(started);
@@ -171,6 +191,9 @@ pub fn execute(
             interrupted: ran.interrupted,
         },
         artifacts: artifact_infos(&resolution),
+        selftest: req
+            .selftest
+            .then(|| crate::selftest::Score::of(&awa_runtime::failpoint::ALL, &ran.cells)),
         cells: ran.cells,
     };
     report::write_all(&dir, &report).map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
@@ -203,8 +226,13 @@ pub fn execute(
     if ran.interrupted {
         writeln!(err, "interrupted: the report covers the cells that ran")?;
     }
+    if let Some(score) = &report.selftest {
+        for line in score.lines() {
+            writeln!(out, "{line}")?;
+        }
+    }
     writeln!(err, "report: {}", dir.display())?;
-    Ok(report.outcome())
+    Ok(Finished { report, dir })
 }
 
 /// What the asynchronous part of a run produced.

@@ -136,6 +136,7 @@ pub fn report() -> RunReport {
             },
         ],
         cells: vec![passed(first), failed(second), inconclusive(third)],
+        selftest: None,
     }
 }
 

@@ -19,6 +19,9 @@ use super::text::{
 pub fn render_markdown(r: &RunReport) -> String {
     let mut md = String::new();
     header(&mut md, r);
+    if let Some(score) = &r.selftest {
+        selftest_score(&mut md, score);
+    }
     cells_table(&mut md, r);
     for cell in &r.cells {
         cell_section(&mut md, cell);
@@ -49,6 +52,43 @@ fn header(md: &mut String, r: &RunReport) {
         md.push_str("\n> **Interrupted:** the run was cut short; cells not listed did not run.\n");
     }
     md.push('\n');
+}
+
+/// `rehearse selftest`: the seeded-defect score, then the clean cells.
+fn selftest_score(md: &mut String, score: &crate::selftest::Score) {
+    md.push_str("## Seeded-defect score\n\n");
+    let _ = writeln!(md, "**{}**\n", text(&score.headline()));
+    md.push_str(
+        "| seeded defect | cell | expected | caught by name | rule and phase, or why not |\n",
+    );
+    md.push_str("|---|---|---|---|---|\n");
+    for d in &score.defects {
+        let how = match (&d.expected, &d.phase) {
+            (Some(rule), Some(phase)) if d.caught() => format!("{rule} in {phase}"),
+            _ => d.reason.clone(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            cell_text(&code(&d.failpoint)),
+            cell_text(&text(&d.cell)),
+            cell_text(&text(d.expected.as_deref().unwrap_or("-"))),
+            if d.caught() { "yes" } else { "**no**" },
+            cell_text(&text(&how))
+        );
+    }
+    md.push('\n');
+    for (cell, reason) in &score.clean_failures {
+        let _ = writeln!(
+            md,
+            "- clean cell {} did not pass: {}",
+            text(cell),
+            text(reason)
+        );
+    }
+    if !score.clean_failures.is_empty() {
+        md.push('\n');
+    }
 }
 
 fn cells_table(md: &mut String, r: &RunReport) {
@@ -234,6 +274,26 @@ mod tests {
     use super::*;
     use crate::report::fixture;
     use crate::report::text::redact_durations;
+
+    #[test]
+    fn a_selftest_run_leads_with_its_score() {
+        let mut r = fixture::report();
+        r.selftest = Some(crate::selftest::Score::of(
+            &["fence_current_slot_only", "fold_any_xmin"],
+            &r.cells,
+        ));
+        let md = render_markdown(&r);
+        let score = md.find("## Seeded-defect score").expect("a score section");
+        assert!(score < md.find("## Cells").unwrap());
+        assert!(
+            md.contains("**seeded defects caught by name: 0/2; clean cells passed: 1/2**"),
+            "{md}"
+        );
+        assert!(md.contains(
+            "| `fold_any_xmin` | defect-fold-any-xmin | - | **no** | no cell defect-fold-any-xmin ran: a seeded defect without a cell is not caught |"
+        ), "{md}");
+        assert!(md.contains("- clean cell fence did not pass: expected pass, got lost, fence_breached and 1 step failure"), "{md}");
+    }
 
     #[test]
     fn the_fixture_renders_to_the_expected_text() {

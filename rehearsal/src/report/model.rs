@@ -48,6 +48,9 @@ pub struct RunReport {
     pub artifacts: Vec<ArtifactInfo>,
     /// One entry per cell, in run order.
     pub cells: Vec<CellReport>,
+    /// The seeded-defect score, for a `rehearse selftest` run. Added in 1.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selftest: Option<crate::selftest::Score>,
 }
 
 /// The run as a whole: enough to reproduce it and to judge its environment.
@@ -189,6 +192,13 @@ impl RunReport {
     /// How the run turned out, for the exit code: any failure wins, then
     /// inconclusive (an interrupted run is never "all met": cells are missing).
     pub fn outcome(&self) -> Outcome {
+        if let Some(score) = &self.selftest {
+            // Also fails for a seeded defect without a cell.
+            return match (score.outcome(), self.run.interrupted) {
+                (Outcome::AllMet, true) => Outcome::Inconclusive,
+                (outcome, _) => outcome,
+            };
+        }
         let tally = self.tally();
         if tally.fail > 0 {
             Outcome::CellFailed
