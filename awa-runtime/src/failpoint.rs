@@ -27,6 +27,10 @@ pub const PRUNE_WRONG_GENERATION: &str = "prune_wrong_generation";
 /// Rotation checks the current slot instead of the next one for rows: a
 /// ring whose current slot keeps rows (claim closures) stops rotating.
 pub const ROTATE_CHECKS_CURRENT_SLOT: &str = "rotate_checks_current_slot";
+/// Rotation treats the ring as idle when its current slot is empty, not
+/// the whole ring: once the work is done, rows in older sealed slots are
+/// never pruned (the rule the ADR warns against).
+pub const ROTATE_IDLE_ON_CURRENT_SLOT: &str = "rotate_idle_on_current_slot";
 /// Cron fires only the latest due time after a gap: fire times missed
 /// during a leaderless gap of more than one period are never fired.
 pub const CRON_NO_CATCH_UP: &str = "cron_no_catch_up";
@@ -38,7 +42,7 @@ pub const FINISH_IGNORES_RUN_LEASE: &str = "finish_ignores_run_lease";
 /// Every seeded defect a rehearsal can arm. ([`FINISH_IGNORES_RUN_LEASE`]
 /// is armed only by tests until the matrix can suspend a worker past its
 /// lease, which its defect cell needs.)
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -49,6 +53,7 @@ pub const ALL: [&str; 10] = [
     PRUNE_WRONG_GENERATION,
     ROTATE_CHECKS_CURRENT_SLOT,
     CRON_NO_CATCH_UP,
+    ROTATE_IDLE_ON_CURRENT_SLOT,
 ];
 
 /// Whether the failpoint `name` is armed.

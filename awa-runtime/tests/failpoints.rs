@@ -313,6 +313,31 @@ async fn every_bug_class_defect_misbehaves_when_armed() {
         "the real rotator advances into the empty next slot: {moved:?}"
     );
 
+    // rotate_idle_on_current_slot: once the current slot is empty, rows
+    // left in an older slot make the ring busy, but the defective rotator
+    // calls it idle and never comes round to prune them.
+    let db = Db::migrated("fp_idle").await;
+    let mut c = db.client().await;
+    let (job, lease) = claim_one(&c, "default", "w").await;
+    finish::finish(&c, job, lease, &finish::Outcome::Completed)
+        .await
+        .unwrap();
+    let first = rings::rotate(&mut c, Ring::Claim).await.unwrap();
+    assert!(matches!(first, Rotated::Advanced { .. }), "{first:?}");
+    arm(failpoint::ROTATE_IDLE_ON_CURRENT_SLOT);
+    let idle = rings::rotate(&mut c, Ring::Claim).await.unwrap();
+    disarm(failpoint::ROTATE_IDLE_ON_CURRENT_SLOT);
+    assert_eq!(
+        idle,
+        Rotated::IdleSkip,
+        "the defective rotator stands still"
+    );
+    let moved = rings::rotate(&mut c, Ring::Claim).await.unwrap();
+    assert!(
+        matches!(moved, Rotated::Advanced { .. }),
+        "the real rotator keeps going while the ring holds rows: {moved:?}"
+    );
+
     // cron_no_catch_up: after a gap of five periods only the latest fire
     // time is fired.
     let db = Db::migrated("fp_cron").await;

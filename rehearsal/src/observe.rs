@@ -256,6 +256,29 @@ pub struct FaultRecord {
     pub evidence: String,
 }
 
+/// One ring after a `rings_pruned_back` check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingPrunedBack {
+    pub ring: String,
+    /// The ring's generation when the workload was done: every row of
+    /// this generation or older must be pruned.
+    pub through_generation: i64,
+    /// Rows of those generations still in the ring when the check ended.
+    pub rows_left: i64,
+}
+
+/// A `rings_pruned_back` check: how long it waited and what was left.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrunedBack {
+    pub step: usize,
+    /// When the workload's jobs were all done (ms since the cell started).
+    pub from_ms: u64,
+    pub waited_ms: u64,
+    /// How long the rings had.
+    pub bound_ms: u64,
+    pub rings: Vec<RingPrunedBack>,
+}
+
 /// One ring as a liveness sample saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RingLiveness {
@@ -305,6 +328,9 @@ pub struct Observations {
     /// Every fault step's evidence.
     #[serde(default)]
     pub faults: Vec<FaultRecord>,
+    /// Every `rings_pruned_back` check.
+    #[serde(default)]
+    pub pruned_back: Vec<PrunedBack>,
     /// Steps whose required outcome did not happen (a migrate or flip
     /// refused or accepted against the plan's `expect`, a failed `assert`,
     /// a runtime that died unasked): product failures the driver saw

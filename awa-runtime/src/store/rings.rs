@@ -194,6 +194,12 @@ pub(crate) async fn ledger_gaps(
         .get(0))
 }
 
+/// Where rotation looks for rows before it calls the ring idle: the whole
+/// ring (the seeded defect looks at the current slot only).
+fn idle_scope(current: i32) -> Option<i32> {
+    failpoint::armed(failpoint::ROTATE_IDLE_ON_CURRENT_SLOT).then_some(current)
+}
+
 /// The slot that must be empty before the cursor advances into `next`:
 /// `next` itself (the seeded defect checks the current slot instead).
 fn checked_before_advance(current: i32, next: i32) -> i32 {
@@ -231,7 +237,7 @@ pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     backfill(&tx, ring.name(), cur.slot_count, cur.generation, only_one).await?;
     if !exists(
         &tx,
-        &any_rows_sql(ring, None),
+        &any_rows_sql(ring, idle_scope(cur.slot)),
         "checking whether the ring is idle",
     )
     .await?
@@ -308,7 +314,7 @@ async fn rotate_ledger(client: &mut Client, ring: Ring) -> Result<Rotated> {
     let cur = ledger_cursor(&tx, ring, n).await?;
     if !exists(
         &tx,
-        &any_rows_sql(ring, None),
+        &any_rows_sql(ring, idle_scope(cur.slot)),
         "checking whether the ring is idle",
     )
     .await?

@@ -27,6 +27,18 @@ const RING_COLUMNS: &str = "
 SELECT 'queue', current_slot, generation FROM awa.queue_ring_state
 UNION ALL SELECT 'claim', current_slot, generation FROM awa.claim_ring_state
 UNION ALL SELECT 'lease', current_slot, generation FROM awa.lease_ring_state";
+/// Each ring's cursor generation in both representations (the ledger's
+/// top is NULL before the expand migration).
+const RING_GENERATIONS: &str = "
+SELECT 'queue', (SELECT generation FROM awa.queue_ring_state), (SELECT max(generation) FROM awa.queue_ring_rotations)
+UNION ALL SELECT 'claim', (SELECT generation FROM awa.claim_ring_state), (SELECT max(generation) FROM awa.claim_ring_rotations)
+UNION ALL SELECT 'lease', (SELECT generation FROM awa.lease_ring_state), (SELECT max(generation) FROM awa.lease_ring_rotations)";
+/// Rows of each ring (queue `$1`, claim `$2`, lease `$3`) of that generation or older.
+const RING_ROWS_THROUGH: &str = "
+SELECT (SELECT count(*) FROM awa.queue_entries WHERE generation <= $1),
+       (SELECT count(*) FROM awa.claim_receipts WHERE generation <= $2)
+         + (SELECT count(*) FROM awa.claim_closures WHERE generation <= $2),
+       (SELECT count(*) FROM awa.leases WHERE generation <= $3)";
 const LIVE_JOBS: &str =
     "SELECT count(*), count(*) FILTER (WHERE NOT (args ? 'cron')) FROM awa.jobs";
 const INSTANCES_OF_VERSION: &str = "SELECT count(*) FROM awa.runtime_instances WHERE version = $1";
@@ -171,6 +183,33 @@ impl Probe {
     pub async fn live_jobs(&mut self) -> Result<(i64, i64), String> {
         let row = self.one(LIVE_JOBS, &[]).await?;
         Ok((row.get(0), row.get(1)))
+    }
+
+    /// Each ring's authoritative generation (queue, claim, lease): the
+    /// ledger's top under ledger authority, the columns otherwise. Needs
+    /// the expand migration.
+    pub async fn ring_generations(&mut self) -> Result<[i64; 3], String> {
+        let ledger = self.authority().await? == Some("ledger".to_owned());
+        let rows = self.rows(RING_GENERATIONS, &[]).await?;
+        let mut out = [0; 3];
+        for (i, r) in rows.iter().take(3).enumerate() {
+            let columns: i64 = r.get(1);
+            let top: Option<i64> = r.get(2);
+            out[i] = if ledger {
+                top.unwrap_or(columns)
+            } else {
+                columns
+            };
+        }
+        Ok(out)
+    }
+
+    /// Rows of each ring of the given generation or older.
+    pub async fn ring_rows_through(&mut self, through: [i64; 3]) -> Result<[i64; 3], String> {
+        let row = self
+            .one(RING_ROWS_THROUGH, &[&through[0], &through[1], &through[2]])
+            .await?;
+        Ok([row.get(0), row.get(1), row.get(2)])
     }
 
     /// The server's clock, as Unix seconds.

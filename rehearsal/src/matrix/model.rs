@@ -667,10 +667,14 @@ pub enum Check {
     DeadlineRescued,
     /// The maintenance leader runs this artifact.
     LeaderIs(String),
+    /// Once the workload's jobs are all done, every ring rotates and
+    /// prunes away each row written before then, within a wrap and a few
+    /// rotations (the check waits; a ring that does not is `ring_stalled`).
+    RingsPrunedBack,
 }
 
 /// Check names without an argument, in documentation order.
-pub const CHECK_NAMES: [&str; 7] = [
+pub const CHECK_NAMES: [&str; 8] = [
     "schema_expanded",
     "authority_columns",
     "authority_ledger",
@@ -678,6 +682,7 @@ pub const CHECK_NAMES: [&str; 7] = [
     "mixed_fleet_claimed",
     "deadline_rescue_pending",
     "deadline_rescued",
+    "rings_pruned_back",
 ];
 
 /// The prefix of the one check that takes an argument.
@@ -696,6 +701,7 @@ impl FromStr for Check {
             "mixed_fleet_claimed" => Check::MixedFleetClaimed,
             "deadline_rescue_pending" => Check::DeadlineRescuePending,
             "deadline_rescued" => Check::DeadlineRescued,
+            "rings_pruned_back" => Check::RingsPrunedBack,
             _ => match s.strip_prefix(LEADER_IS) {
                 Some(artifact) if !artifact.is_empty() => Check::LeaderIs(artifact.to_owned()),
                 _ => return Err(()),
@@ -714,6 +720,7 @@ impl fmt::Display for Check {
             Check::MixedFleetClaimed => CHECK_NAMES[4],
             Check::DeadlineRescuePending => CHECK_NAMES[5],
             Check::DeadlineRescued => CHECK_NAMES[6],
+            Check::RingsPrunedBack => CHECK_NAMES[7],
             Check::LeaderIs(artifact) => return write!(f, "{LEADER_IS}{artifact}"),
         };
         f.write_str(name)

@@ -129,6 +129,7 @@ fn shipped_matrix_is_valid() {
         "cron-long-handoff",
         "defect-prune-wrong-generation",
         "defect-rotate-checks-current-slot",
+        "defect-rotate-idle-on-current-slot",
         "defect-cron-no-catch-up",
     ];
     // Cells are only ever added (each section in file order); every one
@@ -750,7 +751,7 @@ fn options_that_contradict_each_other() {
 
 #[test]
 fn unknown_check() {
-    let checks = "schema_expanded, authority_columns, authority_ledger, fence_active, mixed_fleet_claimed, deadline_rescue_pending, deadline_rescued, leader_is:<artifact>";
+    let checks = "schema_expanded, authority_columns, authority_ledger, fence_active, mixed_fleet_claimed, deadline_rescue_pending, deadline_rescued, rings_pruned_back, leader_is:<artifact>";
     assert_steps(
         &[
             r#"{ fleet = "previous", workers = 2 }"#,

@@ -115,8 +115,36 @@ fn stalls(samples: &[LivenessSample], stall_after_ms: u64) -> BTreeMap<String, (
     out
 }
 
-/// One `ring_stalled` finding per ring that stood still too long.
+/// One `ring_stalled` finding per ring that stood still too long, and
+/// one per ring a `rings_pruned_back` check found holding old rows.
 pub(super) fn findings(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
+    let mut out = stalled(obs, stall_after_ms);
+    out.extend(not_pruned_back(obs));
+    out
+}
+
+/// Rings that kept rows written before the workload was done.
+fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
+    obs.pruned_back
+        .iter()
+        .flat_map(|p| p.rings.iter().map(move |r| (p, r)))
+        .filter(|(_, r)| r.rows_left > 0)
+        .map(|(p, r)| Finding {
+            rule: FindingRule::RingStalled,
+            phase: phase_at(obs, p.from_ms).unwrap_or(RECONCILE).to_owned(),
+            message: format!(
+                "the {} ring did not rotate and prune back once the work was done: {} row(s) of generation {} or older \
+                 were left {} ms after the workload's last job (it had {} ms: a wrap of rotations and a few more)",
+                r.ring, r.rows_left, r.through_generation, p.waited_ms, p.bound_ms,
+            ),
+            ids: vec![r.through_generation],
+            count: r.rows_left.unsigned_abs(),
+        })
+        .collect()
+}
+
+/// Rings that held rows but stood still for a wrap.
+fn stalled(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
     stalls(&obs.liveness, stall_after_ms)
         .into_iter()
         .map(|(ring, (run, n))| Finding {
@@ -264,6 +292,41 @@ mod tests {
             .collect();
         let found = findings(&obs(samples), 8_000);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[2][..], 2));
+    }
+
+    #[test]
+    fn rows_left_after_the_work_is_done_are_a_stall() {
+        use crate::observe::{PrunedBack, RingPrunedBack};
+        let check = |claim_left: i64| Observations {
+            pruned_back: vec![PrunedBack {
+                step: 9,
+                from_ms: 30_000,
+                waited_ms: 12_000,
+                bound_ms: 12_000,
+                rings: ["queue", "claim", "lease"]
+                    .map(|ring| RingPrunedBack {
+                        ring: ring.into(),
+                        through_generation: 41,
+                        rows_left: if ring == "claim" { claim_left } else { 0 },
+                    })
+                    .to_vec(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(findings(&check(0), 8_000), []);
+        let found = findings(&check(120), 8_000);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].rule, found[0].ids.as_slice(), found[0].count),
+            (FindingRule::RingStalled, &[41][..], 120)
+        );
+        assert!(
+            found[0].message.starts_with(
+                "the claim ring did not rotate and prune back once the work was done: 120 row(s) of generation 41 or older"
+            ),
+            "{}",
+            found[0].message
+        );
     }
 
     #[test]

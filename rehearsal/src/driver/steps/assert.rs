@@ -129,6 +129,7 @@ impl Cell<'_> {
                     ))
                 }
             }
+            Check::RingsPrunedBack => return self.rings_pruned_back().await,
             Check::LeaderIs(artifact) => {
                 let wait = self.plan.timings.stale_after.to_std() * 2 + Duration::from_secs(3);
                 let leader = self

@@ -17,6 +17,7 @@ mod migrate;
 mod pg_crash;
 mod roll;
 mod rollback;
+mod settle;
 
 use super::cell::{Cell, Slot};
 use super::ledger::Role;
