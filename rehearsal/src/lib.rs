@@ -57,6 +57,7 @@ pub mod fleet;
 pub mod matrix;
 pub mod monitor;
 pub mod observe;
+pub mod pg;
 pub mod plan;
 pub mod reconcile;
 pub mod repeat;

@@ -166,7 +166,7 @@ impl Sampler {
         let at_ms = self.t0.elapsed().as_millis() as u64;
         if self.client.as_ref().is_none_or(Client::is_closed) {
             // A short connect timeout: a crashed server must not stall the monitor.
-            let connect = crate::driver::database::connect(&self.url);
+            let connect = crate::pg::connect(&self.url);
             self.client = match tokio::time::timeout(Duration::from_secs(1), connect).await {
                 Ok(Ok(c)) => Some(c),
                 _ => None,

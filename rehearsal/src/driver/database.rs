@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use awa_runtime::pgtemp::{Cluster, PgError};
 use tokio::sync::Mutex;
-use tokio_postgres::Client;
 
 /// Longest identifier PostgreSQL keeps.
 const MAX_IDENT: usize = 63;
@@ -52,17 +51,7 @@ impl Server {
     }
 }
 
-/// Connects (the runtime crate's connect: it drives the connection and
-/// names the transport error's causes).
-pub async fn connect(url: &str) -> Result<Client, String> {
-    let client = awa_runtime::db::connect(url).await.map_err(|e| match e {
-        awa_runtime::error::Error::Connect { target, detail } => {
-            format!("could not connect to {target}: {detail}")
-        }
-        other => other.to_string(),
-    })?;
-    Ok(client)
-}
+pub use crate::pg::connect;
 
 /// Secrets hidden, for messages: the workspace's one redaction function.
 pub use awa_runtime::redact::redact;
