@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+/// Exit code of a command that did what it was asked (the rehearsal contract).
+pub const EXIT_OK: i32 = 0;
 /// Exit code of a guard or fence refusal (the rehearsal contract).
 pub const EXIT_REFUSED: i32 = 2;
 /// Exit code of bad input: an unknown flag, a malformed value.

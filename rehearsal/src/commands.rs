@@ -101,7 +101,7 @@ fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Out
 }
 
 /// `rehearse run` (and `rehearse --matrix NAME`): validate everything,
-/// then hand the plan to the driver, which runs it and writes the report.
+/// then hand the plan to the pipeline (artifacts, driver, reconcile, report).
 fn run(
     cli: &Cli,
     env: &Environment,
@@ -110,7 +110,7 @@ fn run(
 ) -> Result<Outcome, Error> {
     let (matrix_file, plan) = make_plan_at(cli, env)?;
     let request = request(cli, env, &matrix_file, plan, false, err)?;
-    crate::driver::run::execute(request, out, err)
+    crate::pipeline::run(request, out, err)
 }
 
 /// The driver's request for `plan`, after the checks every run makes.
@@ -121,7 +121,7 @@ fn request(
     plan: Plan,
     selftest: bool,
     err: &mut dyn Write,
-) -> Result<crate::driver::run::RunRequest, Error> {
+) -> Result<crate::pipeline::RunArgs, Error> {
     if let Some(url) = &cli.global.database_url {
         // Hidden from here on wherever it turns up, DSN around it or not.
         awa_runtime::redact::register_dsn(url);
@@ -147,7 +147,7 @@ fn request(
         .filter(|v| !v.is_empty())
         .map(|v| env.cwd.join(v))
         .unwrap_or_else(|| repo.reports());
-    Ok(crate::driver::run::RunRequest {
+    Ok(crate::pipeline::RunArgs {
         plan,
         repo,
         reports_root,
@@ -214,7 +214,7 @@ fn selftest(
     let mut plan = plan::expand(&matrix, &selection, seed)?;
     plan.replay = selftest_replay(seed, cli.global.matrix_file.as_deref());
     let request = request(cli, env, &path, plan, true, err)?;
-    crate::driver::run::execute(request, out, err)
+    crate::pipeline::run(request, out, err)
 }
 
 fn selftest_replay(seed: u64, matrix_file: Option<&Path>) -> String {
@@ -268,7 +268,7 @@ fn repeat(
         writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
         let seed = plan.seed;
         let request = request(cli, env, &path, plan, false, err)?;
-        let finished = crate::driver::run::execute_report(request, out, err)?;
+        let finished = crate::pipeline::run_report(request, out, err)?;
         rates.add(seed, &finished.report, finished.dir);
         if finished.report.run.interrupted {
             writeln!(err, "interrupted: no further runs")?;

@@ -58,11 +58,14 @@ pub mod matrix;
 pub mod monitor;
 pub mod observe;
 pub mod pg;
+pub mod pipeline;
 pub mod plan;
 pub mod reconcile;
 pub mod repeat;
 pub mod report;
 pub mod selftest;
+pub mod stamp;
+pub mod stream;
 
 pub use commands::{Environment, execute};
 pub use error::Error;

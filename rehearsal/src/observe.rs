@@ -309,6 +309,46 @@ pub struct LivenessSample {
     pub rings: Vec<RingLiveness>,
 }
 
+/// One artifact as it was obtained for the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactInfo {
+    /// The matrix's name for it (`previous`, `current`, `defective_fence`).
+    pub name: String,
+    /// The awa-runtime version its binary reports.
+    pub version: String,
+    /// Where it came from: `workspace build`, `release 0.6.2 (artifacts/awa-runtime-0.6.2.crate)`, or an image reference.
+    pub source: String,
+    /// sha256 (hex) of the binary or image that ran.
+    pub digest: String,
+    /// `built`, `cached` or `pulled`.
+    pub obtained: String,
+    /// Path of the binary (or image reference) that was started.
+    pub binary: String,
+    /// The seeded defect armed in it, if any.
+    pub failpoint: Option<String>,
+}
+
+/// What a cell showed that the observations alone do not hold, for the
+/// report's "proved" sentences (a passing cell's).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProvedFacts {
+    /// Asserts that held: `schema_expanded held at step 4: schema at v3`.
+    pub asserts: Vec<String>,
+    /// Refusals the plan required and got.
+    pub refusals_required: Vec<String>,
+    /// Processes refused on the N-1 schema (binary-first), by name.
+    pub binary_first: Vec<String>,
+    /// How many of those ran after the migration.
+    pub relaunched: usize,
+    /// PostgreSQL crashes the fleet survived.
+    pub crashes: Vec<String>,
+    /// Notes of the final stop.
+    pub notes: Vec<String>,
+    /// Versions whose workers claimed jobs.
+    pub claimed_by: Vec<String>,
+}
+
 /// Everything one cell's run observed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observations {
@@ -371,6 +411,19 @@ pub enum Verdict {
     Inconclusive,
 }
 
+/// 12345 -> "12,345": how counts read in the sentences observations carry.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 impl Finding {
     /// A finding of `rule` with nothing else filled in (tests of verdicts).
@@ -382,5 +435,18 @@ impl Finding {
             ids: vec![],
             count: 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(12_345), "12,345");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

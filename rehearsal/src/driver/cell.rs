@@ -2,6 +2,8 @@
 //! drain, reconciliation, verdict.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,16 +12,15 @@ use tokio::sync::mpsc;
 use super::database::CellDb;
 use super::ledger::{Cancel, Role, Shared};
 use super::probe::Probe;
-use super::{Abort, CellContext, CellProgress, Done};
-use super::{EXIT_OK, EXIT_REFUSED};
+use super::{Abort, CellContext, Done, EXIT_OK};
 use crate::fleet::{ProcId, Sink};
-use crate::matrix::{Expectation, FlipMode, Step, When};
+use crate::matrix::{FlipMode, Step, When};
 use crate::monitor::Monitor;
 use crate::observe::{
-    CronWindow, Observations, Phase, ProcessRecord, StepFailure, StepOutcome, Verdict,
+    CronWindow, Finding, Observations, Phase, ProcessRecord, ProvedFacts, StepFailure, StepOutcome,
 };
 use crate::plan::{CellPlan, PlannedKill};
-use crate::report::CellReport;
+use crate::stream::{CellRun, Note, RunEvent};
 
 /// Name of the cron schedule every cell with a `[workload] cron` upserts.
 pub const CRON_NAME: &str = "rehearse";
@@ -38,7 +39,7 @@ pub(super) const STOP_TIMEOUT_INTERRUPTED: Duration = Duration::from_secs(3);
 
 /// A fault armed for the next migrate or flip.
 #[derive(Clone, Debug)]
-pub(super) enum Fault {
+pub(super) enum ArmedFault {
     Kill(PlannedKill),
     Crash,
     /// Start these runtimes inside the migration (after its preflight).
@@ -61,17 +62,6 @@ pub(super) struct Slot {
     pub dead: bool,
 }
 
-/// Facts gathered for the report's "proved" lines.
-#[derive(Debug, Default)]
-pub(super) struct Facts {
-    pub asserts: Vec<String>,
-    pub refusals_required: Vec<String>,
-    pub binary_first: Vec<String>,
-    pub relaunched: usize,
-    pub crashes: Vec<String>,
-    pub notes: Vec<String>,
-}
-
 /// A phase that has begun.
 pub(super) struct Begun {
     index: usize,
@@ -92,14 +82,14 @@ pub(super) struct Cell<'a> {
     pub obs: Observations,
     pub slots: Vec<Slot>,
     pub load_on: bool,
-    pub armed: Vec<(When, Fault)>,
+    pub armed: Vec<(When, ArmedFault)>,
     pub names: BTreeMap<(String, Role), u32>,
     /// Artifacts whose workers auto-flip (the `by` of a `flip = "auto"` step).
     pub auto_flip_by: BTreeSet<String>,
     pub drained: bool,
     /// Processes whose unexpected end was already reported.
     pub reported_exits: BTreeSet<ProcId>,
-    pub facts: Facts,
+    pub facts: ProvedFacts,
     /// The step running (1-based; 0 for setup and the end).
     pub step_index: usize,
     pub step_name: &'static str,
@@ -132,219 +122,70 @@ pub(super) fn cell_dir(name: &str) -> String {
     format!("logs/{name}")
 }
 
-/// Runs one cell to its report. Never fails: what goes wrong becomes the
-/// report's `harness_error` (inconclusive) or a failing verdict.
+/// How a cell's findings are read from its database: reconciliation,
+/// which `commands` wires in (the driver does not judge).
+pub trait Reconcile: Send + Sync {
+    /// The findings of the cell's run, or why they could not be had.
+    fn findings<'a>(
+        &'a self,
+        database_url: &'a str,
+        plan: &'a CellPlan,
+        observations: &'a Observations,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Finding>, String>> + Send + 'a>>;
+}
+
+/// Runs one cell to its end, sending its events on the way. Never fails:
+/// what goes wrong becomes the run's `harness_error`.
 pub async fn run_cell(
     ctx: &CellContext,
+    index: usize,
     plan: &CellPlan,
-    progress: &dyn CellProgress,
-) -> CellReport {
+    reconcile: &dyn Reconcile,
+) -> CellRun {
     let t0 = Instant::now();
-    let needs_crash = plan.steps.iter().any(|s| matches!(s, Step::PgCrash(_)));
-    if needs_crash && matches!(ctx.server, super::database::Server::External { .. }) {
-        return unrun(
-            plan,
-            t0,
-            "pg_crash needs the throwaway PostgreSQL cluster: with --database-url rehearse does not control the server, so it cannot crash and restart it; run this cell without --database-url".into(),
-        );
-    }
-    if ctx.cancel.is_set() {
-        return unrun(plan, t0, "interrupted before the cell started".into());
-    }
-    let db = match CellDb::create(&ctx.server, &plan.name, &ctx.run_id, needs_crash).await {
+    let db = match open_database(ctx, plan).await {
         Ok(db) => db,
-        Err(e) => {
-            return unrun(
-                plan,
-                t0,
-                format!("could not create the cell's database: {e}"),
-            );
-        }
+        Err(why) => return unrun(index, plan, t0, why),
     };
-    let (sink, rx) = mpsc::unbounded_channel();
-    let shared = Shared::start(t0, rx);
-    let auto_flip_by = plan
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Flip(f) if f.mode == FlipMode::Auto => Some(f.by.clone()),
-            _ => None,
-        })
-        .collect();
-    let probe = Probe::new(&db.url);
-    let counts = {
-        let shared = shared.clone();
-        Arc::new(move || shared.lock().counts.clone())
-    };
-    let monitor = Monitor::start(
-        db.url.clone(),
-        t0,
-        plan.timings.stale_after.to_std(),
-        counts,
-    );
-    let mut cell = Cell {
-        ctx,
-        plan,
-        t0,
-        db,
-        probe,
-        shared,
-        sink,
-        obs: Observations::default(),
-        slots: Vec::new(),
-        load_on: false,
-        armed: Vec::new(),
-        names: BTreeMap::new(),
-        auto_flip_by,
-        drained: false,
-        reported_exits: BTreeSet::new(),
-        facts: Facts::default(),
-        step_index: 0,
-        step_name: "setup",
-    };
-
-    // Setup, the steps, and (unless the plan drains) a final drain.
-    progress.step("prepare the database");
-    let begun = cell.begin(0, "setup");
-    let result = cell.setup().await;
-    let mut abort = cell.end(begun, result).await.err();
-    if abort.is_none() {
-        for (i, step) in plan.steps.iter().enumerate() {
-            progress.step(&step.to_string());
-            let begun = cell.begin(i + 1, step.name());
-            let result = cell.step(step).await;
-            if let Err(a) = cell.end(begun, result).await {
-                abort = Some(a);
-                break;
-            }
-        }
-    }
-    if abort.is_none() && !cell.drained {
-        progress.step("final drain (the plan has none)");
-        let begun = cell.begin(0, "drain");
-        let result = cell
-            .drain(plan.timings.drain_timeout)
-            .await
-            .map(|mut done| {
-                done.detail = format!("final drain (the plan has none): {}", done.detail);
-                done
-            });
-        abort = cell.end(begun, result).await.err();
-    }
-    // Whatever happened, nothing of this cell keeps running.
-    let grace = if abort.is_some() {
-        STOP_TIMEOUT_INTERRUPTED
-    } else {
-        STOP_TIMEOUT
-    };
-    let leftovers = cell.stop_everything(grace).await;
-    if !leftovers.is_empty() {
-        cell.facts.notes.push(leftovers.join("; "));
-    }
-    let samples = monitor.stop().await;
-    cell.obs.rings = samples.rings;
-    cell.obs.census = samples.census;
-    cell.obs.liveness = samples.liveness;
-    cell.collect_ledger();
-    if abort.is_none() {
-        cell.record_cron_window().await;
-    }
-
-    let mut harness_error = match &abort {
-        None => None,
-        Some(Abort::Interrupted) => Some(format!(
+    let (mut cell, monitor) = Cell::start(ctx, plan, t0, db);
+    let abort = cell.run_phases().await;
+    cell.wind_down(abort.is_some(), monitor).await;
+    let mut harness_error = abort.map(|a| match a {
+        Abort::Interrupted => format!(
             "interrupted (Ctrl-C or SIGTERM) during {}; the cell was cut short",
             describe_phase(cell.step_index, cell.step_name)
-        )),
-        Some(Abort::Harness(message)) => Some(format!(
+        ),
+        Abort::Harness(message) => format!(
             "{}: {message}",
             describe_phase(cell.step_index, cell.step_name)
-        )),
-    };
+        ),
+    });
     let mut findings = Vec::new();
     let mut reconcile_ms = 0;
     if harness_error.is_none() {
-        progress.step("reconcile");
         let started = Instant::now();
-        let start_ms = cell.ms();
-        match reconcile(&cell.db.url, plan, &cell.obs).await {
+        match cell.reconcile_phase(reconcile).await {
             Ok(found) => findings = found,
             Err(e) => harness_error = Some(e),
         }
         reconcile_ms = started.elapsed().as_millis() as u64;
-        let detail = format!(
-            "{} finding(s) over {} accepted job(s)",
-            findings.len(),
-            cell.obs.accepted.len()
-        );
-        let outcome = if harness_error.is_some() {
-            StepOutcome::HarnessError
-        } else {
-            StepOutcome::Ok
-        };
-        let end_ms = cell.ms();
-        cell.obs.phases.push(Phase {
-            step: 0,
-            name: "reconcile".into(),
-            detail,
-            start_ms,
-            end_ms,
-            outcome,
-        });
     }
-    cell.probe.close();
-    // Findings stay in the report, but a fault that did not fire leaves
-    // the cell unjudged.
-    if harness_error.is_none() {
-        harness_error = crate::reconcile::unfired_faults(&cell.obs);
+    cell.finish(index, findings, harness_error, reconcile_ms)
+        .await
+}
+
+/// The cell's own database, or why it cannot have one.
+async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, String> {
+    let needs_crash = plan.steps.iter().any(|s| matches!(s, Step::PgCrash(_)));
+    if needs_crash && matches!(ctx.server, super::database::Server::External { .. }) {
+        return Err("pg_crash needs the throwaway PostgreSQL cluster: with --database-url rehearse does not control the server, so it cannot crash and restart it; run this cell without --database-url".into());
     }
-    let step_failures: Vec<String> = cell
-        .obs
-        .step_failures
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let judgement = crate::reconcile::judge(
-        &plan.expect,
-        &findings,
-        &step_failures,
-        harness_error.as_deref(),
-    );
-    let verdict = judgement.verdict;
-    let proved = if verdict == Verdict::Pass {
-        cell.proved(&findings)
-    } else {
-        Vec::new()
-    };
-    let obs = std::mem::take(&mut cell.obs);
-    let keep = ctx.keep;
-    if let Some(note) = cell.db.finish(keep).await {
-        eprintln!("{}: {}", plan.name, super::database::redact(&note));
+    if ctx.cancel.is_set() {
+        return Err("interrupted before the cell started".into());
     }
-    CellReport {
-        name: plan.name.clone(),
-        about: plan.about.clone(),
-        expect: plan.expect,
-        verdict,
-        detection: judgement.detection,
-        verdict_reason: judgement.reason,
-        findings,
-        timeline: obs.phases,
-        plan: plan.clone(),
-        accepted: obs.accepted.len() as u64,
-        uncertain: obs.uncertain.len() as u64,
-        kills: obs.kills,
-        flips: obs.flips,
-        fences: obs.fences,
-        processes: obs.processes,
-        rings: obs.rings,
-        census: obs.census,
-        elapsed_ms: t0.elapsed().as_millis() as u64,
-        reconcile_ms,
-        harness_error,
-        step_failures,
-        proved,
-    }
+    CellDb::create(&ctx.server, &plan.name, &ctx.run_id, needs_crash)
+        .await
+        .map_err(|e| format!("could not create the cell's database: {e}"))
 }
 
 fn describe_phase(index: usize, name: &str) -> String {
@@ -355,46 +196,197 @@ fn describe_phase(index: usize, name: &str) -> String {
     }
 }
 
-/// The report of a cell that never started (inconclusive, saying why).
-fn unrun(plan: &CellPlan, t0: Instant, why: String) -> CellReport {
-    CellReport {
-        name: plan.name.clone(),
-        about: plan.about.clone(),
-        expect: plan.expect,
-        verdict: Verdict::Inconclusive,
-        detection: None,
-        verdict_reason: format!("inconclusive: {why}"),
-        findings: Vec::new(),
-        timeline: Vec::new(),
+/// The run of a cell that never started (inconclusive, saying why).
+fn unrun(index: usize, plan: &CellPlan, t0: Instant, why: String) -> CellRun {
+    CellRun {
+        index,
         plan: plan.clone(),
-        accepted: 0,
-        uncertain: 0,
-        kills: Vec::new(),
-        flips: Vec::new(),
-        fences: Vec::new(),
-        processes: Vec::new(),
-        rings: Vec::new(),
-        census: Vec::new(),
+        observations: Observations::default(),
+        proved: ProvedFacts::default(),
+        findings: Vec::new(),
+        harness_error: Some(why),
         elapsed_ms: t0.elapsed().as_millis() as u64,
         reconcile_ms: 0,
-        harness_error: Some(why),
-        step_failures: Vec::new(),
-        proved: Vec::new(),
     }
 }
 
-/// Reconciliation over the cell's database.
-async fn reconcile(
-    url: &str,
-    plan: &CellPlan,
-    obs: &Observations,
-) -> Result<Vec<crate::observe::Finding>, String> {
-    let client = super::database::connect(url)
-        .await
-        .map_err(|e| format!("reconciliation could not connect: {e}"))?;
-    crate::reconcile::reconcile(&client, plan, obs)
-        .await
-        .map_err(|e| awa_runtime::error::chain(&e))
+impl<'a> Cell<'a> {
+    /// A cell whose database is ready: its ledger, probe and monitor start.
+    fn start(ctx: &'a CellContext, plan: &'a CellPlan, t0: Instant, db: CellDb) -> (Self, Monitor) {
+        let (sink, rx) = mpsc::unbounded_channel();
+        let shared = Shared::start(t0, rx, ctx.events.clone(), plan.name.clone());
+        let auto_flip_by = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Flip(f) if f.mode == FlipMode::Auto => Some(f.by.clone()),
+                _ => None,
+            })
+            .collect();
+        let probe = Probe::new(&db.url);
+        let counts = {
+            let shared = shared.clone();
+            Arc::new(move || shared.lock().counts.clone())
+        };
+        let monitor = Monitor::start(
+            db.url.clone(),
+            t0,
+            plan.timings.stale_after.to_std(),
+            counts,
+        );
+        let cell = Cell {
+            ctx,
+            plan,
+            t0,
+            db,
+            probe,
+            shared,
+            sink,
+            obs: Observations::default(),
+            slots: Vec::new(),
+            load_on: false,
+            armed: Vec::new(),
+            names: BTreeMap::new(),
+            auto_flip_by,
+            drained: false,
+            reported_exits: BTreeSet::new(),
+            facts: ProvedFacts::default(),
+            step_index: 0,
+            step_name: "setup",
+        };
+        (cell, monitor)
+    }
+
+    /// Sends one of the cell's events.
+    pub fn emit(&self, event: RunEvent) {
+        self.ctx.events.send(event);
+    }
+
+    /// The next phase begins; `what` says what it does.
+    fn announce(&self, what: &str) {
+        self.emit(RunEvent::StepStarted {
+            cell: self.plan.name.clone(),
+            what: what.to_owned(),
+        });
+    }
+
+    /// Setup, the steps, and (unless the plan drains) a final drain; the
+    /// abort that cut them short, if one did.
+    async fn run_phases(&mut self) -> Option<Abort> {
+        self.announce("prepare the database");
+        let begun = self.begin(0, "setup");
+        let result = self.setup().await;
+        if let Err(a) = self.end(begun, result).await {
+            return Some(a);
+        }
+        let plan = self.plan;
+        for (i, step) in plan.steps.iter().enumerate() {
+            self.announce(&step.to_string());
+            let begun = self.begin(i + 1, step.name());
+            let result = self.step(step).await;
+            if let Err(a) = self.end(begun, result).await {
+                return Some(a);
+            }
+        }
+        if self.drained {
+            return None;
+        }
+        self.announce("final drain (the plan has none)");
+        let begun = self.begin(0, "drain");
+        let result = self
+            .drain(plan.timings.drain_timeout)
+            .await
+            .map(|mut done| {
+                done.detail = format!("final drain (the plan has none): {}", done.detail);
+                done
+            });
+        self.end(begun, result).await.err()
+    }
+
+    /// Whatever happened, nothing of this cell keeps running; the
+    /// monitor's samples, the ledger and the cron window are recorded.
+    async fn wind_down(&mut self, aborted: bool, monitor: Monitor) {
+        let grace = if aborted {
+            STOP_TIMEOUT_INTERRUPTED
+        } else {
+            STOP_TIMEOUT
+        };
+        let leftovers = self.stop_everything(grace).await;
+        if !leftovers.is_empty() {
+            self.facts.notes.push(leftovers.join("; "));
+        }
+        let samples = monitor.stop().await;
+        self.obs.rings = samples.rings;
+        self.obs.census = samples.census;
+        self.obs.liveness = samples.liveness;
+        self.collect_ledger();
+        if !aborted {
+            self.record_cron_window().await;
+        }
+    }
+
+    /// Reconciliation as the cell's last phase.
+    async fn reconcile_phase(&mut self, reconcile: &dyn Reconcile) -> Result<Vec<Finding>, String> {
+        self.announce("reconcile");
+        let start_ms = self.ms();
+        let result = reconcile.findings(&self.db.url, self.plan, &self.obs).await;
+        let (outcome, count) = match &result {
+            Ok(found) => (StepOutcome::Ok, found.len()),
+            Err(_) => (StepOutcome::HarnessError, 0),
+        };
+        let phase = Phase {
+            step: 0,
+            name: "reconcile".into(),
+            detail: format!(
+                "{count} finding(s) over {} accepted job(s)",
+                self.obs.accepted.len()
+            ),
+            start_ms,
+            end_ms: self.ms(),
+            outcome,
+        };
+        self.record_phase(phase);
+        result
+    }
+
+    /// The cell's run, its database removed (or kept).
+    async fn finish(
+        mut self,
+        index: usize,
+        findings: Vec<Finding>,
+        harness_error: Option<String>,
+        reconcile_ms: u64,
+    ) -> CellRun {
+        self.probe.close();
+        self.facts.claimed_by = self.shared.lock().claimed_by.iter().cloned().collect();
+        let (ctx, name) = (self.ctx, &self.plan.name);
+        if let Some(note) = self.db.finish(ctx.keep).await {
+            let text = super::database::redact(&note);
+            ctx.events.send(RunEvent::Note(Note::always(
+                Some(name),
+                format!("{name}: {text}"),
+            )));
+        }
+        CellRun {
+            index,
+            plan: self.plan.clone(),
+            observations: self.obs,
+            proved: self.facts,
+            findings,
+            harness_error,
+            elapsed_ms: self.t0.elapsed().as_millis() as u64,
+            reconcile_ms,
+        }
+    }
+
+    /// Records a phase in the timeline and tells the stream.
+    fn record_phase(&mut self, phase: Phase) {
+        self.emit(RunEvent::StepFinished {
+            cell: self.plan.name.clone(),
+            phase: phase.clone(),
+        });
+        self.obs.phases.push(phase);
+    }
 }
 
 impl Cell<'_> {
@@ -449,7 +441,7 @@ impl Cell<'_> {
         if !notes.is_empty() {
             detail = format!("{detail}; {}", notes.join("; "));
         }
-        self.obs.phases.push(Phase {
+        self.record_phase(Phase {
             step: begun.index,
             name: begun.name.to_owned(),
             detail: detail.trim_start_matches("; ").to_owned(),
@@ -604,99 +596,6 @@ impl Cell<'_> {
                 .push(cron_window(CRON_NAME, every, first, last));
         }
     }
-
-    /// What the cell proved, one sentence each (only for a passing cell).
-    fn proved(&self, findings: &[crate::observe::Finding]) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Expectation::Detect(rule) = self.plan.expect {
-            let hits = findings.iter().filter(|f| f.rule == rule).count();
-            out.push(format!(
-                "the seeded defect was caught: {hits} {} finding(s)",
-                rule.name()
-            ));
-            return out;
-        }
-        let accepted = self.obs.accepted.len();
-        out.push(format!(
-            "{} accepted jobs each ended exactly once, in the terminal state their mode was designed for",
-            thousands(accepted as u64)
-        ));
-        if !self.obs.uncertain.is_empty() {
-            out.push(format!(
-                "{} jobs of uncertain commit were settled (each ended at most once)",
-                self.obs.uncertain.len()
-            ));
-        }
-        let ledger = self.shared.lock();
-        if ledger.claimed_by.len() >= 2 {
-            let versions: Vec<&str> = ledger.claimed_by.iter().map(String::as_str).collect();
-            out.push(format!(
-                "workers of {} claimed jobs side by side",
-                versions.join(" and ")
-            ));
-        }
-        drop(ledger);
-        for kill in &self.obs.kills {
-            if kill.in_flight.is_empty() {
-                out.push(format!(
-                    "killed {} ({}) with no attempt in flight; nothing was lost",
-                    kill.process, kill.role
-                ));
-            } else {
-                out.push(format!(
-                    "crash rescue proven on {} in-flight jobs of killed {}",
-                    kill.in_flight.len(),
-                    kill.process
-                ));
-            }
-        }
-        for w in &self.obs.cron {
-            let every = w.every_ms.max(1);
-            let fires = w.to_ms.div_euclid(every) - w.from_ms.div_euclid(every);
-            if fires > 0 {
-                out.push(format!(
-                    "each of the {fires} cron fire times in the window produced exactly one job"
-                ));
-            }
-        }
-        for flip in &self.obs.flips {
-            match (flip.mode.as_str(), flip.exit_code) {
-                (_, Some(EXIT_REFUSED)) => {
-                    out.push(format!("a {} flip was refused, as required", flip.mode))
-                }
-                ("auto", None) if flip.expected == "ok" => {
-                    out.push("the leader auto-flipped the ring-cursor authority to ledger".into())
-                }
-                (mode, Some(EXIT_OK)) => out.push(format!(
-                    "the {mode} flip moved ring-cursor authority to ledger and verified the ledgers"
-                )),
-                _ => {}
-            }
-        }
-        for fence in &self.obs.fences {
-            out.push(format!(
-                "{} refused after the flip and changed nothing",
-                fence.version
-            ));
-        }
-        out.extend(self.facts.refusals_required.iter().cloned());
-        let refused = self.facts.binary_first.len();
-        if self.facts.relaunched > 0 {
-            out.push(format!(
-                "{} process(es) that refused to start on the N-1 schema ran after the migration (binary-first)",
-                self.facts.relaunched
-            ));
-        }
-        if refused > self.facts.relaunched {
-            out.push(format!(
-                "{} start(s) of a flip-aware binary on the N-1 schema were refused before any write, as required",
-                refused - self.facts.relaunched
-            ));
-        }
-        out.extend(self.facts.crashes.iter().cloned());
-        out.extend(self.facts.asserts.iter().cloned());
-        out
-    }
 }
 
 /// The window whose every fire time must have produced exactly one job:
@@ -711,19 +610,6 @@ pub fn cron_window(name: &str, every_ms: i64, first_fire: i64, last_fire: i64) -
         from_ms,
         to_ms: (last_fire - every_ms).max(from_ms),
     }
-}
-
-/// 12345 -> "12,345".
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -743,14 +629,6 @@ mod tests {
         // One fire only: an empty window, never an inverted one.
         let w = cron_window("rehearse", 2_000, 10_000, 10_000);
         assert_eq!((w.from_ms, w.to_ms), (9_999, 9_999));
-    }
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(12_345), "12,345");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, ProcId, Report};
 use crate::observe::{AcceptedJob, InFlight};
+use crate::stream::{Events, RunEvent};
 
 /// stderr lines kept per process for messages.
 const STDERR_TAIL: usize = 12;
@@ -399,8 +400,14 @@ impl Cancel {
 }
 
 impl Shared {
-    /// A shared ledger and the task that feeds it from `rx`.
-    pub fn start(t0: Instant, mut rx: mpsc::UnboundedReceiver<FleetMsg>) -> Arc<Shared> {
+    /// A shared ledger and the task that feeds it from `rx`; the ends of
+    /// processes go on to `events` as `process_exited` of `cell`.
+    pub fn start(
+        t0: Instant,
+        mut rx: mpsc::UnboundedReceiver<FleetMsg>,
+        events: Events,
+        cell: String,
+    ) -> Arc<Shared> {
         let shared = Arc::new(Shared {
             ledger: Mutex::new(Ledger::new(t0)),
             changed: Notify::new(),
@@ -408,15 +415,35 @@ impl Shared {
         let feed = shared.clone();
         tokio::spawn(async move {
             while let Some(msg) = rx.recv().await {
-                feed.lock().apply(msg);
+                feed.apply(msg, &events, &cell);
                 // Drain what else is queued before waking the waiters.
                 while let Ok(msg) = rx.try_recv() {
-                    feed.lock().apply(msg);
+                    feed.apply(msg, &events, &cell);
                 }
                 feed.changed.notify_waiters();
             }
         });
         shared
+    }
+
+    fn apply(&self, msg: FleetMsg, events: &Events, cell: &str) {
+        let exited = match &msg.report {
+            Report::Exited(info) => Some((msg.id, *info, msg.at)),
+            _ => None,
+        };
+        let mut ledger = self.lock();
+        ledger.apply(msg);
+        if let Some((id, info, at)) = exited
+            && let Some(p) = ledger.procs.get(id)
+        {
+            events.send(RunEvent::ProcessExited {
+                cell: cell.to_owned(),
+                process: p.name.clone(),
+                code: info.code,
+                signal: info.signal,
+                at_ms: ledger.ms(at),
+            });
+        }
     }
 
     /// The ledger, locked (hold it briefly: the feed task waits).
@@ -593,7 +620,7 @@ mod tests {
     #[tokio::test]
     async fn wait_for_sees_changes_times_out_and_is_interrupted() {
         let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Shared::start(Instant::now(), rx);
+        let shared = Shared::start(Instant::now(), rx, Events::discard(), "c".into());
         let id = shared
             .lock()
             .register("w".into(), "a", "1", Role::Worker, "l".into());

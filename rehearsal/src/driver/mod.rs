@@ -43,12 +43,10 @@ use std::sync::Arc;
 use crate::artifacts::Resolved;
 use crate::fleet::Fleet;
 use crate::observe::StepOutcome;
+use crate::stream::Events;
 
-pub use awa_runtime::error::EXIT_REFUSED;
+pub use awa_runtime::error::{EXIT_OK, EXIT_REFUSED};
 pub use ledger::{Cancel, Interrupted};
-
-/// `awa`'s exit code when a command did what it was asked.
-pub const EXIT_OK: i32 = 0;
 
 /// Everything a cell shares with the rest of the run.
 #[derive(Clone)]
@@ -70,6 +68,8 @@ pub struct CellContext {
     /// Schema version of the expand migration: below it, a flip-aware
     /// binary's refusal is the expected binary-first outcome.
     pub expand_version: i32,
+    /// Where the cell's events go.
+    pub events: Events,
 }
 
 /// Why a cell stopped before its end.
@@ -111,17 +111,5 @@ impl Done {
             outcome,
             detail: detail.into(),
         }
-    }
-}
-
-/// Where a cell reports its progress (a terminal bar, CI log lines, nothing).
-pub trait CellProgress: Send + Sync {
-    /// The next step begins.
-    fn step(&self, message: &str);
-}
-
-impl CellProgress for crate::report::terminal::CellBar {
-    fn step(&self, message: &str) {
-        crate::report::terminal::CellBar::step(self, message);
     }
 }

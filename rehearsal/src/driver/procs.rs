@@ -12,6 +12,7 @@ use crate::fleet::{ProcId, Spec};
 use crate::matrix::Expectation;
 use crate::observe::KillRecord;
 use crate::plan::Pick;
+use crate::stream::{Fault, RunEvent};
 
 /// How a runtime's start went.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +95,13 @@ impl Cell<'_> {
         match self.ctx.fleet.spawn(spec, self.sink.clone()) {
             Ok(handle) => {
                 self.shared.lock().procs[id].handle = Some(handle);
+                self.emit(RunEvent::ProcessStarted {
+                    cell: self.plan.name.clone(),
+                    process: name,
+                    role: role.name().to_owned(),
+                    version: resolved.version.clone(),
+                    at_ms: self.ms(),
+                });
                 Ok(id)
             }
             Err(e) => {
@@ -370,15 +378,22 @@ impl Cell<'_> {
     pub(super) async fn kill_proc(&mut self, id: ProcId, role: &str) -> Result<KillRecord, Abort> {
         let at_ms = self.ms();
         self.kill_quietly(id).await;
-        let l = self.shared.lock();
-        let p = &l.procs[id];
-        Ok(KillRecord {
-            process: p.name.clone(),
-            version: p.version.clone(),
-            role: role.to_owned(),
-            at_ms,
-            in_flight: p.in_flight(),
-        })
+        let record = {
+            let l = self.shared.lock();
+            let p = &l.procs[id];
+            KillRecord {
+                process: p.name.clone(),
+                version: p.version.clone(),
+                role: role.to_owned(),
+                at_ms,
+                in_flight: p.in_flight(),
+            }
+        };
+        self.emit(RunEvent::FaultInjected {
+            cell: self.plan.name.clone(),
+            fault: Fault::Kill(record.clone()),
+        });
+        Ok(record)
     }
 
     /// Live processes of the slots of `role` (of `artifact` if given), in start order.

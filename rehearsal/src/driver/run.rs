@@ -1,14 +1,13 @@
-//! A whole run: artifacts, PostgreSQL, the cells (`--jobs` at a time),
-//! the report folder, the summary, the exit code.
+//! A whole run: PostgreSQL, the signal handler, the cells (`--jobs` at a
+//! time), each reporting through the run's event stream.
 //!
 //! Ctrl-C (SIGINT) or SIGTERM to rehearse interrupts the run: every cell
 //! that is running stops its processes (SIGTERM, then SIGKILL after 3 s),
 //! is reported as inconclusive, and no further cell starts; the cluster is
-//! stopped and the report of what ran is written. Children die with
+//! stopped and the stream ends, so the report of what ran is written. Children die with
 //! rehearse even if it is SIGKILLed (see `fleet::process`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -18,141 +17,65 @@ use nix::sys::resource::UsageWho;
 use tokio::sync::{Mutex, Semaphore, watch};
 
 use super::CellContext;
+use super::cell::Reconcile;
 use super::database::{Server, connect, redact};
 use super::ledger::Cancel;
 use crate::Error;
-use crate::artifacts::{self, Repo, Resolution};
-use crate::cli::Backend;
-use crate::exit::Outcome;
-use crate::fleet::ProcessFleet;
-use crate::observe::{StepOutcome, Verdict};
+use crate::artifacts::Resolution;
+use crate::fleet::Fleet;
+use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
-use crate::report::{self, ArtifactInfo, CellReport, FORMAT_VERSION, RunInfo, RunReport};
+use crate::stream::{Events, Note, RunEnd, RunEvent, RunStart};
 
 /// Overrides where report folders are created (default: `<repo>/reports`).
 pub const REPORTS_DIR_ENV: &str = "REHEARSE_REPORTS_DIR";
 
-/// What `rehearse run` was asked to do, validated.
-#[derive(Clone, Debug)]
+/// What `rehearse run` was asked to do, validated, with its artifacts
+/// resolved and its report folder made.
 pub struct RunRequest {
     /// The expanded plan.
     pub plan: Plan,
-    /// The repository (artifacts, builds).
-    pub repo: Repo,
-    /// Where the run's report folder is created.
-    pub reports_root: PathBuf,
+    /// The artifacts, each binary built or unpacked.
+    pub resolution: Resolution,
+    /// The run's report folder (process logs go under it).
+    pub report_dir: PathBuf,
+    /// The report folder's name.
+    pub run_id: String,
+    /// When the run began, RFC 3339 in UTC.
+    pub started_at: String,
+    /// When the run began, for its wall time (artifacts included).
+    pub wall: Instant,
     /// `--database-url`.
     pub database_url: Option<String>,
-    /// `--backend`.
-    pub backend: Backend,
+    /// The backend that starts processes, and its name for the report.
+    pub fleet: Arc<dyn Fleet>,
+    /// `process` or `docker`, as resolved.
+    pub backend: String,
     /// `--jobs`.
     pub jobs: u32,
     /// `--keep`.
     pub keep: bool,
-    /// `--quiet`.
-    pub quiet: bool,
-    /// `--json`: report.json on stdout.
-    pub json: bool,
-    /// The command line, for the record.
+    /// The command line, for the record (secrets redacted).
     pub command_line: String,
     /// `rehearse selftest`: score the run against the runtime's seeded defects.
     pub selftest: bool,
 }
 
-/// A finished run: its report and the folder it was written to.
-#[derive(Clone, Debug)]
-pub struct Finished {
-    /// What `report.json` holds.
-    pub report: RunReport,
-    /// The run's report folder.
-    pub dir: PathBuf,
-}
-
-/// Runs every cell of the plan and writes the report.
+/// Runs every cell of the plan, sending the run's events to `events`
+/// (from `run_started` to `run_finished`); `reconcile` reads each cell's
+/// findings from its database. Fails only when nothing could run (no
+/// PostgreSQL, no async runtime).
 pub fn execute(
     req: RunRequest,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<Outcome, Error> {
-    Ok(execute_report(req, out, err)?.report.outcome())
-}
-
-/// [`execute`], handing back the report and where it was written.
-pub fn execute_report(
-    req: RunRequest,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<Finished, Error> {
-    let started = SystemTime::now();
-    let wall = Instant::now();
-    let stamp = report::utc(started);
-    let backend = match req.backend {
-        Backend::Process => "process",
-        Backend::Docker => {
-            return Err(Error::BadFlag {
-                flag: "--backend",
-                message:
-                    "the docker backend is not implemented yet; use --backend process (the default)"
-                        .into(),
-            });
-        }
-        Backend::Auto => {
-            writeln!(
-                err,
-                "backend auto: using process (the docker backend is not implemented yet)"
-            )?;
-            "process"
-        }
-    };
-
-    // Artifacts: every source checked, then each binary built once.
-    let mut wanted = BTreeMap::new();
-    for cell in &req.plan.cells {
-        for (name, artifact) in &cell.artifacts {
-            wanted.insert(name.clone(), artifact.clone());
-        }
-    }
-    let quiet = req.quiet;
-    let resolution = {
-        let mut progress = |line: String| {
-            if !quiet {
-                let _ = writeln!(err, "{line}");
-            }
-        };
-        artifacts::resolve(&req.repo, &wanted, &mut progress)?
-    };
+    events: Events,
+    reconcile: Arc<dyn Reconcile>,
+) -> Result<(), Error> {
     let children_before = cpu_ms(UsageWho::RUSAGE_CHILDREN);
-
-    let mut dir = report::report_dir(&req.reports_root, &stamp.compact, resolution.git.short());
-    for n in 2.. {
-        if !dir.exists() {
-            break;
-        }
-        let name = format!(
-            "{}-{n}",
-            report::report_dir(&req.reports_root, &stamp.compact, resolution.git.short()).display()
-        );
-        dir = PathBuf::from(name);
-    }
-    std::fs::create_dir_all(&dir).map_err(Error::Output)?;
-    let run_id = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if !quiet {
-        writeln!(
-            err,
-            "run {run_id}: {} cell(s), report in {}",
-            req.plan.cells.len(),
-            dir.display()
-        )?;
-    }
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Harness(format!("could not start the async runtime: {e}")))?;
-    let ran = runtime.block_on(run_cells(&req, &resolution, dir.clone(), run_id.clone()));
+    let ran = runtime.block_on(run_cells(&req, &events, reconcile));
     // Stopping the cluster reaps it, so its CPU time counts below.
     let ran = ran.map(|mut ran| {
         if let Some(server) = ran.server.take() {
@@ -161,98 +84,30 @@ pub fn execute_report(
         ran
     });
     drop(runtime);
-    let ran = ran.inspect_err(|_| {
-        // Nothing ran: leave no empty report folder behind.
-        let _ = std::fs::remove_dir(&dir);
-    })?;
-    for note in &ran.notes {
-        writeln!(err, "{note}")?;
+    let ran = ran?;
+    for note in ran.notes {
+        events.send(RunEvent::Note(Note::always(None, note)));
     }
-
-    let finished = SystemTime::now();
-    let report = RunReport {
-        format_version: FORMAT_VERSION.to_owned(),
-        run: RunInfo {
-            run_id,
-            started_at: stamp.rfc3339,
-            finished_at: report::utc(finished).rfc3339,
-            seed: req.plan.seed,
-            command_line: req.command_line.clone(),
-            matrix: req.plan.selection.matrix.clone(),
-            replay: req.plan.replay.clone(),
-            backend: backend.to_owned(),
-            postgres_version: ran.postgres_version,
-            migration_checksums: migration_checksums(),
-            git_commit: resolution.git.commit.clone(),
-            git_dirty: resolution.git.dirty,
-            wall_ms: wall.elapsed().as_millis() as u64,
-            harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
-            children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before),
-            interrupted: ran.interrupted,
-        },
-        artifacts: artifact_infos(&resolution),
-        selftest: req
-            .selftest
-            .then(|| crate::selftest::Score::of(&awa_runtime::failpoint::ALL, &ran.cells)),
-        cells: ran.cells,
-    };
-    report::write_all(&dir, &report).map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
-
-    let color = report::terminal::use_color();
-    let summary = report::terminal::summary_table(&report, color && !req.json);
-    if req.json {
-        out.write_all(
-            report::to_json(&report)
-                .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?
-                .as_bytes(),
-        )?;
-        err.write_all(summary.as_bytes())?;
-    } else {
-        out.write_all(summary.as_bytes())?;
-    }
-    for cell in report.cells.iter().filter(|c| c.verdict == Verdict::Fail) {
-        for phase in cell
-            .timeline
-            .iter()
-            .filter(|p| p.outcome == StepOutcome::Failed)
-        {
-            writeln!(
-                err,
-                "{}: step {} ({}) failed: {}",
-                cell.name, phase.step, phase.name, phase.detail
-            )?;
-        }
-    }
-    if ran.interrupted {
-        writeln!(err, "interrupted: the report covers the cells that ran")?;
-    }
-    if let Some(score) = &report.selftest {
-        for line in score.lines() {
-            writeln!(out, "{line}")?;
-        }
-    }
-    writeln!(err, "report: {}", dir.display())?;
-    Ok(Finished { report, dir })
+    events.send(RunEvent::RunFinished(RunEnd {
+        finished_at: crate::stamp::utc(SystemTime::now()).rfc3339,
+        wall_ms: req.wall.elapsed().as_millis() as u64,
+        harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
+        children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before),
+        interrupted: ran.interrupted,
+    }));
+    Ok(())
 }
 
 /// What the asynchronous part of a run produced.
 struct Ran {
-    cells: Vec<CellReport>,
-    postgres_version: String,
     interrupted: bool,
     server: Option<Server>,
     notes: Vec<String>,
 }
 
-async fn run_cells(
-    req: &RunRequest,
-    resolution: &Resolution,
-    report_dir: PathBuf,
-    run_id: String,
-) -> Result<Ran, Error> {
-    let (cancel_tx, cancel_rx) = watch::channel(false);
-    let cancel = Cancel::new(cancel_rx);
-    let signals = tokio::spawn(async move {
+/// Ctrl-C or SIGTERM sets `cancel_tx`; a second signal is acknowledged.
+fn watch_signals(cancel_tx: watch::Sender<bool>, events: Events) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut int), Ok(mut term)) = (
             signal(SignalKind::interrupt()),
@@ -264,7 +119,12 @@ async fn run_cells(
             _ = int.recv() => "SIGINT",
             _ = term.recv() => "SIGTERM",
         };
-        eprintln!("rehearse: {name}: stopping every process, then writing the report of what ran");
+        events.send(RunEvent::Note(Note::always(
+            None,
+            format!(
+                "rehearse: {name}: stopping every process, then writing the report of what ran"
+            ),
+        )));
         let _ = cancel_tx.send(true);
         // A second signal is acknowledged, not acted on: the cleanup is already bounded.
         loop {
@@ -272,39 +132,79 @@ async fn run_cells(
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
-            eprintln!("rehearse: already stopping (at most a few seconds per cell)");
+            events.send(RunEvent::Note(Note::always(
+                None,
+                "rehearse: already stopping (at most a few seconds per cell)",
+            )));
         }
-    });
+    })
+}
 
-    let server = match &req.database_url {
+/// The throwaway cluster, or the server `--database-url` names.
+async fn open_server(database_url: Option<&str>) -> Result<Server, Error> {
+    match database_url {
         None => {
             let cluster = Cluster::start()
                 .await
                 .map_err(|e| Error::Postgres(e.to_string()))?;
-            Server::Throwaway(Arc::new(Mutex::new(cluster)))
+            Ok(Server::Throwaway(Arc::new(Mutex::new(cluster))))
         }
         Some(url) => {
             connect(url).await.map_err(|e| {
                 Error::Postgres(format!("{e}; check --database-url {}", redact(url)))
             })?;
-            Server::External { url: url.clone() }
+            Ok(Server::External {
+                url: url.to_owned(),
+            })
         }
-    };
+    }
+}
+
+fn run_start(req: &RunRequest, postgres_version: String) -> RunStart {
+    RunStart {
+        run_id: req.run_id.clone(),
+        report_dir: req.report_dir.clone(),
+        started_at: req.started_at.clone(),
+        seed: req.plan.seed,
+        command_line: req.command_line.clone(),
+        matrix: req.plan.selection.matrix.clone(),
+        replay: req.plan.replay.clone(),
+        backend: req.backend.clone(),
+        postgres_version,
+        migration_checksums: migration_checksums(),
+        git_commit: req.resolution.git.commit.clone(),
+        git_dirty: req.resolution.git.dirty,
+        artifacts: artifact_infos(&req.resolution),
+        cells: req.plan.cells.iter().map(|c| c.name.clone()).collect(),
+        selftest: req.selftest,
+    }
+}
+
+async fn run_cells(
+    req: &RunRequest,
+    events: &Events,
+    reconcile: Arc<dyn Reconcile>,
+) -> Result<Ran, Error> {
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let cancel = Cancel::new(cancel_rx);
+    let signals = watch_signals(cancel_tx, events.clone());
+    let server = open_server(req.database_url.as_deref()).await?;
     let postgres_version = server
         .version()
         .await
         .unwrap_or_else(|e| format!("unknown ({e})"));
+    events.send(RunEvent::RunStarted(run_start(req, postgres_version)));
     let ctx = CellContext {
-        fleet: Arc::new(ProcessFleet),
-        artifacts: Arc::new(resolution.artifacts.clone()),
-        report_dir,
-        run_id,
+        fleet: req.fleet.clone(),
+        artifacts: Arc::new(req.resolution.artifacts.clone()),
+        report_dir: req.report_dir.clone(),
+        run_id: req.run_id.clone(),
         server: server.clone(),
         keep: req.keep,
         cancel: cancel.clone(),
-        expand_version: resolution.expand_version,
+        expand_version: req.resolution.expand_version,
+        events: events.clone(),
     };
-    let progress = Arc::new(report::terminal::Progress::new(req.quiet));
     let slots = Arc::new(Semaphore::new(req.jobs.max(1) as usize));
     let mut tasks = tokio::task::JoinSet::new();
     for (index, plan) in req.plan.cells.iter().cloned().enumerate() {
@@ -316,31 +216,33 @@ async fn run_cells(
         if cancel.is_set() {
             break;
         }
-        let (ctx, progress) = (ctx.clone(), progress.clone());
+        let (ctx, reconcile) = (ctx.clone(), reconcile.clone());
         tasks.spawn(async move {
             let _slot = slot;
-            let bar = progress.start_cell(&plan.name, plan.steps.len() as u64 + 2);
-            let report = super::cell::run_cell(&ctx, &plan, &bar).await;
-            bar.finish(report.verdict);
-            (index, Some(report))
+            ctx.events.send(RunEvent::CellStarted {
+                index,
+                cell: plan.name.clone(),
+                phases: plan.steps.len() as u64 + 2,
+            });
+            let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
+            ctx.events.send(RunEvent::CellFinished(Box::new(run)));
+            index
         });
     }
-    let mut cells = Vec::new();
+    let mut ran: Vec<usize> = Vec::new();
     let mut notes = Vec::new();
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok((index, Some(report))) => cells.push((index, report)),
-            Ok((_, None)) => {}
+            Ok(index) => ran.push(index),
             Err(e) => notes.push(format!("a cell's task failed: {e}")),
         }
     }
-    cells.sort_by_key(|(i, _)| *i);
     let not_run: Vec<&str> = req
         .plan
         .cells
         .iter()
         .enumerate()
-        .filter(|(i, _)| !cells.iter().any(|(j, _)| j == i))
+        .filter(|(i, _)| !ran.contains(i))
         .map(|(_, c)| c.name.as_str())
         .collect();
     if !not_run.is_empty() {
@@ -349,8 +251,6 @@ async fn run_cells(
     signals.abort();
     drop(ctx);
     Ok(Ran {
-        cells: cells.into_iter().map(|(_, r)| r).collect(),
-        postgres_version,
         interrupted: cancel.is_set(),
         server: Some(server),
         notes,

@@ -41,6 +41,7 @@
 
 mod faults;
 mod growth;
+mod judged;
 mod liveness;
 mod load;
 mod rings;
@@ -49,6 +50,7 @@ mod runtimes;
 mod verdict;
 
 pub use faults::unfired_faults;
+pub use judged::judged;
 pub use verdict::{Detection, Judgement, judge, verdict};
 
 use std::time::Instant;

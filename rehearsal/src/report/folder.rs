@@ -51,21 +51,23 @@ pub fn render_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
 /// error message carried, no secret reaches a file, including fields
 /// added later.
 fn redacted(report: &RunReport) -> Result<RunReport, ReportError> {
-    fn walk(value: serde_json::Value) -> serde_json::Value {
-        use serde_json::Value;
-        match value {
-            Value::String(s) => Value::String(awa_runtime::redact::redact(&s)),
-            Value::Array(items) => Value::Array(items.into_iter().map(walk).collect()),
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (awa_runtime::redact::redact(&k), walk(v)))
-                    .collect(),
-            ),
-            other => other,
-        }
-    }
     let value = serde_json::to_value(report).map_err(ReportError::Encode)?;
-    serde_json::from_value(walk(value)).map_err(ReportError::Encode)
+    serde_json::from_value(redact_value(value)).map_err(ReportError::Encode)
+}
+
+/// `value` with every string in it (keys too) redacted.
+pub(super) fn redact_value(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(awa_runtime::redact::redact(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(redact_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (awa_runtime::redact::redact(&k), redact_value(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 fn create(dir: &Path) -> Result<(), ReportError> {

@@ -31,19 +31,21 @@
 //! assert_eq!(report::text::duration(245_000), "4m05s");
 //! ```
 
+mod collect;
 mod folder;
 mod html;
 mod json;
 mod junit;
 mod markdown;
 pub mod model;
-pub mod stamp;
 pub mod terminal;
 pub mod text;
 
 #[cfg(test)]
 pub(crate) mod fixture;
 
+pub use crate::stamp::{self, UtcStamp, utc};
+pub use collect::{Collector, EVENTS_JSONL, event_line, proved, read_events, replay};
 pub use folder::{
     JUNIT_XML, REPORT_HTML, REPORT_JSON, REPORT_MD, render_all, report_dir, write_all,
 };
@@ -54,4 +56,3 @@ pub use markdown::render_markdown;
 pub use model::{
     ArtifactInfo, CellReport, FORMAT_VERSION, RunInfo, RunReport, Tally, verdict_name,
 };
-pub use stamp::{UtcStamp, utc};

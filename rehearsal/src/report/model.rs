@@ -17,6 +17,8 @@ use crate::observe::{
     Verdict,
 };
 use crate::plan::CellPlan;
+
+pub use crate::observe::ArtifactInfo;
 use crate::reconcile::Detection;
 
 /// The `report.json` format this build writes, as `MAJOR.MINOR`.
@@ -88,25 +90,6 @@ pub struct RunInfo {
     pub children_cpu_ms: u64,
     /// The run was cut short (Ctrl-C): cells not listed never ran.
     pub interrupted: bool,
-}
-
-/// One artifact as it was obtained for the run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArtifactInfo {
-    /// The matrix's name for it (`previous`, `current`, `defective_fence`).
-    pub name: String,
-    /// The awa-runtime version its binary reports.
-    pub version: String,
-    /// Where it came from: `workspace build`, `release 0.6.2 (artifacts/awa-runtime-0.6.2.crate)`, or an image reference.
-    pub source: String,
-    /// sha256 (hex) of the binary or image that ran.
-    pub digest: String,
-    /// `built`, `cached` or `pulled`.
-    pub obtained: String,
-    /// Path of the binary (or image reference) that was started.
-    pub binary: String,
-    /// The seeded defect armed in it, if any.
-    pub failpoint: Option<String>,
 }
 
 /// One cell: what was planned, what happened, and the verdict.

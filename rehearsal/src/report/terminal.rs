@@ -6,6 +6,7 @@
 //! prints neither. The summary is text returned as a `String`, coloured
 //! only when asked, so it is tested like every other report.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
 use crate::observe::Verdict;
+use crate::stream::RunEvent;
 
 use super::model::{RunReport, verdict_name};
 use super::text::{duration, findings_summary, tally_line};
@@ -158,6 +160,59 @@ impl Progress {
             Sink::Lines(out) => line(out, text),
             Sink::Silent => {}
         }
+    }
+}
+
+/// The terminal's reporter: the run's events as bars (or lines), and the
+/// notes for the person watching.
+pub struct Terminal {
+    progress: Progress,
+    bars: HashMap<String, CellBar>,
+}
+
+impl Terminal {
+    /// Bars or lines on stderr as [`Progress::new`] decides.
+    pub fn new(quiet: bool) -> Terminal {
+        Terminal::with(Progress::new(quiet))
+    }
+
+    /// A reporter drawing with `progress`.
+    pub fn with(progress: Progress) -> Terminal {
+        Terminal {
+            progress,
+            bars: HashMap::new(),
+        }
+    }
+
+    /// Shows one event. A note that is not progress goes above the bars
+    /// when there are bars, else to `err`, even with `--quiet`.
+    pub fn show(&mut self, event: &RunEvent, err: &mut dyn Write) -> std::io::Result<()> {
+        match event {
+            RunEvent::CellStarted { cell, phases, .. } => {
+                let bar = self.progress.start_cell(cell, *phases);
+                self.bars.insert(cell.clone(), bar);
+            }
+            RunEvent::StepStarted { cell, what } => {
+                if let Some(bar) = self.bars.get(cell) {
+                    bar.step(what);
+                }
+            }
+            RunEvent::CellJudged { cell, verdict, .. } => {
+                if let Some(bar) = self.bars.remove(cell) {
+                    bar.finish(*verdict);
+                }
+            }
+            RunEvent::Note(note) if note.always => {
+                if matches!(self.progress.sink, Sink::Bars(_)) {
+                    self.progress.note(&note.text);
+                } else {
+                    writeln!(err, "{}", note.text)?;
+                }
+            }
+            RunEvent::Note(note) => self.progress.note(&note.text),
+            _ => {}
+        }
+        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::{Cell, Fault};
+use super::super::cell::{ArmedFault, Cell};
 use super::evidence::{Before, Inside};
 use crate::fleet::ProcId;
 use crate::matrix::When;
@@ -90,11 +90,11 @@ impl Cell<'_> {
         let mut crashed = false;
         for (_, fault) in firing {
             match fault {
-                Fault::Kill(k) => {
+                ArmedFault::Kill(k) => {
                     let text = self.fire_kill(&k, Some(&inside)).await?;
                     notes.push(text);
                 }
-                Fault::Crash => {
+                ArmedFault::Crash => {
                     let text = self.crash(&format!(" during the {what}")).await?;
                     notes.push(text);
                     crashed = true;
@@ -107,7 +107,7 @@ impl Cell<'_> {
                     notes.push(evidence.clone());
                     self.record_fault(fault, fired, evidence);
                 }
-                Fault::Fleet(f) => {
+                ArmedFault::Fleet(f) => {
                     let text = self.fleet_inside_migration(&f, trigger_id).await?;
                     notes.push(text);
                 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::{Cell, Fault};
+use super::super::cell::{ArmedFault, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use crate::fleet::ProcId;
@@ -19,7 +19,7 @@ impl Cell<'_> {
     /// [`Cell::fleet_inside_migration`] as the next migration runs.
     pub(super) async fn fleet(&mut self, s: &FleetStep) -> Result<Done, Abort> {
         if s.when != When::Now {
-            self.armed.push((s.when, Fault::Fleet(s.clone())));
+            self.armed.push((s.when, ArmedFault::Fleet(s.clone())));
             let step: crate::matrix::Step = crate::matrix::Step::Fleet(s.clone());
             return Ok(Done::with(
                 crate::observe::StepOutcome::Armed,

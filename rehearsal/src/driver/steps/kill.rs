@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::super::cell::{Cell, Fault};
+use super::super::cell::{ArmedFault, Cell};
 use super::super::ledger::Role;
 use super::super::procs::pick;
 use super::super::{Abort, Done};
@@ -29,7 +29,7 @@ impl Cell<'_> {
                 Ok(Done::ok(text))
             }
             when => {
-                self.armed.push((when, Fault::Kill(k.clone())));
+                self.armed.push((when, ArmedFault::Kill(k.clone())));
                 Ok(Done::with(StepOutcome::Armed, format!("{k}")))
             }
         }

@@ -49,7 +49,7 @@ impl Cell<'_> {
         let mut detail = format!(
             "stopped {} producer(s); {} jobs accepted so far",
             ids.len(),
-            super::super::cell::thousands(accepted as u64)
+            crate::observe::thousands(accepted as u64)
         );
         if uncertain > 0 {
             detail.push_str(&format!(", {uncertain} uncertain"));

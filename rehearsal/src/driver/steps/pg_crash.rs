@@ -1,15 +1,16 @@
 //! `pg_crash`: crash PostgreSQL and let it recover, now or armed.
 
-use super::super::cell::{Cell, Fault};
+use super::super::cell::{ArmedFault, Cell};
 use super::super::{Abort, Done};
 use crate::matrix::When;
 use crate::observe::StepOutcome;
+use crate::stream::{Fault, RunEvent};
 
 impl Cell<'_> {
     /// `pg_crash`: now, or armed for the next migrate or flip.
     pub(super) async fn pg_crash(&mut self, when: When) -> Result<Done, Abort> {
         if when != When::Now {
-            self.armed.push((when, Fault::Crash));
+            self.armed.push((when, ArmedFault::Crash));
             let next = if when == When::DuringMigrate {
                 "migrate"
             } else {
@@ -27,6 +28,13 @@ impl Cell<'_> {
 
     pub(super) async fn crash(&mut self, during: &str) -> Result<String, Abort> {
         let ms = self.db.crash_and_restart().await.map_err(Abort::Harness)?;
+        self.emit(RunEvent::FaultInjected {
+            cell: self.plan.name.clone(),
+            fault: Fault::PgCrash {
+                at_ms: self.ms(),
+                recovery_ms: ms,
+            },
+        });
         self.facts
             .crashes
             .push(format!("the fleet survived a PostgreSQL crash{during}"));

@@ -7,9 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// One instant in the two spellings a report needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UtcStamp {
-    /// RFC 3339, second precision: `2026-11-30T01:45:12Z` (for [`super::RunInfo`]).
+    /// RFC 3339, second precision: `2026-11-30T01:45:12Z` (for [`crate::report::RunInfo`]).
     pub rfc3339: String,
-    /// Compact ISO 8601 basic form: `20261130T014512Z` (for [`super::report_dir`]).
+    /// Compact ISO 8601 basic form: `20261130T014512Z` (for [`crate::report::report_dir`]).
     pub compact: String,
 }
 

@@ -1,0 +1,274 @@
+//! `rehearse run`, wired: artifacts -> driver -> reconcile -> report.
+//!
+//! The artifacts are resolved and the report folder made here; the driver
+//! then runs the cells on a thread of its own and tells this one what
+//! happens through the event stream ([`crate::stream`]). Each event is
+//! judged by reconciliation (a finished cell gets its verdict), recorded
+//! in `events.jsonl`, shown on the terminal and collected into the
+//! report, which is written when the stream ends.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::Error;
+use crate::artifacts::{self, Repo, Resolution};
+use crate::cli::Backend;
+use crate::driver::cell::Reconcile;
+use crate::driver::run::RunRequest;
+use crate::exit::Outcome;
+use crate::fleet::{Fleet, ProcessFleet};
+use crate::observe::{Finding, Observations, StepOutcome, Verdict};
+use crate::plan::{CellPlan, Plan};
+use crate::report::{self, Collector, RunReport, terminal::Terminal};
+use crate::stream::RunEvent;
+
+/// What `rehearse run` was asked to do, validated.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// The expanded plan.
+    pub plan: Plan,
+    /// The repository (artifacts, builds).
+    pub repo: Repo,
+    /// Where the run's report folder is created.
+    pub reports_root: PathBuf,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+    /// `--backend`.
+    pub backend: Backend,
+    /// `--jobs`.
+    pub jobs: u32,
+    /// `--keep`.
+    pub keep: bool,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--json`: report.json on stdout.
+    pub json: bool,
+    /// The command line, for the record (secrets redacted).
+    pub command_line: String,
+    /// `rehearse selftest`: score the run against the runtime's seeded defects.
+    pub selftest: bool,
+}
+
+/// A finished run: its report and the folder it was written to.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// What `report.json` holds.
+    pub report: RunReport,
+    /// The run's report folder.
+    pub dir: PathBuf,
+}
+
+/// Reconciliation over a cell's database, as the driver asks for it.
+struct DatabaseReconcile;
+
+impl Reconcile for DatabaseReconcile {
+    fn findings<'a>(
+        &'a self,
+        database_url: &'a str,
+        plan: &'a CellPlan,
+        observations: &'a Observations,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Finding>, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let client = crate::pg::connect(database_url)
+                .await
+                .map_err(|e| format!("reconciliation could not connect: {e}"))?;
+            crate::reconcile::reconcile(&client, plan, observations)
+                .await
+                .map_err(|e| awa_runtime::error::chain(&e))
+        })
+    }
+}
+
+/// Runs every cell of the plan and writes the report.
+pub fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome, Error> {
+    Ok(run_report(args, out, err)?.report.outcome())
+}
+
+/// [`run`], handing back the report and where it was written.
+pub fn run_report(
+    args: RunArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Finished, Error> {
+    let wall = Instant::now();
+    let stamp = report::utc(SystemTime::now());
+    let (fleet, backend) = choose_backend(args.backend, err)?;
+    let resolution = resolve(&args, err)?;
+    let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
+    let run_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !args.quiet {
+        writeln!(
+            err,
+            "run {run_id}: {} cell(s), report in {}",
+            args.plan.cells.len(),
+            dir.display()
+        )?;
+    }
+    let request = RunRequest {
+        plan: args.plan.clone(),
+        resolution,
+        report_dir: dir.clone(),
+        run_id,
+        started_at: stamp.rfc3339,
+        wall,
+        database_url: args.database_url.clone(),
+        fleet,
+        backend,
+        jobs: args.jobs,
+        keep: args.keep,
+        command_line: args.command_line.clone(),
+        selftest: args.selftest,
+    };
+    let (events, rx) = crate::stream::channel();
+    let driver = std::thread::spawn(move || {
+        crate::driver::run::execute(request, events, Arc::new(DatabaseReconcile))
+    });
+    let collected = report_events(rx, &dir, args.quiet, err);
+    let ran = driver
+        .join()
+        .unwrap_or_else(|_| Err(Error::Harness("the driver's thread panicked".into())));
+    if let Err(e) = ran {
+        // Nothing ran: leave no empty report folder behind.
+        let _ = std::fs::remove_dir(&dir);
+        return Err(e);
+    }
+    let report = collected?
+        .ok_or_else(|| Error::Harness("the run's event stream ended before the run did".into()))?;
+    write_report(&report, &dir, args.json, out, err)?;
+    Ok(Finished { report, dir })
+}
+
+/// The backend that starts processes, and its name for the report.
+fn choose_backend(
+    backend: Backend,
+    err: &mut dyn Write,
+) -> Result<(Arc<dyn Fleet>, String), Error> {
+    match backend {
+        Backend::Process => Ok((Arc::new(ProcessFleet), "process".into())),
+        Backend::Docker => Err(Error::BadFlag {
+            flag: "--backend",
+            message:
+                "the docker backend is not implemented yet; use --backend process (the default)"
+                    .into(),
+        }),
+        Backend::Auto => {
+            writeln!(
+                err,
+                "backend auto: using process (the docker backend is not implemented yet)"
+            )?;
+            Ok((Arc::new(ProcessFleet), "process".into()))
+        }
+    }
+}
+
+/// Artifacts: every source checked, then each binary built once.
+fn resolve(args: &RunArgs, err: &mut dyn Write) -> Result<Resolution, Error> {
+    let mut wanted = BTreeMap::new();
+    for cell in &args.plan.cells {
+        for (name, artifact) in &cell.artifacts {
+            wanted.insert(name.clone(), artifact.clone());
+        }
+    }
+    let quiet = args.quiet;
+    let mut progress = |line: String| {
+        if !quiet {
+            let _ = writeln!(err, "{line}");
+        }
+    };
+    Ok(artifacts::resolve(&args.repo, &wanted, &mut progress)?)
+}
+
+/// A new report folder (`-2`, `-3`, ... when the name is taken).
+fn create_report_dir(root: &Path, compact: &str, short_sha: &str) -> Result<PathBuf, Error> {
+    let first = report::report_dir(root, compact, short_sha);
+    let mut dir = first.clone();
+    for n in 2.. {
+        if !dir.exists() {
+            break;
+        }
+        dir = PathBuf::from(format!("{}-{n}", first.display()));
+    }
+    std::fs::create_dir_all(&dir).map_err(Error::Output)?;
+    Ok(dir)
+}
+
+/// Judges, records, shows and collects the stream until it ends.
+fn report_events(
+    mut rx: UnboundedReceiver<RunEvent>,
+    dir: &Path,
+    quiet: bool,
+    err: &mut dyn Write,
+) -> Result<Option<RunReport>, Error> {
+    let mut terminal = Terminal::new(quiet);
+    let mut collector = Collector::default();
+    let mut recording = Vec::new();
+    while let Some(event) = rx.blocking_recv() {
+        let verdict = crate::reconcile::judged(&event);
+        for event in std::iter::once(event).chain(verdict) {
+            let line = report::event_line(&event)
+                .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
+            recording.push(line);
+            terminal.show(&event, err)?;
+            collector.add(&event);
+        }
+    }
+    let report = collector.finish();
+    if report.is_some() {
+        recording.push(String::new());
+        std::fs::write(dir.join(report::EVENTS_JSONL), recording.join("\n"))
+            .map_err(Error::Output)?;
+    }
+    Ok(report)
+}
+
+/// The report files, the summary, and the exit outcome.
+fn write_report(
+    report: &RunReport,
+    dir: &Path,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), Error> {
+    let harness = |e: report::ReportError| Error::Harness(awa_runtime::error::chain(&e));
+    report::write_all(dir, report).map_err(harness)?;
+    let color = report::terminal::use_color();
+    let summary = report::terminal::summary_table(report, color && !json);
+    if json {
+        out.write_all(report::to_json(report).map_err(harness)?.as_bytes())?;
+        err.write_all(summary.as_bytes())?;
+    } else {
+        out.write_all(summary.as_bytes())?;
+    }
+    for cell in report.cells.iter().filter(|c| c.verdict == Verdict::Fail) {
+        for phase in cell
+            .timeline
+            .iter()
+            .filter(|p| p.outcome == StepOutcome::Failed)
+        {
+            writeln!(
+                err,
+                "{}: step {} ({}) failed: {}",
+                cell.name, phase.step, phase.name, phase.detail
+            )?;
+        }
+    }
+    if report.run.interrupted {
+        writeln!(err, "interrupted: the report covers the cells that ran")?;
+    }
+    if let Some(score) = &report.selftest {
+        for line in score.lines() {
+            writeln!(out, "{line}")?;
+        }
+    }
+    writeln!(err, "report: {}", dir.display())?;
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! The run as a stream of typed events: everything the driver tells the
+//! rest of the program goes through here, to one receiver.
+//!
+//! The driver sends [`RunEvent`]s into an [`Events`] handle (cheap to
+//! clone, usable from every cell's task); `commands` receives them on
+//! its own thread, lets reconciliation judge each finished cell
+//! (`reconcile::judged`, which adds a [`RunEvent::CellJudged`]), and hands
+//! every event to the reporters: the terminal (bars, notes), the report
+//! files (`report::Collector`) and the recording (`events.jsonl`). Because
+//! every event is plain data, a recorded stream renders the same report
+//! as the run that produced it.
+//!
+//! ```
+//! use rehearsal::stream::{self, Note, RunEvent};
+//!
+//! let (events, mut rx) = stream::channel();
+//! events.send(RunEvent::Note(Note::progress(None, "resolving artifacts")));
+//! drop(events);
+//! let got = rx.blocking_recv().unwrap();
+//! assert!(matches!(got, RunEvent::Note(n) if n.text == "resolving artifacts"));
+//! assert!(rx.blocking_recv().is_none(), "the stream ends with its last sender");
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::matrix::Expectation;
+use crate::observe::{
+    ArtifactInfo, Finding, KillRecord, Observations, Phase, ProvedFacts, Verdict,
+};
+use crate::plan::CellPlan;
+use crate::reconcile::Detection;
+
+/// One thing that happened in a run, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// Artifacts are resolved, the report folder exists and PostgreSQL is up.
+    RunStarted(RunStart),
+    /// Something to tell the person watching (never part of a report).
+    Note(Note),
+    /// A cell begins (`index` is its place in the plan).
+    CellStarted {
+        /// Its place in the plan.
+        index: usize,
+        /// Its name.
+        cell: String,
+        /// Setup, its steps and reconciliation.
+        phases: u64,
+    },
+    /// A phase of a cell begins: setup, a step, the final drain, reconciliation.
+    StepStarted {
+        /// The cell.
+        cell: String,
+        /// What the phase does, in words (`roll to current one at a time`).
+        what: String,
+    },
+    /// A phase ended, with its typed outcome and timings.
+    StepFinished {
+        /// The cell.
+        cell: String,
+        /// The phase as the timeline records it.
+        phase: Phase,
+    },
+    /// The driver started a process.
+    ProcessStarted {
+        /// The cell.
+        cell: String,
+        /// The process's name (`previous-worker-2`).
+        process: String,
+        /// Its role (`worker`, `migrate`, ...).
+        role: String,
+        /// Its binary's version.
+        version: String,
+        /// Ms since the cell started.
+        at_ms: u64,
+    },
+    /// A process of the cell was reaped.
+    ProcessExited {
+        /// The cell.
+        cell: String,
+        /// The process's name.
+        process: String,
+        /// Its exit code, if it exited by itself.
+        code: Option<i32>,
+        /// The signal that ended it, if one did.
+        signal: Option<i32>,
+        /// Ms since the cell started.
+        at_ms: u64,
+    },
+    /// The driver injected a fault.
+    FaultInjected {
+        /// The cell.
+        cell: String,
+        /// What it did.
+        fault: Fault,
+    },
+    /// A cell's run is over: what it observed and what reconciliation found.
+    CellFinished(Box<CellRun>),
+    /// Reconciliation's verdict on a finished cell.
+    CellJudged {
+        /// The cell's place in the plan.
+        index: usize,
+        /// The cell.
+        cell: String,
+        /// Whether it met its expectation.
+        verdict: Verdict,
+        /// For a `detect` cell: how the defect was caught.
+        detection: Option<Detection>,
+        /// Why, in one line.
+        reason: String,
+        /// Why the harness could not judge it: the run's own harness
+        /// error, or a fault that did not fire.
+        harness_error: Option<String>,
+    },
+    /// The run is over (every cell finished, or it was interrupted).
+    RunFinished(RunEnd),
+}
+
+/// A fault the driver injected.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fault {
+    /// A process was SIGKILLed on purpose.
+    Kill(KillRecord),
+    /// PostgreSQL was crashed and came back.
+    PgCrash {
+        /// When it was back, in ms since the cell started.
+        at_ms: u64,
+        /// How long crash recovery took.
+        recovery_ms: u64,
+    },
+}
+
+/// What the run is, once it has started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunStart {
+    /// The report folder's name.
+    pub run_id: String,
+    /// The report folder.
+    pub report_dir: PathBuf,
+    /// RFC 3339 in UTC.
+    pub started_at: String,
+    /// The seed every random choice came from.
+    pub seed: u64,
+    /// The command line as typed, secrets redacted.
+    pub command_line: String,
+    /// The named matrix, if one was selected.
+    pub matrix: Option<String>,
+    /// The command that replays this run.
+    pub replay: String,
+    /// The backend that starts processes (`process`).
+    pub backend: String,
+    /// `server_version` of PostgreSQL.
+    pub postgres_version: String,
+    /// sha256 of each migration the current build embeds.
+    pub migration_checksums: BTreeMap<String, String>,
+    /// The workspace commit.
+    pub git_commit: String,
+    /// Uncommitted changes in the work tree.
+    pub git_dirty: bool,
+    /// Every artifact the run uses.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// The cells, in plan order.
+    pub cells: Vec<String>,
+    /// `rehearse selftest`: the report scores the run against the runtime's seeded defects.
+    #[serde(default)]
+    pub selftest: bool,
+}
+
+/// How the run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// RFC 3339 in UTC.
+    pub finished_at: String,
+    /// Wall-clock duration of the whole run.
+    pub wall_ms: u64,
+    /// CPU time of rehearse itself.
+    pub harness_cpu_ms: u64,
+    /// CPU time of its reaped children.
+    pub children_cpu_ms: u64,
+    /// Cut short by Ctrl-C or SIGTERM.
+    pub interrupted: bool,
+}
+
+/// One cell's run, before its verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellRun {
+    /// Its place in the plan.
+    pub index: usize,
+    /// The plan that was executed.
+    pub plan: CellPlan,
+    /// What the run observed.
+    pub observations: Observations,
+    /// What the cell showed beyond the observations, for the report's
+    /// "proved" sentences.
+    pub proved: ProvedFacts,
+    /// What reconciliation (and the monitor) found.
+    pub findings: Vec<Finding>,
+    /// Why the harness could not reach a verdict, if it could not.
+    pub harness_error: Option<String>,
+    /// Wall time of the whole cell.
+    pub elapsed_ms: u64,
+    /// Of which reconciliation.
+    pub reconcile_ms: u64,
+}
+
+impl CellRun {
+    /// The cell's name.
+    pub fn name(&self) -> &str {
+        &self.plan.name
+    }
+
+    /// What the cell had to show.
+    pub fn expect(&self) -> Expectation {
+        self.plan.expect
+    }
+}
+
+/// A line for the person watching.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// The cell it is about, if any.
+    pub cell: Option<String>,
+    /// The text.
+    pub text: String,
+    /// Progress (left out by `--quiet`) or something to always show.
+    pub always: bool,
+}
+
+impl Note {
+    /// A progress line (`--quiet` leaves it out).
+    pub fn progress(cell: Option<&str>, text: impl Into<String>) -> Note {
+        Note {
+            cell: cell.map(str::to_owned),
+            text: text.into(),
+            always: false,
+        }
+    }
+
+    /// A line shown even with `--quiet` (a kept cluster, an interruption).
+    pub fn always(cell: Option<&str>, text: impl Into<String>) -> Note {
+        Note {
+            cell: cell.map(str::to_owned),
+            text: text.into(),
+            always: true,
+        }
+    }
+}
+
+/// Where the driver sends its events. Sending never blocks and never
+/// fails: once the receiver is gone, events are dropped.
+#[derive(Clone, Debug)]
+pub struct Events(mpsc::UnboundedSender<RunEvent>);
+
+impl Events {
+    /// Sends one event.
+    pub fn send(&self, event: RunEvent) {
+        let _ = self.0.send(event);
+    }
+
+    /// A handle whose events go nowhere (tests of parts that emit).
+    pub fn discard() -> Events {
+        channel().0
+    }
+}
+
+/// A stream: the sending handle and the receiver.
+pub fn channel() -> (Events, mpsc::UnboundedReceiver<RunEvent>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Events(tx), rx)
+}
