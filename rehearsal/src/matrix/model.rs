@@ -632,6 +632,29 @@ pub struct HoldStep {
     /// statement), so the leader's folds must go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<Duration>,
+    /// `until = "slot_zero_free"`: end the hold early, once the condition
+    /// holds (the duration is then the longest it waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Until>,
+}
+
+/// A condition a hold can end on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Until {
+    /// Every ring holds rows and none in slot 0: the slot an old-style
+    /// rotator advances to from the poisoned cursor (-1), so a flip now
+    /// lets a stale-discipline rotation reach the fence instead of
+    /// finding its next slot busy.
+    SlotZeroFree,
+}
+
+impl fmt::Display for Until {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Until::SlotZeroFree => f.write_str("slot_zero_free"),
+        }
+    }
 }
 
 /// `{ drain = "60s" }`
@@ -825,7 +848,10 @@ impl<K: fmt::Display> fmt::Display for Step<K> {
                 s.artifact
             ),
             Step::Hold(s) => {
-                write!(f, "hold {}", s.duration)?;
+                match s.until {
+                    Some(until) => write!(f, "hold up to {}, until {until}", s.duration)?,
+                    None => write!(f, "hold {}", s.duration)?,
+                }
                 if let Some(reads) = s.reads {
                     write!(f, ", a client reading in {reads} statements meanwhile")?;
                 }
@@ -900,6 +926,7 @@ mod tests {
         let step: Step = Step::Hold(HoldStep {
             duration: Duration::from_secs(5),
             reads: None,
+            until: None,
         });
         assert_eq!(
             serde_json::to_string(&step).unwrap(),

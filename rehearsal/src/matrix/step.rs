@@ -17,7 +17,7 @@ use super::duration::Duration;
 use super::model::{
     AssertStep, CHECK_NAMES, CURRENT, Check, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep,
     HoldStep, KillStep, KillTarget, LEADER_IS, LoadStep, MigrateStep, Outcome, PgCrashStep,
-    RollStep, RollbackStep, STEP_NAMES, Signal, Step, When,
+    RollStep, RollbackStep, STEP_NAMES, Signal, Step, Until, When,
 };
 use super::raw::RawStep;
 
@@ -39,7 +39,7 @@ const OPTIONS: [(&str, &[&str]); 12] = [
     ("pg_crash", &[]),
     ("flip", &["expect", "timeout", "by"]),
     ("fence", &[]),
-    ("hold", &["reads"]),
+    ("hold", &["reads", "until"]),
     ("drain", &[]),
     ("assert", &[]),
 ];
@@ -269,7 +269,20 @@ fn hold(r: &mut Reader<'_, '_>) -> Option<Step> {
             "reads must be longer than 0s and shorter than 5s: a statement of 5 s or more pins the horizon, which stands the folds down rightly",
         );
     }
-    duration.map(|duration| Step::Hold(HoldStep { duration, reads }))
+    let until = r.get("until").is_some().then(|| {
+        r.choice(
+            "until",
+            &[("slot_zero_free", Until::SlotZeroFree)],
+            Until::SlotZeroFree,
+        )
+    });
+    duration.map(|duration| {
+        Step::Hold(HoldStep {
+            duration,
+            reads,
+            until,
+        })
+    })
 }
 
 fn roll(r: &mut Reader<'_, '_>) -> Option<Step> {

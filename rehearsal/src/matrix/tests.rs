@@ -331,6 +331,7 @@ fn a_valid_matrix_parses_every_step_with_defaults() {
         Step::Hold(HoldStep {
             duration: Duration::from_secs(90),
             reads: None,
+            until: None,
         })
     );
     assert_eq!(
@@ -582,8 +583,26 @@ fn unknown_step_options() {
         ],
         &[
             "matrix.toml:6:23: cell \"c\", step 2 (roll): unknown option \"one_at_time\" for roll (did you mean \"one_at_a_time\"?); expected one of one_at_a_time, pause, producers",
-            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads",
+            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads, until",
         ],
+    );
+}
+
+#[test]
+fn a_hold_can_end_on_a_condition() {
+    let matrix = parse("matrix.toml", SHIPPED).unwrap();
+    let steps = &matrix.cell("defect-authority-before-lock").unwrap().steps;
+    let hold = steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Hold(h) if h.until.is_some() => Some(h),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(hold.until, Some(Until::SlotZeroFree));
+    assert_eq!(
+        Step::<KillStep>::Hold(*hold).to_string(),
+        "hold up to 15s, until slot_zero_free"
     );
 }
 

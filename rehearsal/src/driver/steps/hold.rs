@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::super::cell::Cell;
 use super::super::{Abort, Done};
-use crate::matrix::HoldStep;
+use crate::matrix::{HoldStep, Until};
+use crate::observe::StepOutcome;
 
 /// One read statement that keeps a snapshot (and so a `backend_xmin`)
 /// for `$1` seconds, inside no transaction of its own.
@@ -17,6 +18,9 @@ impl Cell<'_> {
     /// statements of that length meanwhile; the last one ends after the
     /// hold (at most `reads` later).
     pub(super) async fn hold(&mut self, s: &HoldStep) -> Result<Done, Abort> {
+        if let Some(until) = s.until {
+            return self.hold_until(s, until).await;
+        }
         let Some(reads) = s.reads else {
             self.cancel().sleep(s.duration.to_std()).await?;
             return Ok(Done::ok(format!("held {}", s.duration)));
@@ -47,5 +51,80 @@ impl Cell<'_> {
             "held {} beside a client running {statements} read statement(s) of {reads}",
             s.duration
         )))
+    }
+}
+
+/// Whether every ring holds rows and none in slot 0 (one statement).
+fn slot_zero_free_sql() -> String {
+    let mut busy = Vec::new();
+    let mut zero = Vec::new();
+    for ring in awa_runtime::store::Ring::ALL {
+        let tables = ring.tables();
+        busy.push(format!(
+            "({})",
+            tables
+                .iter()
+                .map(|t| format!("EXISTS (SELECT 1 FROM awa.{t})"))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        ));
+        zero.extend(
+            tables
+                .iter()
+                .map(|t| format!("NOT EXISTS (SELECT 1 FROM awa.{t}_0)")),
+        );
+    }
+    format!("SELECT {} AND {}", busy.join(" AND "), zero.join(" AND "))
+}
+
+impl Cell<'_> {
+    /// `hold` with `until`: poll the condition every 50 ms and end as soon
+    /// as it holds; at the end of the duration without it the hold just
+    /// ends (a note says so; what follows runs anyway).
+    async fn hold_until(&mut self, s: &HoldStep, until: Until) -> Result<Done, Abort> {
+        let client = super::super::database::connect(&self.db.url)
+            .await
+            .map_err(|e| Abort::Harness(format!("the hold could not connect: {e}")))?;
+        let sql = match until {
+            Until::SlotZeroFree => slot_zero_free_sql(),
+        };
+        let start = std::time::Instant::now();
+        while start.elapsed() < s.duration.to_std() {
+            if let Ok(row) = client.query_one(sql.as_str(), &[]).await
+                && row.get::<_, bool>(0)
+            {
+                return Ok(Done::ok(format!(
+                    "{until} after {} ms",
+                    start.elapsed().as_millis()
+                )));
+            }
+            self.cancel()
+                .sleep(std::time::Duration::from_millis(50))
+                .await?;
+        }
+        Ok(Done::with(
+            StepOutcome::TimedOut,
+            format!("{until} did not hold within {}; going on", s.duration),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slot_zero_is_every_ring_table_partition_0() {
+        let sql = super::slot_zero_free_sql();
+        for t in [
+            "queue_entries_0",
+            "claim_receipts_0",
+            "claim_closures_0",
+            "leases_0",
+        ] {
+            assert!(
+                sql.contains(&format!("NOT EXISTS (SELECT 1 FROM awa.{t})")),
+                "{sql}"
+            );
+        }
+        assert!(sql.contains("(EXISTS (SELECT 1 FROM awa.claim_receipts) OR EXISTS (SELECT 1 FROM awa.claim_closures))"), "{sql}");
     }
 }
