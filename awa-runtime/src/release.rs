@@ -64,7 +64,7 @@ pub enum ReleaseError {
         listed: String,
     },
     #[error(
-        "{path} does not match its manifest digest: expected sha256 {expected}, found {actual}; released archives are never edited, so restore it from version control (git checkout -- {path})"
+        "{path} does not match its manifest digest: expected sha256 {expected}, found {actual}; released archives are never edited, so either the manifest entry or the archive was changed: restore artifacts/manifest.toml to the digest the release was cut with, or, if this is a new archive, cut a new patch release with its own manifest entry"
     )]
     Digest {
         path: PathBuf,

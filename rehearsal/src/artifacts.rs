@@ -81,12 +81,21 @@ pub struct Resolution {
 pub enum ArtifactError {
     /// No checkout of this workspace was found to build from.
     #[error(
-        "no awa-runtime workspace found above {} (looked for artifacts/manifest.toml and awa-runtime/Cargo.toml); run rehearse inside the repository",
+        "no awa-runtime workspace found above {} (looked for awa-runtime/Cargo.toml beside artifacts/manifest.toml); run rehearse inside a checkout of the repository, or pass --matrix-file with the matrix.toml of one",
         start.display()
     )]
     NoWorkspace {
         /// Where the search started.
         start: PathBuf,
+    },
+    /// The tree the user is in is this workspace but has no release manifest.
+    #[error(
+        "{}/artifacts/manifest.toml is missing: this copy of the repository cannot say which releases exist or check their archives; restore artifacts/manifest.toml (and the archives it lists) from the release branch. rehearse never builds from another checkout",
+        root.display()
+    )]
+    ManifestMissing {
+        /// The tree's root.
+        root: PathBuf,
     },
     /// An image source on the process backend.
     #[error(
@@ -153,6 +162,7 @@ impl ArtifactError {
         matches!(
             self,
             ArtifactError::NoWorkspace { .. }
+                | ArtifactError::ManifestMissing { .. }
                 | ArtifactError::ImageUnsupported { .. }
                 | ArtifactError::FailpointNeedsWorkspace { .. }
                 | ArtifactError::Release { .. }
@@ -169,24 +179,23 @@ pub struct Repo {
 }
 
 impl Repo {
-    /// The first of `starts` (or their ancestors) that is this workspace,
-    /// else the checkout this binary was compiled in, if it still exists.
+    /// The first of `starts` (or their ancestors) that is this workspace
+    /// (has `awa-runtime/Cargo.toml`). Its `artifacts/manifest.toml` must
+    /// exist: a copy without it is refused, never replaced by the
+    /// checkout this binary was compiled in.
     pub fn find(starts: &[&Path]) -> Result<Repo, ArtifactError> {
-        let is_repo = |d: &Path| {
-            d.join("artifacts").join("manifest.toml").is_file()
-                && d.join("awa-runtime").join("Cargo.toml").is_file()
-        };
+        let is_tree = |d: &Path| d.join("awa-runtime").join("Cargo.toml").is_file();
         for start in starts {
-            if let Some(root) = start.ancestors().find(|d| is_repo(d)) {
+            if let Some(root) = start.ancestors().find(|d| is_tree(d)) {
+                if !root.join("artifacts").join("manifest.toml").is_file() {
+                    return Err(ArtifactError::ManifestMissing {
+                        root: root.to_owned(),
+                    });
+                }
                 return Ok(Repo {
                     root: root.to_owned(),
                 });
             }
-        }
-        let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        if is_repo(&compiled) {
-            let root = compiled.canonicalize().unwrap_or(compiled);
-            return Ok(Repo { root });
         }
         Err(ArtifactError::NoWorkspace {
             start: starts

@@ -102,6 +102,17 @@ pub enum Backend {
     Auto,
 }
 
+impl Backend {
+    /// The flag's word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Process => "process",
+            Backend::Docker => "docker",
+            Backend::Auto => "auto",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,8 +70,45 @@ fn load(cli: &Cli, env: &Environment) -> Result<(PathBuf, Matrix), Error> {
         &env.cwd,
         env.matrix_file_env.as_deref(),
     )?;
-    let matrix = matrix::load(&path)?;
+    let known = known(cli, env, &path)?;
+    let matrix = matrix::load_against(&path, &known)?;
     Ok((path, matrix))
+}
+
+/// What the matrix at `matrix_file` is checked against: the release
+/// manifest of the tree it is run from (none outside a tree) and the backend.
+fn known(cli: &Cli, env: &Environment, matrix_file: &Path) -> Result<matrix::Known, Error> {
+    let manifest = match crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)]) {
+        Ok(repo) => {
+            let dir = repo.artifacts();
+            let manifest = awa_runtime::release::load_manifest(&dir).map_err(|source| {
+                crate::artifacts::ArtifactError::Release {
+                    name: "(manifest)".into(),
+                    source,
+                }
+            })?;
+            Some(matrix::KnownManifest {
+                path: dir.join("manifest.toml").display().to_string(),
+                releases: manifest.releases.into_iter().map(|r| r.version).collect(),
+            })
+        }
+        Err(crate::artifacts::ArtifactError::NoWorkspace { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let backend = cli.global.backend;
+    Ok(matrix::Known {
+        manifest,
+        images: backend != crate::cli::Backend::Process,
+        backend: backend.name(),
+    })
+}
+
+/// The directory of the matrix file, absolute.
+fn matrix_dir(env: &Environment, matrix_file: &Path) -> PathBuf {
+    matrix_file
+        .parent()
+        .map(|d| env.cwd.join(d))
+        .unwrap_or_else(|| env.cwd.clone())
 }
 
 /// Loads, selects and expands; the replay names the matrix file only if it was given.
@@ -138,11 +175,7 @@ fn request(
             names.join(", ")
         )?;
     }
-    let matrix_dir = matrix_file
-        .parent()
-        .map(|d| env.cwd.join(d))
-        .unwrap_or_else(|| env.cwd.clone());
-    let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir])?;
+    let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)])?;
     let reports_root = std::env::var_os(crate::driver::run::REPORTS_DIR_ENV)
         .filter(|v| !v.is_empty())
         .map(|v| env.cwd.join(v))
@@ -430,6 +463,21 @@ mod tests {
         }
     }
 
+    impl Scratch {
+        /// Makes the scratch directory look like a checkout: the real
+        /// manifest, and an awa-runtime/Cargo.toml (never built here).
+        fn make_tree(&self) {
+            std::fs::create_dir_all(self.0.join("artifacts")).unwrap();
+            std::fs::create_dir_all(self.0.join("awa-runtime")).unwrap();
+            std::fs::write(
+                self.0.join("artifacts").join("manifest.toml"),
+                include_str!("../../artifacts/manifest.toml"),
+            )
+            .unwrap();
+            std::fs::write(self.0.join("awa-runtime").join("Cargo.toml"), "").unwrap();
+        }
+    }
+
     impl Drop for Scratch {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -632,6 +680,7 @@ mod tests {
     #[test]
     fn run_validates_before_anything_starts() {
         let scratch = Scratch::new("run");
+        scratch.make_tree();
         let env = Environment {
             cwd: scratch.0.clone(),
             matrix_file_env: None,

@@ -145,6 +145,25 @@ impl<'a> Sink<'a> {
         self.error(err.span(), context, err.message().trim_end().to_owned());
     }
 
+    /// Records a TOML syntax error, naming the key of a duplicate.
+    pub(crate) fn syntax(&mut self, err: &toml::de::Error) {
+        let message = err.message().trim_end();
+        let key = err
+            .span()
+            .and_then(|s| self.text.get(s))
+            .map(|k| k.trim().trim_matches('"'))
+            .filter(|k| !k.is_empty() && !k.contains('\n'));
+        let message = match key {
+            Some(key) if message == "duplicate key" => {
+                format!(
+                    "duplicate key `{key}`: it is already set above in the same table; keep one"
+                )
+            }
+            _ => message.to_owned(),
+        };
+        self.error(err.span(), "", message);
+    }
+
     /// True when at least one problem was recorded.
     pub(crate) fn has_errors(&self) -> bool {
         !self.items.is_empty()
@@ -161,6 +180,35 @@ impl<'a> Sink<'a> {
             items: self.items,
         }
     }
+}
+
+/// The byte offset of the first `{` left open at the end of its line,
+/// outside strings and comments (matrix.toml keeps each inline table on
+/// one line).
+pub(crate) fn unclosed_brace(text: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let mut open = Vec::new();
+        let mut quote = None;
+        for (i, c) in line.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '{') => open.push(offset + i),
+                (None, '}') => {
+                    open.pop();
+                }
+                _ => {}
+            }
+        }
+        if let Some(&at) = open.first() {
+            return Some(at);
+        }
+        offset += line.len();
+    }
+    None
 }
 
 /// The candidate closest to `word`, when it is close enough to be a likely typo.

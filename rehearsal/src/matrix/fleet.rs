@@ -244,6 +244,9 @@ impl FleetModel {
                 }
             }
             Step::Flip(s) => {
+                if s.expect == Outcome::Ok && !self.migrated {
+                    self.problem(index, "flip expected to succeed, but no earlier migrate step expected to succeed has expanded the schema; add { migrate = \"...\" } before it (or expect = \"refused\")");
+                }
                 self.fire_armed(When::DuringFlip);
                 if s.expect == Outcome::Ok {
                     self.flipped = true;

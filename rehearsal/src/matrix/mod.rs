@@ -67,21 +67,85 @@ pub enum LoadError {
     },
 }
 
+/// What the matrix is checked against besides itself: the release
+/// manifest of the tree it belongs to and the backend that will run it.
+/// The runtime's failpoint list is always checked.
+#[derive(Clone, Debug)]
+pub struct Known {
+    /// The release manifest; `None` skips the release check (no tree).
+    pub manifest: Option<KnownManifest>,
+    /// Whether the backend runs image artifacts.
+    pub images: bool,
+    /// The backend's name, for messages.
+    pub backend: &'static str,
+}
+
+impl Default for Known {
+    /// No manifest to check against, images allowed.
+    fn default() -> Self {
+        Known {
+            manifest: None,
+            images: true,
+            backend: "docker",
+        }
+    }
+}
+
+/// The releases `artifacts/manifest.toml` lists.
+#[derive(Clone, Debug)]
+pub struct KnownManifest {
+    /// The manifest's path, for messages.
+    pub path: String,
+    /// Every listed version.
+    pub releases: Vec<String>,
+}
+
 /// Parses and validates matrix text; `file` names it in messages.
 ///
 /// Every problem is reported, not only the first; a syntax error stops
 /// before the semantic checks (they would only echo it).
 pub fn parse(file: &str, text: &str) -> Result<Matrix, Diagnostics> {
+    parse_against(file, text, &Known::default())
+}
+
+/// [`parse`], also checking the matrix against `known`.
+pub fn parse_against(file: &str, text: &str, known: &Known) -> Result<Matrix, Diagnostics> {
     let mut sink = Sink::new(file, text);
+    if text.trim().is_empty() {
+        sink.error(
+            None,
+            "",
+            "the file is empty; a matrix needs [artifacts.current], [workload], [timings] and at least one [[cell]] (see the repository's matrix.toml)",
+        );
+        return Err(sink.finish());
+    }
     let (root, syntax) = DeTable::parse_recoverable(text);
+    // One message per cause: what the parser reports after recovering is
+    // knock-on, so only the earliest error is shown, or, for an inline
+    // table never closed (the parser only notices at the end of the
+    // file), the line that opened it.
     if !syntax.is_empty() {
-        for err in &syntax {
-            sink.toml(err, "");
+        let unclosed = syntax
+            .iter()
+            .any(|e| e.message().contains("unclosed inline table"));
+        match unclosed.then(|| diagnostic::unclosed_brace(text)).flatten() {
+            Some(at) => sink.error(
+                Some(at..at),
+                "",
+                "this inline table `{` is not closed on its line; add the missing `}`",
+            ),
+            None => {
+                let first = syntax
+                    .iter()
+                    .min_by_key(|e| e.span().map_or(usize::MAX, |s| s.start))
+                    .expect("not empty");
+                sink.syntax(first);
+            }
         }
         return Err(sink.finish());
     }
     let raw = raw::read(root, &mut sink);
-    match validate::validate(raw, &mut sink) {
+    match validate::validate(raw, known, &mut sink) {
         Some(matrix) if !sink.has_errors() => Ok(matrix),
         _ => Err(sink.finish()),
     }
@@ -89,12 +153,36 @@ pub fn parse(file: &str, text: &str) -> Result<Matrix, Diagnostics> {
 
 /// Reads and validates the matrix file at `path`.
 pub fn load(path: &Path) -> Result<Matrix, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    load_against(path, &Known::default())
+}
+
+/// [`load`], also checking the matrix against `known`.
+pub fn load_against(path: &Path, known: &Known) -> Result<Matrix, LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
         path: path.to_owned(),
         source,
     })?;
-    parse(&path.display().to_string(), &text)
-        .map_err(|diagnostics| LoadError::Invalid { diagnostics })
+    let file = path.display().to_string();
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            // Locate the first bad byte in the valid prefix before it.
+            let at = e.utf8_error().valid_up_to();
+            let prefix = String::from_utf8_lossy(&e.as_bytes()[..at]).into_owned();
+            let mut sink = Sink::new(&file, &prefix);
+            sink.error(
+                Some(at..at),
+                "",
+                format!(
+                    "byte {at} is not UTF-8; matrix.toml must be UTF-8 text (re-save it as UTF-8)"
+                ),
+            );
+            return Err(LoadError::Invalid {
+                diagnostics: sink.finish(),
+            });
+        }
+    };
+    parse_against(&file, &text, known).map_err(|diagnostics| LoadError::Invalid { diagnostics })
 }
 
 /// Finds the matrix file: `explicit` if given, else the nearest `matrix.toml`

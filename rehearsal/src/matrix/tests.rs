@@ -366,8 +366,8 @@ fn syntax_errors_stop_before_the_checks_with_their_locations() {
         .collect();
     assert_eq!(
         locations,
-        ["matrix.toml:2:14", "matrix.toml:5:18"],
-        "{lines:#?}"
+        ["matrix.toml:2:14"],
+        "only the parser's first error, the cause: {lines:#?}"
     );
 }
 
@@ -859,7 +859,7 @@ fn faults_during_a_phase_need_that_phase_later() {
     assert_steps(
         &[
             r#"{ fleet = "previous", workers = 2 }"#,
-            r#"{ flip = "manual" }"#,
+            r#"{ flip = "manual", expect = "refused" }"#,
             r#"{ kill = "worker", when = "during_flip" }"#,
             r#"{ pg_crash = "during_migrate" }"#,
             r#"{ hold = "1s" }"#,
@@ -1046,6 +1046,7 @@ fn artifact_sources() {
         errors(&doc(text, &[])),
         [
             "matrix.toml:1:12: artifact \"none\": no source: set exactly one of release = \"X.Y.Z\", build = \"workspace\" or image = \"REF\"",
+            "matrix.toml:2:13: artifact \"none\": unknown failpoint \"x\"; the runtime's failpoints are: flip_skip_reconcile, fence_current_slot_only, authority_before_lock, fold_any_xmin, expand_drops_columns, compat_backfill_one, preflight_no_lock, prune_wrong_generation, rotate_checks_current_slot, cron_no_catch_up",
             "matrix.toml:5:9: artifact \"two\": more than one source (release, build); set exactly one of release, build or image",
             "matrix.toml:7:11: artifact \"badversion\": release \"0.6\" is not a version: a release version has three numbers, like \"0.6.2\"",
             "matrix.toml:9:11: artifact \"prerelease\": release \"0.7.0-rc1\" is not a version: a release version is three plain numbers, like \"0.6.2\"",
@@ -1277,4 +1278,83 @@ fn invalid_load_error_counts_problems() {
         "invalid matrix file (5 problems); nothing was started"
     );
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_flip_expected_to_succeed_needs_an_earlier_successful_migrate() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ migrate = "current", expect = "refused" }"#,
+            r#"{ flip = "manual" }"#,
+        ],
+        &[
+            "matrix.toml:7:3: cell \"c\", step 3 (flip): flip expected to succeed, but no earlier migrate step expected to succeed has expanded the schema; add { migrate = \"...\" } before it (or expect = \"refused\")",
+        ],
+    );
+    assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 2 }"#,
+        r#"{ migrate = "current" }"#,
+        r#"{ flip = "manual" }"#,
+    ]);
+}
+
+#[test]
+fn releases_are_checked_against_the_manifest_and_images_against_the_backend() {
+    let text = doc(
+        "[artifacts.old]\nrelease = \"0.6.3\"\n[artifacts.boxed]\nimage = \"registry:5000/awa:0.6.2\"\n",
+        &[],
+    );
+    let known = super::Known {
+        manifest: Some(super::KnownManifest {
+            path: "artifacts/manifest.toml".into(),
+            releases: vec!["0.6.1".into(), "0.6.2".into()],
+        }),
+        images: false,
+        backend: "process",
+    };
+    let lines = super::parse_against("matrix.toml", &text, &known)
+        .unwrap_err()
+        .lines();
+    assert_eq!(
+        lines,
+        [
+            "matrix.toml:2:11: artifact \"old\": release \"0.6.3\" is not in artifacts/manifest.toml (did you mean \"0.6.1\"?) (listed: 0.6.1, 0.6.2); use a listed release, or cut 0.6.3 and add its archive and sha256 to the manifest",
+            "matrix.toml:4:9: artifact \"boxed\": image \"registry:5000/awa:0.6.2\" cannot run on the process backend, which starts binaries; use --backend docker, or release = \"X.Y.Z\" / build = \"workspace\"",
+        ]
+    );
+    // Without a manifest and on an image backend both are accepted.
+    assert!(parse("matrix.toml", &text).is_ok());
+}
+
+#[test]
+fn a_misspelled_failpoint_is_refused_with_a_suggestion() {
+    let text = doc(
+        "[artifacts.bad]\nbuild = \"workspace\"\nfailpoint = \"flip_skip_reconcle\"\n",
+        &[],
+    );
+    let lines = errors(&text);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("matrix.toml:3:13: artifact \"bad\": unknown failpoint \"flip_skip_reconcle\" (did you mean \"flip_skip_reconcile\"?)"),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn a_missing_closing_brace_is_one_message_at_the_line_that_opened_it() {
+    let broken = SHIPPED.replacen("leader = true },", "leader = true ,", 1);
+    let line = broken
+        .lines()
+        .position(|l| l.contains("leader = true ,"))
+        .unwrap()
+        + 1;
+    let lines = errors(&broken);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "matrix.toml:{line}:3: this inline table `{{` is not closed"
+        )),
+        "{lines:#?}"
+    );
 }

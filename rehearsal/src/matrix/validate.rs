@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
+use super::Known;
 use super::diagnostic::{Sink, did_you_mean};
 use super::duration::Duration;
 use super::fleet::FleetModel;
@@ -33,14 +34,14 @@ pub const MAX_BACKLOG: i64 = 10_000_000;
 pub const MAX_WEIGHT: i64 = 1_000_000;
 
 /// Checks the raw matrix; returns it validated only if `sink` stayed empty.
-pub(crate) fn validate(raw: RawMatrix, sink: &mut Sink<'_>) -> Option<Matrix> {
+pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Option<Matrix> {
     // Names count as declared even when their body is broken, to avoid cascades.
     let declared: BTreeSet<String> = raw
         .artifacts
         .iter()
         .map(|(name, _)| name.get_ref().clone())
         .collect();
-    let artifacts = validate_artifacts(&raw, sink);
+    let artifacts = validate_artifacts(&raw, known, sink);
     if !raw.broken.contains(&"artifacts") && !declared.contains(CURRENT) {
         sink.error(
             None,
@@ -103,12 +104,16 @@ fn is_identifier(name: &str, extra: char) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == extra)
 }
 
-fn validate_artifacts(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<BTreeMap<String, Artifact>> {
+fn validate_artifacts(
+    raw: &RawMatrix,
+    known: &Known,
+    sink: &mut Sink<'_>,
+) -> Option<BTreeMap<String, Artifact>> {
     let mut artifacts = BTreeMap::new();
     let mut ok = !raw.broken.contains(&"artifacts");
     for (name, a) in &raw.artifacts {
         let context = format!("artifact \"{}\"", name.get_ref());
-        match validate_artifact(name, a, &context, sink) {
+        match validate_artifact(name, a, &context, known, sink) {
             Some(artifact) => {
                 artifacts.insert(name.get_ref().clone(), artifact);
             }
@@ -122,6 +127,7 @@ fn validate_artifact(
     name: &Spanned<String>,
     a: &RawArtifact,
     context: &str,
+    known: &Known,
     sink: &mut Sink<'_>,
 ) -> Option<Artifact> {
     let mut ok = true;
@@ -150,7 +156,8 @@ fn validate_artifact(
             );
             None
         }
-        [(key, value)] => source(key, value, context, sink),
+        [(key, value)] => source(key, value, context, sink)
+            .filter(|s| known_source(s, value, context, known, sink)),
         [_, (_, second), ..] => {
             let keys: Vec<&str> = sources.iter().map(|(k, _)| *k).collect();
             sink.error(
@@ -180,11 +187,69 @@ fn validate_artifact(
                 format!("failpoint \"{}\" is not a failpoint name; use lowercase letters, digits and underscores, like flip_skip_reconcile", fp.get_ref()),
             );
             ok = false;
+        } else if !awa_runtime::failpoint::ALL.contains(&fp.get_ref().as_str()) {
+            sink.error(
+                Some(fp.span()),
+                context,
+                format!(
+                    "unknown failpoint \"{}\"{}; the runtime's failpoints are: {}",
+                    fp.get_ref(),
+                    did_you_mean(fp.get_ref(), awa_runtime::failpoint::ALL),
+                    awa_runtime::failpoint::ALL.join(", ")
+                ),
+            );
+            ok = false;
         }
         fp.get_ref().clone()
     });
     let source = source?;
     ok.then_some(Artifact { source, failpoint })
+}
+
+/// Checks a well-formed source against what this run can obtain: a
+/// release must be listed in the manifest, an image needs a backend that
+/// runs images. True when it can be obtained.
+fn known_source(
+    source: &ArtifactSource,
+    value: &Spanned<String>,
+    context: &str,
+    known: &Known,
+    sink: &mut Sink<'_>,
+) -> bool {
+    match source {
+        ArtifactSource::Release(version) => {
+            let Some(manifest) = &known.manifest else {
+                return true;
+            };
+            let text = version.to_string();
+            if manifest.releases.contains(&text) {
+                return true;
+            }
+            sink.error(
+                Some(value.span()),
+                context,
+                format!(
+                    "release \"{text}\" is not in {}{} (listed: {}); use a listed release, or cut {text} and add its archive and sha256 to the manifest",
+                    manifest.path,
+                    did_you_mean(&text, manifest.releases.iter().map(String::as_str)),
+                    manifest.releases.join(", ")
+                ),
+            );
+            false
+        }
+        ArtifactSource::Image(reference) if !known.images => {
+            sink.error(
+                Some(value.span()),
+                context,
+                format!(
+                    "image \"{reference}\" cannot run on the {} backend, which starts binaries; use --backend docker, or release = \"X.Y.Z\" / build = \"workspace\"",
+                    known.backend
+                ),
+            );
+            false
+        }
+        _ => true,
+    }
 }
 
 fn source(

@@ -53,6 +53,7 @@ name = "fence"
 about = "after the flip an N-1 binary refuses before any write"
 steps = [
   { fleet = "current", workers = 1, producers = 1 },
+  { migrate = "current" },
   { flip = "manual" },
   { fence = "previous" },
   { drain = "60s" },
