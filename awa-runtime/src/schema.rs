@@ -47,8 +47,9 @@ pub const MIGRATION_RUNTIME_VERSION_FLOORS: &[(i32, &str)] = &[(3, "0.6.2")];
 /// design review, a header justification and an operator procedure.
 pub const EXCLUSIVE_WINDOW_MIGRATIONS: &[i32] = &[];
 
-/// Serialises migrators (transaction-scoped advisory lock).
-const MIGRATE_LOCK_KEY: i64 = 0x6177_615f_6d67_7274;
+/// Serialises migrators (transaction-scoped advisory lock). Public so an
+/// observer (the rehearsal) can see a migration in flight in `pg_locks`.
+pub const MIGRATE_LOCK_KEY: i64 = 0x6177_615f_6d67_7274;
 
 /// How often a migration that deadlocked with live traffic is retried.
 const DEADLOCK_RETRIES: u32 = 3;

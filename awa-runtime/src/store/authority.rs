@@ -167,7 +167,22 @@ ALTER TABLE awa.claim_ring_slots ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.lease_ring_slots ENABLE TRIGGER ring_cursor_fence;";
 const SET_LEDGER: &str =
     "UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now()";
-const LOCK_AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority FOR UPDATE";
+/// The flip's lock on the authority row. Public, with
+/// [`lock_ring_state_sql`], so an observer (the rehearsal) can recognise
+/// the flip in flight in `pg_stat_activity`.
+pub const LOCK_AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority FOR UPDATE";
+
+/// The flip's lock on one ring's singleton, as it sends it.
+pub fn lock_ring_state_sql(ring: &str) -> String {
+    format!("SELECT slot_count, current_slot, generation FROM awa.{ring}_ring_state FOR UPDATE")
+}
+
+/// Every statement by which the flip holds its locks.
+pub fn flip_lock_statements() -> Vec<String> {
+    let mut all: Vec<String> = RINGS.iter().map(|r| lock_ring_state_sql(r)).collect();
+    all.push(LOCK_AUTHORITY.to_owned());
+    all
+}
 
 /// Poison the columns, set `ledger` and activate the fence, inside `tx`.
 /// Used by the flip and by a fresh install.
@@ -235,9 +250,7 @@ async fn flip_once(
     .map_err(|e| Error::db("bounding the flip's lock waits", e))?;
     let mut columns = Vec::new();
     for ring in RINGS {
-        let sql = format!(
-            "SELECT slot_count, current_slot, generation FROM awa.{ring}_ring_state FOR UPDATE"
-        );
+        let sql = lock_ring_state_sql(ring);
         let row = tx
             .query_one(&sql, &[])
             .await

@@ -43,20 +43,21 @@ const LIVE_JOBS: &str =
     "SELECT count(*), count(*) FILTER (WHERE NOT (args ? 'cron')) FROM awa.jobs";
 const INSTANCES_OF_VERSION: &str = "SELECT count(*) FROM awa.runtime_instances WHERE version = $1";
 const SERVER_EPOCH: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
-/// The migration's transaction-scoped advisory lock (awa-runtime's
-/// `MIGRATE_LOCK_KEY` = 0x6177_615f_6d67_7274, as pg_locks splits a bigint key).
+/// The migration's transaction-scoped advisory lock: the runtime's
+/// `MIGRATE_LOCK_KEY` as pg_locks splits a bigint key (high 32 bits in
+/// `classid` as `$1`, low in `objid` as `$2`, `objsubid` 1).
 const MIGRATE_LOCK_HELD: &str = "
 SELECT EXISTS (SELECT 1 FROM pg_locks
                WHERE locktype = 'advisory' AND granted
-                 AND classid = 1635213663 AND objid = 1835496052 AND objsubid = 1)";
-/// A session opened after the flip was launched, inside a transaction that
-/// touches the ring singletons or the authority.
+                 AND classid = $1::oid AND objid = $2::oid AND objsubid = 1)";
+/// A session opened after the flip was launched, inside a transaction,
+/// running one of the flip's lock statements (`$2`, the runtime's text).
 const FLIP_IN_FLIGHT: &str = "
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity
                WHERE pid <> pg_backend_pid() AND datname = current_database()
                  AND backend_start >= to_timestamp($1::float8)
                  AND xact_start IS NOT NULL
-                 AND (query ILIKE '%ring_state%for update%' OR query ILIKE '%ring_cursor_authority%'))";
+                 AND EXISTS (SELECT 1 FROM unnest($2::text[]) s WHERE position(s IN query) > 0))";
 /// Some session waits for a lock the session `$1` holds.
 const BLOCKED_BY: &str = "
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid)))";
@@ -219,12 +220,17 @@ impl Probe {
 
     /// A migration holds its advisory lock right now.
     pub async fn migration_in_flight(&mut self) -> Result<bool, String> {
-        Ok(self.one(MIGRATE_LOCK_HELD, &[]).await?.get(0))
+        let (high, low) = advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
+        Ok(self.one(MIGRATE_LOCK_HELD, &[&high, &low]).await?.get(0))
     }
 
     /// A flip launched at server time `since` is inside its transaction.
     pub async fn flip_in_flight(&mut self, since: f64) -> Result<bool, String> {
-        Ok(self.one(FLIP_IN_FLIGHT, &[&since]).await?.get(0))
+        let statements = awa_runtime::store::authority::flip_lock_statements();
+        Ok(self
+            .one(FLIP_IN_FLIGHT, &[&since, &statements])
+            .await?
+            .get(0))
     }
 
     /// Some session waits for a lock held by backend `pid`.
@@ -343,9 +349,23 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
+/// A bigint advisory-lock key as `pg_locks` shows it: (`classid`, `objid`).
+fn advisory_key_halves(key: i64) -> (u32, u32) {
+    ((key as u64 >> 32) as u32, key as u64 as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn advisory_keys_split_as_pg_locks_shows_them() {
+        // The values pg_locks showed for the migrate lock before they came from the runtime.
+        assert_eq!(
+            advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY),
+            (1635213663, 1835496052)
+        );
+    }
 
     #[test]
     fn digests_are_stable_and_changes_are_named() {
