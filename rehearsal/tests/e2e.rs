@@ -96,7 +96,9 @@ impl Scratch {
         cmd.arg("--matrix-file")
             .arg(self.0.join("matrix.toml"))
             .args(args)
-            .current_dir(&self.0)
+            // Inside the checkout: artifacts are resolved from its
+            // manifest (a copy elsewhere has none).
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
             .env("REHEARSE_REPORTS_DIR", self.reports())
             .env_remove("NO_COLOR")
             .stdin(Stdio::null())
