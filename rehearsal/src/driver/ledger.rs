@@ -1,5 +1,6 @@
-//! The ledger: everything a cell's processes reported, kept current by one
-//! task that reads the fleet's channel, and waited on by the steps.
+//! The fleet view ([`FleetView`]; not the ring ledgers): everything a
+//! cell's processes reported, kept current by one task that reads the
+//! fleet's channel, and waited on by the steps.
 //!
 //! Steps never read process output themselves; they state a condition
 //! over the ledger ("previous-worker-2 has started 20 jobs", "the migrate
@@ -168,7 +169,7 @@ impl Proc {
 
 /// The cell's view of its fleet.
 #[derive(Debug)]
-pub struct Ledger {
+pub struct FleetView {
     t0: Instant,
     /// Every process, by [`ProcId`] (start order).
     pub procs: Vec<Proc>,
@@ -190,10 +191,10 @@ pub struct Ledger {
     pub garbled: Vec<(ProcId, String)>,
 }
 
-impl Ledger {
+impl FleetView {
     /// An empty ledger for a cell that started at `t0`.
     pub fn new(t0: Instant) -> Self {
-        Ledger {
+        FleetView {
             t0,
             procs: Vec::new(),
             accepted: Vec::new(),
@@ -352,7 +353,7 @@ impl Ledger {
 /// The ledger, shared between the task that fills it and the steps that wait on it.
 #[derive(Debug)]
 pub struct Shared {
-    ledger: Mutex<Ledger>,
+    ledger: Mutex<FleetView>,
     changed: Notify,
 }
 
@@ -409,7 +410,7 @@ impl Shared {
         cell: String,
     ) -> Arc<Shared> {
         let shared = Arc::new(Shared {
-            ledger: Mutex::new(Ledger::new(t0)),
+            ledger: Mutex::new(FleetView::new(t0)),
             changed: Notify::new(),
         });
         let feed = shared.clone();
@@ -447,7 +448,7 @@ impl Shared {
     }
 
     /// The ledger, locked (hold it briefly: the feed task waits).
-    pub fn lock(&self) -> MutexGuard<'_, Ledger> {
+    pub fn lock(&self) -> MutexGuard<'_, FleetView> {
         self.ledger
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -460,7 +461,7 @@ impl Shared {
         &self,
         timeout: Duration,
         cancel: &Cancel,
-        mut check: impl FnMut(&Ledger) -> Option<T>,
+        mut check: impl FnMut(&FleetView) -> Option<T>,
     ) -> Result<Option<T>, Interrupted> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -497,8 +498,8 @@ mod tests {
         }
     }
 
-    fn ledger() -> (Ledger, ProcId, ProcId) {
-        let mut l = Ledger::new(Instant::now());
+    fn ledger() -> (FleetView, ProcId, ProcId) {
+        let mut l = FleetView::new(Instant::now());
         let w = l.register(
             "previous-worker-1".into(),
             "previous",
@@ -574,7 +575,7 @@ mod tests {
 
     #[test]
     fn commands_keep_their_json_lines_and_stderr_tail() {
-        let mut l = Ledger::new(Instant::now());
+        let mut l = FleetView::new(Instant::now());
         let m = l.register(
             "current-migrate-1".into(),
             "current",

@@ -146,7 +146,7 @@ impl Cell<'_> {
     /// Waits up to `patience` for `victim` to have an attempt in flight;
     /// returns a note when it had to wait.
     async fn until_busy(&mut self, victim: ProcId, patience: Duration) -> Result<String, Abort> {
-        let busy = |l: &super::super::ledger::Ledger| {
+        let busy = |l: &super::super::ledger::FleetView| {
             let p = &l.procs[victim];
             (!p.in_flight.is_empty() || !p.alive()).then_some(())
         };
