@@ -1,94 +1,415 @@
 //! The command line, declared with clap's derive API.
 //!
-//! `rehearse --matrix NAME` is `rehearse run --matrix NAME`: the flags are
-//! global, so they work before or after the subcommand. Parsing is all
-//! this module does; `commands` decides what the flags mean.
+//! Each subcommand takes only the flags that apply to it (cargo and
+//! nextest are the models): `report --jobs` or `plan --database-url` is a
+//! usage error, not silently ignored. `rehearse --matrix NAME` (no
+//! subcommand) is `rehearse run --matrix NAME`. `--matrix-file`,
+//! `--quiet` and `--color` are global. Parsing ([`Cli::try_parse_from`])
+//! yields a [`Cli`]: the subcommand and one flat [`GlobalArgs`] view of
+//! every flag (defaults where a subcommand does not take one), which is
+//! what `commands` reads.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+/// The exit codes and environment variables, shown at the end of `--help`.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  every selected cell met its expectation (or there was nothing to run)
+  1  at least one cell did not meet its expectation
+  2  bad input (flags, matrix file, manifest, selection); nothing was started
+  3  inconclusive: the harness or its infrastructure failed
+
+Environment:
+  REHEARSE_MATRIX_FILE   the matrix file, as --matrix-file (wins over a matrix.toml found above)
+  REHEARSE_REPORTS_DIR   where run folders go, as --reports-dir [default: reports/ of the repository]
+  AWA_PG_BINDIR          PostgreSQL's bin directory for the throwaway cluster [default: PATH, pg_config, /usr/lib/postgresql/*/bin]
+  NO_COLOR               any non-empty value: no colour with --color auto
+  CARGO, CARGO_TARGET_DIR  the cargo and target directory workspace builds use";
 
 /// Rehearse a rolling upgrade of awa-runtime against a real PostgreSQL.
 #[derive(Debug, Parser)]
-#[command(name = "rehearse", version)]
-pub struct Cli {
+#[command(
+    name = "rehearse",
+    version = crate::VERSION,
+    after_help = AFTER_HELP,
+)]
+struct Line {
     /// What to do; without one, `run`.
     #[command(subcommand)]
-    pub command: Option<Command>,
-    /// Flags every subcommand understands.
+    command: Option<Cmd>,
+    /// `rehearse --matrix NAME`: the flags of `run`.
     #[command(flatten)]
-    pub global: GlobalArgs,
+    run: RunArgs,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
-/// The subcommands.
+/// The subcommands, each with its own flags.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+enum Cmd {
     /// Validate the matrix, plan the selected cells and run them.
-    Run,
+    Run(RunArgs),
     /// Print the concrete plan (every random choice resolved) without running anything.
-    Plan,
+    Plan(PlanArgs),
     /// List the cells, with one-line descriptions, and the named matrices.
-    List,
+    List(ListArgs),
     /// Run the `defects` matrix (one cell per seeded defect of the runtime)
     /// beside the clean `smoke` matrix and print the score: defects caught
     /// by name / seeded, clean cells passed / run. Exit 0 only when every
     /// defect is caught by name and every clean cell passes.
-    Selftest,
+    Selftest(SelftestArgs),
     /// Re-render a run's reports from its report.json.
     Report {
         /// The run's report folder.
         dir: PathBuf,
     },
+    /// Print a shell completion script (e.g. `rehearse completions bash > ~/.local/share/bash-completion/completions/rehearse`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: Shell,
+    },
 }
 
-/// Flags shared by every subcommand.
+/// Flags every subcommand understands.
 #[derive(Debug, Args)]
-pub struct GlobalArgs {
-    /// Named matrix to run, from the matrix table of the matrix file (e.g. smoke, full).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub matrix: Option<String>,
+struct CommonArgs {
+    /// Matrix file [default: matrix.toml in this directory or a parent].
+    #[arg(long, global = true, value_name = "PATH", env = crate::matrix::FILE_ENV)]
+    matrix_file: Option<PathBuf>,
 
-    /// Matrix file [default: matrix.toml in this directory or a parent, else $REHEARSE_MATRIX_FILE].
-    #[arg(long, global = true, value_name = "PATH")]
-    pub matrix_file: Option<PathBuf>,
+    /// Print only warnings, errors and the final summary.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+
+    /// Colour the summary: auto (a terminal without NO_COLOR), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = Color::Auto)]
+    color: Color,
+}
+
+/// Which cells, and the seed of every random choice.
+#[derive(Debug, Args)]
+struct SelectArgs {
+    /// Named matrix, from the matrix table of the matrix file (e.g. smoke, full).
+    #[arg(short, long, value_name = "NAME")]
+    matrix: Option<String>,
 
     /// Restrict to this cell (repeatable).
-    #[arg(long = "cell", global = true, value_name = "NAME")]
-    pub cells: Vec<String>,
+    #[arg(short, long = "cell", value_name = "NAME")]
+    cells: Vec<String>,
 
-    /// Seed for every random choice [default: from the clock; always printed].
-    #[arg(long, global = true, value_name = "N")]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    seed: SeedArg,
+}
+
+/// `--seed`.
+#[derive(Debug, Args)]
+struct SeedArg {
+    /// Seed for every random choice: any u64, decimal or 0x hex [default: from the clock; always printed].
+    #[arg(short, long, value_name = "N", value_parser = parse_seed)]
+    seed: Option<u64>,
+}
+
+/// How a run executes: shared by `run` and `selftest`.
+#[derive(Debug, Args)]
+struct ExecArgs {
+    /// Cells to run at once, each on its own database and fleet.
+    #[arg(short, long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+
+    /// Use this PostgreSQL server (postgres://USER[:PASSWORD]@HOST[:PORT][/DB][?sslmode=...])
+    /// instead of a throwaway cluster; each cell gets its own database.
+    #[arg(long, value_name = "URL", value_parser = parse_database_url)]
+    database_url: Option<String>,
+
+    /// Keep the throwaway cluster, databases and containers after the run.
+    #[arg(long)]
+    keep: bool,
+
+    /// How runtime processes are started.
+    #[arg(long, value_enum, default_value_t = Backend::Process)]
+    backend: Backend,
+
+    /// Where run folders go [default: reports/ of the repository].
+    #[arg(long, value_name = "DIR", env = crate::driver::run::REPORTS_DIR_ENV)]
+    reports_dir: Option<PathBuf>,
+
+    /// Print report.json on stdout instead of the summary table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `rehearse run`.
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    select: SelectArgs,
 
     /// Run the selection N times with fresh seeds (the first is --seed, the
     /// rest derive from it) and print, per cell, how many runs met its expectation.
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::repeat::MAX_REPEAT)))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::repeat::MAX_REPEAT)))]
+    repeat: Option<u32>,
+
+    #[command(flatten)]
+    exec: ExecArgs,
+}
+
+/// `rehearse plan`.
+#[derive(Debug, Args)]
+struct PlanArgs {
+    #[command(flatten)]
+    select: SelectArgs,
+
+    /// Print the plan as JSON.
+    #[arg(long)]
+    json: bool,
+
+    /// The backend the plan is checked for (image artifacts need docker).
+    #[arg(long, value_enum, default_value_t = Backend::Process)]
+    backend: Backend,
+}
+
+/// `rehearse list`.
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Only the cells of this named matrix.
+    #[arg(short, long, value_name = "NAME")]
+    matrix: Option<String>,
+
+    /// Only this cell (repeatable).
+    #[arg(short, long = "cell", value_name = "NAME")]
+    cells: Vec<String>,
+
+    /// Print the listing as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `rehearse selftest`: the seed and how to run, never a selection.
+#[derive(Debug, Args)]
+struct SelftestArgs {
+    #[command(flatten)]
+    seed: SeedArg,
+
+    #[command(flatten)]
+    exec: ExecArgs,
+}
+
+/// The parsed command line: the subcommand and every flag's value.
+#[derive(Debug)]
+pub struct Cli {
+    /// What to do; without one, `run`.
+    pub command: Option<Command>,
+    /// Every flag, with its default where the subcommand does not take it.
+    pub global: GlobalArgs,
+}
+
+/// The subcommands, as `commands` dispatches them.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `rehearse run`.
+    Run,
+    /// `rehearse plan`.
+    Plan,
+    /// `rehearse list`.
+    List,
+    /// `rehearse selftest`.
+    Selftest,
+    /// `rehearse report DIR`.
+    Report {
+        /// The run's report folder.
+        dir: PathBuf,
+    },
+    /// `rehearse completions SHELL`.
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// Every flag's value, whichever subcommand took it.
+#[derive(Debug)]
+pub struct GlobalArgs {
+    /// `--matrix NAME`.
+    pub matrix: Option<String>,
+    /// `--matrix-file PATH` or `$REHEARSE_MATRIX_FILE`.
+    pub matrix_file: Option<PathBuf>,
+    /// `--cell NAME`, repeatable.
+    pub cells: Vec<String>,
+    /// `--seed N`.
+    pub seed: Option<u64>,
+    /// `--repeat N` (run only).
     pub repeat: Option<u32>,
-
-    /// Cells to run at once, each on its own database and fleet. Two keep a
-    /// 2-core machine busy: one cell alone leaves it half idle in holds.
-    #[arg(long, global = true, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// `--jobs N` (run, selftest).
     pub jobs: u32,
-
-    /// Use this PostgreSQL server instead of a throwaway cluster (each cell gets its own database).
-    #[arg(long, global = true, value_name = "URL")]
+    /// `--database-url URL` (run, selftest), already checked.
     pub database_url: Option<String>,
-
-    /// Keep the throwaway cluster, databases and containers after the run.
-    #[arg(long, global = true)]
+    /// `--keep`.
     pub keep: bool,
-
-    /// Print only warnings, errors and the final summary.
-    #[arg(long, global = true)]
+    /// `--quiet`.
     pub quiet: bool,
-
-    /// Print plan and list output as JSON.
-    #[arg(long, global = true)]
+    /// `--json` (plan, list: the output; run, selftest: report.json on stdout).
     pub json: bool,
-
-    /// How runtime processes are started.
-    #[arg(long, global = true, value_enum, default_value_t = Backend::Process)]
+    /// `--backend`.
     pub backend: Backend,
+    /// `--reports-dir DIR` or `$REHEARSE_REPORTS_DIR`.
+    pub reports_dir: Option<PathBuf>,
+    /// `--color`.
+    pub color: Color,
+}
+
+impl Cli {
+    /// Parses the process's arguments.
+    pub fn try_parse() -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::env::args_os())
+    }
+
+    /// Parses `args` (the first is the program name).
+    pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut command = Line::command();
+        let matches = command.try_get_matches_from_mut(args)?;
+        if let Some((name, _)) = matches.subcommand() {
+            // `rehearse --jobs 4 plan`: the bare form's flags belong to `run`.
+            if let Some(flag) = bare_flag_given(&command, &matches) {
+                return Err(command.error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{flag} goes after the subcommand it applies to (rehearse {name} --help lists them); before a subcommand only --matrix-file, --quiet and --color are accepted"
+                    ),
+                ));
+            }
+        }
+        let args = Line::from_arg_matches(&matches)?;
+        Ok(args.into_cli())
+    }
+
+    /// The clap command, for completions and help.
+    pub fn command() -> clap::Command {
+        Line::command()
+    }
+}
+
+/// A flag of the bare `rehearse --matrix NAME` form given on the command
+/// line, as `--long`; the global flags do not count.
+fn bare_flag_given(command: &clap::Command, matches: &clap::ArgMatches) -> Option<String> {
+    command
+        .get_arguments()
+        .filter(|a| !a.is_global_set())
+        .find(|a| {
+            matches.value_source(a.get_id().as_str())
+                == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .map(|a| {
+            a.get_long()
+                .map_or_else(|| a.get_id().to_string(), |l| format!("--{l}"))
+        })
+}
+
+impl Line {
+    fn into_cli(self) -> Cli {
+        let mut g = GlobalArgs {
+            matrix: None,
+            matrix_file: self.common.matrix_file,
+            cells: Vec::new(),
+            seed: None,
+            repeat: None,
+            jobs: DEFAULT_JOBS,
+            database_url: None,
+            keep: false,
+            quiet: self.common.quiet,
+            json: false,
+            backend: Backend::Process,
+            reports_dir: None,
+            color: self.common.color,
+        };
+        let command = match self.command {
+            None => {
+                g.take_run(self.run);
+                None
+            }
+            Some(Cmd::Run(run)) => {
+                g.take_run(run);
+                Some(Command::Run)
+            }
+            Some(Cmd::Plan(plan)) => {
+                g.take_select(plan.select);
+                g.json = plan.json;
+                g.backend = plan.backend;
+                Some(Command::Plan)
+            }
+            Some(Cmd::List(list)) => {
+                g.matrix = list.matrix;
+                g.cells = list.cells;
+                g.json = list.json;
+                Some(Command::List)
+            }
+            Some(Cmd::Selftest(s)) => {
+                g.seed = s.seed.seed;
+                g.take_exec(s.exec);
+                Some(Command::Selftest)
+            }
+            Some(Cmd::Report { dir }) => Some(Command::Report { dir }),
+            Some(Cmd::Completions { shell }) => Some(Command::Completions { shell }),
+        };
+        Cli { command, global: g }
+    }
+}
+
+/// `--jobs` when not given: two cells keep two cores busy, one cell alone
+/// leaves the machine half idle while it holds.
+const DEFAULT_JOBS: u32 = 2;
+
+impl GlobalArgs {
+    fn take_select(&mut self, s: SelectArgs) {
+        self.matrix = s.matrix;
+        self.cells = s.cells;
+        self.seed = s.seed.seed;
+    }
+
+    fn take_exec(&mut self, e: ExecArgs) {
+        self.jobs = e.jobs;
+        self.database_url = e.database_url;
+        self.keep = e.keep;
+        self.backend = e.backend;
+        self.reports_dir = e.reports_dir;
+        self.json = e.json;
+    }
+
+    fn take_run(&mut self, r: RunArgs) {
+        self.take_select(r.select);
+        self.repeat = r.repeat;
+        self.take_exec(r.exec);
+    }
+}
+
+/// `--seed`: any u64, in decimal or with a 0x prefix in hex.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => text.replace('_', "").parse::<u64>(),
+    };
+    parsed.map_err(|_| {
+        format!(
+            "\"{text}\" is not a seed; expected a number from 0 to {} (decimal, or hex with 0x)",
+            u64::MAX
+        )
+    })
+}
+
+/// `--database-url`: checked when parsed, so a bad URL is a usage error
+/// (exit 2) before anything starts. The message is redacted.
+fn parse_database_url(text: &str) -> Result<String, String> {
+    awa_runtime::redact::register_dsn(text);
+    crate::driver::database::check_url(text)?;
+    Ok(text.to_owned())
 }
 
 /// Where worker and producer processes run.
@@ -100,6 +421,41 @@ pub enum Backend {
     Docker,
     /// Docker when an engine answers, else process.
     Auto,
+}
+
+/// `--color`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless NO_COLOR is set or TERM is dumb.
+    Auto,
+    /// Always, even into a pipe.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// `rehearse completions SHELL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    /// bash
+    Bash,
+    /// zsh
+    Zsh,
+    /// fish
+    Fish,
+}
+
+/// The completion script for `shell` (built in memory: clap_complete
+/// panics on a write error, and a closed pipe must end quietly).
+pub fn completions(shell: Shell) -> Vec<u8> {
+    let generator = match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut script = Vec::new();
+    clap_complete::generate(generator, &mut Cli::command(), "rehearse", &mut script);
+    script
 }
 
 impl Backend {
@@ -124,7 +480,6 @@ mod tests {
 
     #[test]
     fn the_declaration_is_consistent() {
-        use clap::CommandFactory;
         Cli::command().debug_assert();
     }
 
@@ -135,10 +490,14 @@ mod tests {
         assert_eq!(cli.global.matrix.as_deref(), Some("smoke"));
         assert_eq!(cli.global.backend, Backend::Process);
         assert_eq!(cli.global.jobs, 2);
+        let cli = parse(&["-m", "full", "-j", "4", "-q", "--repeat", "5"]).unwrap();
+        assert_eq!(cli.global.matrix.as_deref(), Some("full"));
+        assert_eq!((cli.global.jobs, cli.global.quiet), (4, true));
+        assert_eq!(cli.global.repeat, Some(5));
     }
 
     #[test]
-    fn global_flags_work_after_the_subcommand() {
+    fn each_subcommand_takes_its_own_flags() {
         let cli = parse(&[
             "plan",
             "--matrix",
@@ -147,50 +506,103 @@ mod tests {
             "42",
             "--cell",
             "fence",
-            "--cell",
+            "-c",
             "fresh-install",
             "--json",
         ])
         .unwrap();
-        assert!(matches!(cli.command, Some(Command::Plan)));
+        assert_eq!(cli.command, Some(Command::Plan));
         assert_eq!(cli.global.seed, Some(42));
         assert_eq!(cli.global.cells, ["fence", "fresh-install"]);
         assert!(cli.global.json);
         let cli = parse(&[
+            "run",
             "--backend",
             "docker",
             "--jobs",
             "4",
             "--keep",
             "--quiet",
-            "run",
         ])
         .unwrap();
         assert_eq!(cli.global.backend, Backend::Docker);
         assert_eq!(cli.global.jobs, 4);
         assert!(cli.global.keep && cli.global.quiet);
-        let cli = parse(&["--matrix", "full", "--repeat", "5"]).unwrap();
-        assert_eq!(cli.global.repeat, Some(5));
-        let cli = parse(&["selftest", "--seed", "3"]).unwrap();
-        assert!(matches!(cli.command, Some(Command::Selftest)));
-        assert_eq!(cli.global.seed, Some(3));
-        let cli = parse(&["report", "reports/x"]).unwrap();
+        let cli = parse(&["--matrix", "smoke", "--seed", "11", "--json", "--quiet"]).unwrap();
+        assert!(cli.global.json && cli.global.quiet);
+        let cli = parse(&["selftest", "--seed", "3", "-j", "1"]).unwrap();
+        assert_eq!(cli.command, Some(Command::Selftest));
+        assert_eq!((cli.global.seed, cli.global.jobs), (Some(3), 1));
+        let cli = parse(&["--matrix-file", "m.toml", "report", "reports/x", "-q"]).unwrap();
         assert!(
-            matches!(cli.command, Some(Command::Report { dir }) if dir == Path::new("reports/x"))
+            matches!(cli.command, Some(Command::Report { ref dir }) if dir == Path::new("reports/x"))
         );
+        assert_eq!(cli.global.matrix_file.as_deref(), Some(Path::new("m.toml")));
+        let cli = parse(&["completions", "fish"]).unwrap();
+        assert_eq!(
+            cli.command,
+            Some(Command::Completions { shell: Shell::Fish })
+        );
+        let cli = parse(&["list", "--color", "never", "--json"]).unwrap();
+        assert_eq!(cli.global.color, Color::Never);
     }
 
     #[test]
-    fn bad_flags_are_refused() {
+    fn seeds_are_any_u64_in_decimal_or_hex() {
+        for (text, seed) in [
+            ("0", 0),
+            ("18446744073709551615", u64::MAX),
+            ("0xff", 255),
+            ("0XFFFFFFFFFFFFFFFF", u64::MAX),
+            ("1_000", 1000),
+        ] {
+            assert_eq!(
+                parse(&["plan", "--seed", text]).unwrap().global.seed,
+                Some(seed)
+            );
+        }
+    }
+
+    #[test]
+    fn flags_outside_their_subcommand_and_bad_values_are_refused() {
         for args in [
             &["--seed", "-1"][..],
             &["--seed", "soon"],
+            &["--seed", "18446744073709551616"],
+            &["--seed", "0xg"],
             &["--jobs", "0"],
             &["--repeat", "0"],
             &["--repeat", "101"],
             &["--backend", "podman"],
+            &["--color", "sometimes"],
             &["--bogus"],
             &["report"],
+            &["report", "x", "--jobs", "3"],
+            &["report", "x", "--seed", "3"],
+            &["plan", "--database-url", "garbage"],
+            &["plan", "--jobs", "2"],
+            &["plan", "--repeat", "2"],
+            &["list", "--seed", "1"],
+            &["selftest", "--matrix", "smoke"],
+            &["selftest", "--cell", "fence"],
+            &["selftest", "--repeat", "2"],
+            &["completions", "powershell"],
+            &["--database-url", "garbage", "--matrix", "smoke"],
+            &["--database-url", "postgres://u:pw@/db", "--matrix", "smoke"],
+            &[
+                "--database-url",
+                "postgres://h:99999/db",
+                "--matrix",
+                "smoke",
+            ],
+            &[
+                "--database-url",
+                "postgres://h/db?sslmode=sometimes",
+                "--matrix",
+                "smoke",
+            ],
+            &["--jobs", "4", "plan"],
+            &["--matrix", "smoke", "run"],
             &["frobnicate"],
         ] {
             let err = parse(args).expect_err(&format!("{args:?} accepted"));
@@ -202,5 +614,37 @@ mod tests {
         }
         let help = parse(&["--help"]).unwrap_err();
         assert_eq!(crate::exit::for_clap(&help), crate::exit::ALL_MET);
+    }
+
+    #[test]
+    fn help_lists_exit_codes_and_environment_and_no_machine_talk() {
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "Exit codes:",
+            "  2  bad input",
+            "REHEARSE_MATRIX_FILE",
+            "REHEARSE_REPORTS_DIR",
+            "AWA_PG_BINDIR",
+        ] {
+            assert!(help.contains(needle), "{needle} missing from:\n{help}");
+        }
+        let mut run = Cli::command();
+        let run = run.find_subcommand_mut("run").unwrap();
+        let run_help = run.render_long_help().to_string();
+        assert!(
+            run_help.contains("[env: REHEARSE_REPORTS_DIR="),
+            "{run_help}"
+        );
+        assert!(!run_help.contains("2-core"), "{run_help}");
+        assert!(crate::VERSION.contains('('), "{}", crate::VERSION);
+    }
+
+    #[test]
+    fn completions_are_generated_for_each_shell() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = String::from_utf8(completions(shell)).unwrap();
+            assert!(script.contains("selftest"), "{shell:?}");
+            assert!(script.contains("matrix-file"), "{shell:?}");
+        }
     }
 }

@@ -45,7 +45,12 @@ pub fn execute(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Outcome, Error> {
+    report::terminal::set_color(cli.global.color);
     match &cli.command {
+        Some(Command::Completions { shell }) => {
+            out.write_all(&crate::cli::completions(*shell))?;
+            Ok(Outcome::AllMet)
+        }
         Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
         Some(Command::List) => list(cli, env, out),
         Some(Command::Plan) => plan_command(cli, env, out),
@@ -176,8 +181,11 @@ fn request(
         )?;
     }
     let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)])?;
-    let reports_root = std::env::var_os(crate::driver::run::REPORTS_DIR_ENV)
-        .filter(|v| !v.is_empty())
+    let reports_root = cli
+        .global
+        .reports_dir
+        .as_ref()
+        .filter(|v| !v.as_os_str().is_empty())
         .map(|v| env.cwd.join(v))
         .unwrap_or_else(|| repo.reports());
     Ok(crate::pipeline::RunArgs {
@@ -437,7 +445,6 @@ fn render_list(path: &Path, matrix: &Matrix, cells: &[&matrix::Cell]) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     const MATRIX: &str = include_str!("../../matrix.toml");
 
@@ -638,23 +645,19 @@ mod tests {
             cwd: scratch.0.clone(),
             matrix_file_env: None,
         };
+        // The selection flags are not flags of `selftest` at all.
         for args in [
             &["selftest", "--cell", "fence"][..],
             &["selftest", "--matrix", "smoke"],
             &["selftest", "--repeat", "2"],
         ] {
-            let (result, _, _) = exec(args, &env);
-            let error = result.unwrap_err();
+            let refused =
+                Cli::try_parse_from(std::iter::once("rehearse").chain(args.iter().copied()))
+                    .unwrap_err();
             assert_eq!(
-                crate::exit::for_error(&error),
+                crate::exit::for_clap(&refused),
                 crate::exit::BAD_INPUT,
                 "{args:?}"
-            );
-            assert!(
-                error
-                    .to_string()
-                    .contains("it takes no --matrix, --cell or --repeat"),
-                "{error}"
             );
         }
         let without = MATRIX.replace("defects = [\"defect-*\"]\n", "");
@@ -694,11 +697,15 @@ mod tests {
             "nothing selected: pass --matrix NAME (one of: defects, full, nightly, smoke) or --cell NAME"
         );
         assert!(out.is_empty());
-        let (result, _, _) = exec(&["--matrix", "smoke", "--database-url", "mysql://x"], &env);
-        assert_eq!(
-            crate::exit::for_error(&result.unwrap_err()),
-            crate::exit::BAD_INPUT
-        );
+        let refused = Cli::try_parse_from([
+            "rehearse",
+            "--matrix",
+            "smoke",
+            "--database-url",
+            "mysql://x",
+        ])
+        .unwrap_err();
+        assert_eq!(crate::exit::for_clap(&refused), crate::exit::BAD_INPUT);
         // The docker backend is refused before any artifact is built.
         let (result, _, err) = exec(
             &["--matrix", "smoke", "--seed", "5", "--backend", "docker"],

@@ -53,6 +53,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// True when stdout's reader went away (`rehearse plan --json | head -1`).
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+
     /// The error and its causes, one per line, secrets redacted, for stderr.
     pub fn chain(&self) -> String {
         format!(

@@ -47,6 +47,14 @@
 
 #![warn(missing_docs)]
 
+/// `rehearse --version`: the crate version and the git commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("REHEARSE_GIT_SHA"),
+    ")"
+);
+
 pub mod artifacts;
 pub mod cli;
 pub mod commands;

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use awa_runtime::redact::RedactingWriter;
-use clap::Parser;
 use rehearsal::cli::Cli;
 use rehearsal::{Environment, exit};
 
@@ -34,6 +33,9 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(outcome) => ExitCode::from(exit::for_outcome(outcome)),
+        // `rehearse plan --json | head -1`: the reader left; like other
+        // Unix tools, stop quietly and successfully.
+        Err(e) if e.is_broken_pipe() => ExitCode::from(exit::ALL_MET),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{}", e.chain());
             ExitCode::from(exit::for_error(&e))

@@ -59,6 +59,16 @@ pub use awa_runtime::redact::redact;
 /// What a `--database-url` must look like, for messages.
 const URL_SHAPE: &str = "postgres://USER@HOST:PORT/DATABASE";
 
+/// The `sslmode` values libpq accepts.
+const SSLMODES: [&str; 6] = [
+    "disable",
+    "allow",
+    "prefer",
+    "require",
+    "verify-ca",
+    "verify-full",
+];
+
 /// Checks a `--database-url` before anything starts: a `postgres://` or
 /// `postgresql://` URL with one host (each cell's database is put in its
 /// path). The message is redacted.
@@ -70,6 +80,14 @@ pub fn check_url(url: &str) -> Result<(), String> {
     let parsed = url::Url::parse(url).map_err(|e| bad(format!("is not a valid URL ({e})")))?;
     if parsed.host_str().is_none_or(str::is_empty) {
         return Err(bad("names no host".into()));
+    }
+    for (key, value) in parsed.query_pairs() {
+        if key == "sslmode" && !SSLMODES.contains(&value.as_ref()) {
+            return Err(bad(format!(
+                "has sslmode={value}, which PostgreSQL does not know (one of {})",
+                SSLMODES.join(", ")
+            )));
+        }
     }
     Ok(())
 }

@@ -185,21 +185,23 @@ pub fn load_against(path: &Path, known: &Known) -> Result<Matrix, LoadError> {
     parse_against(&file, &text, known).map_err(|diagnostics| LoadError::Invalid { diagnostics })
 }
 
-/// Finds the matrix file: `explicit` if given, else the nearest `matrix.toml`
-/// in `start` or a parent (the repository root), else `env_fallback`.
+/// Finds the matrix file: `explicit` (`--matrix-file`, which clap also
+/// fills from `$REHEARSE_MATRIX_FILE`) if given, else `env` (the variable
+/// as read by the caller), else the nearest `matrix.toml` in `start` or a
+/// parent (the repository root). A variable the user set wins over a file
+/// that merely happens to lie above.
 pub fn find(
     explicit: Option<&Path>,
     start: &Path,
-    env_fallback: Option<&Path>,
+    env: Option<&Path>,
 ) -> Result<PathBuf, LoadError> {
-    if let Some(path) = explicit {
+    if let Some(path) = explicit.or(env) {
         return Ok(path.to_owned());
     }
-    if let Some(dir) = start.ancestors().find(|dir| dir.join(FILE_NAME).is_file()) {
-        return Ok(dir.join(FILE_NAME));
-    }
-    env_fallback
-        .map(Path::to_owned)
+    start
+        .ancestors()
+        .find(|dir| dir.join(FILE_NAME).is_file())
+        .map(|dir| dir.join(FILE_NAME))
         .ok_or_else(|| LoadError::NotFound {
             start: start.to_owned(),
         })

@@ -1233,7 +1233,7 @@ fn diagnostics_name_the_file_given() {
 }
 
 #[test]
-fn find_prefers_explicit_then_walks_up_then_env() {
+fn find_prefers_explicit_then_env_then_walks_up() {
     let root = std::env::temp_dir().join(format!("rehearse-find-{}", std::process::id()));
     let deep = root.join("x").join("y");
     std::fs::create_dir_all(&deep).unwrap();
@@ -1249,7 +1249,9 @@ fn find_prefers_explicit_then_walks_up_then_env() {
         ));
     }
     std::fs::write(root.join(FILE_NAME), "").unwrap();
-    assert_eq!(find(None, &deep, Some(env)).unwrap(), root.join(FILE_NAME));
+    // $REHEARSE_MATRIX_FILE wins over a matrix.toml that merely lies above.
+    assert_eq!(find(None, &deep, Some(env)).unwrap(), env);
+    assert_eq!(find(None, &deep, None).unwrap(), root.join(FILE_NAME));
     std::fs::remove_dir_all(&root).unwrap();
 }
 

@@ -76,9 +76,23 @@ fn paint(verdict: Verdict, color: bool) -> String {
     format!("\x1b[{code}m{word}\x1b[0m")
 }
 
-/// Whether to colour stdout: only on a terminal, and never when `NO_COLOR`
+/// `--color`, set once by the command before anything is printed.
+static COLOR: std::sync::OnceLock<crate::cli::Color> = std::sync::OnceLock::new();
+
+/// Records `--color` for [`use_color`]; later calls keep the first choice.
+pub fn set_color(choice: crate::cli::Color) {
+    let _ = COLOR.set(choice);
+}
+
+/// Whether to colour stdout: `--color always|never` as given; with
+/// `auto` (the default) only on a terminal, and never when `NO_COLOR`
 /// is set to anything non-empty (<https://no-color.org>) or `TERM` is `dumb`.
 pub fn use_color() -> bool {
+    match COLOR.get() {
+        Some(crate::cli::Color::Always) => return true,
+        Some(crate::cli::Color::Never) => return false,
+        Some(crate::cli::Color::Auto) | None => {}
+    }
     color_wanted(
         std::io::stdout().is_terminal(),
         std::env::var_os("NO_COLOR"),
