@@ -935,7 +935,11 @@ enum NotReady {
 }
 
 async fn connect(port: u16, dbname: &str) -> Result<Client, tokio_postgres::Error> {
-    let config = format!("host=127.0.0.1 port={port} user=postgres dbname={dbname}");
+    // Sessions of this crate are flip-aware: they may enqueue after the
+    // flip (see `db::connect` and the v3 migration's enqueue fence).
+    let config = format!(
+        "host=127.0.0.1 port={port} user=postgres dbname={dbname} options='-c awa.flip_aware=on'"
+    );
     let (client, connection) = tokio_postgres::connect(&config, NoTls).await?;
     tokio::spawn(async move {
         // Errors surface through the client; the task just drives the socket.
