@@ -7,7 +7,7 @@
 mod common;
 
 use awa_runtime::store::enqueue::{self, NewJob};
-use awa_runtime::store::read;
+use awa_runtime::store::{audit, read};
 use common::*;
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -103,23 +103,51 @@ async fn exactly_once(client: &Client, accepted: &[i64]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_claims() {
-    let bin062 = bin062().await;
-    let db = Db::expanded("suspended_leader", &bin062).await;
-    let client = db.client().await;
-    let fast = [("AWA_ROTATE_INTERVAL", "200ms"), ("AWA_STALE_AFTER", "1s")];
-    let old = spawn(&bin062, &db.url, &["worker", "--name", "old"], &fast);
-    old.wait_for("leadership", Duration::from_secs(10), |ev| {
+async fn wait_leader(p: &Proc) {
+    p.wait_for("leadership", Duration::from_secs(10), |ev| {
         ev.iter().any(|e| e["event"] == "leader")
     })
     .await;
-    let new = spawn(
-        awa_bin(),
-        &db.url,
-        &["worker", "--name", "new", "--no-maintenance"],
-        &fast,
-    );
+}
+
+/// What became of a 0.6.2 leader frozen across an unforced flip.
+struct Returned {
+    db: Db,
+    client: Client,
+    /// Every job enqueued.
+    accepted: Vec<i64>,
+    /// Jobs enqueued after the flip, before the resume.
+    waiting: Vec<i64>,
+    code: i32,
+    stderr: String,
+}
+
+/// A real 0.6.2 worker (the leader when `old_leads`, else the 0.7 worker
+/// leads) is frozen between transactions, an unforced flip runs, work
+/// waits, and the 0.6.2 is resumed and runs until it exits. With
+/// `unfence`, the flip's refusal of the legacy resolver is undone first:
+/// the claim path as it was before the fence covered it.
+async fn freeze_flip_and_resume(name: &str, unfence: bool, old_leads: bool) -> Returned {
+    let bin062 = bin062().await;
+    let db = Db::expanded(name, &bin062).await;
+    let client = db.client().await;
+    let fast = [("AWA_ROTATE_INTERVAL", "200ms"), ("AWA_STALE_AFTER", "1s")];
+    let maintenance = |leads: bool| if leads { "" } else { "--no-maintenance" };
+    let args = |name: &'static str, leads: bool| -> Vec<&'static str> {
+        ["worker", "--name", name, maintenance(leads)]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect()
+    };
+    let (old, new) = if old_leads {
+        let old = spawn(&bin062, &db.url, &args("old", true), &fast);
+        wait_leader(&old).await;
+        (old, spawn(awa_bin(), &db.url, &args("new", false), &fast))
+    } else {
+        let new = spawn(awa_bin(), &db.url, &args("new", true), &fast);
+        wait_leader(&new).await;
+        (spawn(&bin062, &db.url, &args("old", false), &fast), new)
+    };
     let mut accepted = Vec::new();
     for _ in 0..10 {
         let jobs: Vec<NewJob> = (0..30).map(|_| job("default", "complete")).collect();
@@ -131,6 +159,15 @@ async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_cl
     })
     .await;
 
+    // Idle when frozen, so its first act on return is a claim (a close of
+    // an attempt it held would meet the poisoned slot first).
+    wait_count(
+        &client,
+        "SELECT count(*) FROM awa.jobs",
+        0,
+        Duration::from_secs(20),
+    )
+    .await;
     freeze_between_transactions(&old, &client).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // Unforced: the frozen 0.6.2 is no longer fresh, the 0.7 worker is flip-aware.
@@ -148,8 +185,37 @@ async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_cl
     let waiting = enqueue::enqueue(&client, &waiting).await.unwrap();
     accepted.extend(&waiting);
 
+    // It stays stopped a while past the flip, as a suspension does (and
+    // past the audit's margin for the flip's commit).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if unfence {
+        client
+            .batch_execute("UPDATE awa.ring_cursor_authority SET legacy_fenced = false")
+            .await
+            .unwrap();
+    }
     signal(&old, Signal::SIGCONT);
     let (code, stderr) = old.exit_code(Duration::from_secs(20)).await;
+    Returned {
+        db,
+        client,
+        accepted,
+        waiting,
+        code,
+        stderr,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_claims() {
+    let Returned {
+        db,
+        client,
+        accepted,
+        waiting,
+        code,
+        stderr,
+    } = freeze_flip_and_resume("suspended_leader", false, true).await;
     assert_ne!(code, 0, "the returning 0.6.2 kept running after the flip");
     assert!(
         stderr.contains("ring cursor authority is ledger"),
@@ -174,8 +240,14 @@ async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_cl
         "jobs waiting at the resume were taken"
     );
     assert!(flipped_at(&client).await > 0.0);
+    let features = audit::schema_features(&client).await.unwrap();
+    let late = audit::attempts_after_flip_by_pre_flip_binaries(&client, &features)
+        .await
+        .unwrap();
+    assert_eq!(late, [], "the audit agrees");
 
     // A 0.7 leader takes over, rescues what the frozen one held, drains.
+    let fast = [("AWA_ROTATE_INTERVAL", "200ms"), ("AWA_STALE_AFTER", "1s")];
     let new = spawn(awa_bin(), &db.url, &["worker", "--name", "new2"], &fast);
     wait_count(
         &client,
@@ -187,6 +259,32 @@ async fn a_suspended_n1_leader_resumed_after_an_unforced_flip_fails_before_it_cl
     exactly_once(&client, &accepted).await;
     assert_eq!(attempts_since_flip(&client, "0.6.2").await, 0);
     assert_eq!(new.terminate().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_claim_path_fence_the_audit_names_the_attempts_a_returning_n1_worker_started() {
+    let r = freeze_flip_and_resume("unfenced_worker", true, false).await;
+    // The old behaviour: it claims through the ledger-aware resolver, then
+    // dies on its first closure write at the poisoned slot.
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let features = audit::schema_features(&r.client).await.unwrap();
+    let late = audit::attempts_after_flip_by_pre_flip_binaries(&r.client, &features)
+        .await
+        .unwrap();
+    assert!(
+        !late.is_empty()
+            && late
+                .iter()
+                .all(|a| a.version == "0.6.2" && a.after_flip_ms > 0),
+        "the attempts the returning 0.6.2 started: {late:?}; stderr: {}",
+        r.stderr
+    );
+    assert!(
+        late.iter()
+            .all(|a| r.waiting.contains(&a.job_id) || r.accepted.contains(&a.job_id)),
+        "{late:?}"
+    );
+    drop(r.db);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -967,6 +967,75 @@ pub async fn ledgers(client: &Client, features: &SchemaFeatures) -> Result<Optio
     ))
 }
 
+// ---------------------------------------------------------------------
+// The fence on the claim path: attempts pre-flip binaries started after it
+// ---------------------------------------------------------------------
+
+/// Attempts started more than [`FLIP_COMMIT_MARGIN_MS`] after the flip,
+/// with the version of the binary that started each (one statement; the
+/// caller keeps those below the schema's minimum flip version).
+const ATTEMPTS_AFTER_FLIP: &str = "
+SELECT e.job_id, e.run_lease, e.version,
+       (extract(epoch FROM e.started_at - a.flipped_at) * 1000)::bigint,
+       awa.ring_authority_min_flip_version()
+FROM awa.executions e, awa.ring_cursor_authority a
+WHERE a.authority = 'ledger' AND a.flipped_at IS NOT NULL
+  AND e.started_at > a.flipped_at + $1::float8 * interval '1 millisecond'
+  AND e.version <> $2
+ORDER BY e.job_id, e.run_lease";
+
+/// How long after `flipped_at` (the flip's last statement) its commit may
+/// still be invisible to a starting transaction. Attempts started within
+/// it are not judged: they may have seen `columns` legitimately.
+pub const FLIP_COMMIT_MARGIN_MS: f64 = 50.0;
+
+/// An attempt a binary below the minimum flip version started after the
+/// flip: the fence did not stop its claim path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LateAttempt {
+    pub job_id: i64,
+    pub run_lease: i64,
+    pub version: String,
+    /// Milliseconds after the flip.
+    pub after_flip_ms: i64,
+}
+
+/// Attempts started after the flip by binaries that are not flip-aware
+/// (empty before the flip, or before the expand migration).
+pub async fn attempts_after_flip_by_pre_flip_binaries(
+    client: &Client,
+    features: &SchemaFeatures,
+) -> Result<Vec<LateAttempt>> {
+    if !features.authority {
+        return Ok(vec![]);
+    }
+    let rows = client
+        .query(
+            ATTEMPTS_AFTER_FLIP,
+            &[&FLIP_COMMIT_MARGIN_MS, &crate::version::VERSION],
+        )
+        .await
+        .map_err(|e| Error::db("reading attempts started after the flip", e))?;
+    Ok(rows
+        .iter()
+        .filter(|r| {
+            let min = super::authority::parse_version(r.get::<_, &str>(4));
+            let version = super::authority::parse_version(r.get::<_, &str>(2));
+            match (version, min) {
+                (Some(v), Some(min)) => v < min,
+                // Unparseable versions are not flip-aware (fail closed).
+                _ => true,
+            }
+        })
+        .map(|r| LateAttempt {
+            job_id: r.get(0),
+            run_lease: r.get(1),
+            version: r.get(2),
+            after_flip_ms: r.get(3),
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

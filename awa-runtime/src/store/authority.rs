@@ -165,8 +165,11 @@ ALTER TABLE awa.lease_ring_state ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.queue_ring_slots ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.claim_ring_slots ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.lease_ring_slots ENABLE TRIGGER ring_cursor_fence;";
+/// Last in the flip's transaction: `flipped_at` is the moment just
+/// before the commit, so an attempt started after it (plus a margin for
+/// the commit itself) was started by a session that saw the flip.
 const SET_LEDGER: &str =
-    "UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = now()";
+    "UPDATE awa.ring_cursor_authority SET authority = 'ledger', flipped_at = clock_timestamp()";
 /// The flip's lock on the authority row. Public, with
 /// [`lock_ring_state_sql`], so an observer (the rehearsal) can recognise
 /// the flip in flight in `pg_stat_activity`.
