@@ -146,6 +146,10 @@ pub enum StepOutcome {
     /// The product refused (as required, or as a step failure).
     #[serde(rename = "refused")]
     Refused,
+    /// The product gave up waiting for a lock another process holds,
+    /// naming it (as required, or as a step failure).
+    #[serde(rename = "blocked")]
+    Blocked,
     /// The product did not do what the plan requires (a step failure).
     #[serde(rename = "failed")]
     Failed,
@@ -172,6 +176,7 @@ impl StepOutcome {
         match self {
             StepOutcome::Ok => "ok",
             StepOutcome::Refused => "refused",
+            StepOutcome::Blocked => "blocked",
             StepOutcome::Failed => "failed",
             StepOutcome::Breached => "breached",
             StepOutcome::TimedOut => "timed out",

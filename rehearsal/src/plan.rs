@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::matrix::{
     Artifact, CURRENT, Cell, Check, Duration, Expectation, FleetModel, KillTarget, Matrix,
-    PREVIOUS, Signal, Step, Timings, When, Workload,
+    PREVIOUS, Signal, Step, SuspendAt, Timings, When, Workload,
 };
 
 /// Largest random delay, in milliseconds, added to a kill that does not wait for started jobs.
@@ -181,8 +181,24 @@ pub struct DatabaseSetup {
     pub migrated_by: String,
 }
 
-/// A step of a cell plan: as in the matrix, except that kills are resolved.
-pub type PlannedStep = Step<PlannedKill>;
+/// A step of a cell plan: as in the matrix, except that kills and
+/// suspensions are resolved.
+pub type PlannedStep = Step<PlannedKill, PlannedSuspend>;
+
+/// A suspension with its random choice made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedSuspend {
+    /// Which kind of process.
+    pub target: KillTarget,
+    /// Only processes of this artifact are candidates.
+    pub of: Option<String>,
+    /// How long it stays stopped; `None`: until a `resume` step.
+    pub duration: Option<Duration>,
+    /// Where in its work it is caught.
+    pub at: SuspendAt,
+    /// Which worker or producer; `None` for the leader (whoever holds it then).
+    pub pick: Option<Pick>,
+}
 
 /// A kill with its random choices made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,6 +256,7 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
             let among = model
                 .kills
                 .iter()
+                .chain(&model.suspends)
                 .find(|k| k.step == i + 1)
                 .and_then(|k| k.among);
             resolve(step, among, &mut rng)
@@ -287,6 +304,8 @@ fn artifacts_of(step: &Step) -> Vec<&str> {
         Step::Roll(s) => vec![&s.artifact],
         Step::Rollback(s) => vec![&s.artifact],
         Step::Kill(k) => k.of.iter().map(String::as_str).collect(),
+        Step::Suspend(k) => k.of.iter().map(String::as_str).collect(),
+        Step::Resume(k) => k.of.iter().map(String::as_str).collect(),
         Step::Flip(s) => vec![&s.by],
         Step::Fence(s) => vec![&s.artifact],
         Step::Assert(s) => match &s.check {
@@ -297,18 +316,31 @@ fn artifacts_of(step: &Step) -> Vec<&str> {
     }
 }
 
-/// Makes a step's random choices; only kills have any.
+/// The plan's pick among `among` candidates of a worker or producer target.
+fn pick_for(target: KillTarget, among: Option<u32>, rng: &mut SplitMix64) -> Option<Pick> {
+    match target {
+        KillTarget::Leader => None,
+        KillTarget::Worker | KillTarget::Producer => {
+            let among = among.unwrap_or(1).max(1);
+            let nth = rng.below(u64::from(among)) as u32 + 1;
+            Some(Pick { nth, among })
+        }
+    }
+}
+
+/// Makes a step's random choices; only kills and suspensions have any.
 fn resolve(step: &Step, among: Option<u32>, rng: &mut SplitMix64) -> PlannedStep {
     match step {
+        Step::Suspend(s) => Step::Suspend(PlannedSuspend {
+            target: s.target,
+            of: s.of.clone(),
+            duration: s.duration,
+            at: s.at,
+            pick: pick_for(s.target, among, rng),
+        }),
+        Step::Resume(s) => Step::Resume(s.clone()),
         Step::Kill(k) => {
-            let pick = match k.target {
-                KillTarget::Leader => None,
-                KillTarget::Worker | KillTarget::Producer => {
-                    let among = among.unwrap_or(1).max(1);
-                    let nth = rng.below(u64::from(among)) as u32 + 1;
-                    Some(Pick { nth, among })
-                }
-            };
+            let pick = pick_for(k.target, among, rng);
             let jitter =
                 (k.after_started == 0).then(|| Duration::from_millis(rng.below(MAX_JITTER_MS + 1)));
             Step::Kill(PlannedKill {
@@ -332,6 +364,36 @@ fn resolve(step: &Step, among: Option<u32>, rng: &mut SplitMix64) -> PlannedStep
         Step::Hold(s) => Step::Hold(*s),
         Step::Drain(s) => Step::Drain(*s),
         Step::Assert(s) => Step::Assert(s.clone()),
+    }
+}
+
+impl fmt::Display for PlannedSuspend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let role = match self.target {
+            KillTarget::Producer => "producer",
+            _ => "worker",
+        };
+        let whose = self.of.as_ref().map_or(String::new(), |a| format!("{a} "));
+        match (self.target, self.pick) {
+            (KillTarget::Leader, _) => {
+                f.write_str("suspend the leader")?;
+                if let Some(of) = &self.of {
+                    write!(f, " (a {of} worker)")?;
+                }
+            }
+            (_, Some(Pick { among: 1, .. })) => write!(f, "suspend the only {whose}{role}")?,
+            (_, Some(Pick { nth, among })) => {
+                write!(f, "suspend {role} #{nth} of the {among} {whose}{role}s")?
+            }
+            (_, None) => write!(f, "suspend a {whose}{role}")?,
+        }
+        if self.at != SuspendAt::Any {
+            write!(f, ", caught {}", self.at.name())?;
+        }
+        match self.duration {
+            Some(d) => write!(f, " for {d}"),
+            None => f.write_str(" until resumed"),
+        }
     }
 }
 

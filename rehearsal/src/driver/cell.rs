@@ -14,7 +14,7 @@ use super::ledger::{Cancel, Role, Shared};
 use super::probe::Probe;
 use super::{Abort, CellContext, Done, EXIT_OK};
 use crate::fleet::{ProcId, Sink};
-use crate::matrix::{FlipMode, Step, When};
+use crate::matrix::{FlipMode, KillTarget, Step, When};
 use crate::monitor::Monitor;
 use crate::observe::{
     CronWindow, Finding, Observations, Phase, ProcessRecord, ProvedFacts, StepFailure, StepOutcome,
@@ -44,6 +44,18 @@ pub(super) enum ArmedFault {
     Crash,
     /// Start these runtimes inside the migration (after its preflight).
     Fleet(crate::matrix::FleetStep),
+}
+
+/// A process a `suspend` step stopped.
+#[derive(Clone, Debug)]
+pub(super) struct Suspension {
+    pub target: KillTarget,
+    pub of: Option<String>,
+    pub id: ProcId,
+    /// When it was stopped (ms since the cell started).
+    pub at_ms: u64,
+    /// It goes on by itself (`for`); a `resume` step ends only the others.
+    pub timed: bool,
 }
 
 /// One place in the fleet: a worker or a producer of some artifact.
@@ -83,6 +95,8 @@ pub(super) struct Cell<'a> {
     pub slots: Vec<Slot>,
     pub load_on: bool,
     pub armed: Vec<(When, ArmedFault)>,
+    /// Processes suspend steps stopped, in order.
+    pub suspended: Vec<Suspension>,
     pub names: BTreeMap<(String, Role), u32>,
     /// Artifacts whose workers auto-flip (the `by` of a `flip = "auto"` step).
     pub auto_flip_by: BTreeSet<String>,
@@ -246,6 +260,7 @@ impl<'a> Cell<'a> {
             slots: Vec::new(),
             load_on: false,
             armed: Vec::new(),
+            suspended: Vec::new(),
             names: BTreeMap::new(),
             auto_flip_by,
             drained: false,

@@ -78,6 +78,22 @@ SELECT count(*),
 FROM awa.executions e
 WHERE e.job_id = ANY($1) AND e.attempt = 1
   AND e.started_at < now() - ($3::float8 + $2::float8) * interval '1 millisecond'";
+/// Sessions of the cell's database idle inside a transaction (a stopped
+/// client's look), other than the orchestrator's own (`awa X.Y.Z` with no
+/// instance): pid, transaction start, and whether it holds a ring
+/// singleton's row lock (`FOR UPDATE`: a rotation or prune), which the
+/// flip must wait for; a plain read's ACCESS SHARE does not count.
+const IDLE_IN_TRANSACTION: &str = "
+SELECT a.pid, extract(epoch FROM a.xact_start)::float8,
+       EXISTS (SELECT 1 FROM pg_locks l
+               JOIN pg_class c ON c.oid = l.relation
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE l.pid = a.pid AND l.granted AND n.nspname = 'awa' AND l.mode <> 'AccessShareLock'
+                 AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state'))
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+  AND a.state = 'idle in transaction' AND a.application_name !~ '^awa [0-9.]+$'
+ORDER BY a.pid";
 const CRON_BOUNDS: &str =
     "SELECT min(fire_ms), max(fire_ms), count(*) FROM awa.cron_fires WHERE name = $1";
 
@@ -312,6 +328,17 @@ impl Probe {
             row.get::<_, i64>(0)
         ));
         Ok(dump)
+    }
+
+    /// Sessions idle inside a transaction: (pid, transaction start as
+    /// epoch seconds, holds a ring-singleton lock).
+    pub async fn idle_in_transaction(&mut self) -> Result<Vec<(i32, f64, bool)>, String> {
+        Ok(self
+            .rows(IDLE_IN_TRANSACTION, &[])
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
     }
 
     /// Closes the connection (before the database is dropped).

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use super::EXIT_REFUSED;
 use super::cell::{Cell, START_TIMEOUT, Slot, cell_dir};
 use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
 use super::ledger::{Cancel, Role};
 use super::{Abort, Interrupted};
+use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::{ProcId, Spec};
 use crate::matrix::Expectation;
 use crate::observe::KillRecord;
@@ -490,6 +490,15 @@ impl Cell<'_> {
                 continue;
             }
             self.slots[slot].dead = true;
+            if let Some(fence) = self.fenced_exit(id).await {
+                notes.push(format!(
+                    "{name} was stopped by the fence after the flip: {fence}"
+                ));
+                self.facts.notes.push(format!(
+                    "{name} met the fence after the flip and exited: {fence}"
+                ));
+                continue;
+            }
             let message = format!("{name} exited unexpectedly ({why})");
             if self.plan.expect == Expectation::Pass {
                 self.fail(message);
@@ -501,9 +510,67 @@ impl Cell<'_> {
     }
 }
 
+/// What a pre-flip binary says when the fence stops it: the fenced legacy
+/// resolver, the enqueue fence and the cursor trigger ("ring cursor
+/// authority is ledger"), or a write at the poisoned slot -1.
+const FENCE_MESSAGES: [&str; 2] = [
+    "ring cursor authority is ledger",
+    "no partition of relation",
+];
+
+/// The fence line of a failure text, if it has one.
+fn fence_line(text: &str) -> Option<&str> {
+    text.lines()
+        .find(|l| FENCE_MESSAGES.iter().any(|m| l.contains(m)))
+        .map(str::trim)
+}
+
+impl Cell<'_> {
+    /// A process that exited with an error after the flip because the
+    /// fence stopped it (ADR-041 §6: a returning pre-flip binary must fail
+    /// loudly): the designed end, not a step failure. Whether it wrote
+    /// anything first is for reconciliation to judge.
+    async fn fenced_exit(&mut self, id: ProcId) -> Option<String> {
+        let text = {
+            let l = self.shared.lock();
+            let p = &l.procs[id];
+            if p.code().is_none_or(|c| c == EXIT_OK) {
+                return None;
+            }
+            format!(
+                "{}\n{}",
+                p.fatal.clone().unwrap_or_default(),
+                p.stderr_tail(10)
+            )
+        };
+        let line = fence_line(&text)?.to_owned();
+        let flipped = self.probe.authority().await.ok().flatten();
+        (flipped.as_deref() == Some("ledger")).then_some(line)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fence_is_told_from_other_failures() {
+        assert_eq!(
+            fence_line(
+                "awa: claiming jobs: ring cursor authority is ledger: the legacy cursor resolver awa.ring_cursor(claim) is fenced (SQLSTATE 55000)"
+            ),
+            Some(
+                "awa: claiming jobs: ring cursor authority is ledger: the legacy cursor resolver awa.ring_cursor(claim) is fenced (SQLSTATE 55000)"
+            )
+        );
+        assert!(
+            fence_line(
+                "x\nclosing an attempt: no partition of relation \"claim_closures\" found for row"
+            )
+            .is_some()
+        );
+        assert_eq!(fence_line("cannot connect to the database"), None);
+    }
 
     #[test]
     fn picks_take_nth_modulo_the_live_count_in_start_order() {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{Check, KillStep, KillTarget, Outcome, Step, When};
+use super::model::{Check, KillStep, KillTarget, Outcome, ResumeStep, Step, SuspendStep, When};
 
 /// Lower and upper bound of how many processes of one artifact run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -142,6 +142,10 @@ pub(crate) struct FleetModel {
     armed: Vec<(usize, When, Option<KillStep>)>,
     pub problems: Vec<Problem>,
     pub kills: Vec<KillPoint>,
+    /// Suspensions, with their candidates (the same shape as kills).
+    pub suspends: Vec<KillPoint>,
+    /// Suspensions without `for` not yet ended by a `resume`: (step, target, of).
+    open_suspensions: Vec<(usize, KillTarget, Option<String>)>,
 }
 
 impl FleetModel {
@@ -156,6 +160,8 @@ impl FleetModel {
             armed: Vec::new(),
             problems: Vec::new(),
             kills: Vec::new(),
+            suspends: Vec::new(),
+            open_suspensions: Vec::new(),
         }
     }
 
@@ -238,6 +244,8 @@ impl FleetModel {
                 When::Now => self.kill(index, k),
                 when => self.armed.push((index, when, Some(k.clone()))),
             },
+            Step::Suspend(s) => self.suspend(index, s),
+            Step::Resume(s) => self.resume(index, s),
             Step::PgCrash(s) => {
                 if s.when != When::Now {
                     self.armed.push((index, s.when, None));
@@ -342,8 +350,88 @@ impl FleetModel {
         }
     }
 
+    /// A suspension needs a live candidate, like a kill; the process stays
+    /// in its pool (it is stopped, not gone).
+    fn suspend(&mut self, index: usize, s: &SuspendStep) {
+        let (pool, role) = match s.target {
+            KillTarget::Worker | KillTarget::Leader => (&self.workers, "worker"),
+            KillTarget::Producer => (&self.producers, "producer"),
+        };
+        let of = s.of.as_deref();
+        let count = pool.count(of);
+        if count.lo == 0 {
+            let whose = of.map_or(String::new(), |a| format!(" of {a}"));
+            let describe = pool.describe();
+            self.problem(
+                index,
+                format!(
+                    "suspend {}: no {role}{whose} is surely running here (running {role}s: {describe})",
+                    s.target.name()
+                ),
+            );
+            return;
+        }
+        let among = match s.target {
+            KillTarget::Leader => None,
+            _ => Some(count.hi),
+        };
+        self.suspends.push(KillPoint { step: index, among });
+        if s.duration.is_none() {
+            if let Some((open, ..)) = self
+                .open_suspensions
+                .iter()
+                .find(|(_, t, o)| *t == s.target && o.as_deref() == of)
+            {
+                let open = *open;
+                self.problem(index, format!(
+                    "suspend {}: step {open} already holds one suspended until a resume; resume it first (or give one of them for = \"...\")",
+                    s.target.name()
+                ));
+                return;
+            }
+            self.open_suspensions.push((index, s.target, s.of.clone()));
+        }
+    }
+
+    fn resume(&mut self, index: usize, s: &ResumeStep) {
+        let found = self
+            .open_suspensions
+            .iter()
+            .position(|(_, t, o)| *t == s.target && *o == s.of);
+        match found {
+            Some(i) => {
+                self.open_suspensions.remove(i);
+                if s.signal == super::model::ResumeSignal::Kill {
+                    match s.target {
+                        KillTarget::Worker | KillTarget::Leader => {
+                            self.workers.remove_one(s.of.as_deref())
+                        }
+                        KillTarget::Producer => self.producers.remove_one(s.of.as_deref()),
+                    }
+                }
+            }
+            None => {
+                let whose =
+                    s.of.as_ref()
+                        .map_or(String::new(), |a| format!(" of = \"{a}\""));
+                self.problem(index, format!(
+                    "resume {}: no earlier suspend = \"{}\"{whose} without `for` is still suspended here",
+                    s.target.name(),
+                    s.target.name()
+                ));
+            }
+        }
+    }
+
     /// Reports faults armed for a migrate or flip that never comes.
     pub(crate) fn finish(&mut self) {
+        for (index, target, of) in std::mem::take(&mut self.open_suspensions) {
+            let whose = of.map_or(String::new(), |a| format!(", of = \"{a}\""));
+            self.problem(index, format!(
+                "suspend {0} stays suspended to the end of the cell: add a later {{ resume = \"{0}\"{whose} }} step, or give it for = \"...\"",
+                target.name()
+            ));
+        }
         for (index, when, kill) in std::mem::take(&mut self.armed) {
             let (value, step) = match when {
                 When::DuringMigrate => ("during_migrate", "migrate"),

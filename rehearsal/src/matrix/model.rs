@@ -380,7 +380,7 @@ impl FindingRule {
 /// matrix ([`KillStep`]) or with its random choices resolved by the plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
-pub enum Step<K = KillStep> {
+pub enum Step<K = KillStep, S = SuspendStep> {
     /// Start workers and producers of an artifact.
     Fleet(FleetStep),
     /// Turn live enqueue on or off.
@@ -393,6 +393,10 @@ pub enum Step<K = KillStep> {
     Rollback(RollbackStep),
     /// Hard-kill a worker, the leader or a producer.
     Kill(K),
+    /// Stop a worker, the leader or a producer without killing it (SIGSTOP).
+    Suspend(S),
+    /// Let the process an open `suspend` stopped go on (or SIGKILL it).
+    Resume(ResumeStep),
     /// Immediate-mode stop and restart of PostgreSQL.
     PgCrash(PgCrashStep),
     /// Flip ring-cursor authority to the ledgers.
@@ -408,12 +412,12 @@ pub enum Step<K = KillStep> {
 }
 
 /// The step names, in the order error messages list them.
-pub const STEP_NAMES: [&str; 12] = [
-    "fleet", "load", "migrate", "roll", "rollback", "kill", "pg_crash", "flip", "fence", "hold",
-    "drain", "assert",
+pub const STEP_NAMES: [&str; 14] = [
+    "fleet", "load", "migrate", "roll", "rollback", "kill", "suspend", "resume", "pg_crash",
+    "flip", "fence", "hold", "drain", "assert",
 ];
 
-impl<K> Step<K> {
+impl<K, S> Step<K, S> {
     /// The step's key in matrix.toml.
     pub fn name(&self) -> &'static str {
         match self {
@@ -423,6 +427,8 @@ impl<K> Step<K> {
             Step::Roll(_) => "roll",
             Step::Rollback(_) => "rollback",
             Step::Kill(_) => "kill",
+            Step::Suspend(_) => "suspend",
+            Step::Resume(_) => "resume",
             Step::PgCrash(_) => "pg_crash",
             Step::Flip(_) => "flip",
             Step::Fence(_) => "fence",
@@ -465,6 +471,10 @@ pub enum Outcome {
     Ok,
     /// Must be refused (exit code 2 and a refusal event), changing nothing.
     Refused,
+    /// Must give up waiting for a lock another session holds (exit code 3
+    /// and a `blocked` event naming the holder), changing nothing: the flip
+    /// behind a suspended process. Flip only.
+    Blocked,
 }
 
 /// `{ migrate = "current", allow_live_runtimes = false, expect = "ok" }`
@@ -568,6 +578,70 @@ pub struct KillStep {
     pub after_started: u64,
     /// Signal sent.
     pub signal: Signal,
+}
+
+/// `{ suspend = "leader", of = "previous", for = "5s" }`: SIGSTOP the
+/// process (its heartbeat goes stale, its work is rescued, its locks and
+/// connections stay) and SIGCONT it `for` later, while the next steps run;
+/// without `for` it stays stopped until a later `resume` step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuspendStep {
+    /// Which kind of process (the same choices as a kill's).
+    pub target: KillTarget,
+    /// Only processes of this artifact are candidates.
+    pub of: Option<String>,
+    /// How long it stays stopped; `None`: until a `resume` step.
+    pub duration: Option<Duration>,
+    /// Where in its work it is caught.
+    pub at: SuspendAt,
+}
+
+/// Where a suspension catches its process. The driver stops it, looks at
+/// the database, and lets it go and tries again until the moment matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspendAt {
+    /// Wherever it is.
+    Any,
+    /// With no session of the cell's database left inside a transaction:
+    /// it holds no lock while stopped.
+    BetweenTransactions,
+    /// Inside a transaction that holds a lock on a ring singleton (a
+    /// rotation or prune): the flip must wait for it.
+    HoldingRingLocks,
+}
+
+impl SuspendAt {
+    /// The name used in matrix.toml.
+    pub fn name(self) -> &'static str {
+        match self {
+            SuspendAt::Any => "any",
+            SuspendAt::BetweenTransactions => "between_transactions",
+            SuspendAt::HoldingRingLocks => "holding_ring_locks",
+        }
+    }
+}
+
+/// How a `resume` step ends a suspension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeSignal {
+    /// SIGCONT: it goes on from where it stopped and tries to finish what it held.
+    Cont,
+    /// SIGKILL: it never comes back (its session, locks and leadership end with it).
+    Kill,
+}
+
+/// `{ resume = "leader", of = "previous", signal = "cont" }`: ends the
+/// open suspension with the same target and `of`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeStep {
+    /// The target of the suspension it ends.
+    pub target: KillTarget,
+    /// The `of` of the suspension it ends.
+    pub of: Option<String>,
+    /// Continue it or kill it.
+    pub signal: ResumeSignal,
 }
 
 /// `{ pg_crash = "during_flip" }`
@@ -778,7 +852,7 @@ impl fmt::Display for KillStep {
     }
 }
 
-impl<K: fmt::Display> fmt::Display for Step<K> {
+impl<K: fmt::Display, S: fmt::Display> fmt::Display for Step<K, S> {
     /// One line for `rehearse plan`, e.g. `roll to current one at a time, pause 2s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -831,14 +905,28 @@ impl<K: fmt::Display> fmt::Display for Step<K> {
                 Ok(())
             }
             Step::Kill(k) => write!(f, "{k}"),
+            Step::Suspend(s) => write!(f, "{s}"),
+            Step::Resume(s) => {
+                let verb = match s.signal {
+                    ResumeSignal::Cont => "resume (SIGCONT)",
+                    ResumeSignal::Kill => "SIGKILL",
+                };
+                write!(f, "{verb} the suspended {}", s.target.name())?;
+                if let Some(of) = &s.of {
+                    write!(f, " of {of}")?;
+                }
+                Ok(())
+            }
             Step::PgCrash(s) => write!(f, "pg_crash {}", s.when.describe()),
             Step::Flip(s) => {
                 write!(f, "flip {} by {}", s.mode.name(), s.by)?;
                 if let Some(t) = s.timeout {
                     write!(f, ", timeout {t}")?;
                 }
-                if s.expect == Outcome::Refused {
-                    f.write_str(", must be refused")?;
+                match s.expect {
+                    Outcome::Refused => f.write_str(", must be refused")?,
+                    Outcome::Blocked => f.write_str(", must give up on a held lock")?,
+                    Outcome::Ok => {}
                 }
                 Ok(())
             }
@@ -869,6 +957,23 @@ pub(crate) fn plural(n: u32, noun: &str) -> String {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
+    }
+}
+
+impl fmt::Display for SuspendStep {
+    /// `suspend the leader of previous for 5s`, as written (before planning).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "suspend a {}", self.target.name())?;
+        if let Some(of) = &self.of {
+            write!(f, " of {of}")?;
+        }
+        if self.at != SuspendAt::Any {
+            write!(f, ", caught {}", self.at.name())?;
+        }
+        match self.duration {
+            Some(d) => write!(f, " for {d}"),
+            None => f.write_str(" until resumed"),
+        }
     }
 }
 

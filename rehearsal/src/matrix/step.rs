@@ -17,7 +17,8 @@ use super::duration::Duration;
 use super::model::{
     AssertStep, CHECK_NAMES, CURRENT, Check, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep,
     HoldStep, KillStep, KillTarget, LEADER_IS, LoadStep, MigrateStep, Outcome, PgCrashStep,
-    RollStep, RollbackStep, STEP_NAMES, Signal, Step, Until, When,
+    ResumeSignal, ResumeStep, RollStep, RollbackStep, STEP_NAMES, Signal, Step, SuspendAt,
+    SuspendStep, Until, When,
 };
 use super::raw::RawStep;
 
@@ -29,13 +30,15 @@ pub const MAX_PRODUCERS: u64 = 8;
 pub const MAX_AFTER_STARTED: u64 = 1_000_000;
 
 /// The options each step takes, besides its own key.
-const OPTIONS: [(&str, &[&str]); 12] = [
+const OPTIONS: [(&str, &[&str]); 14] = [
     ("fleet", &["workers", "producers", "leader", "when"]),
     ("load", &[]),
     ("migrate", &["allow_live_runtimes", "expect"]),
     ("roll", &["one_at_a_time", "pause", "producers"]),
     ("rollback", &["workers"]),
     ("kill", &["of", "when", "after_started", "signal"]),
+    ("suspend", &["of", "for", "at"]),
+    ("resume", &["of", "signal"]),
     ("pg_crash", &[]),
     ("flip", &["expect", "timeout", "by"]),
     ("fence", &[]),
@@ -50,6 +53,18 @@ const WHEN: [(&str, When); 3] = [
     ("during_flip", When::DuringFlip),
 ];
 const OUTCOME: [(&str, Outcome); 2] = [("ok", Outcome::Ok), ("refused", Outcome::Refused)];
+/// A flip may also be expected to give up on a lock (behind a suspended process).
+const FLIP_OUTCOME: [(&str, Outcome); 3] = [
+    ("ok", Outcome::Ok),
+    ("refused", Outcome::Refused),
+    ("blocked", Outcome::Blocked),
+];
+/// The processes a kill, suspend or resume can target.
+const TARGETS: [(&str, KillTarget); 3] = [
+    ("worker", KillTarget::Worker),
+    ("leader", KillTarget::Leader),
+    ("producer", KillTarget::Producer),
+];
 
 fn options_of(step: &str) -> &'static [&'static str] {
     OPTIONS
@@ -155,6 +170,17 @@ pub(crate) fn convert(
             })
         }
         "kill" => kill(&mut r),
+        "suspend" => suspend(&mut r),
+        "resume" => {
+            let target = r.head_choice(&TARGETS);
+            let of = r.artifact("of");
+            let signal = r.choice(
+                "signal",
+                &[("cont", ResumeSignal::Cont), ("kill", ResumeSignal::Kill)],
+                ResumeSignal::Cont,
+            );
+            target.map(|target| Step::Resume(ResumeStep { target, of, signal }))
+        }
         "pg_crash" => r
             .head_choice(&WHEN)
             .map(|when| Step::PgCrash(PgCrashStep { when })),
@@ -307,12 +333,38 @@ fn roll(r: &mut Reader<'_, '_>) -> Option<Step> {
     })
 }
 
+fn suspend(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let target = r.head_choice(&TARGETS);
+    let of = r.artifact("of");
+    let duration = r.duration("for");
+    let at = r.choice(
+        "at",
+        &[
+            ("any", SuspendAt::Any),
+            ("between_transactions", SuspendAt::BetweenTransactions),
+            ("holding_ring_locks", SuspendAt::HoldingRingLocks),
+        ],
+        SuspendAt::Any,
+    );
+    if duration.is_some_and(|d| d.is_zero()) {
+        let span = r.span_of("for");
+        r.fail(
+            span,
+            "for must be longer than 0s; leave it out to stay suspended until a resume step",
+        );
+    }
+    target.map(|target| {
+        Step::Suspend(SuspendStep {
+            target,
+            of,
+            duration,
+            at,
+        })
+    })
+}
+
 fn kill(r: &mut Reader<'_, '_>) -> Option<Step> {
-    let target = r.head_choice(&[
-        ("worker", KillTarget::Worker),
-        ("leader", KillTarget::Leader),
-        ("producer", KillTarget::Producer),
-    ]);
+    let target = r.head_choice(&TARGETS);
     let of = r.artifact("of");
     let when = r.choice("when", &WHEN, When::Now);
     let after_started = r.count("after_started", 0, 0, MAX_AFTER_STARTED);
@@ -345,9 +397,16 @@ fn flip(r: &mut Reader<'_, '_>) -> Option<Step> {
         ("force", FlipMode::Force),
         ("auto", FlipMode::Auto),
     ]);
-    let expect = r.choice("expect", &OUTCOME, Outcome::Ok);
+    let expect = r.choice("expect", &FLIP_OUTCOME, Outcome::Ok);
     let timeout = r.duration("timeout");
     let by = r.artifact("by");
+    if expect == Outcome::Blocked && mode == Some(FlipMode::Auto) {
+        let span = r.span_of("expect");
+        r.fail(
+            span,
+            "expect = \"blocked\" applies to a manual or forced flip: the auto-flip retries behind a held lock",
+        );
+    }
     let timeout = match mode {
         Some(FlipMode::Auto) => {
             let timeout = timeout.unwrap_or(Duration::from_secs(30));

@@ -90,8 +90,7 @@ fn assert_valid_steps(lines: &[&str]) -> Matrix {
     parse("matrix.toml", &text).unwrap_or_else(|d| panic!("rejected:\n{d}"))
 }
 
-const STEP_LIST: &str =
-    "fleet, load, migrate, roll, rollback, kill, pg_crash, flip, fence, hold, drain, assert";
+const STEP_LIST: &str = "fleet, load, migrate, roll, rollback, kill, suspend, resume, pg_crash, flip, fence, hold, drain, assert";
 
 // --- the shipped matrix -------------------------------------------------------
 
@@ -118,6 +117,10 @@ fn shipped_matrix_is_valid() {
         "pg-crash-during-migrate",
         "pg-crash-during-flip",
         "fresh-install",
+        "n1-alive-across-forced-flip",
+        "n1-leader-suspended-across-flip",
+        "flip-blocked-by-suspended-leader",
+        "suspended-worker-returns",
         "defect-flip-skip-reconcile",
         "defect-fence-current-slot-only",
         "defect-compat-backfill-one",
@@ -1357,5 +1360,181 @@ fn a_missing_closing_brace_is_one_message_at_the_line_that_opened_it() {
             "matrix.toml:{line}:3: this inline table `{{` is not closed"
         )),
         "{lines:#?}"
+    );
+}
+
+// --- the suspend nemesis: suspend, resume, and a flip expected to be blocked ---------------
+
+#[test]
+fn suspend_and_resume_parse_with_their_defaults() {
+    let matrix = assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 2, producers = 1, leader = true }"#,
+        r#"{ suspend = "worker", of = "previous", for = "5s" }"#,
+        r#"{ suspend = "leader", of = "previous", at = "holding_ring_locks" }"#,
+        r#"{ flip = "manual", expect = "blocked" }"#,
+        r#"{ resume = "leader", of = "previous" }"#,
+        r#"{ suspend = "producer" }"#,
+        r#"{ resume = "producer", signal = "kill" }"#,
+    ]);
+    let s = &matrix.cells[0].steps;
+    assert_eq!(
+        s[1],
+        Step::Suspend(SuspendStep {
+            target: KillTarget::Worker,
+            of: Some("previous".into()),
+            duration: Some(Duration::from_secs(5)),
+            at: SuspendAt::Any,
+        })
+    );
+    assert_eq!(
+        s[2],
+        Step::Suspend(SuspendStep {
+            target: KillTarget::Leader,
+            of: Some("previous".into()),
+            duration: None,
+            at: SuspendAt::HoldingRingLocks,
+        })
+    );
+    assert_eq!(
+        s[3],
+        Step::Flip(FlipStep {
+            mode: FlipMode::Manual,
+            expect: Outcome::Blocked,
+            timeout: None,
+            by: "current".into()
+        })
+    );
+    assert_eq!(
+        s[4],
+        Step::Resume(ResumeStep {
+            target: KillTarget::Leader,
+            of: Some("previous".into()),
+            signal: ResumeSignal::Cont,
+        })
+    );
+    assert_eq!(
+        s[6],
+        Step::Resume(ResumeStep {
+            target: KillTarget::Producer,
+            of: None,
+            signal: ResumeSignal::Kill,
+        })
+    );
+}
+
+#[test]
+fn suspend_and_resume_options_are_checked() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ suspend = "wroker" }"#,
+            r#"{ suspend = "worker", for = "0s" }"#,
+            r#"{ suspend = "worker", for = 5 }"#,
+            r#"{ suspend = "worker", pause = "5s" }"#,
+            r#"{ resume = "worker", signal = "stop" }"#,
+            r#"{ suspend = "worker", of = "nightly", for = "1s" }"#,
+            r#"{ suspend = "worker", for = "1s", at = "idle" }"#,
+        ],
+        &[
+            "matrix.toml:6:15: cell \"c\", step 2 (suspend): invalid suspend \"wroker\" (did you mean \"worker\"?); expected one of worker, leader, producer",
+            "matrix.toml:7:31: cell \"c\", step 3 (suspend): for must be longer than 0s; leave it out to stay suspended until a resume step",
+            "matrix.toml:8:31: cell \"c\", step 4 (suspend): for must be a duration like \"2s\", found integer 5",
+            "matrix.toml:9:25: cell \"c\", step 5 (suspend): unknown option \"pause\" for suspend; expected one of of, for, at",
+            "matrix.toml:10:33: cell \"c\", step 6 (resume): invalid signal \"stop\"; expected one of cont, kill",
+            "matrix.toml:11:30: cell \"c\", step 7 (suspend): unknown artifact \"nightly\"; declared artifacts: current, previous",
+            "matrix.toml:12:42: cell \"c\", step 8 (suspend): invalid at \"idle\"; expected one of any, between_transactions, holding_ring_locks",
+        ],
+    );
+}
+
+#[test]
+fn a_suspension_needs_a_running_process_and_an_open_one_a_resume() {
+    assert_steps(
+        &[
+            r#"{ suspend = "worker" }"#,
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ resume = "leader" }"#,
+            r#"{ suspend = "producer", for = "1s" }"#,
+            r#"{ suspend = "leader", of = "previous" }"#,
+            r#"{ suspend = "leader", of = "previous" }"#,
+            r#"{ resume = "leader" }"#,
+        ],
+        &[
+            "matrix.toml:5:3: cell \"c\", step 1 (suspend): suspend worker: no worker is surely running here (running workers: none)",
+            "matrix.toml:7:3: cell \"c\", step 3 (resume): resume leader: no earlier suspend = \"leader\" without `for` is still suspended here",
+            "matrix.toml:8:3: cell \"c\", step 4 (suspend): suspend producer: no producer is surely running here (running producers: none)",
+            "matrix.toml:9:3: cell \"c\", step 5 (suspend): suspend leader stays suspended to the end of the cell: add a later { resume = \"leader\", of = \"previous\" } step, or give it for = \"...\"",
+            "matrix.toml:10:3: cell \"c\", step 6 (suspend): suspend leader: step 5 already holds one suspended until a resume; resume it first (or give one of them for = \"...\")",
+            "matrix.toml:11:3: cell \"c\", step 7 (resume): resume leader: no earlier suspend = \"leader\" without `for` is still suspended here",
+        ],
+    );
+}
+
+#[test]
+fn blocked_is_a_flip_outcome_of_a_manual_or_forced_flip_only() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1 }"#,
+            r#"{ migrate = "current", expect = "blocked" }"#,
+            r#"{ flip = "auto", expect = "blocked" }"#,
+            r#"{ flip = "force", expect = "blockd" }"#,
+        ],
+        &[
+            "matrix.toml:6:35: cell \"c\", step 2 (migrate): invalid expect \"blocked\"; expected one of ok, refused",
+            "matrix.toml:7:29: cell \"c\", step 3 (flip): expect = \"blocked\" applies to a manual or forced flip: the auto-flip retries behind a held lock",
+            "matrix.toml:8:30: cell \"c\", step 4 (flip): invalid expect \"blockd\" (did you mean \"blocked\"?); expected one of ok, refused, blocked",
+        ],
+    );
+}
+
+#[test]
+fn a_suspend_is_planned_with_a_seeded_pick_and_shown_in_words() {
+    use crate::plan::{PlannedSuspend, Selection, expand};
+    let matrix = assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 5 }"#,
+        r#"{ suspend = "worker", of = "previous", for = "2s" }"#,
+        r#"{ suspend = "leader" }"#,
+        r#"{ resume = "leader", signal = "kill" }"#,
+    ]);
+    let selection = Selection {
+        matrix: None,
+        cells: vec!["c".into()],
+    };
+    let picks: std::collections::BTreeSet<u32> = (0..40u64)
+        .map(|seed| {
+            let plan = expand(&matrix, &selection, seed).unwrap();
+            let Step::Suspend(PlannedSuspend { pick: Some(p), .. }) = &plan.cells[0].steps[1]
+            else {
+                panic!("{:?}", plan.cells[0].steps[1]);
+            };
+            assert_eq!(p.among, 5);
+            assert_eq!(
+                plan,
+                expand(&matrix, &selection, seed).unwrap(),
+                "same seed, same plan"
+            );
+            p.nth
+        })
+        .collect();
+    assert!(picks.len() > 1, "the seed chooses which worker: {picks:?}");
+    let plan = expand(&matrix, &selection, 7).unwrap();
+    let words: Vec<String> = plan.cells[0].steps.iter().map(|s| s.to_string()).collect();
+    assert!(
+        words[1].starts_with("suspend worker #")
+            && words[1].ends_with(" of the 5 previous workers for 2s"),
+        "{}",
+        words[1]
+    );
+    assert_eq!(words[2], "suspend the leader until resumed");
+    assert_eq!(words[3], "SIGKILL the suspended leader");
+    assert_eq!(
+        plan.cells[0].steps[2],
+        Step::Suspend(PlannedSuspend {
+            target: KillTarget::Leader,
+            of: None,
+            duration: None,
+            at: SuspendAt::Any,
+            pick: None
+        })
     );
 }

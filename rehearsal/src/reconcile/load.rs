@@ -8,8 +8,8 @@
 
 use awa_runtime::error::Error as DbError;
 use awa_runtime::store::audit::{
-    self, AuditJob, AuditSetSize, CronFault, CronWindow, JobAudit, Ledger, RingColumns, StateCount,
-    Stuck, UnprovenRescue,
+    self, AuditJob, AuditSetSize, CronFault, CronWindow, JobAudit, LateAttempt, Ledger,
+    RingColumns, StateCount, Stuck, UnprovenRescue,
 };
 use awa_runtime::workload::Mode;
 use tokio_postgres::Client;
@@ -141,6 +141,8 @@ pub(super) struct Storage {
     pub(super) columns: Vec<RingColumns>,
     /// `None` before the expand migration.
     pub(super) ledgers: Option<Vec<Ledger>>,
+    /// Attempts binaries below the minimum flip version started after the flip.
+    pub(super) late_attempts: Vec<LateAttempt>,
 }
 
 /// Why the reads stopped.
@@ -199,6 +201,7 @@ async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage,
         },
         authority,
         ledgers: audit::ledgers(client, &features).await?,
+        late_attempts: audit::attempts_after_flip_by_pre_flip_binaries(client, &features).await?,
     })
 }
 

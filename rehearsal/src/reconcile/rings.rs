@@ -26,6 +26,7 @@ pub(super) fn sample_findings(obs: &Observations) -> Vec<Finding> {
 pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     let mut out: Vec<Finding> = obs.fences.iter().filter_map(fence_run).collect();
     out.extend(poison(storage));
+    out.extend(late_attempts(storage));
     out.extend(mixed_discipline(&obs.rings, obs));
     out.extend(ledger_ahead_under_columns(storage));
     out.extend(flip_samples(&obs.rings, obs));
@@ -87,6 +88,31 @@ fn fence_run(fence: &FenceRecord) -> Option<Finding> {
 
 /// Under ledger authority every compat cursor field and per-slot
 /// generation must hold the poison (-1).
+/// ADR-041 §6: after the flip a returning pre-flip binary must fail
+/// before it claims. An attempt it started after the flip is a job that
+/// loses an attempt to a binary that can never close it.
+fn late_attempts(storage: &Storage) -> Option<Finding> {
+    let late = &storage.late_attempts;
+    let first = late.first()?;
+    let mut versions: Vec<&str> = late.iter().map(|a| a.version.as_str()).collect();
+    versions.sort_unstable();
+    versions.dedup();
+    Some(finding(
+        FindingRule::FenceBreached,
+        RECONCILE,
+        format!(
+            "{} attempt(s) were started after the flip by binaries that are not flip-aware ({}); the first, job {} run {}, {} ms after the flip: the fence did not stop their claim path",
+            late.len(),
+            versions.join(", "),
+            first.job_id,
+            first.run_lease,
+            first.after_flip_ms
+        ),
+        late.iter().map(|a| a.job_id).collect(),
+        late.len() as u64,
+    ))
+}
+
 fn poison(storage: &Storage) -> Vec<Finding> {
     if storage.authority.as_deref() != Some("ledger") {
         return vec![];
@@ -500,6 +526,27 @@ mod tests {
     fn a_clean_flip_and_fence_find_nothing() {
         let (storage, obs) = clean_flip();
         assert_eq!(findings(&storage, &obs), []);
+    }
+
+    #[test]
+    fn attempts_a_pre_flip_binary_started_after_the_flip_breach_the_fence() {
+        let (mut storage, obs) = clean_flip();
+        let late = |job_id, version: &str, after_flip_ms| awa_runtime::store::audit::LateAttempt {
+            job_id,
+            run_lease: 2,
+            version: version.into(),
+            after_flip_ms,
+        };
+        storage.late_attempts = vec![late(41, "0.6.2", 1_800), late(43, "0.6.2", 1_900)];
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FenceBreached]);
+        assert_eq!(found[0].ids, [41, 43]);
+        assert_eq!(found[0].count, 2);
+        assert!(
+            found[0].message.starts_with("2 attempt(s) were started after the flip by binaries that are not flip-aware (0.6.2); the first, job 41 run 2, 1800 ms after the flip"),
+            "{}",
+            found[0].message
+        );
     }
 
     #[test]

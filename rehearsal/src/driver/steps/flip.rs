@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
-use super::super::{EXIT_OK, EXIT_REFUSED};
+use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
 use super::evidence::Before;
 use super::with_notes;
@@ -138,6 +138,27 @@ impl Cell<'_> {
                 self.fail(format!("{name} flipped, but the plan requires a refusal"));
                 Done::ok(format!("{name} ({version}): {summary}"))
             }
+            (Outcome::Blocked, Some(EXIT_BLOCKED)) => Done::with(
+                StepOutcome::Blocked,
+                format!(
+                    "{name} ({version}) gave up on a held lock, as required: {}",
+                    blocked_summary(&output)
+                ),
+            ),
+            (_, Some(EXIT_BLOCKED)) => {
+                let holders = blocked_summary(&output);
+                self.fail(format!("{name} gave up on a held lock: {holders}"));
+                Done::with(
+                    StepOutcome::Blocked,
+                    format!("{name} ({version}) gave up on a held lock: {holders}"),
+                )
+            }
+            (Outcome::Blocked, Some(EXIT_OK)) => {
+                self.fail(format!(
+                    "{name} flipped, but the plan requires it to be blocked by a held lock"
+                ));
+                Done::ok(format!("{name} ({version}): {summary}"))
+            }
             _ => {
                 self.fail(format!("{name} failed ({why})"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
@@ -243,6 +264,11 @@ impl Cell<'_> {
                 self.fail("the leader auto-flipped, but the plan requires it not to");
                 Done::ok("authority is ledger")
             }
+            (Outcome::Blocked, _) => {
+                // Refused by validation; kept total for the type.
+                self.fail("expect = \"blocked\" does not apply to an auto-flip");
+                Done::with(StepOutcome::Failed, format!("authority is {authority}"))
+            }
         };
         Ok(with_notes(done, notes))
     }
@@ -252,6 +278,49 @@ fn outcome_word(o: Outcome) -> &'static str {
     match o {
         Outcome::Ok => "ok",
         Outcome::Refused => "refused",
+        Outcome::Blocked => "blocked",
+    }
+}
+
+/// Who a `blocked` event names, in a few words: `old-worker-1 (0.6.2,
+/// leader, pid 123, AccessExclusiveLock on awa.claim_receipts_3, ...)`.
+fn blocked_summary(output: &[Value]) -> String {
+    let Some(blocked) = output.iter().rev().find(|v| v["event"] == "blocked") else {
+        return "printed no blocked event".into();
+    };
+    let holders: Vec<String> = blocked["holders"]
+        .as_array()
+        .map(|holders| {
+            holders
+                .iter()
+                .map(|h| {
+                    let who = match h.get("runtime").filter(|r| !r.is_null()) {
+                        Some(r) => format!(
+                            "{} ({}{})",
+                            r["name"].as_str().unwrap_or("?"),
+                            r["version"].as_str().unwrap_or("?"),
+                            if r["leader"] == true { ", leader" } else { "" }
+                        ),
+                        None => "a session of no known runtime".to_owned(),
+                    };
+                    let locks: Vec<&str> = h["locks"]
+                        .as_array()
+                        .map(|l| l.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    format!(
+                        "{who}: pid {}, {} held {}",
+                        h["pid"],
+                        h["state"].as_str().unwrap_or("?"),
+                        locks.join(", ")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if holders.is_empty() {
+        "no holder named (it had gone)".into()
+    } else {
+        holders.join("; ")
     }
 }
 
@@ -293,6 +362,22 @@ fn flip_summary(output: &[Value]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_blocked_flip_names_the_holder_and_its_locks() {
+        let out = [
+            json!({"event":"blocked","operation":"the flip","lock_timeout_ms":5000,"holders":[
+            {"pid":42,"application_name":"","state":"idle in transaction","transaction_age_ms":9000,
+             "locks":["AccessExclusiveLock on awa.claim_receipts_3","RowShareLock on awa.claim_ring_state"],
+             "runtime":{"instance_id":"w-1","name":"previous-worker-1","version":"0.6.2","binary_version":null,
+                        "role":"worker","leader":true,"heartbeat_age_ms":8000,"matched_by":"leader_lock"}}]}),
+        ];
+        assert_eq!(
+            blocked_summary(&out),
+            "previous-worker-1 (0.6.2, leader): pid 42, idle in transaction held AccessExclusiveLock on awa.claim_receipts_3, RowShareLock on awa.claim_ring_state"
+        );
+        assert_eq!(blocked_summary(&[]), "printed no blocked event");
+    }
 
     #[test]
     fn flip_output_in_a_few_words() {

@@ -139,6 +139,12 @@ impl Cell<'_> {
                     format!("{name} ({version}): {}", migrated.unwrap_or_default()),
                 )
             }
+            (Outcome::Blocked, _) => {
+                self.fail(format!(
+                    "{name}: expect = \"blocked\" is not a migrate outcome ({why})"
+                ));
+                Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
+            }
             (Outcome::Refused, _) => {
                 self.fail(format!("{name} failed ({why}) instead of refusing"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))

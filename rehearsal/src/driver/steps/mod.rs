@@ -18,6 +18,7 @@ mod pg_crash;
 mod roll;
 mod rollback;
 mod settle;
+mod suspend;
 
 use super::cell::{Cell, Slot};
 use super::ledger::Role;
@@ -40,6 +41,8 @@ impl Cell<'_> {
             Step::Roll(s) => self.roll(s).await,
             Step::Rollback(s) => self.rollback(s).await,
             Step::Kill(k) => self.kill(k).await,
+            Step::Suspend(s) => self.suspend(s).await,
+            Step::Resume(s) => self.resume(s).await,
             Step::PgCrash(s) => self.pg_crash(s.when).await,
             Step::Flip(s) => self.flip(s).await,
             Step::Fence(s) => self.fence(&s.artifact).await,

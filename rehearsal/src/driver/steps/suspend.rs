@@ -1,0 +1,227 @@
+//! `suspend` and `resume`: stop a process without killing it (SIGSTOP, or
+//! the engine's pause) and later let it go on (or kill it). While it is
+//! stopped its heartbeat goes stale and its work is rescued; its
+//! connections, locks and (for a 0.6 leader) leadership stay with it.
+//! When it comes back it tries to finish what it held: the run-lease
+//! guard must make those late results lose, and after a flip the fence
+//! must stop it before it claims or enqueues anything.
+
+use std::time::{Duration, Instant};
+
+use super::super::cell::{Cell, Suspension};
+use super::super::ledger::Role;
+use super::super::procs::pick;
+use super::super::{Abort, Done};
+use crate::fleet::Handle;
+use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
+use crate::observe::StepOutcome;
+use crate::plan::PlannedSuspend;
+
+/// How long a suspension may take to catch its process at the right moment.
+const CATCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Cell<'_> {
+    /// `suspend`: chooses the process (the leader when the step runs, else
+    /// the plan's pick among live candidates), stops it, and with `for`
+    /// lets it go on that much later while the next steps run.
+    pub(super) async fn suspend(&mut self, s: &PlannedSuspend) -> Result<Done, Abort> {
+        let of = s.of.as_deref();
+        let whose = of.map_or(String::new(), |a| format!(" of {a}"));
+        let victim = match s.target {
+            KillTarget::Leader => {
+                let wait = self.plan.timings.stale_after.to_std() * 3 + Duration::from_secs(5);
+                let of = s.of.clone();
+                self.shared
+                    .wait_for(wait, &self.cancel(), |l| {
+                        let id = l.current_leader()?;
+                        of.as_deref()
+                            .is_none_or(|a| l.procs[id].artifact == a)
+                            .then_some(id)
+                    })
+                    .await?
+            }
+            KillTarget::Worker => pick(&self.live(Role::Worker, of), s.pick),
+            KillTarget::Producer => pick(&self.live(Role::Producer, of), s.pick),
+        };
+        let Some(victim) = victim else {
+            let what = format!("no live {}{whose}", s.target.name());
+            self.fail(format!("suspend {}: {what} to suspend", s.target.name()));
+            return Ok(Done::with(
+                StepOutcome::Failed,
+                format!("nothing to suspend: {what}"),
+            ));
+        };
+        let (handle, name, version, in_flight, started) = {
+            let l = self.shared.lock();
+            let p = &l.procs[victim];
+            (
+                p.handle.clone(),
+                p.name.clone(),
+                p.version.clone(),
+                p.in_flight().len(),
+                p.started,
+            )
+        };
+        let Some(handle) = handle else {
+            self.fail(format!("suspend: {name} has no handle to signal"));
+            return Ok(Done::with(
+                StepOutcome::Failed,
+                format!("{name} has no handle"),
+            ));
+        };
+        let caught = match self.stop_at(&handle, s.at).await? {
+            Ok(caught) => caught,
+            Err(missed) => {
+                self.fail(format!("suspend {}: {name}: {missed}", s.target.name()));
+                return Ok(Done::with(
+                    StepOutcome::TimedOut,
+                    format!("{name}: {missed}"),
+                ));
+            }
+        };
+        self.suspended.push(Suspension {
+            target: s.target,
+            of: s.of.clone(),
+            id: victim,
+            at_ms: self.ms(),
+            timed: s.duration.is_some(),
+        });
+        let leader = if s.target == KillTarget::Leader {
+            ", the leader"
+        } else {
+            ""
+        };
+        let mut text = format!("SIGSTOPped {name} ({version}{leader}){caught}");
+        if s.target != KillTarget::Producer {
+            text.push_str(&format!(
+                " with {in_flight} attempts in flight ({started} started)"
+            ));
+        }
+        match s.duration {
+            Some(d) => {
+                let cancel = self.cancel();
+                tokio::spawn(async move {
+                    // Interrupted or not, it must not stay stopped.
+                    let _ = cancel.sleep(d.to_std()).await;
+                    handle.resume();
+                });
+                text.push_str(&format!("; SIGCONT in {d}"));
+            }
+            None => text.push_str("; stopped until a resume step"),
+        }
+        self.facts.notes.push(text.clone());
+        Ok(Done::ok(text))
+    }
+
+    /// Stops the process at a moment that matches `at`: stop it, look at
+    /// the database twice 30 ms apart (a session of a stopped client stays
+    /// idle in the same transaction), and if the moment is wrong let it go
+    /// and try again a little later, for up to [`CATCH_TIMEOUT`]. Returns
+    /// how it was caught, or what it waited for in vain.
+    async fn stop_at(
+        &mut self,
+        handle: &Handle,
+        at: SuspendAt,
+    ) -> Result<Result<String, String>, Abort> {
+        handle.suspend();
+        if at == SuspendAt::Any {
+            return Ok(Ok(String::new()));
+        }
+        let deadline = Instant::now() + CATCH_TIMEOUT;
+        let mut tries = 0u64;
+        loop {
+            tries += 1;
+            self.cancel().sleep(Duration::from_millis(40)).await?;
+            let first = self.probe.idle_in_transaction().await;
+            self.cancel().sleep(Duration::from_millis(30)).await?;
+            let second = self.probe.idle_in_transaction().await;
+            if let (Ok(first), Ok(second)) = (first, second) {
+                let stuck: Vec<&(i32, f64, bool)> =
+                    second.iter().filter(|s| first.contains(s)).collect();
+                match at {
+                    SuspendAt::BetweenTransactions if second.is_empty() => {
+                        return Ok(Ok(format!(" between transactions (try {tries})")));
+                    }
+                    SuspendAt::HoldingRingLocks => {
+                        if let Some((pid, ..)) = stuck.iter().find(|s| s.2) {
+                            return Ok(Ok(format!(
+                                " inside a transaction holding ring-singleton locks (backend pid {pid}, try {tries})"
+                            )));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            handle.resume();
+            if Instant::now() >= deadline {
+                return Ok(Err(format!(
+                    "waited {}s ({tries} tries) to catch it {}, in vain",
+                    CATCH_TIMEOUT.as_secs(),
+                    at.name()
+                )));
+            }
+            // Land the next stop somewhere else in its loop.
+            self.cancel()
+                .sleep(Duration::from_millis(5 + (tries * 7) % 31))
+                .await?;
+            handle.suspend();
+        }
+    }
+
+    /// `resume`: the latest open suspension with the same target and `of`
+    /// goes on (SIGCONT) or is killed (SIGKILL, its slot is gone).
+    pub(super) async fn resume(&mut self, s: &ResumeStep) -> Result<Done, Abort> {
+        let found = self
+            .suspended
+            .iter()
+            .rposition(|x| !x.timed && x.target == s.target && x.of == s.of);
+        let Some(found) = found else {
+            self.fail(format!(
+                "resume {}: no process is suspended by an earlier suspend step without `for`",
+                s.target.name()
+            ));
+            return Ok(Done::with(StepOutcome::Failed, "nothing to resume"));
+        };
+        let susp = self.suspended.remove(found);
+        let stopped_ms = self.ms().saturating_sub(susp.at_ms);
+        let (handle, name, version, alive) = {
+            let l = self.shared.lock();
+            let p = &l.procs[susp.id];
+            (
+                p.handle.clone(),
+                p.name.clone(),
+                p.version.clone(),
+                p.alive(),
+            )
+        };
+        if !alive {
+            let why = self.shared.lock().procs[susp.id].why_ended();
+            return Ok(Done::ok(format!(
+                "{name} had already ended while suspended ({why})"
+            )));
+        }
+        let text = match s.signal {
+            ResumeSignal::Cont => {
+                if let Some(handle) = handle {
+                    handle.resume();
+                }
+                format!("SIGCONTed {name} ({version}) after {stopped_ms} ms stopped")
+            }
+            ResumeSignal::Kill => {
+                let record = self.kill_proc(susp.id, s.target.name()).await?;
+                if let Some(slot) = self.slot_of(susp.id) {
+                    self.slots[slot].dead = true;
+                    self.slots[slot].proc = None;
+                }
+                let text = format!(
+                    "SIGKILLed {name} ({version}) after {stopped_ms} ms stopped, with {} attempts in flight",
+                    record.in_flight.len()
+                );
+                self.obs.kills.push(record);
+                text
+            }
+        };
+        self.facts.notes.push(text.clone());
+        Ok(Done::ok(text))
+    }
+}
