@@ -112,13 +112,19 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// An error and its causes joined by `separator` (`"\n  caused by: "`
-/// for one cause a line), with secrets redacted.
+/// for one cause a line), with secrets redacted. A cause whose text the
+/// message before it already includes is left out, so each is said once.
 pub fn chain_joined(e: &dyn std::error::Error, separator: &str) -> String {
     let mut text = e.to_string();
+    let mut last = text.clone();
     let mut source = e.source();
     while let Some(cause) = source {
-        text.push_str(separator);
-        text.push_str(&cause.to_string());
+        let said = cause.to_string();
+        if !last.contains(&said) {
+            text.push_str(separator);
+            text.push_str(&said);
+        }
+        last = said;
         source = cause.source();
     }
     crate::redact::redact(&text)
