@@ -377,7 +377,7 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
 }
 
 /// A bigint advisory-lock key as `pg_locks` shows it: (`classid`, `objid`).
-fn advisory_key_halves(key: i64) -> (u32, u32) {
+pub(super) fn advisory_key_halves(key: i64) -> (u32, u32) {
     ((key as u64 >> 32) as u32, key as u64 as u32)
 }
 

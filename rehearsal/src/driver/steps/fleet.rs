@@ -96,14 +96,15 @@ const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(5);
 /// the transaction open (`AWA_MIGRATE_PAUSE`).
 const HOLDING_OPEN: &str = "holding the migration open";
 /// In one statement (one snapshot): whether the migration still holds its
-/// transaction-scoped advisory lock, and the `runtime_instances` rows of
-/// `version` not among the ids given. A row is visible only once its
+/// transaction-scoped advisory lock (the runtime's `MIGRATE_LOCK_KEY` as
+/// pg_locks splits it: `$3` high, `$4` low), and the `runtime_instances`
+/// rows of `version` not among the ids given. A row is visible only once its
 /// insert committed; under the preflight's lock that can only be after the
 /// migration committed, which releases the advisory lock with it.
 const REGISTERED_IN_FLIGHT: &str = "
 SELECT EXISTS (SELECT 1 FROM pg_locks
                WHERE locktype = 'advisory' AND granted
-                 AND classid = 1635213663 AND objid = 1835496052 AND objsubid = 1),
+                 AND classid = $3::oid AND objid = $4::oid AND objsubid = 1),
        coalesce((SELECT array_agg(name ORDER BY name) FROM awa.runtime_instances
                  WHERE version = $1 AND NOT (instance_id = ANY($2))), '{}')";
 const INSTANCES_OF: &str =
@@ -200,11 +201,13 @@ async fn watch_registrations(
     version: String,
     known: Vec<String>,
 ) -> Vec<String> {
+    let (high, low) =
+        super::super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen: Vec<String> = Vec::new();
     while Instant::now() < deadline {
         let Ok(row) = client
-            .query_one(REGISTERED_IN_FLIGHT, &[&version, &known])
+            .query_one(REGISTERED_IN_FLIGHT, &[&version, &known, &high, &low])
             .await
         else {
             break;
