@@ -188,12 +188,51 @@ struct MigratedBody {
     to: i64,
 }
 
+/// What a `flipped` event says, typed (its object stays in [`Event::Flipped`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct FlipSummary {
+    /// Authority was ledger already; nothing was flipped.
+    pub already: bool,
+    /// `--force` overrode the readiness check.
+    pub forced: bool,
+    /// Each ring's generation at the flip.
+    pub rings: Vec<FlippedRing>,
+}
+
+/// One ring of a `flipped` event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct FlippedRing {
+    /// `queue`, `claim` or `lease`.
+    pub ring: Option<String>,
+    /// The ledger's generation after the flip.
+    pub ledger_generation: Option<i64>,
+    /// The columns' generation before it.
+    pub columns_generation: Option<i64>,
+}
+
+impl FlipSummary {
+    /// The summary of a `flipped` event's object (`None` for any other event).
+    pub fn of(event: &Event) -> Option<FlipSummary> {
+        match event {
+            Event::Flipped(v) => Some(serde_json::from_value(v.clone()).unwrap_or_default()),
+            _ => None,
+        }
+    }
+}
+
 impl Event {
     /// Parses one stdout line.
     pub fn parse(line: &str) -> Event {
-        let Ok(value) = serde_json::from_str::<Value>(line) else {
-            return Event::Garbled;
-        };
+        match serde_json::from_str::<Value>(line) {
+            Ok(value) => Event::from_value(value),
+            Err(_) => Event::Garbled,
+        }
+    }
+
+    /// Reads one event from its JSON object (as kept in a process's output).
+    pub fn from_value(value: Value) -> Event {
         let Some(name) = value
             .get("event")
             .and_then(Value::as_str)

@@ -11,6 +11,7 @@ use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
 use super::evidence::Before;
 use super::with_notes;
+use crate::fleet::{Event, events::FlipSummary};
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
 use crate::observe::FlipRecord;
 use crate::observe::StepOutcome;
@@ -326,35 +327,31 @@ fn blocked_summary(output: &[Value]) -> String {
 
 /// What a flip command printed, in a few words.
 fn flip_summary(output: &[Value]) -> String {
-    let Some(flipped) = output.iter().rev().find(|v| v["event"] == "flipped") else {
+    let Some(flipped) = output
+        .iter()
+        .rev()
+        .find_map(|v| FlipSummary::of(&Event::from_value(v.clone())))
+    else {
         return "printed no flipped event".into();
     };
-    if flipped["already"] == true {
+    if flipped.already {
         return "authority was already ledger".into();
     }
-    let rings: Vec<String> = flipped["rings"]
-        .as_array()
-        .map(|rings| {
-            rings
-                .iter()
-                .map(|r| {
-                    let generation = r
-                        .get("ledger_generation")
-                        .or_else(|| r.get("columns_generation"));
-                    format!(
-                        "{} at generation {}",
-                        r["ring"].as_str().unwrap_or("?"),
-                        generation.unwrap_or(&Value::Null)
-                    )
-                })
-                .collect()
+    let rings: Vec<String> = flipped
+        .rings
+        .iter()
+        .map(|r| {
+            let generation = r
+                .ledger_generation
+                .or(r.columns_generation)
+                .map_or("null".to_owned(), |g| g.to_string());
+            format!(
+                "{} at generation {generation}",
+                r.ring.as_deref().unwrap_or("?")
+            )
         })
-        .unwrap_or_default();
-    let forced = if flipped["forced"] == true {
-        " (forced)"
-    } else {
-        ""
-    };
+        .collect();
+    let forced = if flipped.forced { " (forced)" } else { "" };
     format!("flipped to ledger{forced}: {}", rings.join(", "))
 }
 

@@ -7,6 +7,7 @@ use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::InFlight;
 use super::evidence::Before;
 use super::with_notes;
+use crate::fleet::Event;
 use crate::matrix::{MigrateStep, Outcome, When};
 use crate::observe::StepOutcome;
 
@@ -71,8 +72,10 @@ impl Cell<'_> {
             let migrated = p
                 .json
                 .iter()
-                .find(|v| v["event"] == "migrated")
-                .map(|v| format!("schema v{} -> v{}", v["from"], v["to"]));
+                .find_map(|v| match Event::from_value(v.clone()) {
+                    Event::Migrated { from, to } => Some(format!("schema v{from} -> v{to}")),
+                    _ => None,
+                });
             (
                 p.name.clone(),
                 p.code(),
