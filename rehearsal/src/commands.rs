@@ -292,7 +292,8 @@ fn repeat(
     }
     writeln!(
         err,
-        "repeat {n} run(s) from base seed {base}: seeds {}",
+        "repeat {n} {} from base seed {base}: seeds {}",
+        if n == 1 { "run" } else { "runs" },
         seeds
             .iter()
             .map(u64::to_string)
@@ -862,7 +863,7 @@ mod tests {
         assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
         assert!(
             error.to_string().starts_with(&format!(
-                "invalid DIR: {file} is report format 2.1, but this rehearse reads format 1.2"
+                "invalid DIR: {file} is report format 2.1, but this rehearse reads format 1.3"
             )),
             "{error}"
         );

@@ -40,7 +40,13 @@ fn header(md: &mut String, r: &RunReport) {
             "INCONCLUSIVE: the harness could not judge every cell"
         }
     };
-    let _ = writeln!(md, "# Rolling-upgrade rehearsal {}\n", text(&run.run_id));
+    let _ = writeln!(
+        md,
+        "# Rolling-upgrade rehearsal {}{}\n",
+        // Versions are semver words (`awa --version`), nothing to escape.
+        versions(r).map_or_else(String::new, |v| format!("{v} ")),
+        text(&run.run_id)
+    );
     let _ = writeln!(md, "**{verdict}** ({})\n", text(&tally_line(r)));
     let mut rows: Vec<(&str, String)> = vec![("run", code(&run.run_id))];
     rows.extend(run_rows(r, text, code));
@@ -269,6 +275,25 @@ fn cell_text(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// "0.6.2 -> 0.7.0": the versions of `previous` and `current`, when the
+/// run used both.
+pub(crate) fn versions(r: &RunReport) -> Option<String> {
+    let version = |name: &str| {
+        r.artifacts
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.version.clone())
+    };
+    match (
+        version(crate::matrix::PREVIOUS),
+        version(crate::matrix::CURRENT),
+    ) {
+        (Some(from), Some(to)) => Some(format!("{from} -> {to}:")),
+        (None, Some(to)) => Some(format!("{to}:")),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,7 +323,7 @@ mod tests {
     #[test]
     fn the_fixture_renders_to_the_expected_text() {
         let md = redact_durations(&render_markdown(&fixture::report()));
-        let expected = r#"# Rolling-upgrade rehearsal 20261130T014512Z-3f2a9c1
+        let expected = r#"# Rolling-upgrade rehearsal 0.6.2 -> 0.7.0: 20261130T014512Z-3f2a9c1
 
 **FAIL: at least one cell did not meet its expectation** (3 cells: 1 pass, 1 fail, 1 inconclusive)
 
@@ -315,7 +340,7 @@ mod tests {
 | backend | process |
 | git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` (dirty: uncommitted changes) |
 | PostgreSQL | 15.18 |
-| format | `1.2` |
+| format | `1.3` |
 
 ## Cells
 

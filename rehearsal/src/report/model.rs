@@ -37,7 +37,11 @@ use crate::reconcile::Detection;
 ///   and `detection` (`by_name`, `as_other`, `not_caught` for a `detect`
 ///   cell that reached a verdict; defaults to null); per run `selftest`
 ///   (the seeded-defect score of `rehearse selftest`; defaults to null).
-pub const FORMAT_VERSION: &str = "1.2";
+/// - `1.3`: `run.seed_string`, the seed in decimal as a JSON string. A seed
+///   is any u64, and above 2^53 a JSON number is read as a different value
+///   by jq and browsers; `run.seed` stays a number because 1.x readers
+///   require it, and a reader prefers `seed_string` when both are present.
+pub const FORMAT_VERSION: &str = "1.3";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,7 +68,9 @@ pub struct RunInfo {
     pub started_at: String,
     /// When it ended, RFC 3339 in UTC.
     pub finished_at: String,
-    /// The seed every random choice came from.
+    /// The seed every random choice came from: written as `seed` (a
+    /// number, for 1.x readers) and `seed_string` (exact in any JSON reader).
+    #[serde(flatten, with = "seed_fields")]
     pub seed: u64,
     /// The command line as typed, for the record.
     pub command_line: String,
@@ -199,5 +205,67 @@ pub fn verdict_name(verdict: Verdict) -> &'static str {
         Verdict::Pass => "pass",
         Verdict::Fail => "fail",
         Verdict::Inconclusive => "inconclusive",
+    }
+}
+
+/// `run.seed` and `run.seed_string` (format 1.3) for one u64.
+mod seed_fields {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Out {
+        seed: u64,
+        seed_string: String,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        seed: Option<u64>,
+        seed_string: Option<String>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+        Out {
+            seed: *seed,
+            seed_string: seed.to_string(),
+        }
+        .serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let read = In::deserialize(d)?;
+        match (read.seed_string, read.seed) {
+            (Some(text), _) => text.parse().map_err(|_| {
+                serde::de::Error::custom(format!("seed_string \"{text}\" is not a u64"))
+            }),
+            (None, Some(seed)) => Ok(seed),
+            (None, None) => Err(serde::de::Error::missing_field("seed")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod seed_tests {
+    #[test]
+    fn a_seed_above_2_pow_53_is_written_exactly_as_a_string_and_read_back() {
+        let mut report = crate::report::fixture::report();
+        report.run.seed = u64::MAX - 1;
+        let json = crate::report::to_json(&report).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["run"]["seed_string"], "18446744073709551614");
+        assert_eq!(value["run"]["seed"].as_u64(), Some(u64::MAX - 1));
+        let back = crate::report::from_json(std::path::Path::new("r.json"), &json).unwrap();
+        assert_eq!(back.run.seed, u64::MAX - 1);
+        // A 1.2 file has only the number; a string wins over a number.
+        let mut old = value.clone();
+        old["run"].as_object_mut().unwrap().remove("seed_string");
+        old["run"]["seed"] = 7.into();
+        let back =
+            crate::report::from_json(std::path::Path::new("r.json"), &old.to_string()).unwrap();
+        assert_eq!(back.run.seed, 7);
+        old["run"]["seed_string"] = "9".into();
+        let back =
+            crate::report::from_json(std::path::Path::new("r.json"), &old.to_string()).unwrap();
+        assert_eq!(back.run.seed, 9);
     }
 }
