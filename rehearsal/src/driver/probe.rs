@@ -97,6 +97,10 @@ ORDER BY a.pid";
 const CRON_BOUNDS: &str =
     "SELECT min(fire_ms), max(fire_ms), count(*) FROM awa.cron_fires WHERE name = $1";
 
+/// How long one probe query may wait for a lock (the server then cancels
+/// it with "canceling statement due to lock timeout").
+const PROBE_LOCK_TIMEOUT: &str = "SET lock_timeout = '10s'";
+
 /// A connection to one cell's database that comes back after a crash.
 pub struct Probe {
     url: String,
@@ -127,7 +131,14 @@ impl Probe {
 
     async fn client(&mut self) -> Result<&Client, String> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            self.client = Some(connect(&self.url).await?);
+            let client = connect(&self.url).await?;
+            // A step's look into the database must not queue without bound
+            // behind a suspended process's locks: it fails, saying so.
+            client
+                .batch_execute(PROBE_LOCK_TIMEOUT)
+                .await
+                .map_err(|e| format!("bounding the probe's lock waits: {}", describe(&e)))?;
+            self.client = Some(client);
         }
         Ok(self.client.as_ref().expect("connected"))
     }
