@@ -13,8 +13,9 @@
 //! - `release = "X.Y.Z"`: the archive listed in `artifacts/manifest.toml`,
 //!   digest-verified and built by `awa_runtime::release` (cached by digest
 //!   under `target/releases`, reported as `cached` when it was);
-//! - `image = "..."`: refused: the process backend runs binaries, and the
-//!   docker backend is not implemented yet.
+//! - `image = "..."`: refused: the process backend runs binaries; on the
+//!   docker backend image artifacts are resolved by `crate::image` and
+//!   never reach this module.
 //!
 //! Each resolved artifact knows its binary, the sha256 of that binary and
 //! the version the binary itself reports (`awa --version`).
@@ -100,7 +101,7 @@ pub enum ArtifactError {
     /// An image source on the process backend.
     #[error(
         "artifact \"{name}\" is an image ({reference}), which the process backend cannot run; \
-         image artifacts need --backend docker, which is not implemented yet: use release = \"X.Y.Z\" or build = \"workspace\""
+         image artifacts need --backend docker (or auto where an engine answers); or use release = \"X.Y.Z\" or build = \"workspace\""
     )]
     ImageUnsupported {
         /// The artifact.
@@ -316,7 +317,7 @@ fn check_sources(
             ArtifactSource::Image(reference) => {
                 return Err(ArtifactError::ImageUnsupported {
                     name: name.clone(),
-                    reference: reference.clone(),
+                    reference: reference.to_string(),
                 });
             }
             ArtifactSource::Release(version) => {
@@ -583,7 +584,10 @@ mod tests {
             (
                 "previous".to_owned(),
                 Artifact {
-                    source: ArtifactSource::Image("registry/awa-runtime:0.6".into()),
+                    source: ArtifactSource::Image(crate::matrix::ImageSource {
+                        reference: "registry:5000/awa-runtime:0.6.2".into(),
+                        line: None,
+                    }),
                     failpoint: None,
                 },
             ),
@@ -593,7 +597,7 @@ mod tests {
         assert!(err.is_bad_input());
         assert!(
             err.to_string()
-                .contains("--backend docker, which is not implemented yet"),
+                .contains("image artifacts need --backend docker"),
             "{err}"
         );
         assert!(lines.is_empty(), "something started: {lines:?}");

@@ -62,6 +62,7 @@ pub mod driver;
 mod error;
 pub mod exit;
 pub mod fleet;
+pub mod image;
 pub mod matrix;
 pub mod monitor;
 pub mod observe;

@@ -67,8 +67,47 @@ pub enum ArtifactSource {
     Release(Version),
     /// Built from this repository.
     Build(BuildSource),
-    /// A container image reference, pulled as production would.
-    Image(String),
+    /// A container image, pulled by digest as production would.
+    Image(ImageSource),
+}
+
+/// An image artifact: a reference (a tag or a digest), or a repository
+/// plus a release line resolved in its registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageSource {
+    /// As written (`127.0.0.1:5000/awa-runtime`, `...@sha256:...`).
+    pub reference: String,
+    /// The release line to resolve among the registry's tags, if any.
+    pub line: Option<ImageLine>,
+}
+
+/// `line = "0.6"`, `floor = "0.6.2"`, `prerelease = false`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageLine {
+    /// The line's major version.
+    pub major: u64,
+    /// The line's minor version.
+    pub minor: u64,
+    /// The oldest acceptable release on the line.
+    pub floor: Option<Version>,
+    /// Whether a pre-release tag (`0.6.3-rc.1`) may be picked.
+    pub prerelease: bool,
+}
+
+impl fmt::Display for ImageSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reference)?;
+        if let Some(line) = &self.line {
+            write!(f, " line {}.{}", line.major, line.minor)?;
+            if let Some(floor) = &line.floor {
+                write!(f, " floor {floor}")?;
+            }
+            if line.prerelease {
+                f.write_str(" with pre-releases")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a `build = "..."` source builds; only the workspace today.
@@ -108,6 +147,11 @@ impl Version {
     /// `major.minor.patch`.
     pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
         Version(semver::Version::new(major, minor, patch))
+    }
+
+    /// The version under the semver rules (to compare with registry tags).
+    pub fn as_semver(&self) -> &semver::Version {
+        &self.0
     }
 }
 

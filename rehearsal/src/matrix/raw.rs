@@ -24,6 +24,9 @@ pub(crate) struct RawArtifact {
     pub release: Option<Spanned<String>>,
     pub build: Option<Spanned<String>>,
     pub image: Option<Spanned<String>>,
+    pub line: Option<Spanned<String>>,
+    pub floor: Option<Spanned<String>>,
+    pub prerelease: Option<Spanned<bool>>,
     pub failpoint: Option<Spanned<String>>,
 }
 

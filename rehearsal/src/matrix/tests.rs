@@ -392,7 +392,7 @@ fn unknown_key_in_an_artifact() {
             &[]
         )),
         [
-            "matrix.toml:3:1: artifact \"extra\": unknown field `sha`, expected one of `release`, `build`, `image`, `failpoint`"
+            "matrix.toml:3:1: artifact \"extra\": unknown field `sha`, expected one of `release`, `build`, `image`, `line`, `floor`, `prerelease`, `failpoint`"
         ]
     );
 }
@@ -1053,10 +1053,88 @@ fn artifact_sources() {
             "matrix.toml:7:11: artifact \"badversion\": release \"0.6\" is not a version: a release version has three numbers, like \"0.6.2\"",
             "matrix.toml:9:11: artifact \"prerelease\": release \"0.7.0-rc1\" is not a version: a release version is three plain numbers, like \"0.6.2\"",
             "matrix.toml:11:9: artifact \"badbuild\": invalid build \"release\"; expected \"workspace\" (for a release use release = \"X.Y.Z\")",
-            "matrix.toml:13:9: artifact \"badimage\": invalid image \"\"; expected a reference like \"registry:5000/awa-runtime:0.6.2\"",
+            "matrix.toml:13:9: artifact \"badimage\": invalid image \"\": an image reference has no spaces, like \"127.0.0.1:5000/awa-runtime:0.6.2\"; expected a reference like \"127.0.0.1:5000/awa-runtime:0.6.2\"",
             "matrix.toml:16:13: artifact \"armed_release\": failpoint needs build = \"workspace\": release archives and images are built without failpoints",
             "matrix.toml:19:13: artifact \"badfailpoint\": failpoint \"Flip Skip\" is not a failpoint name; use lowercase letters, digits and underscores, like flip_skip_reconcile",
             "matrix.toml:20:12: artifact \"Upper\": an artifact name uses lowercase letters, digits and underscores, like pre_guard",
+        ]
+    );
+}
+
+#[test]
+fn image_sources_with_lines_floors_and_digests() {
+    let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let text = format!(
+        concat!(
+            "[artifacts.line]\n",
+            "image = \"127.0.0.1:5000/awa-runtime\"\n",
+            "line = \"0.6\"\n",
+            "floor = \"0.6.2\"\n",
+            "[artifacts.pinned]\n",
+            "image = \"127.0.0.1:5000/awa-runtime@{d}\"\n",
+            "[artifacts.tagged]\n",
+            "image = \"awa-runtime:0.6.2\"\n",
+            "[artifacts.rc]\n",
+            "image = \"127.0.0.1:5000/awa-runtime\"\n",
+            "line = \"0.7\"\n",
+            "prerelease = true\n",
+        ),
+        d = digest
+    );
+    let m = parse("matrix.toml", &doc(&text, &[])).unwrap();
+    let image = |name: &str| match &m.artifacts[name].source {
+        ArtifactSource::Image(i) => i.clone(),
+        other => panic!("{other:?}"),
+    };
+    let line = image("line").line.unwrap();
+    assert_eq!(
+        (line.major, line.minor, line.floor.map(|f| f.to_string())),
+        (0, 6, Some("0.6.2".into()))
+    );
+    assert!(!line.prerelease);
+    assert!(image("pinned").line.is_none());
+    assert_eq!(image("tagged").reference, "awa-runtime:0.6.2");
+    assert!(image("rc").line.unwrap().prerelease);
+}
+
+#[test]
+fn bad_image_sources_are_located() {
+    let text = concat!(
+        "[artifacts.bare]\n",
+        "image = \"127.0.0.1:5000/awa-runtime\"\n",
+        "[artifacts.noregistry]\n",
+        "image = \"awa-runtime\"\n",
+        "line = \"0.6\"\n",
+        "[artifacts.tagline]\n",
+        "image = \"127.0.0.1:5000/awa-runtime:0.6.2\"\n",
+        "line = \"0.6\"\n",
+        "[artifacts.badline]\n",
+        "image = \"127.0.0.1:5000/awa-runtime\"\n",
+        "line = \"six\"\n",
+        "[artifacts.offline]\n",
+        "image = \"127.0.0.1:5000/awa-runtime\"\n",
+        "line = \"0.6\"\n",
+        "floor = \"0.7.1\"\n",
+        "[artifacts.floorless]\n",
+        "image = \"127.0.0.1:5000/awa-runtime:0.6.2\"\n",
+        "floor = \"0.6.2\"\n",
+        "[artifacts.releaseline]\n",
+        "release = \"0.6.2\"\n",
+        "line = \"0.6\"\n",
+        "[artifacts.baddigest]\n",
+        "image = \"127.0.0.1:5000/awa-runtime@sha256:beef\"\n",
+    );
+    assert_eq!(
+        errors(&doc(text, &[])),
+        [
+            "matrix.toml:2:9: artifact \"bare\": image \"127.0.0.1:5000/awa-runtime\" names no tag, digest or line; add line = \"0.6\" (newest release on the line), a tag (:0.6.2) or a digest (@sha256:...)",
+            "matrix.toml:4:9: artifact \"noregistry\": image \"awa-runtime\" names no registry; a line is resolved in a registry, like \"127.0.0.1:5000/awa-runtime\"",
+            "matrix.toml:7:9: artifact \"tagline\": image \"127.0.0.1:5000/awa-runtime:0.6.2\" has a tag or digest and a line; drop one: the line picks the tag",
+            "matrix.toml:11:8: artifact \"badline\": line \"six\" is not a release line; expected two numbers, like \"0.6\"",
+            "matrix.toml:15:9: artifact \"offline\": floor 0.7.1 is not on line 0.6",
+            "matrix.toml:18:9: artifact \"floorless\": floor needs line = \"X.Y\" (the release line it narrows)",
+            "matrix.toml:21:8: artifact \"releaseline\": line belongs to an image artifact (image = \"REGISTRY/REPOSITORY\", line = \"0.6\")",
+            "matrix.toml:23:9: artifact \"baddigest\": invalid image \"127.0.0.1:5000/awa-runtime@sha256:beef\": \"sha256:beef\" is not a digest; expected sha256: and 64 lowercase hex digits; expected a reference like \"127.0.0.1:5000/awa-runtime:0.6.2\"",
         ]
     );
 }

@@ -17,8 +17,8 @@ use super::duration::Duration;
 use super::fleet::FleetModel;
 use super::model::{
     Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_SLEEP, Expectation,
-    FindingRule, JobMode, Matrix, NamedMatrix, PREVIOUS, Step, Timings, Version, Workload,
-    WorkloadOverride,
+    FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS, Step, Timings,
+    Version, Workload, WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -202,7 +202,7 @@ fn validate_artifact(
         }
         fp.get_ref().clone()
     });
-    let source = source?;
+    let source = image_line(a, source, context, sink)?;
     ok.then_some(Artifact { source, failpoint })
 }
 
@@ -280,16 +280,142 @@ fn source(
             );
             None
         }
-        _ if text.is_empty() || text.contains(char::is_whitespace) => {
-            sink.error(
-                Some(value.span()),
-                context,
-                format!("invalid image \"{text}\"; expected a reference like \"registry:5000/awa-runtime:0.6.2\""),
-            );
-            None
-        }
-        _ => Some(ArtifactSource::Image(text.clone())),
+        _ => match crate::image::Reference::parse(text) {
+            Ok(_) => Some(ArtifactSource::Image(ImageSource {
+                reference: text.clone(),
+                line: None,
+            })),
+            Err(why) => {
+                sink.error(
+                    Some(value.span()),
+                    context,
+                    format!("invalid image \"{text}\": {why}; expected a reference like \"127.0.0.1:5000/awa-runtime:0.6.2\""),
+                );
+                None
+            }
+        },
     }
+}
+
+/// `line`, `floor` and `prerelease` of an image artifact: the line is
+/// resolved in the registry, so the reference names a registry and
+/// neither a tag nor a digest; without a line it must name one of them.
+fn image_line(
+    a: &RawArtifact,
+    source: Option<ArtifactSource>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<ArtifactSource> {
+    let Some(ArtifactSource::Image(mut image)) = source else {
+        let stray = [
+            a.line.as_ref().map(|l| ("line", l.span())),
+            a.floor.as_ref().map(|f| ("floor", f.span())),
+            a.prerelease.as_ref().map(|p| ("prerelease", p.span())),
+        ];
+        if let Some((key, span)) = stray.into_iter().flatten().next() {
+            if source.is_some() {
+                sink.error(
+                    Some(span),
+                    context,
+                    format!("{key} belongs to an image artifact (image = \"REGISTRY/REPOSITORY\", line = \"0.6\")"),
+                );
+            }
+            return None;
+        }
+        return source;
+    };
+    let reference = crate::image::Reference::parse(&image.reference).expect("checked by source()");
+    let span = a.image.as_ref().expect("an image source").span();
+    let Some(line) = &a.line else {
+        for (key, value) in [
+            ("floor", a.floor.as_ref().map(|f| f.span())),
+            ("prerelease", a.prerelease.as_ref().map(|p| p.span())),
+        ] {
+            if let Some(at) = value {
+                sink.error(
+                    Some(at),
+                    context,
+                    format!("{key} needs line = \"X.Y\" (the release line it narrows)"),
+                );
+                return None;
+            }
+        }
+        if reference.tag.is_none() && reference.digest.is_none() {
+            sink.error(
+                Some(span.clone()),
+                context,
+                format!("image \"{}\" names no tag, digest or line; add line = \"0.6\" (newest release on the line), a tag (:0.6.2) or a digest (@sha256:...)", image.reference),
+            );
+            return None;
+        }
+        return Some(ArtifactSource::Image(image));
+    };
+    let mut ok = true;
+    if reference.registry.is_none() {
+        sink.error(Some(span.clone()), context, format!("image \"{}\" names no registry; a line is resolved in a registry, like \"127.0.0.1:5000/awa-runtime\"", image.reference));
+        ok = false;
+    }
+    if reference.tag.is_some() || reference.digest.is_some() {
+        sink.error(
+            Some(span),
+            context,
+            format!(
+                "image \"{}\" has a tag or digest and a line; drop one: the line picks the tag",
+                image.reference
+            ),
+        );
+        ok = false;
+    }
+    let parsed = line.get_ref().split_once('.').and_then(|(major, minor)| {
+        let number = |p: &str| {
+            (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| p.parse::<u64>().ok())
+                .flatten()
+        };
+        Some((number(major)?, number(minor)?))
+    });
+    let Some((major, minor)) = parsed else {
+        sink.error(
+            Some(line.span()),
+            context,
+            format!(
+                "line \"{}\" is not a release line; expected two numbers, like \"0.6\"",
+                line.get_ref()
+            ),
+        );
+        return None;
+    };
+    let floor = match &a.floor {
+        None => None,
+        Some(f) => match f.get_ref().parse::<Version>() {
+            Ok(v) if (v.as_semver().major, v.as_semver().minor) == (major, minor) => Some(v),
+            Ok(v) => {
+                sink.error(
+                    Some(f.span()),
+                    context,
+                    format!("floor {v} is not on line {major}.{minor}"),
+                );
+                ok = false;
+                None
+            }
+            Err(why) => {
+                sink.error(
+                    Some(f.span()),
+                    context,
+                    format!("floor \"{}\" is not a version: {why}", f.get_ref()),
+                );
+                ok = false;
+                None
+            }
+        },
+    };
+    image.line = Some(ImageLine {
+        major,
+        minor,
+        floor,
+        prerelease: a.prerelease.as_ref().is_some_and(|p| *p.get_ref()),
+    });
+    ok.then_some(ArtifactSource::Image(image))
 }
 
 /// Parses a required duration key of a section; `min_ms` is the smallest valid length.

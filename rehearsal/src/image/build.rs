@@ -1,0 +1,159 @@
+//! Local images of built binaries: a root filesystem with no base image,
+//! imported through the Docker API (what `docker import` does), tagged and
+//! labelled so a later run can tell whether the tag still holds the same
+//! source.
+//!
+//! An image already present under its tag with the same source digest is
+//! reused. A tag that holds another source is refused (a release tag must
+//! never silently change), except for `-dirty` tags of the current build,
+//! which are replaced: an uncommitted tree is expected to change.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bollard::query_parameters::CreateImageOptions;
+use futures_util::StreamExt;
+
+use super::engine::Engine;
+use super::rootfs::{self, BINARY_PATH, USER_ID};
+use super::{ImageError, ImageInfo, Obtained, labels};
+
+/// What an image is built from.
+#[derive(Clone, Debug)]
+pub struct BuildRequest {
+    /// The matrix artifact (for messages).
+    pub artifact: String,
+    /// The `awa` binary.
+    pub binary: PathBuf,
+    /// `awa-runtime`.
+    pub repository: String,
+    /// `0.6.2`, `0.7.0-c861534-dirty`, ...
+    pub tag: String,
+    /// What the binary reports (`awa --version`).
+    pub version: String,
+    /// Where the binary came from, in words (`artifacts/awa-runtime-0.6.2.crate`).
+    pub source: String,
+    /// `sha256:...` of that source: the archive for a release, the binary for a workspace build.
+    pub source_digest: String,
+    /// `sha256:...` of the binary.
+    pub binary_digest: String,
+    /// The git commit, for workspace builds.
+    pub revision: Option<String>,
+    /// A tag whose source may change (an uncommitted tree): replaced, not refused.
+    pub mutable_tag: bool,
+}
+
+impl BuildRequest {
+    /// `awa-runtime:0.6.2`.
+    pub fn reference(&self) -> String {
+        format!("{}:{}", self.repository, self.tag)
+    }
+
+    fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut l = vec![
+            (labels::TITLE, self.repository.clone()),
+            (labels::VERSION, self.version.clone()),
+            (labels::SOURCE, self.source.clone()),
+            (labels::SOURCE_DIGEST, self.source_digest.clone()),
+            (labels::BINARY_DIGEST, self.binary_digest.clone()),
+        ];
+        if let Some(rev) = &self.revision {
+            l.push((labels::REVISION, rev.clone()));
+        }
+        l
+    }
+}
+
+/// The `changes` that make an imported root filesystem a runnable image.
+fn changes(req: &BuildRequest) -> Vec<String> {
+    let mut c = vec![
+        format!("ENTRYPOINT [\"{BINARY_PATH}\"]"),
+        format!("USER {USER_ID}:{USER_ID}"),
+        "WORKDIR /tmp".to_owned(),
+    ];
+    for (key, value) in req.labels() {
+        let value = value.replace('\\', "\\\\").replace('"', "\\\"");
+        c.push(format!("LABEL {key}=\"{value}\""));
+    }
+    c
+}
+
+/// Makes sure `req.reference()` is an image of `req.binary`: reused, or built.
+pub async fn ensure(engine: &Engine, req: &BuildRequest) -> Result<ImageInfo, ImageError> {
+    let reference = req.reference();
+    if let Some(found) = super::inspect(engine, &reference).await? {
+        let digest = found.labels.get(labels::SOURCE_DIGEST).cloned();
+        if digest.as_deref() == Some(req.source_digest.as_str()) {
+            return Ok(ImageInfo {
+                obtained: Obtained::Reused,
+                ..found.info(&reference)
+            });
+        }
+        if !req.mutable_tag {
+            return Err(ImageError::TagConflict {
+                artifact: req.artifact.clone(),
+                reference,
+                found: digest.unwrap_or_else(|| "no source digest label".into()),
+                expected: req.source_digest.clone(),
+            });
+        }
+    }
+    build(engine, req).await
+}
+
+async fn build(engine: &Engine, req: &BuildRequest) -> Result<ImageInfo, ImageError> {
+    let started = Instant::now();
+    let reference = req.reference();
+    let binary = req.binary.clone();
+    let fs = tokio::task::spawn_blocking(move || rootfs::assemble(&binary))
+        .await
+        .map_err(|e| ImageError::Engine {
+            artifact: req.artifact.clone(),
+            action: "assembling the root filesystem",
+            detail: e.to_string(),
+        })?
+        .map_err(|source| ImageError::Rootfs {
+            artifact: req.artifact.clone(),
+            source,
+        })?;
+    let options = CreateImageOptions {
+        from_src: Some("-".into()),
+        repo: Some(req.repository.clone()),
+        tag: Some(req.tag.clone()),
+        changes: changes(req),
+        message: Some(format!("rehearse: awa {} from {}", req.version, req.source)),
+        ..Default::default()
+    };
+    let mut stream =
+        engine
+            .docker
+            .create_image(Some(options), Some(bollard::body_full(fs.tar.into())), None);
+    while let Some(item) = stream.next().await {
+        item.map_err(|e| ImageError::Engine {
+            artifact: req.artifact.clone(),
+            action: "importing the root filesystem",
+            detail: e.to_string(),
+        })?;
+    }
+    let found = super::inspect(engine, &reference)
+        .await?
+        .ok_or_else(|| ImageError::Engine {
+            artifact: req.artifact.clone(),
+            action: "importing the root filesystem",
+            detail: format!("the engine reported success but has no {reference}"),
+        })?;
+    Ok(ImageInfo {
+        obtained: Obtained::Built,
+        build_ms: Some(started.elapsed().as_millis() as u64),
+        libraries: fs
+            .libraries
+            .iter()
+            .map(|l| l.path.display().to_string())
+            .collect(),
+        ..found.info(&reference)
+    })
+}
+
+/// Labels of an image, as the engine reports them.
+pub type Labels = HashMap<String, String>;
