@@ -48,6 +48,21 @@ pub struct Resolved {
     pub binary: PathBuf,
     /// The seeded defect to arm with `AWA_FAILPOINTS`, if any.
     pub failpoint: Option<String>,
+    /// Its image, on the docker backend (built, reused or pulled).
+    pub image: Option<crate::image::ImageInfo>,
+}
+
+impl Resolved {
+    /// What the fleet starts: the image when there is one, else the binary.
+    pub fn runnable(&self) -> crate::fleet::Runnable {
+        match &self.image {
+            Some(image) => crate::fleet::Runnable::Image {
+                reference: image.reference.clone(),
+                id: image.id.clone(),
+            },
+            None => crate::fleet::Runnable::Binary(self.binary.clone()),
+        }
+    }
 }
 
 /// The repository's state, for the report.
@@ -462,6 +477,7 @@ fn inspect(name: &str, artifact: &Artifact, o: Obtained) -> Result<Resolved, Art
         obtained: o.obtained,
         binary: o.binary,
         failpoint: artifact.failpoint.clone(),
+        image: None,
     })
 }
 
@@ -535,7 +551,7 @@ pub fn binary_version(binary: &Path) -> Result<String, String> {
 
 /// The version of an `awa --version` line (`awa 0.6.2`): its last word,
 /// when that is a semantic version.
-fn parse_version_line(text: &str) -> Option<String> {
+pub fn parse_version_line(text: &str) -> Option<String> {
     let word = text.split_whitespace().last()?;
     semver::Version::parse(word).ok().map(|v| v.to_string())
 }

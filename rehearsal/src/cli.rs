@@ -72,6 +72,31 @@ enum Cmd {
         #[arg(value_enum)]
         shell: Shell,
     },
+    /// Container images of the runtime: build, publish to a registry, list.
+    Artifacts {
+        /// What to do with them.
+        #[command(subcommand)]
+        action: ArtifactsAction,
+    },
+}
+
+/// `rehearse artifacts ...`
+#[derive(Debug, PartialEq, Eq, Subcommand)]
+pub enum ArtifactsAction {
+    /// Build (or reuse) the image of every release in artifacts/manifest.toml and of the current build.
+    Build,
+    /// Build the release images and push them to a registry, so runs can pull N-1 by digest.
+    Publish {
+        /// The registry, HOST:PORT (plain HTTP, like a loopback registry).
+        #[arg(long, value_name = "HOST:PORT")]
+        registry: String,
+    },
+    /// List local runtime images, and a registry's tags and digests with the release each is.
+    List {
+        /// Also list this registry's tags, HOST:PORT.
+        #[arg(long, value_name = "HOST:PORT")]
+        registry: Option<String>,
+    },
 }
 
 /// Flags every subcommand understands.
@@ -129,8 +154,8 @@ struct ExecArgs {
     #[arg(long)]
     keep: bool,
 
-    /// How runtime processes are started.
-    #[arg(long, value_enum, default_value_t = Backend::Process)]
+    /// How runtime processes are started: containers (docker), child processes (process), or docker when an engine answers (auto).
+    #[arg(long, value_enum, env = "REHEARSE_BACKEND", default_value_t = Backend::Process)]
     backend: Backend,
 
     /// Where run folders go [default: reports/ of the repository].
@@ -227,6 +252,11 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: Shell,
+    },
+    /// `rehearse artifacts build|publish|list`.
+    Artifacts {
+        /// What to do with the images.
+        action: ArtifactsAction,
     },
 }
 
@@ -357,6 +387,7 @@ impl Line {
             }
             Some(Cmd::Report { dir }) => Some(Command::Report { dir }),
             Some(Cmd::Completions { shell }) => Some(Command::Completions { shell }),
+            Some(Cmd::Artifacts { action }) => Some(Command::Artifacts { action }),
         };
         Cli { command, global: g }
     }

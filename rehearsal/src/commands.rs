@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::Error;
-use crate::cli::{Cli, Command};
+use crate::cli::{ArtifactsAction, Cli, Command};
 use crate::exit::Outcome;
 use crate::matrix::{self, Expectation, Matrix, NamedMatrix};
 use crate::plan::{self, Plan, Selection};
@@ -54,6 +54,7 @@ pub fn execute(
         Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
         Some(Command::List) => list(cli, env, out),
         Some(Command::Plan) => plan_command(cli, env, out),
+        Some(Command::Artifacts { action }) => artifacts_command(env, action, out, err),
         Some(Command::Selftest) => selftest(cli, env, out, err),
         Some(Command::Run) | None => match cli.global.repeat {
             Some(n) => repeat(cli, env, n, out, err),
@@ -319,6 +320,22 @@ fn repeat(
     }
     out.write_all(rates.render(base).as_bytes())?;
     Ok(rates.outcome())
+}
+
+/// `rehearse artifacts build|publish|list`: images outside a run.
+fn artifacts_command(
+    env: &Environment,
+    action: &ArtifactsAction,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    use crate::image::command;
+    let repo = crate::artifacts::Repo::find(&[&env.cwd])?;
+    match action {
+        ArtifactsAction::Build => command::build(&repo, out, err),
+        ArtifactsAction::Publish { registry } => command::publish(&repo, registry, out, err),
+        ArtifactsAction::List { registry } => command::list(&repo, registry.as_deref(), out, err),
+    }
 }
 
 /// The command line as typed (words a shell would split are quoted),
@@ -707,23 +724,7 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(crate::exit::for_clap(&refused), crate::exit::BAD_INPUT);
-        // The docker backend is refused before any artifact is built.
-        let (result, _, err) = exec(
-            &["--matrix", "smoke", "--seed", "5", "--backend", "docker"],
-            &env,
-        );
-        let error = result.unwrap_err();
-        assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
-        assert!(
-            error
-                .to_string()
-                .contains("docker backend is not implemented yet"),
-            "{error}"
-        );
-        assert!(
-            err.starts_with("seed 5 (replay: rehearse --matrix smoke --seed 5)\n"),
-            "{err}"
-        );
+        // (`--backend docker` without an engine: tests/docker.rs, which sets DOCKER_HOST.)
     }
 
     /// The report's text with ANSI colour removed (stdout may be a terminal under `cargo test`).

@@ -37,6 +37,15 @@ pub enum Error {
     /// process backend, an unlisted release, a tampered archive) or a failed build.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    /// `--backend docker` and no engine answers (infrastructure).
+    #[error(transparent)]
+    Engine(#[from] crate::image::EngineError),
+    /// An image could not be built, resolved, pulled or started.
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    /// The fleet's lifecycle (removing leftovers, shutting down) failed.
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
     /// No PostgreSQL to run against: the server binaries are missing, the
     /// throwaway cluster would not start, or `--database-url` does not answer.
     #[error("no PostgreSQL to run the cells against: {0}")]

@@ -113,6 +113,12 @@ pub struct ProcessRecord {
     /// `worker`, `producer`, `migrate`, `flip`, `fence`, ...
     pub role: String,
     pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did (both backends; docker's 137 is 9). Added in 1.4.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// The container id, on the docker backend. Added in 1.4.
+    #[serde(default)]
+    pub container: Option<String>,
     /// Whether the driver killed it (SIGKILL) on purpose.
     pub killed: bool,
     /// Log file, relative to the run's report folder.
@@ -331,6 +337,9 @@ pub struct ArtifactInfo {
     pub binary: String,
     /// The seeded defect armed in it, if any.
     pub failpoint: Option<String>,
+    /// On the docker backend: its image (reference, id, digest, tag, built/reused/pulled). Added in 1.4.
+    #[serde(default)]
+    pub image: Option<crate::image::ImageInfo>,
 }
 
 /// What a cell showed that the observations alone do not hold, for the

@@ -22,7 +22,9 @@ use crate::cli::Backend;
 use crate::driver::cell::Reconcile;
 use crate::driver::run::RunRequest;
 use crate::exit::Outcome;
-use crate::fleet::{Fleet, ProcessFleet};
+use crate::fleet::choice::Chosen;
+use crate::fleet::{DockerFleet, Fleet, ProcessFleet};
+use crate::matrix::{Artifact, ArtifactSource};
 use crate::observe::{Finding, Observations, StepOutcome, Verdict};
 use crate::plan::{CellPlan, Plan};
 use crate::report::{self, Collector, RunReport, terminal::Terminal};
@@ -98,13 +100,25 @@ pub fn run_report(
 ) -> Result<Finished, Error> {
     let wall = Instant::now();
     let stamp = report::utc(SystemTime::now());
-    let (fleet, backend) = choose_backend(args.backend, err)?;
-    let resolution = resolve(&args, err)?;
+    let chosen = choose_backend(args.backend, args.quiet, err)?;
+    let mut resolution = resolve(&args, chosen.engine.is_some(), err)?;
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
     let run_id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let fleet: Arc<dyn Fleet> = match &chosen.engine {
+        None => Arc::new(ProcessFleet),
+        Some(engine) => {
+            let docker = DockerFleet::new(engine.clone(), &run_id, args.keep);
+            if let Err(e) = docker_stage(&args, &docker, &mut resolution, err) {
+                // Nothing ran: no containers and no empty report folder left behind.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+            Arc::new(docker)
+        }
+    };
     if !args.quiet {
         writeln!(
             err,
@@ -121,8 +135,10 @@ pub fn run_report(
         started_at: stamp.rfc3339,
         wall,
         database_url: args.database_url.clone(),
+        backend: fleet.backend().to_owned(),
         fleet,
-        backend,
+        backend_reason: chosen.reason,
+        engine: chosen.engine.as_ref().map(|e| e.describe()),
         jobs: args.jobs,
         keep: args.keep,
         command_line: args.command_line.clone(),
@@ -147,37 +163,85 @@ pub fn run_report(
     Ok(Finished { report, dir })
 }
 
-/// The backend that starts processes, and its name for the report.
-fn choose_backend(
-    backend: Backend,
-    err: &mut dyn Write,
-) -> Result<(Arc<dyn Fleet>, String), Error> {
-    match backend {
-        Backend::Process => Ok((Arc::new(ProcessFleet), "process".into())),
-        Backend::Docker => Err(Error::BadFlag {
-            flag: "--backend",
-            message:
-                "the docker backend is not implemented yet; use --backend process (the default)"
-                    .into(),
-        }),
-        Backend::Auto => {
-            writeln!(
-                err,
-                "backend auto: using process (the docker backend is not implemented yet)"
-            )?;
-            Ok((Arc::new(ProcessFleet), "process".into()))
-        }
+/// `--backend`, resolved: docker needs an engine that answers; auto takes
+/// docker when one does. Says which and why.
+fn choose_backend(backend: Backend, quiet: bool, err: &mut dyn Write) -> Result<Chosen, Error> {
+    let chosen = one_shot_runtime()?.block_on(crate::fleet::choice::choose(backend))?;
+    if !quiet || backend == Backend::Auto {
+        writeln!(err, "{}", chosen.reason)?;
     }
+    Ok(chosen)
 }
 
-/// Artifacts: every source checked, then each binary built once.
-fn resolve(args: &RunArgs, err: &mut dyn Write) -> Result<Resolution, Error> {
+fn one_shot_runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Harness(format!("could not start the async runtime: {e}")))
+}
+
+/// On docker: leftovers of crashed earlier runs removed (and counted),
+/// then every artifact made an image (built, reused or pulled) and probed.
+/// On failure, the probes' containers are removed too.
+fn docker_stage(
+    args: &RunArgs,
+    docker: &DockerFleet,
+    resolution: &mut Resolution,
+    err: &mut dyn Write,
+) -> Result<(), Error> {
+    let runtime = one_shot_runtime()?;
+    let prepared = runtime.block_on(docker.prepare())?;
+    writeln!(
+        err,
+        "docker: removed {} leftover container(s) of earlier runs{}",
+        prepared.removed.len(),
+        if prepared.removed.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", prepared.removed.join(", "))
+        }
+    )?;
+    let wanted = wanted(&args.plan);
+    let manifest = awa_runtime::release::load_manifest(&args.repo.artifacts()).ok();
+    let quiet = args.quiet;
+    let mut progress = |line: String| {
+        if !quiet {
+            let _ = writeln!(err, "{line}");
+        }
+    };
+    let made = runtime.block_on(crate::image::resolve::images_for_run(
+        docker.engine(),
+        &wanted,
+        &mut resolution.artifacts,
+        manifest.as_ref(),
+        &resolution.git,
+        docker.run_labels("", "probe"),
+        &mut progress,
+    ));
+    if made.is_err() {
+        let _ = runtime.block_on(docker.shutdown());
+    }
+    Ok(made?)
+}
+
+/// Every artifact the selected cells name.
+fn wanted(plan: &Plan) -> BTreeMap<String, Artifact> {
     let mut wanted = BTreeMap::new();
-    for cell in &args.plan.cells {
+    for cell in &plan.cells {
         for (name, artifact) in &cell.artifacts {
             wanted.insert(name.clone(), artifact.clone());
         }
     }
+    wanted
+}
+
+/// Artifacts: every source checked, then each binary built once; with an
+/// engine, image artifacts are left to the docker stage.
+fn resolve(args: &RunArgs, docker: bool, err: &mut dyn Write) -> Result<Resolution, Error> {
+    let wanted: BTreeMap<String, Artifact> = wanted(&args.plan)
+        .into_iter()
+        .filter(|(_, a)| !docker || !matches!(a.source, ArtifactSource::Image(_)))
+        .collect();
     let quiet = args.quiet;
     let mut progress = |line: String| {
         if !quiet {

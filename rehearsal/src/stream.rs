@@ -152,8 +152,14 @@ pub struct RunStart {
     pub matrix: Option<String>,
     /// The command that replays this run.
     pub replay: String,
-    /// The backend that starts processes (`process`).
+    /// The backend that starts processes (`process`, `docker`).
     pub backend: String,
+    /// Why that backend.
+    #[serde(default)]
+    pub backend_reason: String,
+    /// The Docker engine, on the docker backend.
+    #[serde(default)]
+    pub engine: Option<String>,
     /// `server_version` of PostgreSQL.
     pub postgres_version: String,
     /// sha256 of each migration the current build embeds.
@@ -180,8 +186,11 @@ pub struct RunEnd {
     pub wall_ms: u64,
     /// CPU time of rehearse itself.
     pub harness_cpu_ms: u64,
-    /// CPU time of its reaped children.
+    /// CPU time of its reaped children, plus containers' (engine stats).
     pub children_cpu_ms: u64,
+    /// The containers' share, from the engine's stats (docker backend).
+    #[serde(default)]
+    pub container_cpu_ms: Option<u64>,
     /// Cut short by Ctrl-C or SIGTERM.
     pub interrupted: bool,
 }

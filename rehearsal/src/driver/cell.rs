@@ -570,6 +570,8 @@ impl Cell<'_> {
                 version: p.version.clone(),
                 role: p.role.name().to_owned(),
                 exit_code: p.code(),
+                signal: p.exit.and_then(|e| e.signal),
+                container: p.handle.as_ref().and_then(|h| h.container.clone()),
                 killed: p.killed,
                 log: p.log.clone(),
                 error: p.fatal.clone().or_else(|| {

@@ -8,7 +8,7 @@ use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
 use super::ledger::{Cancel, Role};
 use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
-use crate::fleet::{ProcId, Spec};
+use crate::fleet::{Labels, ProcId, Spec};
 use crate::matrix::Expectation;
 use crate::observe::KillRecord;
 use crate::plan::Pick;
@@ -53,7 +53,7 @@ impl Cell<'_> {
     }
 
     /// Starts `awa ARGS` of `artifact` with the cell's environment plus `extra`.
-    pub(super) fn spawn(
+    pub(super) async fn spawn(
         &mut self,
         artifact: &str,
         role: Role,
@@ -87,12 +87,19 @@ impl Cell<'_> {
         let spec = Spec {
             id,
             name: name.clone(),
-            program: resolved.binary.clone(),
+            runnable: resolved.runnable(),
+            labels: Labels {
+                cell: self.plan.name.clone(),
+                role: role.name().to_owned(),
+                artifact: artifact.to_owned(),
+                version: resolved.version.clone(),
+            },
             args,
             env,
             log: self.ctx.report_dir.join(&log),
         };
-        match self.ctx.fleet.spawn(spec, self.sink.clone()) {
+        let fleet = self.ctx.fleet.clone();
+        match fleet.spawn(spec, self.sink.clone()).await {
             Ok(handle) => {
                 self.shared.lock().procs[id].handle = Some(handle);
                 self.emit(RunEvent::ProcessStarted {
@@ -137,7 +144,7 @@ impl Cell<'_> {
         env: Vec<(String, String)>,
         timeout: Duration,
     ) -> Result<ProcId, Abort> {
-        let id = self.spawn(artifact, role, args, env)?;
+        let id = self.spawn(artifact, role, args, env).await?;
         self.finish_command(id, timeout).await?;
         Ok(id)
     }
@@ -234,7 +241,7 @@ impl Cell<'_> {
                 }
                 _ => (vec!["worker".to_owned()], Vec::new()),
             };
-            let id = self.spawn(&artifact, role, args, env)?;
+            let id = self.spawn(&artifact, role, args, env).await?;
             self.slots[s].proc = Some(id);
             self.slots[s].last = Some(id);
             self.slots[s].parked = false;

@@ -51,6 +51,10 @@ pub struct RunRequest {
     pub fleet: Arc<dyn Fleet>,
     /// `process` or `docker`, as resolved.
     pub backend: String,
+    /// Why that backend (printed, and in the report).
+    pub backend_reason: String,
+    /// The Docker engine's version and address, on the docker backend.
+    pub engine: Option<String>,
     /// `--jobs`.
     pub jobs: u32,
     /// `--keep`.
@@ -76,6 +80,8 @@ pub fn execute(
         .build()
         .map_err(|e| Error::Harness(format!("could not start the async runtime: {e}")))?;
     let ran = runtime.block_on(run_cells(&req, &events, reconcile));
+    // Everything of this run goes, whatever happened (a failed cell, Ctrl-C).
+    let shutdown = runtime.block_on(req.fleet.shutdown());
     // Stopping the cluster reaps it, so its CPU time counts below.
     let ran = ran.map(|mut ran| {
         if let Some(server) = ran.server.take() {
@@ -85,6 +91,29 @@ pub fn execute(
     });
     drop(runtime);
     let ran = ran?;
+    match shutdown {
+        Ok(done) if !done.kept.is_empty() => events.send(RunEvent::Note(Note::always(
+            None,
+            format!(
+                "kept {} container(s) of this run (--keep): {}",
+                done.kept.len(),
+                done.kept.join(", ")
+            ),
+        ))),
+        Ok(done) if !done.removed.is_empty() => events.send(RunEvent::Note(Note::always(
+            None,
+            format!(
+                "removed {} container(s) of this run at shutdown: {}",
+                done.removed.len(),
+                done.removed.join(", ")
+            ),
+        ))),
+        Ok(_) => {}
+        Err(e) => events.send(RunEvent::Note(Note::always(
+            None,
+            format!("shutdown: {}", awa_runtime::error::chain(&e)),
+        ))),
+    }
     for note in ran.notes {
         events.send(RunEvent::Note(Note::always(None, note)));
     }
@@ -92,7 +121,9 @@ pub fn execute(
         finished_at: crate::stamp::utc(SystemTime::now()).rfc3339,
         wall_ms: req.wall.elapsed().as_millis() as u64,
         harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
-        children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before),
+        children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before)
+            + req.fleet.cpu_ms().unwrap_or(0),
+        container_cpu_ms: req.fleet.cpu_ms(),
         interrupted: ran.interrupted,
     }));
     Ok(())
@@ -170,6 +201,8 @@ fn run_start(req: &RunRequest, postgres_version: String) -> RunStart {
         matrix: req.plan.selection.matrix.clone(),
         replay: req.plan.replay.clone(),
         backend: req.backend.clone(),
+        backend_reason: req.backend_reason.clone(),
+        engine: req.engine.clone(),
         postgres_version,
         migration_checksums: migration_checksums(),
         git_commit: req.resolution.git.commit.clone(),
@@ -286,8 +319,9 @@ fn artifact_infos(resolution: &Resolution) -> Vec<ArtifactInfo> {
             source: a.source.clone(),
             digest: a.digest.clone(),
             obtained: a.obtained.clone(),
-            binary: a.binary.display().to_string(),
+            binary: a.runnable().to_string(),
             failpoint: a.failpoint.clone(),
+            image: a.image.clone(),
         })
         .collect()
 }

@@ -8,19 +8,65 @@
 //! output, and its exit. Backends differ in how a process runs (a child
 //! process, a container); the driver sees the same messages from both.
 //!
-//! Only the `process` backend exists today ([`process::ProcessFleet`]);
-//! `--backend docker` is refused with exit code 2 before anything starts.
+//! Two backends: [`process::ProcessFleet`] (child processes of a binary)
+//! and [`docker::DockerFleet`] (one container per process, through the
+//! Docker API). What a backend starts is a [`Runnable`]: a binary, or an
+//! image pinned by id. Spawning is async (a container is created and
+//! started over the engine's API). A backend has a lifecycle: `prepare`
+//! before the first cell (remove leftovers of crashed earlier runs) and
+//! `shutdown` after the last (remove everything of this run, also after
+//! Ctrl-C). An exit by signal is reported as a signal on both backends.
 
+pub mod choice;
+pub mod docker;
 pub mod events;
 pub mod process;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
+pub use docker::DockerFleet;
 pub use events::Event;
 pub use process::ProcessFleet;
+
+/// What a backend starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Runnable {
+    /// An `awa` binary on this machine (the process backend).
+    Binary(PathBuf),
+    /// An image (the docker backend): started by its engine id, named by its reference.
+    Image {
+        /// `awa-runtime:0.6.2` or `127.0.0.1:5000/awa-runtime@sha256:...`.
+        reference: String,
+        /// The engine's image id (`sha256:...`).
+        id: String,
+    },
+}
+
+impl std::fmt::Display for Runnable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Runnable::Binary(path) => write!(f, "{}", path.display()),
+            Runnable::Image { reference, .. } => write!(f, "image {reference}"),
+        }
+    }
+}
+
+/// Who a process is, beyond its name: what the docker backend labels its container with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// The cell.
+    pub cell: String,
+    /// `worker`, `producer`, `migrate`, `flip`, `fence`, ...
+    pub role: String,
+    /// The matrix artifact (`previous`).
+    pub artifact: String,
+    /// The version its binary reports (`0.6.2`).
+    pub version: String,
+}
 
 /// Index of a process in its cell's ledger: assigned by the driver before the spawn.
 pub type ProcId = usize;
@@ -32,8 +78,10 @@ pub struct Spec {
     pub id: ProcId,
     /// Unique within the cell (`previous-worker-2`); also its `AWA_NAME`.
     pub name: String,
-    /// The `awa` binary.
-    pub program: PathBuf,
+    /// The `awa` binary or image.
+    pub runnable: Runnable,
+    /// Cell, role, artifact and version (container labels).
+    pub labels: Labels,
     /// Arguments (`worker`, `migrate --allow-live-runtimes`, ...).
     pub args: Vec<String>,
     /// The complete `AWA_*` environment; inherited `AWA_*` variables are removed.
@@ -52,6 +100,23 @@ pub struct ExitInfo {
 }
 
 use nix::sys::signal::Signal;
+impl ExitInfo {
+    /// A container's exit status as the engine reports it: `128 + N` is
+    /// the shell convention for "ended by signal N" (docker's 137 is a
+    /// SIGKILL), reported as the signal, like the process backend does.
+    pub fn from_container_status(status: i64) -> ExitInfo {
+        match status {
+            129..=192 => ExitInfo {
+                code: None,
+                signal: Some((status - 128) as i32),
+            },
+            code => ExitInfo {
+                code: i32::try_from(code).ok(),
+                signal: None,
+            },
+        }
+    }
+}
 
 impl std::fmt::Display for ExitInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -120,13 +185,34 @@ pub struct Handle {
     pub id: ProcId,
     /// The operating-system process id, where there is one.
     pub pid: Option<u32>,
+    /// The container id, on the docker backend.
+    pub container: Option<String>,
     control: mpsc::UnboundedSender<Control>,
 }
 
 impl Handle {
     /// A handle that forwards controls to `control` (for backends).
     pub fn new(id: ProcId, pid: Option<u32>, control: mpsc::UnboundedSender<Control>) -> Self {
-        Handle { id, pid, control }
+        Handle {
+            id,
+            pid,
+            container: None,
+            control,
+        }
+    }
+
+    /// A handle for a container (for the docker backend).
+    pub fn container(
+        id: ProcId,
+        container: String,
+        control: mpsc::UnboundedSender<Control>,
+    ) -> Self {
+        Handle {
+            id,
+            pid: None,
+            container: Some(container),
+            control,
+        }
     }
 
     /// Sends SIGTERM (no-op once the process has ended).
@@ -162,25 +248,76 @@ pub enum FleetError {
         #[source]
         source: std::io::Error,
     },
-    /// The operating system refused to start the binary.
-    #[error("failed to start {name} ({})", program.display())]
+    /// The operating system (or the engine) refused to start it.
+    #[error("failed to start {name} ({runnable})")]
     Spawn {
         /// The process name.
         name: String,
-        /// The binary.
-        program: PathBuf,
+        /// The binary or image.
+        runnable: Runnable,
         /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// This backend cannot start that kind of runnable.
+    #[error("the {backend} backend cannot start {runnable}")]
+    Unsupported {
+        /// The backend.
+        backend: &'static str,
+        /// What it was asked to start.
+        runnable: Runnable,
+    },
+    /// The engine failed a lifecycle request (listing or removing containers).
+    #[error("the {backend} backend failed {action}: {detail}")]
+    Lifecycle {
+        /// The backend.
+        backend: &'static str,
+        /// What it was doing.
+        action: &'static str,
+        /// The engine's words.
+        detail: String,
+    },
+}
+
+/// What `prepare` found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// Leftovers of crashed earlier runs that were removed (container ids or names).
+    pub removed: Vec<String>,
+}
+
+/// What `shutdown` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shutdown {
+    /// This run's leftovers removed at the end (containers that outlived their process).
+    pub removed: Vec<String>,
+    /// Kept on purpose (`--keep`).
+    pub kept: Vec<String>,
 }
 
 /// A way of running `awa` processes: one trait, one backend per engine.
 pub trait Fleet: Send + Sync {
-    /// The backend's name for reports (`process`).
+    /// The backend's name for reports (`process`, `docker`).
     fn backend(&self) -> &'static str;
 
     /// Starts `spec`; from now on every report about it goes to `sink`.
-    /// Must be called inside the tokio runtime, which watches the process.
-    fn spawn(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError>;
+    /// Must be awaited inside the tokio runtime, which watches the process.
+    fn spawn(&self, spec: Spec, sink: Sink) -> BoxFuture<'_, Result<Handle, FleetError>>;
+
+    /// Before the first cell: removes what crashed earlier runs left behind.
+    fn prepare(&self) -> BoxFuture<'_, Result<Prepared, FleetError>> {
+        Box::pin(async { Ok(Prepared::default()) })
+    }
+
+    /// After the last cell (and after Ctrl-C): removes everything of this run.
+    fn shutdown(&self) -> BoxFuture<'_, Result<Shutdown, FleetError>> {
+        Box::pin(async { Ok(Shutdown::default()) })
+    }
+
+    /// CPU time of everything this backend ran, in ms, when the operating
+    /// system's child accounting does not see it (containers are children
+    /// of the engine, not of rehearse): `None` means "use RUSAGE_CHILDREN".
+    fn cpu_ms(&self) -> Option<u64> {
+        None
+    }
 }

@@ -30,7 +30,11 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 
-use super::{Control, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Report, Sink, Spec};
+use futures_util::future::BoxFuture;
+
+use super::{
+    Control, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Report, Runnable, Sink, Spec,
+};
 
 /// Prefix of stderr lines in a log file.
 pub const STDERR_PREFIX: &str = "stderr| ";
@@ -41,11 +45,12 @@ pub const NOTE_PREFIX: &str = "# rehearse: ";
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessFleet;
 
-type Log = Arc<Mutex<std::fs::File>>;
+/// A log file shared by the tasks that write into it.
+pub(super) type Log = Arc<Mutex<std::fs::File>>;
 
 /// Appends one line, secrets redacted (the environment header carries
 /// `AWA_DATABASE_URL`, and a process may echo what it was given).
-fn log_line(log: &Log, line: &str) {
+pub(super) fn log_line(log: &Log, line: &str) {
     let line = awa_runtime::redact::redact(line);
     if let Ok(mut file) = log.lock() {
         // A full disk must not stop the rehearsal; the events still flow.
@@ -53,7 +58,8 @@ fn log_line(log: &Log, line: &str) {
     }
 }
 
-fn open_log(path: &Path) -> Result<Log, FleetError> {
+/// Creates (or appends to) a log file and its folder.
+pub(super) fn open_log(path: &Path) -> Result<Log, FleetError> {
     let error = |source| FleetError::Log {
         path: path.to_owned(),
         source,
@@ -74,9 +80,22 @@ impl Fleet for ProcessFleet {
         "process"
     }
 
-    fn spawn(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError> {
+    fn spawn(&self, spec: Spec, sink: Sink) -> BoxFuture<'_, Result<Handle, FleetError>> {
+        // A fork and exec take about a millisecond: done now, handed back ready.
+        Box::pin(std::future::ready(self.spawn_now(spec, sink)))
+    }
+}
+
+impl ProcessFleet {
+    fn spawn_now(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError> {
+        let Runnable::Binary(program) = spec.runnable.clone() else {
+            return Err(FleetError::Unsupported {
+                backend: "process",
+                runnable: spec.runnable.clone(),
+            });
+        };
         let log = open_log(&spec.log)?;
-        let mut cmd = tokio::process::Command::new(&spec.program);
+        let mut cmd = tokio::process::Command::new(&program);
         cmd.args(&spec.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -104,7 +123,7 @@ impl Fleet for ProcessFleet {
                 Ok(())
             });
         }
-        let mut words = vec![spec.program.display().to_string()];
+        let mut words = vec![program.display().to_string()];
         words.extend(spec.args.iter().cloned());
         log_line(&log, &format!("{NOTE_PREFIX}{}", words.join(" ")));
         let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -113,7 +132,7 @@ impl Fleet for ProcessFleet {
             log_line(&log, &format!("{NOTE_PREFIX}failed to start: {source}"));
             FleetError::Spawn {
                 name: spec.name.clone(),
-                program: spec.program.clone(),
+                runnable: spec.runnable.clone(),
                 source,
             }
         })?;
@@ -289,7 +308,8 @@ mod tests {
         Spec {
             id: 3,
             name: "sh-1".into(),
-            program: "/bin/sh".into(),
+            runnable: Runnable::Binary("/bin/sh".into()),
+            labels: Default::default(),
             args: vec!["-c".into(), script.into()],
             env: vec![("AWA_NAME".into(), "sh-1".into())],
             log: dir.join("logs").join("cell").join("sh-1.log"),
@@ -318,7 +338,7 @@ mod tests {
         let dir = scratch("lines");
         let (tx, rx) = mpsc::unbounded_channel();
         let script = r#"echo '{"event":"refused","reason":"fenced"}'; echo oops >&2; echo "name=$AWA_NAME"; exit 2"#;
-        ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
+        ProcessFleet.spawn(spec(&dir, script), tx).await.unwrap();
         let reports = collect(rx).await;
         assert!(reports.iter().any(|r| matches!(r, Report::Line { event: Event::Refused { reason }, .. } if reason == "fenced")));
         assert!(reports.iter().any(
@@ -351,7 +371,7 @@ mod tests {
         // SIGTERM is trapped into a clean exit 0; the loop keeps it alive otherwise.
         let script = "trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done";
         let (tx, rx) = mpsc::unbounded_channel();
-        let handle = ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
+        let handle = ProcessFleet.spawn(spec(&dir, script), tx).await.unwrap();
         let pid = Pid::from_raw(handle.pid.unwrap() as i32);
         // Its own process group: a terminal's Ctrl-C would not reach it.
         assert_eq!(nix::unistd::getpgid(Some(pid)), Ok(pid));
@@ -368,6 +388,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let handle = ProcessFleet
             .spawn(spec(&dir, "trap '' TERM; while :; do sleep 0.05; done"), tx)
+            .await
             .unwrap();
         handle.kill();
         let reports = collect(rx).await;
@@ -392,7 +413,7 @@ mod tests {
         let dir = scratch("suspend");
         let script = "while :; do echo tick; sleep 0.02; done";
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let handle = ProcessFleet.spawn(spec(&dir, script), tx).unwrap();
+        let handle = ProcessFleet.spawn(spec(&dir, script), tx).await.unwrap();
         let pid = Pid::from_raw(handle.pid.unwrap() as i32);
         let stopped = |pid: Pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -432,9 +453,9 @@ mod tests {
     async fn a_missing_binary_is_a_spawn_error_naming_it() {
         let dir = scratch("missing");
         let mut s = spec(&dir, "");
-        s.program = dir.join("no-such-awa");
+        s.runnable = Runnable::Binary(dir.join("no-such-awa"));
         let (tx, _rx) = mpsc::unbounded_channel();
-        let err = ProcessFleet.spawn(s, tx).unwrap_err();
+        let err = ProcessFleet.spawn(s, tx).await.unwrap_err();
         assert!(
             err.to_string().starts_with("failed to start sh-1 ("),
             "{err}"

@@ -86,3 +86,23 @@ impl Engine {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_outlives_the_runtime_it_was_connected_in() {
+        let first = tokio::runtime::Runtime::new().unwrap();
+        let Ok(engine) = first.block_on(Engine::connect()) else {
+            eprintln!("#### SKIPPED: no Docker engine answers ####");
+            return;
+        };
+        drop(first);
+        let second = tokio::runtime::Runtime::new().unwrap();
+        for _ in 0..3 {
+            second.block_on(engine.docker.ping()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -13,12 +13,15 @@
 //! - [`engine`]: the connection (`DOCKER_HOST`).
 
 pub mod build;
+pub mod command;
 pub mod credentials;
 pub mod engine;
+pub mod probe;
 pub mod publish;
 pub mod pull;
 pub mod reference;
 pub mod registry;
+pub mod resolve;
 pub mod rootfs;
 
 use std::collections::HashMap;

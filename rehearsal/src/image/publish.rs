@@ -25,7 +25,7 @@ pub async fn push(
     registry: &str,
     tag: &str,
     credentials: Option<&Credentials>,
-    progress: &mut (dyn FnMut(String) + Send),
+    progress: &mut dyn FnMut(String),
 ) -> Result<Published, ImageError> {
     let local = format!("{REPOSITORY}:{tag}");
     let remote = format!("{registry}/{REPOSITORY}");

@@ -31,7 +31,7 @@ pub async fn by_digest(
     reference: &Reference,
     digest: &str,
     credentials: Option<&Credentials>,
-    progress: &mut (dyn FnMut(String) + Send),
+    progress: &mut dyn FnMut(String),
 ) -> Result<ImageInfo, ImageError> {
     let pinned = reference.pinned(digest);
     let mut obtained = Obtained::Reused;

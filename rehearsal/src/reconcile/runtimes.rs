@@ -189,6 +189,8 @@ mod tests {
             version: version.into(),
             role: "worker".into(),
             exit_code: Some(1),
+            signal: None,
+            container: None,
             killed: false,
             log: String::new(),
             error: error.map(str::to_owned),

@@ -95,6 +95,8 @@ pub fn report() -> RunReport {
             matrix: Some("smoke".into()),
             replay: plan.replay,
             backend: "process".into(),
+            backend_reason: "backend process (--backend process)".into(),
+            engine: None,
             postgres_version: "15.18".into(),
             migration_checksums: BTreeMap::from([
                 ("v1".into(), "a".repeat(64)),
@@ -105,6 +107,7 @@ pub fn report() -> RunReport {
             wall_ms: 148_250,
             harness_cpu_ms: 3_400,
             children_cpu_ms: 95_120,
+            container_cpu_ms: None,
             interrupted: false,
         },
         artifacts: vec![
@@ -116,6 +119,7 @@ pub fn report() -> RunReport {
                 obtained: "cached".into(),
                 binary: "target/rehearse/0.6.2/bin/awa".into(),
                 failpoint: None,
+                image: None,
             },
             ArtifactInfo {
                 name: "current".into(),
@@ -125,6 +129,7 @@ pub fn report() -> RunReport {
                 obtained: "built".into(),
                 binary: "target/debug/awa".into(),
                 failpoint: None,
+                image: None,
             },
             ArtifactInfo {
                 name: "defective_fence".into(),
@@ -134,6 +139,7 @@ pub fn report() -> RunReport {
                 obtained: "built".into(),
                 binary: "target/failpoints/debug/awa".into(),
                 failpoint: Some("fence_current_slot_only".into()),
+                image: None,
             },
         ],
         cells: vec![passed(first), failed(second), inconclusive(third)],
@@ -265,6 +271,8 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             version: "0.6.2".into(),
             role: "worker".into(),
             exit_code: Some(0),
+            signal: None,
+            container: None,
             killed: false,
             log: "logs/migrate-first/previous-worker-1.log".into(),
             error: None,

@@ -41,7 +41,10 @@ use crate::reconcile::Detection;
 ///   is any u64, and above 2^53 a JSON number is read as a different value
 ///   by jq and browsers; `run.seed` stays a number because 1.x readers
 ///   require it, and a reader prefers `seed_string` when both are present.
-pub const FORMAT_VERSION: &str = "1.3";
+/// - `1.4`: per run `backend_reason`, `engine` and `container_cpu_ms`; per
+///   artifact `image` (docker backend); per process `signal` and
+///   `container` (all default to empty/null).
+pub const FORMAT_VERSION: &str = "1.4";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -80,6 +83,12 @@ pub struct RunInfo {
     pub replay: String,
     /// `process` or `docker`, as resolved (never `auto`).
     pub backend: String,
+    /// Why that backend (`backend auto: docker, because an engine answers: ...`). Added in 1.4.
+    #[serde(default)]
+    pub backend_reason: String,
+    /// The Docker engine's version and address, on the docker backend. Added in 1.4.
+    #[serde(default)]
+    pub engine: Option<String>,
     /// `server_version` of the PostgreSQL the cells ran against.
     pub postgres_version: String,
     /// sha256 (hex) of each migration the current build embeds, by migration name (`v1`).
@@ -92,8 +101,14 @@ pub struct RunInfo {
     pub wall_ms: u64,
     /// CPU time of the harness process itself.
     pub harness_cpu_ms: u64,
-    /// CPU time of its reaped child processes (workers, producers, PostgreSQL).
+    /// CPU time of what it started: reaped child processes (PostgreSQL;
+    /// workers and producers on the process backend) plus, on the docker
+    /// backend, the containers' CPU from the engine's stats.
     pub children_cpu_ms: u64,
+    /// The containers' share of `children_cpu_ms`, from the engine's stats
+    /// (sampled about once a second per container). Added in 1.4.
+    #[serde(default)]
+    pub container_cpu_ms: Option<u64>,
     /// The run was cut short (Ctrl-C): cells not listed never ran.
     pub interrupted: bool,
 }

@@ -80,7 +80,9 @@ impl Cell<'_> {
 
     async fn mop_up(&mut self, artifact: &str, left: i64) -> Result<String, Abort> {
         let env = vec![("AWA_NO_MAINTENANCE".to_owned(), "true".to_owned())];
-        let id = self.spawn(artifact, Role::Mopup, vec!["worker".into()], env)?;
+        let id = self
+            .spawn(artifact, Role::Mopup, vec!["worker".into()], env)
+            .await?;
         let start = Instant::now();
         while start.elapsed() < MOPUP_TIMEOUT {
             if self.probe.live_jobs().await.is_ok_and(|(n, _)| n == 0)

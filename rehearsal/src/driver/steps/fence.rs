@@ -23,7 +23,9 @@ impl Cell<'_> {
         let before = self.probe.fence_state(&version).await.map_err(|e| {
             Abort::Harness(format!("could not read the state before the fence: {e}"))
         })?;
-        let id = self.spawn(artifact, Role::Fence, vec!["worker".into()], Vec::new())?;
+        let id = self
+            .spawn(artifact, Role::Fence, vec!["worker".into()], Vec::new())
+            .await?;
         let exited = self.await_done(id, FENCE_TIMEOUT, &self.cancel()).await?;
         if !exited {
             self.kill_proc(id, "fence").await?;

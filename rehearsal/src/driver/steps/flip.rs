@@ -68,7 +68,9 @@ impl Cell<'_> {
             None
         };
         let mut at_ms = self.ms();
-        let id = self.spawn(&s.by, Role::Flip, args.clone(), Vec::new())?;
+        let id = self
+            .spawn(&s.by, Role::Flip, args.clone(), Vec::new())
+            .await?;
         let detect = match &holder {
             Some((_, pid)) => InFlight::BlockedBy(*pid),
             None => InFlight::FlipSql(since.unwrap_or(0.0)),

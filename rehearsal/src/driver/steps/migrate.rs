@@ -40,7 +40,9 @@ impl Cell<'_> {
         } else {
             None
         };
-        let id = self.spawn(&s.artifact, Role::Migrate, args.clone(), env)?;
+        let id = self
+            .spawn(&s.artifact, Role::Migrate, args.clone(), env)
+            .await?;
         let crashed = self
             .fire_armed(
                 When::DuringMigrate,

@@ -1,0 +1,562 @@
+//! The `docker` backend: every `awa` is a container, through the Docker API.
+//!
+//! Same observable behaviour as the process backend: one container per
+//! worker, producer, migrate, flip and fence run, on the host network (so
+//! it reaches the loopback PostgreSQL), with the cell's `AWA_*`
+//! environment; stdout lines from the log stream are typed [`Event`]s,
+//! stderr lines are kept in the log; a hard kill is SIGKILL through the
+//! API, a graceful stop SIGTERM, a suspend the engine's pause (resumed by
+//! unpause); the exit status comes from the wait API
+//! (`128 + N` reported as signal N, as the process backend reports it).
+//!
+//! Every container carries the labels `rehearse.run`, `rehearse.cell`,
+//! `rehearse.role`, `rehearse.version`, `rehearse.artifact`, and the
+//! pid and host of the rehearse that started it: `prepare` removes the
+//! containers of runs whose rehearse is gone (a crash, a SIGKILL), never
+//! those of a run still going; `shutdown` removes this run's. A container
+//! is removed as soon as its process has ended and its log is read,
+//! unless `--keep`.
+//!
+//! CPU time comes from the engine's stats stream (sampled about once a
+//! second per container; the last sample before an exit is what counts),
+//! because containers are children of the engine, not of rehearse.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptions, KillContainerOptions, ListContainersOptions, LogsOptions,
+    RemoveContainerOptions, StartContainerOptions, StatsOptions, WaitContainerOptions,
+};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use super::process::{Log, NOTE_PREFIX, STDERR_PREFIX, log_line, open_log};
+use super::{
+    Control, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Prepared, Report, Runnable,
+    Shutdown, Sink, Spec,
+};
+use crate::image::Engine;
+
+/// Container labels.
+pub mod label {
+    /// The run id (the report folder's name).
+    pub const RUN: &str = "rehearse.run";
+    /// The cell.
+    pub const CELL: &str = "rehearse.cell";
+    /// `worker`, `producer`, `migrate`, `flip`, `fence`, `probe`, ...
+    pub const ROLE: &str = "rehearse.role";
+    /// The version the binary reports.
+    pub const VERSION: &str = "rehearse.version";
+    /// The matrix artifact.
+    pub const ARTIFACT: &str = "rehearse.artifact";
+    /// The process name (`previous-worker-2`).
+    pub const NAME: &str = "rehearse.name";
+    /// The pid of the rehearse that started it.
+    pub const PID: &str = "rehearse.pid";
+    /// The host that rehearse ran on.
+    pub const HOST: &str = "rehearse.host";
+}
+
+/// How long to wait for a container's log stream to end after its exit.
+const LOG_DRAIN: Duration = Duration::from_secs(5);
+
+/// Runs `awa` as containers of images.
+#[derive(Clone, Debug)]
+pub struct DockerFleet {
+    engine: Engine,
+    run_id: String,
+    keep: bool,
+    /// Last CPU sample (ns) of every container this run started.
+    cpu_ns: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Whether a process with this pid exists on this machine.
+fn alive(pid: i32) -> bool {
+    // Signal 0 only checks that the process exists.
+    pid > 0
+        && match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+            Ok(()) => true,
+            Err(e) => e == nix::errno::Errno::EPERM,
+        }
+}
+
+/// A container name the engine accepts, unique per run and process.
+fn container_name(run_id: &str, cell: &str, name: &str) -> String {
+    let raw = format!("rehearse-{run_id}-{cell}-{name}");
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+impl DockerFleet {
+    /// A fleet for run `run_id` on `engine`; `keep` leaves containers in place.
+    pub fn new(engine: Engine, run_id: &str, keep: bool) -> DockerFleet {
+        DockerFleet {
+            engine,
+            run_id: run_id.to_owned(),
+            keep,
+            cpu_ns: Arc::default(),
+        }
+    }
+
+    /// The engine it runs on.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The labels every container (and image probe) of this run carries.
+    pub fn run_labels(&self, cell: &str, role: &str) -> HashMap<String, String> {
+        HashMap::from([
+            (label::RUN.to_owned(), self.run_id.clone()),
+            (label::CELL.to_owned(), cell.to_owned()),
+            (label::ROLE.to_owned(), role.to_owned()),
+            (label::PID.to_owned(), std::process::id().to_string()),
+            (label::HOST.to_owned(), hostname()),
+        ])
+    }
+
+    fn lifecycle(action: &'static str, e: impl std::fmt::Display) -> FleetError {
+        FleetError::Lifecycle {
+            backend: "docker",
+            action,
+            detail: e.to_string(),
+        }
+    }
+
+    /// Containers carrying `label[=value]`, with their labels.
+    async fn containers(
+        &self,
+        filter: String,
+    ) -> Result<Vec<(String, HashMap<String, String>)>, FleetError> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([("label".to_owned(), vec![filter])])),
+            ..Default::default()
+        };
+        let list = self
+            .engine
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Self::lifecycle("listing containers", e))?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
+            .collect())
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), FleetError> {
+        match self
+            .engine
+            .docker
+            .remove_container(
+                id,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Already gone (removed by its own task meanwhile).
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(Self::lifecycle("removing a container", e)),
+        }
+    }
+
+    async fn prepare_now(&self) -> Result<Prepared, FleetError> {
+        let host = hostname();
+        let mut removed = Vec::new();
+        for (id, labels) in self.containers(label::RUN.to_owned()).await? {
+            let same_host = labels.get(label::HOST).is_some_and(|h| *h == host);
+            let owner = labels.get(label::PID).and_then(|p| p.parse::<i32>().ok());
+            let live_run = labels.get(label::RUN) == Some(&self.run_id)
+                || (same_host
+                    && owner.is_some_and(|pid| pid as u32 != std::process::id() && alive(pid)));
+            if live_run {
+                continue;
+            }
+            self.remove(&id).await?;
+            let name = labels.get(label::NAME).cloned().unwrap_or_default();
+            let run = labels.get(label::RUN).cloned().unwrap_or_default();
+            removed.push(format!("{} ({name} of run {run})", &id[..id.len().min(12)]));
+        }
+        Ok(Prepared { removed })
+    }
+
+    async fn shutdown_now(&self) -> Result<Shutdown, FleetError> {
+        let mut done = Shutdown::default();
+        for (id, labels) in self
+            .containers(format!("{}={}", label::RUN, self.run_id))
+            .await?
+        {
+            let what = format!(
+                "{} ({})",
+                &id[..id.len().min(12)],
+                labels.get(label::NAME).map_or("probe", String::as_str)
+            );
+            if self.keep {
+                done.kept.push(what);
+            } else {
+                self.remove(&id).await?;
+                done.removed.push(what);
+            }
+        }
+        Ok(done)
+    }
+
+    async fn start(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError> {
+        let Runnable::Image {
+            reference,
+            id: image,
+        } = &spec.runnable
+        else {
+            return Err(FleetError::Unsupported {
+                backend: "docker",
+                runnable: spec.runnable.clone(),
+            });
+        };
+        let log = open_log(&spec.log)?;
+        let spawn_error = |e: bollard::errors::Error| FleetError::Spawn {
+            name: spec.name.clone(),
+            runnable: spec.runnable.clone(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let mut labels = self.run_labels(&spec.labels.cell, &spec.labels.role);
+        labels.extend([
+            (label::VERSION.to_owned(), spec.labels.version.clone()),
+            (label::ARTIFACT.to_owned(), spec.labels.artifact.clone()),
+            (label::NAME.to_owned(), spec.name.clone()),
+        ]);
+        let body = ContainerCreateBody {
+            image: Some(image.clone()),
+            cmd: Some(spec.args.clone()),
+            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                network_mode: Some("host".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let name = container_name(&self.run_id, &spec.labels.cell, &spec.name);
+        log_line(
+            &log,
+            &format!(
+                "{NOTE_PREFIX}container {name} of image {reference} ({image}): awa {}",
+                spec.args.join(" ")
+            ),
+        );
+        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        log_line(&log, &format!("{NOTE_PREFIX}env {}", env.join(" ")));
+        let created = self
+            .engine
+            .docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: Some(name),
+                    ..Default::default()
+                }),
+                body,
+            )
+            .await
+            .map_err(|e| {
+                log_line(&log, &format!("{NOTE_PREFIX}failed to create: {e}"));
+                spawn_error(e)
+            })?;
+        let container = created.id;
+        if let Err(e) = self
+            .engine
+            .docker
+            .start_container(&container, None::<StartContainerOptions>)
+            .await
+        {
+            log_line(&log, &format!("{NOTE_PREFIX}failed to start: {e}"));
+            let _ = self.remove(&container).await;
+            return Err(spawn_error(e));
+        }
+        log_line(&log, &format!("{NOTE_PREFIX}container id {container}"));
+        let id = spec.id;
+        let logs = tokio::spawn(read_logs(
+            self.engine.clone(),
+            container.clone(),
+            id,
+            sink.clone(),
+            log.clone(),
+        ));
+        let stats = tokio::spawn(sample_cpu(
+            self.engine.clone(),
+            container.clone(),
+            self.cpu_ns.clone(),
+        ));
+        let (control, controls) = mpsc::unbounded_channel::<Control>();
+        tokio::spawn(watch(
+            self.clone(),
+            container.clone(),
+            id,
+            sink,
+            log,
+            controls,
+            logs,
+            stats,
+        ));
+        Ok(Handle::container(id, container, control))
+    }
+
+    async fn signal(&self, container: &str, signal: &str) {
+        let _ = self
+            .engine
+            .docker
+            .kill_container(
+                container,
+                Some(KillContainerOptions {
+                    signal: signal.to_owned(),
+                }),
+            )
+            .await;
+    }
+}
+
+/// Waits for the container to end, delivering controls meanwhile; then
+/// reports the exit, waits for the log stream to end, and removes it.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one task's whole state, moved in once"
+)]
+async fn watch(
+    fleet: DockerFleet,
+    container: String,
+    id: usize,
+    sink: Sink,
+    log: Log,
+    mut controls: mpsc::UnboundedReceiver<Control>,
+    logs: tokio::task::JoinHandle<()>,
+    stats: tokio::task::JoinHandle<()>,
+) {
+    let mut wait = fleet
+        .engine
+        .docker
+        .wait_container(&container, None::<WaitContainerOptions>);
+    let mut listening = true;
+    let status = loop {
+        tokio::select! {
+            status = wait.next() => break status,
+            ctl = controls.recv(), if listening => match ctl {
+                Some(Control::Terminate) => fleet.signal(&container, "SIGTERM").await,
+                Some(Control::Kill) => fleet.signal(&container, "SIGKILL").await,
+                // The engine's pause freezes the container's cgroup: the
+                // process keeps its state and resumes where it stopped.
+                Some(Control::Suspend) => {
+                    let _ = fleet.engine.docker.pause_container(&container).await;
+                }
+                Some(Control::Resume) => {
+                    let _ = fleet.engine.docker.unpause_container(&container).await;
+                }
+                None => listening = false,
+            },
+        }
+    };
+    let info = match status {
+        Some(Ok(response)) => ExitInfo::from_container_status(response.status_code),
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
+            ExitInfo::from_container_status(code)
+        }
+        other => {
+            // The wait failed (the engine restarted?): ask for the state instead.
+            let state = fleet
+                .engine
+                .docker
+                .inspect_container(&container, None)
+                .await
+                .ok()
+                .and_then(|c| c.state);
+            match state.and_then(|s| s.exit_code) {
+                Some(code) => ExitInfo::from_container_status(code),
+                None => {
+                    log_line(&log, &format!("{NOTE_PREFIX}failed to wait: {other:?}"));
+                    ExitInfo {
+                        code: None,
+                        signal: None,
+                    }
+                }
+            }
+        }
+    };
+    log_line(&log, &format!("{NOTE_PREFIX}{info}"));
+    let _ = sink.send(FleetMsg {
+        id,
+        at: Instant::now(),
+        report: Report::Exited(info),
+    });
+    let _ = tokio::time::timeout(LOG_DRAIN, logs).await;
+    stats.abort();
+    if !fleet.keep {
+        let _ = fleet.remove(&container).await;
+    }
+}
+
+/// Follows the container's log stream, splitting stdout and stderr into lines.
+async fn read_logs(engine: Engine, container: String, id: usize, sink: Sink, log: Log) {
+    let options = LogsOptions {
+        follow: true,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+    let mut stream = engine.docker.logs(&container, Some(options));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    while let Some(Ok(chunk)) = stream.next().await {
+        match chunk {
+            LogOutput::StdErr { message } => {
+                err.extend_from_slice(&message);
+                drain_lines(&mut err, true, id, &sink, &log);
+            }
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                out.extend_from_slice(&message);
+                drain_lines(&mut out, false, id, &sink, &log);
+            }
+            LogOutput::StdIn { .. } => {}
+        }
+    }
+    // A last line without its newline still counts.
+    for (buf, is_stderr) in [(&mut out, false), (&mut err, true)] {
+        if !buf.is_empty() {
+            buf.push(b'\n');
+            drain_lines(buf, is_stderr, id, &sink, &log);
+        }
+    }
+    let _ = sink.send(FleetMsg {
+        id,
+        at: Instant::now(),
+        report: Report::OutputClosed,
+    });
+}
+
+/// Sends (and logs) every complete line in `buf`, keeping the rest.
+fn drain_lines(buf: &mut Vec<u8>, is_stderr: bool, id: usize, sink: &Sink, log: &Log) {
+    while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+        let raw: Vec<u8> = buf.drain(..=end).collect();
+        let line = String::from_utf8_lossy(&raw);
+        let line = line.trim_end_matches(['\n', '\r']).to_owned();
+        let report = if is_stderr {
+            log_line(log, &format!("{STDERR_PREFIX}{line}"));
+            Report::Stderr(line)
+        } else {
+            log_line(log, &line);
+            Report::Line {
+                event: Event::parse(&line),
+                raw: line,
+            }
+        };
+        let _ = sink.send(FleetMsg {
+            id,
+            at: Instant::now(),
+            report,
+        });
+    }
+}
+
+/// Keeps the container's latest CPU total (ns) from the engine's stats stream.
+async fn sample_cpu(engine: Engine, container: String, cpu: Arc<Mutex<HashMap<String, u64>>>) {
+    let mut stream = engine.docker.stats(
+        &container,
+        Some(StatsOptions {
+            stream: true,
+            one_shot: false,
+        }),
+    );
+    while let Some(Ok(sample)) = stream.next().await {
+        let total = sample
+            .cpu_stats
+            .and_then(|c| c.cpu_usage)
+            .and_then(|u| u.total_usage)
+            .unwrap_or(0);
+        if let Ok(mut map) = cpu.lock() {
+            let entry = map.entry(container.clone()).or_default();
+            *entry = (*entry).max(total);
+        }
+    }
+}
+
+impl Fleet for DockerFleet {
+    fn backend(&self) -> &'static str {
+        "docker"
+    }
+
+    fn spawn(&self, spec: Spec, sink: Sink) -> BoxFuture<'_, Result<Handle, FleetError>> {
+        Box::pin(self.start(spec, sink))
+    }
+
+    fn prepare(&self) -> BoxFuture<'_, Result<Prepared, FleetError>> {
+        Box::pin(self.prepare_now())
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, Result<Shutdown, FleetError>> {
+        Box::pin(self.shutdown_now())
+    }
+
+    fn cpu_ms(&self) -> Option<u64> {
+        let map = self.cpu_ns.lock().ok()?;
+        Some(map.values().sum::<u64>() / 1_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_statuses_above_128_are_signals() {
+        assert_eq!(
+            ExitInfo::from_container_status(137),
+            ExitInfo {
+                code: None,
+                signal: Some(nix::sys::signal::Signal::SIGKILL as i32)
+            }
+        );
+        assert_eq!(
+            ExitInfo::from_container_status(143).to_string(),
+            "killed by SIGTERM"
+        );
+        assert_eq!(
+            ExitInfo::from_container_status(2).to_string(),
+            "exit code 2"
+        );
+        assert_eq!(ExitInfo::from_container_status(0).code, Some(0));
+        assert_eq!(ExitInfo::from_container_status(255).code, Some(255));
+    }
+
+    #[test]
+    fn container_names_are_what_the_engine_accepts() {
+        assert_eq!(
+            container_name(
+                "20261201T0850Z-c861534",
+                "migrate-first",
+                "previous-worker-2"
+            ),
+            "rehearse-20261201T0850Z-c861534-migrate-first-previous-worker-2"
+        );
+        assert_eq!(container_name("r", "a b", "x/y"), "rehearse-r-a-b-x-y");
+    }
+}

@@ -1,0 +1,269 @@
+//! `rehearse artifacts build|publish|list`: the runtime's images outside a run.
+//!
+//! `build` makes (or reuses) the image of every release listed in
+//! `artifacts/manifest.toml` (each archive SHA-256-checked and built by
+//! `awa_runtime::release`) and of the current workspace build. `publish`
+//! does the release images and pushes them to a registry, printing the
+//! digest the registry serves for each. `list` shows the local runtime
+//! images and, with `--registry`, the registry's tags with their digests
+//! and the release each one is.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+use bollard::query_parameters::ListImagesOptions;
+
+use super::registry::Registry;
+use super::{Engine, ImageInfo, REPOSITORY, credentials, labels, publish, resolve};
+use crate::Error;
+use crate::artifacts::{self, Repo};
+use crate::exit::Outcome;
+use crate::fleet::{DockerFleet, Fleet};
+use crate::matrix::{Artifact, ArtifactSource, BuildSource, CURRENT, Version};
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Harness(format!("could not start the async runtime: {e}")))
+}
+
+/// The artifacts `build` makes images of: every release, plus the current build.
+fn every_artifact(repo: &Repo, with_current: bool) -> Result<BTreeMap<String, Artifact>, Error> {
+    let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).map_err(|source| {
+        artifacts::ArtifactError::Release {
+            name: "manifest".into(),
+            source,
+        }
+    })?;
+    let mut wanted = BTreeMap::new();
+    for release in &manifest.releases {
+        let version: Version = release.version.parse().map_err(|why| {
+            Error::Harness(format!(
+                "artifacts/manifest.toml lists version {:?}, which is not a release version: {why}",
+                release.version
+            ))
+        })?;
+        wanted.insert(
+            format!("release_{}", release.version.replace('.', "_")),
+            Artifact {
+                source: ArtifactSource::Release(version),
+                failpoint: None,
+            },
+        );
+    }
+    if with_current {
+        wanted.insert(
+            CURRENT.to_owned(),
+            Artifact {
+                source: ArtifactSource::Build(BuildSource::Workspace),
+                failpoint: None,
+            },
+        );
+    }
+    Ok(wanted)
+}
+
+/// Builds (or reuses) the images; returns them by artifact name.
+fn build_images(
+    repo: &Repo,
+    runtime: &tokio::runtime::Runtime,
+    engine: &Engine,
+    with_current: bool,
+    err: &mut dyn Write,
+) -> Result<BTreeMap<String, (String, ImageInfo)>, Error> {
+    let wanted = every_artifact(repo, with_current)?;
+    let mut progress = |line: String| {
+        let _ = writeln!(err, "{line}");
+    };
+    let mut resolution = artifacts::resolve(repo, &wanted, &mut progress)?;
+    let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).ok();
+    let fleet = DockerFleet::new(
+        engine.clone(),
+        &format!("artifacts-{}", std::process::id()),
+        false,
+    );
+    let made = runtime.block_on(resolve::images_for_run(
+        engine,
+        &wanted,
+        &mut resolution.artifacts,
+        manifest.as_ref(),
+        &resolution.git,
+        fleet.run_labels("", "probe"),
+        &mut progress,
+    ));
+    let _ = runtime.block_on(fleet.shutdown());
+    made?;
+    Ok(resolution
+        .artifacts
+        .into_iter()
+        .filter_map(|(name, r)| Some((name, (r.version, r.image?))))
+        .collect())
+}
+
+fn print_image(out: &mut dyn Write, info: &ImageInfo) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<36} {:<7} {}  {:>6.1} MB{}",
+        info.reference,
+        info.obtained.to_string(),
+        &info.id[..info.id.len().min(19)],
+        info.size as f64 / 1e6,
+        info.build_ms
+            .map(|ms| format!("  in {:.1} s", ms as f64 / 1000.0))
+            .unwrap_or_default()
+    )
+}
+
+/// `rehearse artifacts build`.
+pub fn build(repo: &Repo, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome, Error> {
+    let runtime = runtime()?;
+    let engine = runtime.block_on(Engine::connect())?;
+    writeln!(err, "{}", engine.describe())?;
+    let images = build_images(repo, &runtime, &engine, true, err)?;
+    for (_, info) in images.values() {
+        print_image(out, info)?;
+    }
+    Ok(Outcome::AllMet)
+}
+
+/// `rehearse artifacts publish --registry HOST:PORT`.
+pub fn publish(
+    repo: &Repo,
+    registry: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    check_registry(registry)?;
+    let runtime = runtime()?;
+    let engine = runtime.block_on(Engine::connect())?;
+    writeln!(err, "{}", engine.describe())?;
+    let images = build_images(repo, &runtime, &engine, false, err)?;
+    let creds = credentials::lookup(registry);
+    for (version, info) in images.values() {
+        let tag = info
+            .tag
+            .as_deref()
+            .and_then(|t| t.rsplit_once(':'))
+            .map_or(version.as_str(), |(_, t)| t)
+            .to_owned();
+        let mut progress = |line: String| {
+            let _ = writeln!(err, "{line}");
+        };
+        let pushed = runtime.block_on(publish::push(
+            &engine,
+            registry,
+            &tag,
+            creds.as_ref(),
+            &mut progress,
+        ))?;
+        writeln!(out, "{} {}", pushed.reference, pushed.digest)?;
+    }
+    Ok(Outcome::AllMet)
+}
+
+/// `rehearse artifacts list [--registry HOST:PORT]`.
+pub fn list(
+    repo: &Repo,
+    registry: Option<&str>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    if let Some(r) = registry {
+        check_registry(r)?;
+    }
+    let runtime = runtime()?;
+    let engine = runtime.block_on(Engine::connect())?;
+    writeln!(err, "{}", engine.describe())?;
+    let options = ListImagesOptions {
+        filters: Some(HashMap::from([(
+            "label".to_owned(),
+            vec![labels::SOURCE_DIGEST.to_owned()],
+        )])),
+        ..Default::default()
+    };
+    let images = runtime
+        .block_on(engine.docker.list_images(Some(options)))
+        .map_err(|e| Error::Harness(format!("listing images failed: {e}")))?;
+    writeln!(out, "local images:")?;
+    if images.is_empty() {
+        writeln!(out, "  (none; rehearse artifacts build makes them)")?;
+    }
+    let mut local_digests: Vec<(String, String)> = Vec::new();
+    for image in &images {
+        let label = |k: &str| image.labels.get(k).cloned().unwrap_or_default();
+        let tags = if image.repo_tags.is_empty() {
+            "(untagged)".to_owned()
+        } else {
+            image.repo_tags.join(", ")
+        };
+        writeln!(
+            out,
+            "  {tags}  {}  version {}  source {}  source digest {}",
+            &image.id[..image.id.len().min(19)],
+            label(labels::VERSION),
+            label(labels::SOURCE),
+            label(labels::SOURCE_DIGEST),
+        )?;
+        for d in &image.repo_digests {
+            if let Some((_, digest)) = d.split_once('@') {
+                local_digests.push((digest.to_owned(), tags.clone()));
+            }
+        }
+    }
+    let Some(host) = registry else {
+        return Ok(Outcome::AllMet);
+    };
+    let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).ok();
+    let client = Registry::new(host, credentials::lookup(host));
+    let registry_error = |e: super::registry::RegistryError| {
+        Error::Image(super::ImageError::Registry {
+            artifact: REPOSITORY.to_owned(),
+            registry: host.to_owned(),
+            message: e.to_string(),
+        })
+    };
+    let tags = runtime
+        .block_on(client.tags(REPOSITORY))
+        .map_err(registry_error)?;
+    writeln!(out, "registry {host}/{REPOSITORY}:")?;
+    if tags.is_empty() {
+        writeln!(
+            out,
+            "  (no tags; rehearse artifacts publish --registry {host} pushes the releases)"
+        )?;
+    }
+    for tag in tags {
+        let digest = runtime
+            .block_on(client.manifest_digest(REPOSITORY, &tag))
+            .map_err(registry_error)?;
+        let release = manifest
+            .as_ref()
+            .and_then(|m| m.releases.iter().find(|r| r.version == tag))
+            .map_or_else(
+                || "not a listed release".to_owned(),
+                |r| format!("release {} (artifacts/{})", r.version, r.archive),
+            );
+        let local = local_digests
+            .iter()
+            .find(|(d, _)| *d == digest)
+            .map(|(_, tags)| format!(", local {tags}"))
+            .unwrap_or_default();
+        writeln!(out, "  {tag}  {digest}  {release}{local}")?;
+    }
+    Ok(Outcome::AllMet)
+}
+
+fn check_registry(registry: &str) -> Result<(), Error> {
+    let ok = registry.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadFlag {
+            flag: "--registry",
+            message: format!("\"{registry}\" is not HOST:PORT (like 127.0.0.1:5000)"),
+        })
+    }
+}

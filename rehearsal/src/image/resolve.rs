@@ -1,0 +1,287 @@
+//! Artifacts as images, for the docker backend: every binary artifact
+//! becomes a local image (built or reused), and every image artifact is
+//! resolved in its registry and pulled by digest. Each is then probed
+//! (`awa --version` in a container), which gives its version and refuses
+//! an image whose binary does not start.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use awa_runtime::release::Manifest;
+
+use super::build::{self, BuildRequest};
+use super::credentials;
+use super::registry::{LineQuery, Registry, RegistryError};
+use super::{Engine, ImageError, ImageInfo, REPOSITORY, Reference, probe, pull};
+use crate::artifacts::{GitInfo, Resolved};
+use crate::matrix::{Artifact, ArtifactSource, BuildSource, ImageSource};
+
+/// The image of a binary artifact: its tag, labels and reuse rule.
+pub fn build_request(
+    name: &str,
+    artifact: &Artifact,
+    resolved: &Resolved,
+    manifest: Option<&Manifest>,
+    git: &GitInfo,
+) -> BuildRequest {
+    let binary_digest = format!("sha256:{}", resolved.digest);
+    let base = BuildRequest {
+        artifact: name.to_owned(),
+        binary: resolved.binary.clone(),
+        repository: REPOSITORY.to_owned(),
+        tag: String::new(),
+        version: resolved.version.clone(),
+        source: resolved.source.clone(),
+        source_digest: binary_digest.clone(),
+        binary_digest,
+        revision: None,
+        mutable_tag: false,
+    };
+    match &artifact.source {
+        ArtifactSource::Release(version) => {
+            let entry =
+                manifest.and_then(|m| m.releases.iter().find(|r| r.version == version.to_string()));
+            let (repository, tag) = entry
+                .and_then(|e| e.image.split_once(':'))
+                .map(|(r, t)| (r.to_owned(), t.to_owned()))
+                .unwrap_or_else(|| (REPOSITORY.to_owned(), version.to_string()));
+            BuildRequest {
+                repository,
+                tag,
+                source: entry.map_or_else(
+                    || format!("release {version}"),
+                    |e| format!("artifacts/{}", e.archive),
+                ),
+                source_digest: entry.map_or(base.source_digest.clone(), |e| {
+                    format!("sha256:{}", e.sha256)
+                }),
+                ..base
+            }
+        }
+        ArtifactSource::Build(BuildSource::Workspace) | ArtifactSource::Image(_) => {
+            let mut tag = resolved.version.clone();
+            if git.commit.is_empty() {
+                tag.push_str("-local");
+            } else {
+                tag.push_str(&format!("-{}", git.short()));
+            }
+            if git.dirty {
+                tag.push_str("-dirty");
+            }
+            if artifact.failpoint.is_some() {
+                tag.push_str("-failpoints");
+            }
+            BuildRequest {
+                tag,
+                source: if git.commit.is_empty() {
+                    "workspace".to_owned()
+                } else {
+                    format!(
+                        "workspace at {}{}",
+                        git.commit,
+                        if git.dirty { " (dirty)" } else { "" }
+                    )
+                },
+                revision: Some(git.commit.clone()).filter(|c| !c.is_empty()),
+                mutable_tag: git.dirty || git.commit.is_empty(),
+                ..base
+            }
+        }
+    }
+}
+
+fn registry_error(artifact: &str, registry: &str, e: RegistryError) -> ImageError {
+    match e {
+        RegistryError::Tampered {
+            reference,
+            announced,
+            actual,
+        } => ImageError::DigestMismatch {
+            artifact: artifact.to_owned(),
+            reference,
+            expected: announced,
+            actual,
+        },
+        e if e.is_infrastructure() => ImageError::Registry {
+            artifact: artifact.to_owned(),
+            registry: registry.to_owned(),
+            message: e.to_string(),
+        },
+        e => ImageError::Selection {
+            artifact: artifact.to_owned(),
+            message: format!("registry {registry}: {e}"),
+        },
+    }
+}
+
+/// Finds the digest an image source names and pulls it by that digest.
+pub async fn from_registry(
+    engine: &Engine,
+    name: &str,
+    source: &ImageSource,
+    progress: &mut dyn FnMut(String),
+) -> Result<(ImageInfo, String), ImageError> {
+    let reference = Reference::parse(&source.reference).map_err(|why| ImageError::Selection {
+        artifact: name.to_owned(),
+        message: why,
+    })?;
+    let Some(host) = reference.registry.clone() else {
+        // A local reference: the engine must already have it.
+        let found = super::inspect(engine, &source.reference)
+            .await?
+            .ok_or_else(|| ImageError::Selection {
+                artifact: name.to_owned(),
+                message: format!(
+                    "no local image {}; build it (rehearse artifacts build) or name a registry",
+                    source.reference
+                ),
+            })?;
+        return Ok((
+            found.info(&source.reference),
+            format!("local image {}", source.reference),
+        ));
+    };
+    let creds = credentials::lookup(&host);
+    let registry = Registry::new(&host, creds.clone());
+    let fail = |e| registry_error(name, &host, e);
+    let (tag, digest, how) = if let Some(line) = &source.line {
+        let tags = registry.tags(&reference.repository).await.map_err(fail)?;
+        let query = LineQuery {
+            line: (line.major, line.minor),
+            floor: line.floor.as_ref().map(|f| f.as_semver().clone()),
+            prerelease: line.prerelease,
+        };
+        let tag = super::registry::select(&tags, &query).ok_or_else(|| ImageError::Selection {
+            artifact: name.to_owned(),
+            message: format!(
+                "no release on line {}.{}{} among the tags of {} ({}); publish one (rehearse artifacts publish --registry {host}) or change line/floor",
+                line.major,
+                line.minor,
+                line.floor.as_ref().map(|f| format!(" at or above {f}")).unwrap_or_default(),
+                reference.name(),
+                if tags.is_empty() { "none".to_owned() } else { tags.join(", ") },
+            ),
+        })?;
+        progress(format!(
+            "artifact {name}: {} line {}.{} -> tag {tag}",
+            reference.name(),
+            line.major,
+            line.minor
+        ));
+        let digest = registry
+            .manifest_digest(&reference.repository, &tag)
+            .await
+            .map_err(fail)?;
+        (Some(tag), digest, "resolved by line")
+    } else if let Some(pinned) = &reference.digest {
+        let served = registry
+            .manifest_digest(&reference.repository, pinned)
+            .await
+            .map_err(fail)?;
+        if &served != pinned {
+            return Err(ImageError::DigestMismatch {
+                artifact: name.to_owned(),
+                reference: source.reference.clone(),
+                expected: pinned.clone(),
+                actual: served,
+            });
+        }
+        (reference.tag.clone(), served, "pinned by digest")
+    } else {
+        let tag = reference
+            .tag
+            .clone()
+            .expect("validation: a tag, a digest or a line");
+        let digest = registry
+            .manifest_digest(&reference.repository, &tag)
+            .await
+            .map_err(fail)?;
+        (Some(tag), digest, "resolved by tag")
+    };
+    let mut wanted = reference.clone();
+    wanted.tag = tag;
+    let info = pull::by_digest(engine, name, &wanted, &digest, creds.as_ref(), progress).await?;
+    Ok((info, format!("image {wanted} ({how}), digest {digest}")))
+}
+
+/// Every artifact of a run as an image: binary artifacts imported (or
+/// reused), image artifacts pulled; each probed. `resolved` holds the
+/// binary artifacts already built; image artifacts are added to it.
+pub async fn images_for_run(
+    engine: &Engine,
+    wanted: &BTreeMap<String, Artifact>,
+    resolved: &mut BTreeMap<String, Resolved>,
+    manifest: Option<&Manifest>,
+    git: &GitInfo,
+    probe_labels: HashMap<String, String>,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), ImageError> {
+    // Binary artifacts sharing a binary share an image.
+    let mut built: BTreeMap<String, ImageInfo> = BTreeMap::new();
+    for (name, artifact) in wanted {
+        if let ArtifactSource::Image(source) = &artifact.source {
+            progress(format!("artifact {name}: image {source} ..."));
+            let (info, how) = from_registry(engine, name, source, progress).await?;
+            let out = probe::version(engine, name, &info.reference, probe_labels.clone()).await?;
+            let version = crate::artifacts::parse_version_line(&out).ok_or_else(|| {
+                ImageError::WontStart {
+                    artifact: name.clone(),
+                    reference: info.reference.clone(),
+                    detail: format!("unexpected --version output {out:?}"),
+                }
+            })?;
+            progress(format!(
+                "artifact {name}: awa {version}, {}, {}",
+                info.obtained,
+                info.digest.as_deref().unwrap_or(&info.id)
+            ));
+            resolved.insert(
+                name.clone(),
+                Resolved {
+                    name: name.clone(),
+                    version,
+                    source: how,
+                    digest: info.digest.clone().unwrap_or_else(|| info.id.clone()),
+                    obtained: info.obtained.to_string(),
+                    binary: PathBuf::new(),
+                    failpoint: artifact.failpoint.clone(),
+                    image: Some(info),
+                },
+            );
+            continue;
+        }
+        let entry = resolved
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ImageError::Engine {
+                artifact: name.clone(),
+                action: "making its image",
+                detail: "its binary was not resolved".into(),
+            })?;
+        let request = build_request(name, artifact, &entry, manifest, git);
+        let info = match built.get(&request.reference()) {
+            Some(info) => info.clone(),
+            None => {
+                progress(format!(
+                    "artifact {name}: image {} ...",
+                    request.reference()
+                ));
+                let info = build::ensure(engine, &request).await?;
+                probe::version(engine, name, &info.reference, probe_labels.clone()).await?;
+                progress(format!(
+                    "artifact {name}: image {} {}, id {}, {:.1} MB",
+                    info.reference,
+                    info.obtained,
+                    &info.id,
+                    info.size as f64 / 1e6
+                ));
+                built.insert(request.reference(), info.clone());
+                info
+            }
+        };
+        if let Some(r) = resolved.get_mut(name) {
+            r.image = Some(info);
+        }
+    }
+    Ok(())
+}
