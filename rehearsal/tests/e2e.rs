@@ -65,7 +65,7 @@ steps = [
 ]
 
 [artifacts.imaged]
-image = "registry.example/awa-runtime:0.6"
+image = "registry.example/awa-runtime:0.6.2"
 
 [matrix]
 smoke = ["small-kill"]
@@ -100,6 +100,8 @@ impl Scratch {
             // manifest (a copy elsewhere has none).
             .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
             .env("REHEARSE_REPORTS_DIR", self.reports())
+            // These cells are about the process backend (tests/docker.rs has the other).
+            .env("REHEARSE_BACKEND", "process")
             .env_remove("NO_COLOR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -244,7 +246,7 @@ fn an_image_artifact_is_refused_before_anything_starts() {
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("artifact \"imaged\" is an image"), "{err}");
     assert!(
-        err.contains("--backend docker, which is not implemented yet"),
+        err.contains("image artifacts need --backend docker"),
         "{err}"
     );
     assert!(

@@ -157,3 +157,106 @@ async fn build(engine: &Engine, req: &BuildRequest) -> Result<ImageInfo, ImageEr
 
 /// Labels of an image, as the engine reports them.
 pub type Labels = HashMap<String, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(tag: &str, binary: &str, digest: &str, mutable: bool) -> BuildRequest {
+        BuildRequest {
+            artifact: "test".into(),
+            binary: binary.into(),
+            repository: "rehearse-test".into(),
+            tag: tag.into(),
+            version: "0.0.0".into(),
+            source: format!("test binary {binary}"),
+            source_digest: digest.into(),
+            binary_digest: digest.into(),
+            revision: None,
+            mutable_tag: mutable,
+        }
+    }
+
+    async fn engine() -> Option<Engine> {
+        match Engine::connect().await {
+            Ok(e) => Some(e),
+            Err(e) => {
+                eprintln!(
+                    "#### SKIPPED: no Docker engine answers ({e}); image tests did not run ####"
+                );
+                None
+            }
+        }
+    }
+
+    async fn remove(engine: &Engine, reference: &str) {
+        let _ = engine
+            .docker
+            .remove_image(
+                reference,
+                Some(bollard::query_parameters::RemoveImageOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+                None,
+            )
+            .await;
+    }
+
+    #[tokio::test]
+    async fn an_image_is_reused_by_source_digest_and_a_stale_tag_is_refused_unless_mutable() {
+        let Some(engine) = engine().await else { return };
+        let tag = format!("reuse-{}", std::process::id());
+        let first = request(&tag, "/bin/true", "sha256:aaaa", false);
+        remove(&engine, &first.reference()).await;
+        let built = ensure(&engine, &first).await.unwrap();
+        assert_eq!(built.obtained, Obtained::Built);
+        assert!(
+            built.libraries.iter().any(|l| l.ends_with("libc.so.6")),
+            "{built:?}"
+        );
+        let again = ensure(&engine, &first).await.unwrap();
+        assert_eq!((again.obtained, &again.id), (Obtained::Reused, &built.id));
+        // Same tag, another source: refused, naming the tag and what to do.
+        let other = request(&tag, "/bin/false", "sha256:bbbb", false);
+        let err = ensure(&engine, &other).await.unwrap_err();
+        assert!(err.is_bad_input(), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("the local image rehearse-test:{tag} holds another source (source digest sha256:aaaa, expected sha256:bbbb)"))
+                && text.contains(&format!("docker image rm rehearse-test:{tag}")),
+            "{text}"
+        );
+        // A tag of an uncommitted tree is replaced instead.
+        let dirty = request(&tag, "/bin/false", "sha256:bbbb", true);
+        let replaced = ensure(&engine, &dirty).await.unwrap();
+        assert_eq!(replaced.obtained, Obtained::Built);
+        assert_ne!(replaced.id, built.id);
+        remove(&engine, &first.reference()).await;
+        remove(&engine, &built.id).await;
+    }
+
+    #[tokio::test]
+    async fn an_image_whose_binary_will_not_start_is_refused_by_the_probe() {
+        let Some(engine) = engine().await else { return };
+        let tag = format!("wont-start-{}", std::process::id());
+        // `false --version` exits 1: an awa that will not start.
+        let req = request(&tag, "/bin/false", "sha256:cccc", true);
+        let built = ensure(&engine, &req).await.unwrap();
+        let labels = std::collections::HashMap::from([(
+            "rehearse.run".to_owned(),
+            format!("image-test-{}", std::process::id()),
+        )]);
+        let err = super::super::probe::version(&engine, "previous", &built.reference, labels)
+            .await
+            .unwrap_err();
+        assert!(err.is_bad_input(), "{err}");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "artifact \"previous\": the image rehearse-test:{tag} does not run `awa --version`: exit code 1"
+            )),
+            "{err}"
+        );
+        remove(&engine, &req.reference()).await;
+    }
+}

@@ -39,6 +39,16 @@ impl Credentials {
         &self.password
     }
 
+    /// Credentials made up by a test.
+    #[cfg(test)]
+    pub fn for_test(user: &str, password: &str) -> Credentials {
+        Credentials {
+            user: user.into(),
+            password: password.into(),
+            origin: "test".into(),
+        }
+    }
+
     /// For bollard's pull and push.
     pub fn for_engine(&self, registry: &str) -> bollard::auth::DockerCredentials {
         bollard::auth::DockerCredentials {

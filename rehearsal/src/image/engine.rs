@@ -59,9 +59,16 @@ impl Engine {
     /// Connects, pings and negotiates the API version.
     pub async fn connect() -> Result<Engine, EngineError> {
         let host = host();
-        let docker = Docker::connect_with_host(&host).map_err(|source| EngineError::Address {
-            host: host.clone(),
-            source,
+        let docker = Docker::connect_with_host(&host).map_err(|source| match source {
+            // bollard looks for the socket file first: no socket, no engine.
+            bollard::errors::Error::SocketNotFoundError(_) => EngineError::Unreachable {
+                host: host.clone(),
+                source,
+            },
+            source => EngineError::Address {
+                host: host.clone(),
+                source,
+            },
         })?;
         let unreachable = |source| EngineError::Unreachable {
             host: host.clone(),

@@ -325,6 +325,7 @@ pub fn select(tags: &[String], query: &LineQuery) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::credentials::Credentials;
 
     fn tags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -394,6 +395,58 @@ mod tests {
             digest_of(b""),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
+    }
+
+    /// A one-shot HTTP server answering every request with `response`,
+    /// standing in for a registry that misbehaves in one precise way.
+    fn answer_with(response: &'static str) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(4) {
+                let Ok(mut stream) = stream else { return };
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_manifest_that_does_not_hash_to_its_announced_digest_is_refused() {
+        let host = answer_with(
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\
+             Docker-Content-Digest: sha256:0000000000000000000000000000000000000000000000000000000000000000\r\n\r\n{}",
+        );
+        let err = Registry::new(&host, None)
+            .manifest_digest("awa-runtime", "0.6.2")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::Tampered { .. }), "{err}");
+        assert!(err.to_string().contains(&digest_of(b"{}")), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_registry_that_refuses_is_bad_input_saying_how_to_log_in() {
+        let host = answer_with(
+            "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\
+             WWW-Authenticate: Basic realm=\"registry\"\r\n\r\n",
+        );
+        let secret = Credentials::for_test("release", "s3cret");
+        let err = Registry::new(&host, Some(secret))
+            .tags("awa-runtime")
+            .await
+            .unwrap_err();
+        assert!(!err.is_infrastructure(), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("refused access (401 Unauthorized)")
+                && text.contains(super::super::credentials::USER_ENV),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
     }
 
     #[tokio::test]

@@ -27,6 +27,7 @@ pub fn render_markdown(r: &RunReport) -> String {
         cell_section(&mut md, cell);
     }
     artifacts(&mut md, r);
+    images(&mut md, r);
     checksums(&mut md, r);
     md
 }
@@ -163,6 +164,7 @@ fn cell_section(md: &mut String, c: &CellReport) {
         }
         md.push('\n');
     }
+    containers(md, c);
     if c.findings.is_empty() {
         if c.verdict != Verdict::Inconclusive {
             md.push_str("Findings: none.\n\n");
@@ -208,6 +210,54 @@ fn artifacts(md: &mut String, r: &RunReport) {
             cell_text(&source),
             cell_text(&digest),
             cell_text(&text(&a.obtained))
+        );
+    }
+    md.push('\n');
+}
+
+/// On the docker backend: each process's container, exit and log.
+fn containers(md: &mut String, c: &CellReport) {
+    if !c.processes.iter().any(|p| p.container.is_some()) {
+        return;
+    }
+    md.push_str("Containers:\n\n| process | container | exit | log |\n|---|---|---|---|\n");
+    for p in &c.processes {
+        let exit = match (p.exit_code, p.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(9)) => "SIGKILL".to_owned(),
+            (None, Some(15)) => "SIGTERM".to_owned(),
+            (None, Some(signal)) => format!("signal {signal}"),
+            (None, None) => "(none)".to_owned(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            cell_text(&code(&p.name)),
+            cell_text(&code(short_digest(p.container.as_deref().unwrap_or("")))),
+            cell_text(&text(&exit)),
+            cell_text(&code(&p.log))
+        );
+    }
+    md.push('\n');
+}
+
+/// On the docker backend: how each artifact's image was obtained.
+fn images(md: &mut String, r: &RunReport) {
+    if !r.artifacts.iter().any(|a| a.image.is_some()) {
+        return;
+    }
+    md.push_str("Images:\n\n| name | reference | image id | digest | tag | obtained |\n|---|---|---|---|---|---|\n");
+    for a in &r.artifacts {
+        let Some(i) = &a.image else { continue };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} |",
+            cell_text(&code(&a.name)),
+            cell_text(&code(&i.reference)),
+            cell_text(&code(short_digest(i.id.trim_start_matches("sha256:")))),
+            cell_text(&i.digest.as_deref().map_or("(none)".to_owned(), code)),
+            cell_text(&i.tag.as_deref().map_or("(none)".to_owned(), code)),
+            cell_text(&text(&i.obtained.to_string()))
         );
     }
     md.push('\n');

@@ -221,10 +221,15 @@ pub(crate) fn run_rows(
                 .map_or("(cells named)".to_owned(), &plain),
         ),
         ("backend", plain(&run.backend)),
+    ]
+    .into_iter()
+    .chain(run.engine.as_ref().map(|engine| ("engine", plain(engine))))
+    .chain([
         ("git commit", format!("{}{dirty}", code(&run.git_commit))),
         ("PostgreSQL", plain(&run.postgres_version)),
         ("format", code(&r.format_version)),
-    ]
+    ])
+    .collect()
 }
 
 #[cfg(test)]
