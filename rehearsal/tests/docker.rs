@@ -500,8 +500,12 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
         !containers_with(&rt, &engine, &run_label).is_empty(),
         "the cell runs in containers"
     );
-    // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    // The pid is our unreaped child.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     let (status, _, err) = wait(&mut child, Duration::from_secs(120));
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(
