@@ -37,6 +37,10 @@ use crate::reconcile::Detection;
 /// One thing that happened in a run, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "RunStarted is sent once per run; boxing it would only add indirection"
+)]
 pub enum RunEvent {
     /// Artifacts are resolved, the report folder exists and PostgreSQL is up.
     RunStarted(RunStart),
