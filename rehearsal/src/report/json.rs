@@ -197,7 +197,7 @@ mod tests {
         ));
         assert_eq!(
             error.to_string(),
-            "reports/x/report.json is report format 2.0, but this rehearse reads format 1.3 \
+            "reports/x/report.json is report format 2.0, but this rehearse reads format 1.4 \
              (any 1.x); render it with a rehearse that reads format 2.x"
         );
     }
@@ -218,7 +218,7 @@ mod tests {
             ),
             (
                 "{\"format_version\": \"one\"}",
-                "d/report.json has format_version \"one\"; expected MAJOR.MINOR, like \"1.3\"",
+                "d/report.json has format_version \"one\"; expected MAJOR.MINOR, like \"1.4\"",
             ),
             (
                 "{\"format_version\": \"1.0\", \"run\": {}}",

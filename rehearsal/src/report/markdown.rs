@@ -390,7 +390,7 @@ mod tests {
 | backend | process |
 | git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` (dirty: uncommitted changes) |
 | PostgreSQL | 15.18 |
-| format | `1.3` |
+| format | `1.4` |
 
 ## Cells
 
