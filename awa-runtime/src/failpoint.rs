@@ -39,10 +39,8 @@ pub const CRON_NO_CATCH_UP: &str = "cron_no_catch_up";
 /// attempt, recorded against the stale lease.
 pub const FINISH_IGNORES_RUN_LEASE: &str = "finish_ignores_run_lease";
 
-/// Every seeded defect a rehearsal can arm. ([`FINISH_IGNORES_RUN_LEASE`]
-/// is armed only by tests until the matrix can suspend a worker past its
-/// lease, which its defect cell needs.)
-pub const ALL: [&str; 11] = [
+/// Every seeded defect.
+pub const ALL: [&str; 12] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -54,6 +52,7 @@ pub const ALL: [&str; 11] = [
     ROTATE_CHECKS_CURRENT_SLOT,
     CRON_NO_CATCH_UP,
     ROTATE_IDLE_ON_CURRENT_SLOT,
+    FINISH_IGNORES_RUN_LEASE,
 ];
 
 /// Whether the failpoint `name` is armed.

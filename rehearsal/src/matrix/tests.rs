@@ -133,6 +133,7 @@ fn shipped_matrix_is_valid() {
         "defect-prune-wrong-generation",
         "defect-rotate-checks-current-slot",
         "defect-rotate-idle-on-current-slot",
+        "defect-finish-ignores-run-lease",
         "defect-cron-no-catch-up",
     ];
     // Cells are only ever added (each section in file order); every one
