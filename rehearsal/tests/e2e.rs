@@ -56,20 +56,29 @@ steps = [
   { drain = "30s" },
 ]
 
+[matrix]
+smoke = ["small-kill"]
+"#;
+
+/// The test matrix's artifacts and workload plus an image artifact, which
+/// the process backend cannot run: validation refuses the whole file.
+fn image_matrix() -> String {
+    let head = MATRIX.split("[[cell]]").next().unwrap();
+    format!(
+        r#"{head}
+[artifacts.imaged]
+image = "registry.example/awa-runtime:0.6.2"
+
 [[cell]]
 name = "image"
 about = "an image artifact, which the process backend cannot run"
 steps = [
-  { fleet = "imaged", workers = 1 },
-  { drain = "10s" },
+  {{ fleet = "imaged", workers = 1 }},
+  {{ drain = "10s" }},
 ]
-
-[artifacts.imaged]
-image = "registry.example/awa-runtime:0.6.2"
-
-[matrix]
-smoke = ["small-kill"]
-"#;
+"#
+    )
+}
 
 /// A scratch directory with the test matrix, removed on drop.
 struct Scratch(PathBuf);
@@ -238,17 +247,17 @@ fn a_small_cell_passes_and_a_second_run_finds_the_release_cached() {
 
 #[test]
 fn an_image_artifact_is_refused_before_anything_starts() {
-    let scratch = Scratch::new("image");
+    let scratch = Scratch::with_matrix("image", &image_matrix());
     let (status, _, err) = run(
         scratch.rehearse(&["--cell", "image", "--seed", "1"]),
         Duration::from_secs(60),
     );
     assert_eq!(status.code(), Some(2), "{err}");
-    assert!(err.contains("artifact \"imaged\" is an image"), "{err}");
     assert!(
-        err.contains("image artifacts need --backend docker"),
+        err.contains("artifact \"imaged\": image \"registry.example/awa-runtime:0.6.2\" cannot run on the process backend"),
         "{err}"
     );
+    assert!(err.contains("use --backend docker"), "{err}");
     assert!(
         scratch.report_dirs().is_empty(),
         "nothing may start before the input is valid"

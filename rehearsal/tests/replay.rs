@@ -58,7 +58,11 @@ fn a_recorded_stream_renders_the_report_the_run_wrote() {
         .arg("--matrix-file")
         .arg(scratch.0.join("matrix.toml"))
         .args(["--cell", "replayed", "--seed", "5", "--quiet"])
-        .current_dir(&scratch.0)
+        .current_dir(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap(),
+        )
         .env("REHEARSE_REPORTS_DIR", scratch.0.join("reports"))
         .stdin(Stdio::null())
         .output()

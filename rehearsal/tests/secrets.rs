@@ -68,7 +68,11 @@ impl Scratch {
             .arg("--matrix-file")
             .arg(self.0.join("matrix.toml"))
             .args(args)
-            .current_dir(&self.0)
+            .current_dir(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .parent()
+                    .unwrap(),
+            )
             .env("REHEARSE_REPORTS_DIR", self.0.join("reports"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
