@@ -22,12 +22,24 @@ Exit codes:
   2  bad input (flags, matrix file, manifest, selection); nothing was started
   3  inconclusive: the harness or its infrastructure failed
 
-Environment:
+Environment (the flag wins over its variable):
   REHEARSE_MATRIX_FILE   the matrix file, as --matrix-file (wins over a matrix.toml found above)
   REHEARSE_REPORTS_DIR   where run folders go, as --reports-dir [default: reports/ of the repository]
+  REHEARSE_BACKEND       as --backend
+  REHEARSE_DATABASE_URL  as --database-url (keeps a password out of the command line)
+  REHEARSE_FORMAT        as --format
+  REHEARSE_REGISTRY_USER, REHEARSE_REGISTRY_PASSWORD  registry credentials [default: ~/.docker/config.json]
+  DOCKER_HOST            the Docker engine of --backend docker|auto [default: the local socket]
   AWA_PG_BINDIR          PostgreSQL's bin directory for the throwaway cluster [default: PATH, pg_config, /usr/lib/postgresql/*/bin]
   NO_COLOR               any non-empty value: no colour with --color auto
   CARGO, CARGO_TARGET_DIR  the cargo and target directory workspace builds use";
+
+/// `--backend` from the environment.
+pub const BACKEND_ENV: &str = "REHEARSE_BACKEND";
+/// `--database-url` from the environment.
+pub const DATABASE_URL_ENV: &str = "REHEARSE_DATABASE_URL";
+/// `--format` from the environment.
+pub const FORMAT_ENV: &str = "REHEARSE_FORMAT";
 
 /// Rehearse a rolling upgrade of awa-runtime against a real PostgreSQL.
 #[derive(Debug, Parser)]
@@ -133,7 +145,7 @@ struct SelectArgs {
 /// `--seed`.
 #[derive(Debug, Args)]
 struct SeedArg {
-    /// Seed for every random choice: any u64, decimal or 0x hex [default: from the clock; always printed].
+    /// Seed for every random choice: any u64, decimal or 0x hex [default: from the clock; printed, and in the replay line of a run that fails].
     #[arg(short, long, value_name = "N", value_parser = parse_seed)]
     seed: Option<u64>,
 }
@@ -146,8 +158,9 @@ struct ExecArgs {
     jobs: u32,
 
     /// Use this PostgreSQL server (postgres://USER[:PASSWORD]@HOST[:PORT][/DB][?sslmode=...])
-    /// instead of a throwaway cluster; each cell gets its own database.
-    #[arg(long, value_name = "URL", value_parser = parse_database_url)]
+    /// instead of a throwaway cluster; each cell gets its own database. The
+    /// variable keeps a password out of the command line (and `--help` never shows its value).
+    #[arg(long, value_name = "URL", value_parser = parse_database_url, env = DATABASE_URL_ENV, hide_env_values = true)]
     database_url: Option<String>,
 
     /// Keep the throwaway cluster, databases and containers after the run.
@@ -155,16 +168,23 @@ struct ExecArgs {
     keep: bool,
 
     /// How runtime processes are started: containers (docker), child processes (process), or docker when an engine answers (auto).
-    #[arg(long, value_enum, env = "REHEARSE_BACKEND", default_value_t = Backend::Process)]
+    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
     backend: Backend,
 
     /// Where run folders go [default: reports/ of the repository].
     #[arg(long, value_name = "DIR", env = crate::driver::run::REPORTS_DIR_ENV)]
     reports_dir: Option<PathBuf>,
 
-    /// Print report.json on stdout instead of the summary table.
-    #[arg(long)]
+    /// Print report.json on stdout at the end, instead of the summary table
+    /// (which goes to stderr); for the events as they happen, --format json.
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+
+    /// What stdout carries: the summary table (human), or every event of the
+    /// run as one JSON object a line as it happens, the lines of events.jsonl
+    /// (json; progress and the summary go to stderr).
+    #[arg(long, value_enum, value_name = "FORMAT", env = FORMAT_ENV, default_value_t = Format::Human)]
+    format: Format,
 }
 
 /// `rehearse run`.
@@ -193,7 +213,7 @@ struct PlanArgs {
     json: bool,
 
     /// The backend the plan is checked for (image artifacts need docker).
-    #[arg(long, value_enum, default_value_t = Backend::Process)]
+    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
     backend: Backend,
 }
 
@@ -283,6 +303,8 @@ pub struct GlobalArgs {
     pub quiet: bool,
     /// `--json` (plan, list: the output; run, selftest: report.json on stdout).
     pub json: bool,
+    /// `--format` (run, selftest): what stdout carries while the run goes.
+    pub format: Format,
     /// `--backend`.
     pub backend: Backend,
     /// `--reports-dir DIR` or `$REHEARSE_REPORTS_DIR`.
@@ -355,6 +377,7 @@ impl Line {
             keep: false,
             quiet: self.common.quiet,
             json: false,
+            format: Format::Human,
             backend: Backend::Process,
             reports_dir: None,
             color: self.common.color,
@@ -411,6 +434,7 @@ impl GlobalArgs {
         self.backend = e.backend;
         self.reports_dir = e.reports_dir;
         self.json = e.json;
+        self.format = e.format;
     }
 
     fn take_run(&mut self, r: RunArgs) {
@@ -452,6 +476,15 @@ pub enum Backend {
     Docker,
     /// Docker when an engine answers, else process.
     Auto,
+}
+
+/// `--format`: what stdout carries during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// The summary table at the end (progress on stderr).
+    Human,
+    /// Every event as a JSON line as it happens (the lines of events.jsonl).
+    Json,
 }
 
 /// `--color`.
@@ -633,6 +666,9 @@ mod tests {
                 "smoke",
             ],
             &["--jobs", "4", "plan"],
+            &["--matrix", "smoke", "--format", "json", "--json"],
+            &["--matrix", "smoke", "--format", "yaml"],
+            &["plan", "--format", "json"],
             &["--matrix", "smoke", "run"],
             &["frobnicate"],
         ] {
@@ -660,14 +696,43 @@ mod tests {
             assert!(help.contains(needle), "{needle} missing from:\n{help}");
         }
         let mut run = Cli::command();
+        // Built, so the global flags are propagated into the subcommands.
+        run.build();
         let run = run.find_subcommand_mut("run").unwrap();
         let run_help = run.render_long_help().to_string();
-        assert!(
-            run_help.contains("[env: REHEARSE_REPORTS_DIR="),
-            "{run_help}"
-        );
+        // Every variable a flag reads is bound to it, so its help names it.
+        for needle in [
+            "[env: REHEARSE_REPORTS_DIR=",
+            "[env: REHEARSE_BACKEND=",
+            "[env: REHEARSE_FORMAT=",
+            "[env: REHEARSE_MATRIX_FILE=",
+            // A URL may hold a password: the variable is named, its value never shown.
+            "[env: REHEARSE_DATABASE_URL]",
+        ] {
+            assert!(
+                run_help.contains(needle),
+                "{needle} missing from:\n{run_help}"
+            );
+        }
+        let mut plan = Cli::command();
+        let plan_help = plan
+            .find_subcommand_mut("plan")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(plan_help.contains("[env: REHEARSE_BACKEND="), "{plan_help}");
         assert!(!run_help.contains("2-core"), "{run_help}");
         assert!(crate::VERSION.contains('('), "{}", crate::VERSION);
+    }
+
+    #[test]
+    fn format_json_streams_and_json_keeps_report_json() {
+        let cli = parse(&["--matrix", "smoke", "--format", "json"]).unwrap();
+        assert_eq!((cli.global.format, cli.global.json), (Format::Json, false));
+        let cli = parse(&["selftest", "--format", "json", "-q"]).unwrap();
+        assert_eq!(cli.global.format, Format::Json);
+        let cli = parse(&["run", "--matrix", "smoke", "--json"]).unwrap();
+        assert_eq!((cli.global.format, cli.global.json), (Format::Human, true));
     }
 
     #[test]

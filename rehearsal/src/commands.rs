@@ -170,8 +170,8 @@ fn request(
         awa_runtime::redact::register_dsn(url);
         check_database_url(url)?;
     }
-    writeln!(err, "seed {} (replay: {})", plan.seed, plan.replay)?;
     if !cli.global.quiet {
+        writeln!(err, "seed {} (replay: {})", plan.seed, plan.replay)?;
         let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
         writeln!(
             err,
@@ -199,6 +199,7 @@ fn request(
         keep: cli.global.keep,
         quiet: cli.global.quiet,
         json: cli.global.json,
+        format: cli.global.format,
         command_line: command_line(),
         selftest,
     })

@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::Error;
 use crate::artifacts::{self, Repo, Resolution};
-use crate::cli::Backend;
+use crate::cli::{Backend, Format};
 use crate::driver::cell::Reconcile;
 use crate::driver::run::RunRequest;
 use crate::exit::Outcome;
@@ -51,6 +51,8 @@ pub struct RunArgs {
     pub quiet: bool,
     /// `--json`: report.json on stdout.
     pub json: bool,
+    /// `--format`: `json` streams the events on stdout as they happen.
+    pub format: Format,
     /// The command line, for the record (secrets redacted).
     pub command_line: String,
     /// `rehearse selftest`: score the run against the runtime's seeded defects.
@@ -122,8 +124,8 @@ pub fn run_report(
     if !args.quiet {
         writeln!(
             err,
-            "run {run_id}: {} cell(s), report in {}",
-            args.plan.cells.len(),
+            "run {run_id}: {}, report in {}",
+            report::text::plural(args.plan.cells.len(), "cell"),
             dir.display()
         )?;
     }
@@ -148,7 +150,8 @@ pub fn run_report(
     let driver = std::thread::spawn(move || {
         crate::driver::run::execute(request, events, Arc::new(DatabaseReconcile))
     });
-    let collected = report_events(rx, &dir, args.quiet, err);
+    let stream = (args.format == Format::Json).then_some(&mut *out);
+    let collected = report_events(rx, &dir, args.quiet, stream, err);
     let ran = driver
         .join()
         .unwrap_or_else(|_| Err(Error::Harness("the driver's thread panicked".into())));
@@ -159,7 +162,7 @@ pub fn run_report(
     }
     let report = collected?
         .ok_or_else(|| Error::Harness("the run's event stream ended before the run did".into()))?;
-    write_report(&report, &dir, args.json, out, err)?;
+    write_report(&report, &dir, &args, out, err)?;
     Ok(Finished { report, dir })
 }
 
@@ -193,8 +196,8 @@ fn docker_stage(
     let prepared = runtime.block_on(docker.prepare())?;
     writeln!(
         err,
-        "docker: removed {} leftover container(s) of earlier runs{}",
-        prepared.removed.len(),
+        "docker: removed {} of earlier runs{}",
+        report::text::plural(prepared.removed.len(), "leftover container"),
         if prepared.removed.is_empty() {
             String::new()
         } else {
@@ -265,11 +268,15 @@ fn create_report_dir(root: &Path, compact: &str, short_sha: &str) -> Result<Path
     Ok(dir)
 }
 
-/// Judges, records, shows and collects the stream until it ends.
-fn report_events(
+/// Judges, records, shows and collects the stream until it ends; with
+/// `stream` (`--format json`), each recorded line is also written there
+/// as it happens. A reader that goes away (`| head`) stops the stream,
+/// not the run: its cells still finish and clean up.
+fn report_events<'w>(
     mut rx: UnboundedReceiver<RunEvent>,
     dir: &Path,
     quiet: bool,
+    mut stream: Option<&mut (dyn Write + 'w)>,
     err: &mut dyn Write,
 ) -> Result<Option<RunReport>, Error> {
     let mut terminal = Terminal::new(quiet);
@@ -280,6 +287,11 @@ fn report_events(
         for event in std::iter::once(event).chain(verdict) {
             let line = report::event_line(&event)
                 .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
+            if let Some(out) = &mut stream
+                && writeln!(out, "{line}").and_then(|()| out.flush()).is_err()
+            {
+                stream = None;
+            }
             recording.push(line);
             terminal.show(&event, err)?;
             collector.add(&event);
@@ -294,23 +306,40 @@ fn report_events(
     Ok(report)
 }
 
-/// The report files, the summary, and the exit outcome.
+/// The report files, the summary, and the exit outcome. The summary (the
+/// table, or with `--quiet` the failures and the verdict line) goes to
+/// stdout, unless stdout carries report.json (`--json`) or the event
+/// stream (`--format json`): then to stderr.
 fn write_report(
     report: &RunReport,
     dir: &Path,
-    json: bool,
+    args: &RunArgs,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), Error> {
     let harness = |e: report::ReportError| Error::Harness(awa_runtime::error::chain(&e));
     report::write_all(dir, report).map_err(harness)?;
-    let color = report::terminal::use_color();
-    let summary = report::terminal::summary_table(report, color && !json);
-    if json {
+    let machine = args.json || args.format == Format::Json;
+    let color = report::terminal::use_color() && !machine;
+    let summary = if args.quiet {
+        report::terminal::quiet_summary(report, color)
+    } else {
+        report::terminal::summary_table(report, color)
+    };
+    if args.json {
         out.write_all(report::to_json(report).map_err(harness)?.as_bytes())?;
+    }
+    if machine {
         err.write_all(summary.as_bytes())?;
     } else {
         out.write_all(summary.as_bytes())?;
+    }
+    if args.quiet {
+        // The failures are in the summary; the selftest score is its verdict.
+        if let Some(score) = &report.selftest {
+            writeln!(out, "{}", score.headline())?;
+        }
+        return Ok(());
     }
     for cell in report.cells.iter().filter(|c| c.verdict == Verdict::Fail) {
         for phase in cell
