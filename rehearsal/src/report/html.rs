@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use crate::exit::Outcome;
-use crate::observe::{CensusSample, Phase, Verdict};
+use crate::observe::{CensusSample, Phase, Verdict, thousands};
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
@@ -44,14 +44,22 @@ pre{background:#f6f6f6;padding:.5rem;white-space:pre-wrap}
 pub fn render_html(r: &RunReport) -> String {
     let mut h = String::new();
     let run = &r.run;
+    // "0.6.2 -> 0.7.0: ", as report.md's title has it.
+    let rehearsed = super::markdown::versions(r).map_or_else(String::new, |v| format!("{v} "));
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Rehearsal {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
+         <title>Rehearsal {}{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
+        esc(&rehearsed),
         esc(&run.run_id)
     );
-    let _ = writeln!(h, "<h1>Rolling-upgrade rehearsal {}</h1>", esc(&run.run_id));
+    let _ = writeln!(
+        h,
+        "<h1>Rolling-upgrade rehearsal {}{}</h1>",
+        esc(&rehearsed),
+        esc(&run.run_id)
+    );
     let (class, verdict) = match r.outcome() {
         Outcome::AllMet => ("v-pass", "PASS: every cell met its expectation"),
         Outcome::CellFailed => (
@@ -176,7 +184,7 @@ fn cell_section(h: &mut String, c: &CellReport) {
                 esc(&f.phase),
                 esc(&f.message),
                 esc(&first_ids(f)),
-                f.count
+                thousands(f.count)
             );
         }
         h.push_str("</table>\n");
@@ -476,7 +484,7 @@ mod tests {
         );
         assert!(
             html.contains(
-                "<title>Rehearsal &lt;script&gt;alert(&#39;id&#39;)&lt;/script&gt;</title>"
+                "<title>Rehearsal 0.6.2 -&gt; 0.7.0: &lt;script&gt;alert(&#39;id&#39;)&lt;/script&gt;</title>"
             )
         );
         assert!(
@@ -492,6 +500,13 @@ mod tests {
         let html = render_html(&fixture::report());
         assert!(html.starts_with("<!DOCTYPE html>\n"));
         assert!(html.ends_with("</html>\n"));
+        // The versions rehearsed head the page, as in report.md.
+        assert!(
+            html.contains("<title>Rehearsal 0.6.2 -&gt; 0.7.0: 20261130T014512Z-3f2a9c1</title>")
+        );
+        assert!(html.contains(
+            "<h1>Rolling-upgrade rehearsal 0.6.2 -&gt; 0.7.0: 20261130T014512Z-3f2a9c1</h1>"
+        ));
         assert!(html.contains("<p class=\"outcome v-fail\">FAIL: at least one cell did not meet its expectation (3 cells: 1 pass, 1 fail, 1 inconclusive)</p>"));
         assert_eq!(html.matches("<svg ").count(), 3);
         assert_eq!(html.matches("</svg>").count(), 3);
