@@ -14,6 +14,8 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+pub use crate::schedule::Jobs;
+
 /// The exit codes and environment variables, shown at the end of `--help`.
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -153,9 +155,9 @@ struct SeedArg {
 /// How a run executes: shared by `run` and `selftest`.
 #[derive(Debug, Args)]
 struct ExecArgs {
-    /// Cells to run at once, each on its own database and fleet.
-    #[arg(short, long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
-    jobs: u32,
+    /// Cells to run at once, each on its own database and fleet; auto: from the cores and the CPU the cells used in the last report.
+    #[arg(short, long, value_name = "N|auto", default_value_t = DEFAULT_JOBS, value_parser = parse_jobs)]
+    jobs: Jobs,
 
     /// Use this PostgreSQL server (postgres://USER[:PASSWORD]@HOST[:PORT][/DB][?sslmode=...])
     /// instead of a throwaway cluster; each cell gets its own database. The
@@ -293,8 +295,8 @@ pub struct GlobalArgs {
     pub seed: Option<u64>,
     /// `--repeat N` (run only).
     pub repeat: Option<u32>,
-    /// `--jobs N` (run, selftest).
-    pub jobs: u32,
+    /// `--jobs N|auto` (run, selftest).
+    pub jobs: Jobs,
     /// `--database-url URL` (run, selftest), already checked.
     pub database_url: Option<String>,
     /// `--keep`.
@@ -418,7 +420,12 @@ impl Line {
 
 /// `--jobs` when not given: two cells keep two cores busy, one cell alone
 /// leaves the machine half idle while it holds.
-const DEFAULT_JOBS: u32 = 2;
+const DEFAULT_JOBS: Jobs = Jobs::Fixed(2);
+
+/// `--jobs N|auto`.
+fn parse_jobs(s: &str) -> Result<Jobs, String> {
+    s.parse()
+}
 
 impl GlobalArgs {
     fn take_select(&mut self, s: SelectArgs) {
@@ -553,10 +560,10 @@ mod tests {
         assert!(cli.command.is_none());
         assert_eq!(cli.global.matrix.as_deref(), Some("smoke"));
         assert_eq!(cli.global.backend, Backend::Process);
-        assert_eq!(cli.global.jobs, 2);
+        assert_eq!(cli.global.jobs, Jobs::Fixed(2));
         let cli = parse(&["-m", "full", "-j", "4", "-q", "--repeat", "5"]).unwrap();
         assert_eq!(cli.global.matrix.as_deref(), Some("full"));
-        assert_eq!((cli.global.jobs, cli.global.quiet), (4, true));
+        assert_eq!((cli.global.jobs, cli.global.quiet), (Jobs::Fixed(4), true));
         assert_eq!(cli.global.repeat, Some(5));
     }
 
@@ -590,13 +597,18 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.global.backend, Backend::Docker);
-        assert_eq!(cli.global.jobs, 4);
+        assert_eq!(cli.global.jobs, Jobs::Fixed(4));
         assert!(cli.global.keep && cli.global.quiet);
+        let cli = parse(&["--matrix", "smoke", "--jobs", "auto"]).unwrap();
+        assert_eq!(cli.global.jobs, Jobs::Auto);
         let cli = parse(&["--matrix", "smoke", "--seed", "11", "--json", "--quiet"]).unwrap();
         assert!(cli.global.json && cli.global.quiet);
         let cli = parse(&["selftest", "--seed", "3", "-j", "1"]).unwrap();
         assert_eq!(cli.command, Some(Command::Selftest));
-        assert_eq!((cli.global.seed, cli.global.jobs), (Some(3), 1));
+        assert_eq!(
+            (cli.global.seed, cli.global.jobs),
+            (Some(3), Jobs::Fixed(1))
+        );
         let cli = parse(&["--matrix-file", "m.toml", "report", "reports/x", "-q"]).unwrap();
         assert!(
             matches!(cli.command, Some(Command::Report { ref dir }) if dir == Path::new("reports/x"))

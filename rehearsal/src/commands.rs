@@ -865,7 +865,8 @@ mod tests {
         assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
         assert!(
             error.to_string().starts_with(&format!(
-                "invalid DIR: {file} is report format 2.1, but this rehearse reads format 1.4"
+                "invalid DIR: {file} is report format 2.1, but this rehearse reads format {}",
+                crate::report::model::FORMAT_VERSION
             )),
             "{error}"
         );

@@ -72,6 +72,7 @@ pub mod plan;
 pub mod reconcile;
 pub mod repeat;
 pub mod report;
+pub mod schedule;
 pub mod selftest;
 pub mod stamp;
 pub mod stream;

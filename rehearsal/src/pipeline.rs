@@ -28,6 +28,7 @@ use crate::matrix::{Artifact, ArtifactSource};
 use crate::observe::{Finding, Observations, StepOutcome, Verdict};
 use crate::plan::{CellPlan, Plan};
 use crate::report::{self, Collector, RunReport, terminal::Terminal};
+use crate::schedule::Schedule;
 use crate::stream::RunEvent;
 
 /// What `rehearse run` was asked to do, validated.
@@ -44,7 +45,7 @@ pub struct RunArgs {
     /// `--backend`.
     pub backend: Backend,
     /// `--jobs`.
-    pub jobs: u32,
+    pub jobs: crate::schedule::Jobs,
     /// `--keep`.
     pub keep: bool,
     /// `--quiet`.
@@ -104,6 +105,8 @@ pub fn run_report(
     let stamp = report::utc(SystemTime::now());
     let chosen = choose_backend(args.backend, args.quiet, err)?;
     let mut resolution = resolve(&args, chosen.engine.is_some(), err)?;
+    // Read before this run's folder exists, so the history is an earlier run.
+    let schedule = Schedule::new(&args.plan.cells, args.jobs, &args.reports_root);
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
     let run_id = dir
         .file_name()
@@ -128,6 +131,7 @@ pub fn run_report(
             report::text::plural(args.plan.cells.len(), "cell"),
             dir.display()
         )?;
+        writeln!(err, "{}", schedule.describe)?;
     }
     let request = RunRequest {
         plan: args.plan.clone(),
@@ -141,7 +145,7 @@ pub fn run_report(
         fleet,
         backend_reason: chosen.reason,
         engine: chosen.engine.as_ref().map(|e| e.describe()),
-        jobs: args.jobs,
+        schedule,
         keep: args.keep,
         command_line: args.command_line.clone(),
         selftest: args.selftest,

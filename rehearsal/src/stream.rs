@@ -179,6 +179,15 @@ pub struct RunStart {
     /// `rehearse selftest`: the report scores the run against the runtime's seeded defects.
     #[serde(default)]
     pub selftest: bool,
+    /// Cores of the machine, as the scheduler counts them.
+    #[serde(default)]
+    pub cores: u32,
+    /// Cells run at once.
+    #[serde(default)]
+    pub jobs: u32,
+    /// How the concurrency was chosen and the cells ordered, in one line.
+    #[serde(default)]
+    pub schedule: String,
 }
 
 /// How the run ended.

@@ -1,5 +1,6 @@
 //! A whole run: PostgreSQL, the signal handler, the cells (`--jobs` at a
-//! time), each reporting through the run's event stream.
+//! time, longest first: see [`crate::schedule`]), each reporting through
+//! the run's event stream.
 //!
 //! Ctrl-C (SIGINT) or SIGTERM to rehearse interrupts the run: every cell
 //! that is running stops its processes (SIGTERM, then SIGKILL after 3 s),
@@ -55,8 +56,8 @@ pub struct RunRequest {
     pub backend_reason: String,
     /// The Docker engine's version and address, on the docker backend.
     pub engine: Option<String>,
-    /// `--jobs`.
-    pub jobs: u32,
+    /// How many cells at once, in which order.
+    pub schedule: crate::schedule::Schedule,
     /// `--keep`.
     pub keep: bool,
     /// The command line, for the record (secrets redacted).
@@ -210,6 +211,9 @@ fn run_start(req: &RunRequest, postgres_version: String) -> RunStart {
         artifacts: artifact_infos(&req.resolution),
         cells: req.plan.cells.iter().map(|c| c.name.clone()).collect(),
         selftest: req.selftest,
+        cores: req.schedule.cores,
+        jobs: req.schedule.jobs,
+        schedule: req.schedule.describe.clone(),
     }
 }
 
@@ -238,10 +242,11 @@ async fn run_cells(
         expand_version: req.resolution.expand_version,
         events: events.clone(),
     };
-    let slots = Arc::new(Semaphore::new(req.jobs.max(1) as usize));
+    let slots = Arc::new(Semaphore::new(req.schedule.jobs.max(1) as usize));
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, plan) in req.plan.cells.iter().cloned().enumerate() {
-        // Cells start in plan order: the next waits here for a free slot.
+    for &index in &req.schedule.order {
+        let plan = req.plan.cells[index].clone();
+        // Cells start in the schedule's order: the next waits here for a free slot.
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
             _ = cancel.fired() => break,

@@ -84,6 +84,9 @@ impl Collector {
                 children_cpu_ms: end.children_cpu_ms,
                 container_cpu_ms: end.container_cpu_ms,
                 interrupted: end.interrupted,
+                cores: start.cores,
+                jobs: start.jobs,
+                schedule: start.schedule,
             },
             artifacts: start.artifacts,
             selftest: start

@@ -108,6 +108,11 @@ pub fn report() -> RunReport {
             harness_cpu_ms: 3_400,
             children_cpu_ms: 95_120,
             container_cpu_ms: None,
+            cores: 2,
+            jobs: 2,
+            schedule:
+                "jobs 2; longest first, estimated from the plan (no earlier report of these cells)"
+                    .into(),
             interrupted: false,
         },
         artifacts: vec![

@@ -197,14 +197,19 @@ mod tests {
         ));
         assert_eq!(
             error.to_string(),
-            "reports/x/report.json is report format 2.0, but this rehearse reads format 1.4 \
-             (any 1.x); render it with a rehearse that reads format 2.x"
+            format!(
+                "reports/x/report.json is report format 2.0, but this rehearse reads format {FORMAT_VERSION} \
+                 (any 1.x); render it with a rehearse that reads format 2.x"
+            )
         );
     }
 
     #[test]
     fn bad_inputs_name_the_file() {
         let path = Path::new("d/report.json");
+        let like = format!(
+            "d/report.json has format_version \"one\"; expected MAJOR.MINOR, like \"{FORMAT_VERSION}\""
+        );
         let cases: [(&str, &str); 6] = [
             ("", "d/report.json is not a valid report.json"),
             (
@@ -216,10 +221,7 @@ mod tests {
                 "{}",
                 "d/report.json has no format_version: it is not a report.json written by rehearse",
             ),
-            (
-                "{\"format_version\": \"one\"}",
-                "d/report.json has format_version \"one\"; expected MAJOR.MINOR, like \"1.4\"",
-            ),
+            ("{\"format_version\": \"one\"}", &like),
             (
                 "{\"format_version\": \"1.0\", \"run\": {}}",
                 "d/report.json is not a valid report.json",

@@ -383,6 +383,8 @@ mod tests {
 | started | 2026-11-30T01:45:12Z |
 | finished | 2026-11-30T01:47:40Z |
 | wall time | [duration] (harness CPU [duration], children CPU [duration]) |
+| floor | [duration] = max(longest cell [duration], CPU [duration] / 2 cores); wall time 3.01x the floor |
+| schedule | jobs 2; longest first, estimated from the plan (no earlier report of these cells) |
 | seed | `42` |
 | replay | `rehearse --matrix smoke --seed 42` |
 | command line | `rehearse --matrix smoke --seed 42` |
@@ -390,7 +392,7 @@ mod tests {
 | backend | process |
 | git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` (dirty: uncommitted changes) |
 | PostgreSQL | 15.18 |
-| format | `1.4` |
+| format | `[format]` |
 
 ## Cells
 
@@ -458,7 +460,8 @@ Harness error: `failed to start worker 1 of cell defect-fence: awa exited with c
 |---|---|
 | `v1` | `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa` |
 | `v2` | `bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb` |
-"#;
+"#
+        .replace("[format]", crate::report::model::FORMAT_VERSION);
         assert_eq!(md, expected, "\n--- got ---\n{md}");
     }
 

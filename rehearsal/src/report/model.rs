@@ -44,7 +44,10 @@ use crate::reconcile::Detection;
 /// - `1.4`: per run `backend_reason`, `engine` and `container_cpu_ms`; per
 ///   artifact `image` (docker backend); per process `signal` and
 ///   `container` (all default to empty/null).
-pub const FORMAT_VERSION: &str = "1.4";
+/// - `1.5`: per run `cores`, `jobs` (cells at once) and `schedule` (how
+///   `--jobs` was chosen and the cells ordered); 0 and empty by default,
+///   which hides the run's CPU floor.
+pub const FORMAT_VERSION: &str = "1.5";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,6 +114,27 @@ pub struct RunInfo {
     pub container_cpu_ms: Option<u64>,
     /// The run was cut short (Ctrl-C): cells not listed never ran.
     pub interrupted: bool,
+    /// Cores of the machine it ran on (0: not recorded). Added in 1.5.
+    #[serde(default)]
+    pub cores: u32,
+    /// Cells it ran at once (0: not recorded). Added in 1.5.
+    #[serde(default)]
+    pub jobs: u32,
+    /// How `--jobs` was chosen and the cells ordered, in one line. Added in 1.5.
+    #[serde(default)]
+    pub schedule: String,
+}
+
+impl RunInfo {
+    /// The shortest wall time the run could have had on its machine:
+    /// its longest cell, or its CPU spread over every core, whichever is
+    /// longer (`None` when the cores were not recorded).
+    pub fn floor_ms(&self, longest_cell_ms: u64) -> Option<u64> {
+        (self.cores > 0).then(|| {
+            let cpu = self.harness_cpu_ms + self.children_cpu_ms;
+            longest_cell_ms.max(cpu / u64::from(self.cores))
+        })
+    }
 }
 
 /// One cell: what was planned, what happened, and the verdict.

@@ -211,6 +211,11 @@ pub(crate) fn run_rows(
                 duration(run.children_cpu_ms)
             ),
         ),
+    ]
+    .into_iter()
+    .chain(floor_row(r).map(|row| ("floor", row)))
+    .chain((!run.schedule.is_empty()).then(|| ("schedule", plain(&run.schedule))))
+    .chain([
         ("seed", code(&run.seed.to_string())),
         ("replay", code(&run.replay)),
         ("command line", code(&run.command_line)),
@@ -221,8 +226,7 @@ pub(crate) fn run_rows(
                 .map_or("(cells named)".to_owned(), &plain),
         ),
         ("backend", plain(&run.backend)),
-    ]
-    .into_iter()
+    ])
     .chain(run.engine.as_ref().map(|engine| ("engine", plain(engine))))
     .chain([
         ("git commit", format!("{}{dirty}", code(&run.git_commit))),
@@ -232,9 +236,51 @@ pub(crate) fn run_rows(
     .collect()
 }
 
+/// The run's wall time against its floor, `max(longest cell, CPU /
+/// cores)`: how much of the machine the schedule left idle. `None` for a
+/// report that did not record its cores.
+pub(crate) fn floor_row(r: &super::model::RunReport) -> Option<String> {
+    let run = &r.run;
+    let longest = r.cells.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
+    let floor = run.floor_ms(longest)?;
+    let cpu = run.harness_cpu_ms + run.children_cpu_ms;
+    Some(format!(
+        "{} = max(longest cell {}, CPU {} / {} cores); wall time {:.2}x the floor",
+        duration(floor),
+        duration(longest),
+        duration(cpu),
+        run.cores,
+        run.wall_ms as f64 / floor.max(1) as f64
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_floor_is_the_longest_cell_or_the_cpu_over_the_cores() {
+        let mut r = crate::report::fixture::report();
+        let longest = r.cells.iter().map(|c| c.elapsed_ms).max().unwrap();
+        // 98.52 s of CPU on 2 cores is 49.26 s, more than the longest cell.
+        assert!(longest < 49_260, "{longest}");
+        assert_eq!(
+            floor_row(&r).unwrap(),
+            format!(
+                "49.2s = max(longest cell {}, CPU 1m38s / 2 cores); wall time 3.01x the floor",
+                duration(longest)
+            )
+        );
+        r.run.cores = 8;
+        assert_eq!(r.run.floor_ms(longest), Some(longest));
+        assert!(
+            floor_row(&r)
+                .unwrap()
+                .starts_with(&format!("{} = ", duration(longest)))
+        );
+        r.run.cores = 0;
+        assert_eq!(floor_row(&r), None);
+    }
 
     #[test]
     fn durations_have_four_shapes() {
