@@ -438,6 +438,24 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// `1 job`, `2,340 jobs`, `3 processes`: a count and its noun, agreeing,
+/// as every sentence of a run writes them (the noun's last word takes the `s`).
+pub fn count(n: u64, one: &str) -> String {
+    let noun = if n == 1 {
+        one.to_owned()
+    } else if one.ends_with('s') || one.ends_with('x') || one.ends_with("ch") {
+        format!("{one}es")
+    } else {
+        format!("{one}s")
+    };
+    format!("{} {noun}", thousands(n))
+}
+
+/// The verb form that agrees with `n`: `agree(1, "was", "were")` is `was`.
+pub fn agree<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
 #[cfg(test)]
 impl Finding {
     /// A finding of `rule` with nothing else filled in (tests of verdicts).
@@ -462,5 +480,16 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(12_345), "12,345");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        assert_eq!(count(0, "job"), "0 jobs");
+        assert_eq!(count(1, "job"), "1 job");
+        assert_eq!(count(2_340, "accepted job"), "2,340 accepted jobs");
+        assert_eq!(count(3, "process"), "3 processes");
+        assert_eq!(count(1, "process"), "1 process");
+        assert_eq!(agree(1, "was", "were"), "was");
+        assert_eq!(agree(0, "was", "were"), "were");
     }
 }

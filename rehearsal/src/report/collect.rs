@@ -12,7 +12,7 @@ use std::path::Path;
 use awa_runtime::error::{EXIT_OK, EXIT_REFUSED};
 
 use crate::matrix::Expectation;
-use crate::observe::{Verdict, thousands};
+use crate::observe::{Phase, Verdict, agree, count, thousands};
 use crate::reconcile::Detection;
 use crate::stream::{CellRun, RunEnd, RunEvent, RunStart};
 
@@ -162,93 +162,275 @@ fn cell_report(
     }
 }
 
-/// What a passing cell proved, one sentence each.
+/// What a passing cell proved, one sentence each, each led by the step
+/// (or phase) that proved it (`step 5 (kill): crash rescue proven on 3
+/// in-flight jobs of killed previous-worker-2`), counts written one way
+/// ([`count`]) and no sentence twice.
 pub fn proved(run: &CellRun) -> Vec<String> {
-    let findings = &run.findings;
+    let phases = &run.observations.phases;
     let mut out = Vec::new();
     if let Expectation::Detect(rule) = run.plan.expect {
-        let hits = findings.iter().filter(|f| f.rule == rule).count();
+        let hits: Vec<&str> = run
+            .findings
+            .iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| f.phase.as_str())
+            .collect();
+        let mut wheres: Vec<&str> = Vec::new();
+        for phase in &hits {
+            if !wheres.contains(phase) {
+                wheres.push(phase);
+            }
+        }
         out.push(format!(
-            "the seeded defect was caught: {hits} {} finding(s)",
-            rule.name()
+            "{}: the seeded defect was caught by {}",
+            wheres.join(", "),
+            count(hits.len() as u64, &format!("{} finding", rule.name()))
         ));
         return out;
     }
-    let accepted = run.observations.accepted.len();
-    out.push(format!(
-        "{} accepted jobs each ended exactly once, in the terminal state their mode was designed for",
-        thousands(accepted as u64)
-    ));
-    if !run.observations.uncertain.is_empty() {
-        out.push(format!(
-            "{} jobs of uncertain commit were settled (each ended at most once)",
-            run.observations.uncertain.len()
-        ));
-    }
+    out.extend(jobs_settled(run));
     if run.proved.claimed_by.len() >= 2 {
+        let from = phases
+            .iter()
+            .filter(|p| matches!(p.name.as_str(), "roll" | "rollback" | "fleet"))
+            .nth(1)
+            .map_or("whole cell".to_owned(), |p| {
+                format!("from {}", step_label(p))
+            });
         out.push(format!(
-            "workers of {} claimed jobs side by side",
+            "{from}: workers of {} claimed jobs side by side",
             run.proved.claimed_by.join(" and ")
         ));
     }
     for kill in &run.observations.kills {
-        if kill.in_flight.is_empty() {
-            out.push(format!(
-                "killed {} ({}) with no attempt in flight; nothing was lost",
+        let at = label_at(phases, kill.at_ms);
+        out.push(if kill.in_flight.is_empty() {
+            format!(
+                "{at}: killed {} ({}) with no attempt in flight; nothing was lost",
                 kill.process, kill.role
-            ));
+            )
         } else {
-            out.push(format!(
-                "crash rescue proven on {} in-flight jobs of killed {}",
-                kill.in_flight.len(),
+            format!(
+                "{at}: crash rescue proven on {} of killed {}",
+                count(kill.in_flight.len() as u64, "in-flight job"),
                 kill.process
-            ));
-        }
+            )
+        });
     }
+    out.extend(flips_and_fences(run));
+    out.extend(run.proved.refusals_required.iter().cloned());
+    out.extend(binary_first(run));
+    out.extend(run.proved.crashes.iter().cloned());
+    out.extend(run.proved.asserts.iter().cloned());
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|line| seen.insert(line.clone()));
+    out
+}
+
+/// Reconciliation's sentences: every accepted job ended once, the
+/// uncertain ones at most once, every cron fire time produced one job.
+fn jobs_settled(run: &CellRun) -> Vec<String> {
+    let mut out = Vec::new();
+    let accepted = run.observations.accepted.len() as u64;
+    if accepted > 0 {
+        out.push(format!(
+            "reconcile: every accepted job ({}) ended exactly once, in the terminal state its mode was designed for",
+            thousands(accepted)
+        ));
+    }
+    let uncertain = run.observations.uncertain.len() as u64;
+    if uncertain > 0 {
+        out.push(format!(
+            "reconcile: {} of uncertain commit settled, each ending at most once",
+            count(uncertain, "job")
+        ));
+    }
+    // One sentence per schedule, its windows added up.
+    let mut fires: BTreeMap<&str, i64> = BTreeMap::new();
     for w in &run.observations.cron {
         let every = w.every_ms.max(1);
-        let fires = w.to_ms.div_euclid(every) - w.from_ms.div_euclid(every);
-        if fires > 0 {
-            out.push(format!(
-                "each of the {fires} cron fire times in the window produced exactly one job"
-            ));
-        }
+        *fires.entry(w.name.as_str()).or_default() +=
+            w.to_ms.div_euclid(every) - w.from_ms.div_euclid(every);
     }
+    for (name, n) in fires.into_iter().filter(|(_, n)| *n > 0) {
+        out.push(format!(
+            "reconcile: each of the {} of cron schedule {name} produced exactly one job",
+            count(n.unsigned_abs(), "fire time")
+        ));
+    }
+    out
+}
+
+/// The flips that did what they declared, and the fences that held.
+fn flips_and_fences(run: &CellRun) -> Vec<String> {
+    let phases = &run.observations.phases;
+    let mut out = Vec::new();
     for flip in &run.observations.flips {
+        let at = label_at(phases, flip.at_ms);
         match (flip.mode.as_str(), flip.exit_code) {
             (_, Some(EXIT_REFUSED)) => {
-                out.push(format!("a {} flip was refused, as required", flip.mode))
+                out.push(format!("{at}: a {} flip was refused, as required", flip.mode))
             }
-            ("auto", None) if flip.expected == "ok" => {
-                out.push("the leader auto-flipped the ring-cursor authority to ledger".into())
-            }
+            ("auto", None) if flip.expected == "ok" => out.push(format!(
+                "{at}: the leader auto-flipped the ring-cursor authority to ledger"
+            )),
             (mode, Some(EXIT_OK)) => out.push(format!(
-                "the {mode} flip moved ring-cursor authority to ledger and verified the ledgers"
+                "{at}: the {mode} flip moved ring-cursor authority to ledger and verified the ledgers"
             )),
             _ => {}
         }
     }
+    let mut fence_steps = phases.iter().filter(|p| p.name == "fence");
     for fence in &run.observations.fences {
+        let at = fence_steps.next().map_or("fence".to_owned(), step_label);
         out.push(format!(
-            "{} refused after the flip and changed nothing",
-            fence.version
+            "{at}: {} ({}) refused after the flip and changed nothing",
+            fence.artifact, fence.version
         ));
     }
-    out.extend(run.proved.refusals_required.iter().cloned());
-    let refused = run.proved.binary_first.len();
-    if run.proved.relaunched > 0 {
-        out.push(format!(
-            "{} process(es) that refused to start on the N-1 schema ran after the migration (binary-first)",
-            run.proved.relaunched
-        ));
-    }
-    if refused > run.proved.relaunched {
-        out.push(format!(
-            "{} start(s) of a flip-aware binary on the N-1 schema were refused before any write, as required",
-            refused - run.proved.relaunched
-        ));
-    }
-    out.extend(run.proved.crashes.iter().cloned());
-    out.extend(run.proved.asserts.iter().cloned());
     out
+}
+
+/// Binary-first: flip-aware binaries refused on the N-1 schema until
+/// the migration, and ran after it.
+fn binary_first(run: &CellRun) -> Vec<String> {
+    let migrate = run
+        .observations
+        .phases
+        .iter()
+        .find(|p| p.name == "migrate")
+        .map_or("the migration".to_owned(), step_label);
+    let mut out = Vec::new();
+    let refused = run.proved.binary_first.len();
+    let relaunched = run.proved.relaunched;
+    if refused > relaunched {
+        out.push(format!(
+            "until {migrate}: {} of a flip-aware binary on the N-1 schema {} refused before any write, as required",
+            count((refused - relaunched) as u64, "start"),
+            agree((refused - relaunched) as u64, "was", "were")
+        ));
+    }
+    if relaunched > 0 {
+        out.push(format!(
+            "after {migrate}: {} that refused to start on the N-1 schema ran (binary-first)",
+            count(relaunched as u64, "process")
+        ));
+    }
+    out
+}
+
+/// `step 5 (kill)`, or the phase's name for setup and the final phases.
+fn step_label(p: &Phase) -> String {
+    if p.step == 0 {
+        p.name.clone()
+    } else {
+        format!("step {} ({})", p.step, p.name)
+    }
+}
+
+/// The label of the phase running at `at_ms` (the latest to start, when
+/// phases nest); `whole cell` when none was.
+fn label_at(phases: &[Phase], at_ms: u64) -> String {
+    phases
+        .iter()
+        .filter(|p| p.start_ms <= at_ms && at_ms <= p.end_ms)
+        .max_by_key(|p| (p.start_ms, p.step))
+        .map_or("whole cell".to_owned(), step_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::FindingRule;
+    use crate::observe::{AcceptedJob, CronWindow, Finding, Observations, ProvedFacts};
+    use crate::report::fixture;
+
+    /// The fixture's passing cell as the driver hands it over, with `accepted` jobs.
+    fn migrate_first(accepted: i64) -> CellRun {
+        let cell = fixture::report().cells.remove(0);
+        let job = |job_id| AcceptedJob {
+            job_id,
+            mode: "complete".into(),
+            max_attempts: 3,
+            version: "0.6.2".into(),
+        };
+        CellRun {
+            index: 0,
+            observations: Observations {
+                accepted: (1..=accepted).map(job).collect(),
+                uncertain: vec![job(accepted + 1)],
+                kills: cell.kills.clone(),
+                flips: cell.flips.clone(),
+                fences: cell.fences.clone(),
+                phases: cell.timeline.clone(),
+                // Two windows of one schedule: one sentence, the fires added up.
+                cron: ["nightly", "nightly"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| CronWindow {
+                        name: (*name).into(),
+                        every_ms: 1_000,
+                        from_ms: i as i64 * 10_000,
+                        to_ms: i as i64 * 10_000 + 5_000,
+                    })
+                    .collect(),
+                ..Observations::default()
+            },
+            proved: ProvedFacts {
+                claimed_by: vec!["0.6.2".into(), "0.7.0".into()],
+                binary_first: vec!["current-worker-1".into(), "current-worker-1".into()],
+                relaunched: 1,
+                asserts: vec!["step 2 (assert): schema_expanded held: schema at v3".into()],
+                ..ProvedFacts::default()
+            },
+            findings: vec![],
+            harness_error: None,
+            elapsed_ms: cell.elapsed_ms,
+            reconcile_ms: cell.reconcile_ms,
+            plan: cell.plan,
+        }
+    }
+
+    #[test]
+    fn every_proof_names_its_step_and_counts_read_one_way() {
+        let mut run = migrate_first(2_340);
+        // A proof recorded twice is said once.
+        run.proved.asserts.push(run.proved.asserts[0].clone());
+        assert_eq!(
+            proved(&run),
+            [
+                "reconcile: every accepted job (2,340) ended exactly once, in the terminal state its mode was designed for",
+                "reconcile: 1 job of uncertain commit settled, each ending at most once",
+                "reconcile: each of the 10 fire times of cron schedule nightly produced exactly one job",
+                "from step 4 (roll): workers of 0.6.2 and 0.7.0 claimed jobs side by side",
+                "step 3 (kill): crash rescue proven on 1 in-flight job of killed previous-worker-2",
+                "step 5 (flip): the manual flip moved ring-cursor authority to ledger and verified the ledgers",
+                "step 6 (fence): previous (0.6.2) refused after the flip and changed nothing",
+                "until step 2 (migrate): 1 start of a flip-aware binary on the N-1 schema was refused before any write, as required",
+                "after step 2 (migrate): 1 process that refused to start on the N-1 schema ran (binary-first)",
+                "step 2 (assert): schema_expanded held: schema at v3",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_caught_defect_says_where_and_by_how_many_findings() {
+        let mut run = migrate_first(10);
+        run.plan.expect = Expectation::Detect(FindingRule::FenceBreached);
+        let finding = |phase: &str| Finding {
+            phase: phase.into(),
+            ..Finding::of(FindingRule::FenceBreached)
+        };
+        run.findings = vec![finding("fence"), finding("reconcile"), finding("fence")];
+        assert_eq!(
+            proved(&run),
+            ["fence, reconcile: the seeded defect was caught by 3 fence_breached findings"]
+        );
+        run.findings.truncate(1);
+        assert_eq!(
+            proved(&run),
+            ["fence: the seeded defect was caught by 1 fence_breached finding"]
+        );
+    }
 }

@@ -298,11 +298,11 @@ fn passed(plan: plan::CellPlan) -> CellReport {
         reconcile_ms: 480,
         step_failures: vec![],
         proved: vec![
-            "every one of 2,340 accepted jobs reached its designed terminal state exactly once"
+            "reconcile: every accepted job (2,340) ended exactly once, in the terminal state its mode was designed for"
                 .into(),
-            "the 1 job in flight on the killed worker was rescued with exactly one more attempt"
+            "step 3 (kill): crash rescue proven on 1 in-flight job of killed previous-worker-2"
                 .into(),
-            "after the flip the N-1 binary refused before any write and changed nothing".into(),
+            "step 6 (fence): previous (0.6.2) refused after the flip and changed nothing".into(),
         ],
         ..empty_cell(plan)
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::matrix::Expectation;
-use crate::observe::Verdict;
+use crate::observe::{Verdict, thousands};
 
 use super::model::{CellReport, RunReport};
 use super::text::first_ids;
@@ -90,13 +90,14 @@ fn failure_message(cell: &CellReport) -> String {
         let rules: Vec<String> = cell
             .findings
             .iter()
-            .map(|f| format!("{} ({})", f.rule.name(), f.count))
+            .map(|f| format!("{} ({})", f.rule.name(), thousands(f.count)))
             .collect();
         rules.join(", ")
     };
     match cell.expect {
         Expectation::Pass if !cell.step_failures.is_empty() => {
-            format!("{} step(s) failed; found {found}", cell.step_failures.len())
+            let n = cell.step_failures.len() as u64;
+            format!("{} failed; found {found}", crate::observe::count(n, "step"))
         }
         Expectation::Pass => format!("expected no findings; found {found}"),
         Expectation::Detect(rule) => format!("expected finding {}; found {found}", rule.name()),
@@ -116,7 +117,7 @@ fn findings_text(cell: &CellReport) -> String {
                 f.rule.name(),
                 f.phase,
                 f.message,
-                f.count,
+                thousands(f.count),
                 first_ids(f)
             )
         }))
@@ -165,7 +166,7 @@ mod tests {
         assert!(matches!(pass.status, TestCaseStatus::Success { .. }));
         let out = pass.system_out.as_ref().unwrap().as_str();
         assert!(
-            out.contains("proved: after the flip the N-1 binary refused"),
+            out.contains("proved: step 6 (fence): previous (0.6.2) refused after the flip"),
             "{out}"
         );
 
@@ -180,7 +181,7 @@ mod tests {
         };
         assert_eq!(
             message.as_ref().unwrap().as_str(),
-            "1 step(s) failed; found lost (3), fence_breached (57)"
+            "1 step failed; found lost (3), fence_breached (57)"
         );
         assert_eq!(
             description.as_ref().unwrap().as_str(),

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use crate::observe::Verdict;
+use crate::observe::{Verdict, thousands};
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
@@ -100,22 +100,23 @@ fn selftest_score(md: &mut String, score: &crate::selftest::Score) {
 
 fn cells_table(md: &mut String, r: &RunReport) {
     md.push_str("## Cells\n\n");
-    md.push_str("| cell | expectation | verdict | findings | elapsed |\n");
-    md.push_str("|---|---|---|---|---|\n");
+    md.push_str("| cell | expectation | verdict | findings | jobs | elapsed |\n");
+    md.push_str("|---|---|---|---|--:|--:|\n");
     for c in &r.cells {
         let _ = writeln!(
             md,
-            "| [{}](#cell-{}) | {} | {} | {} | {} |",
+            "| [{}](#cell-{}) | {} | {} | {} | {} | {} |",
             cell_text(&text(&c.name)),
             anchor(&c.name),
             cell_text(&text(&c.expect.to_string())),
             verdict_cell(c.verdict),
             cell_text(&text(&findings_summary(c))),
+            thousands(c.accepted),
             duration(c.elapsed_ms)
         );
     }
     if r.cells.is_empty() {
-        md.push_str("| (no cells ran) | | | | |\n");
+        md.push_str("| (no cells ran) | | | | | |\n");
     }
     md.push('\n');
 }
@@ -172,7 +173,7 @@ fn cell_section(md: &mut String, c: &CellReport) {
         return;
     }
     md.push_str(
-        "Findings:\n\n| rule | phase | message | first ids | count |\n|---|---|---|---|---|\n",
+        "Findings:\n\n| rule | phase | message | first ids | count |\n|---|---|---|---|--:|\n",
     );
     for f in &c.findings {
         let _ = writeln!(
@@ -182,7 +183,7 @@ fn cell_section(md: &mut String, c: &CellReport) {
             cell_text(&text(&f.phase)),
             cell_text(&text(&f.message)),
             cell_text(&text(&first_ids(f))),
-            f.count
+            thousands(f.count)
         );
     }
     md.push('\n');
@@ -396,24 +397,24 @@ mod tests {
 
 ## Cells
 
-| cell | expectation | verdict | findings | elapsed |
-|---|---|---|---|---|
-| [migrate-first](#cell-migrate-first) | pass | pass | none | [duration] |
-| [fence](#cell-fence) | pass | **fail** | 2 (lost, fence_breached) | [duration] |
-| [defect-fence](#cell-defect-fence) | detect fence_breached | **inconclusive** | none | [duration] |
+| cell | expectation | verdict | findings | jobs | elapsed |
+|---|---|---|---|--:|--:|
+| [migrate-first](#cell-migrate-first) | pass | pass | none | 2,340 | [duration] |
+| [fence](#cell-fence) | pass | **fail** | 2 (lost, fence_breached) | 410 | [duration] |
+| [defect-fence](#cell-defect-fence) | detect fence_breached | **inconclusive** | none | 0 | [duration] |
 
 <a id="cell-migrate-first"></a>
 ### migrate-first: pass
 
 N-1 fleet under load, migrate, roll to N, flip, fence
 
-Expected: pass. 2340 jobs accepted, 1 uncertain, 1 kill, 1 flip, 1 fence, 1 process; elapsed [duration] (reconcile [duration]).
+Expected: pass. 2,340 jobs accepted, 1 uncertain, 1 kill, 1 flip, 1 fence, 1 process; elapsed [duration] (reconcile [duration]).
 
 Proved:
 
-- every one of 2,340 accepted jobs reached its designed terminal state exactly once
-- the 1 job in flight on the killed worker was rescued with exactly one more attempt
-- after the flip the N-1 binary refused before any write and changed nothing
+- reconcile: every accepted job (2,340) ended exactly once, in the terminal state its mode was designed for
+- step 3 (kill): crash rescue proven on 1 in-flight job of killed previous-worker-2
+- step 6 (fence): previous (0.6.2) refused after the flip and changed nothing
 
 Findings: none.
 
@@ -433,7 +434,7 @@ Step failures:
 Findings:
 
 | rule | phase | message | first ids | count |
-|---|---|---|---|---|
+|---|---|---|---|--:|
 | `lost` | reconcile | 3 accepted jobs have no terminal record | 101, 102, 103 | 3 |
 | `fence_breached` | fence | N-1 binary wrote \<script\>alert(1)\</script\> \| a ring row | 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ... | 57 |
 

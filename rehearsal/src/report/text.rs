@@ -6,7 +6,7 @@
 //! redaction recognises, so snapshots stay stable across machines.
 
 use crate::matrix::Expectation;
-use crate::observe::{Finding, Verdict};
+use crate::observe::{Finding, Verdict, thousands};
 
 use super::model::CellReport;
 
@@ -71,9 +71,12 @@ pub fn first_ids(finding: &Finding) -> String {
 
 /// What a cell did, in one sentence of counts: jobs, kills, flips, fences, timing.
 pub fn cell_counts(cell: &CellReport) -> String {
-    let mut parts = vec![format!("{} jobs accepted", cell.accepted)];
+    let mut parts = vec![format!(
+        "{} accepted",
+        crate::observe::count(cell.accepted, "job")
+    )];
     if cell.uncertain > 0 {
-        parts.push(format!("{} uncertain", cell.uncertain));
+        parts.push(format!("{} uncertain", thousands(cell.uncertain)));
     }
     for (n, one) in [
         (cell.kills.len(), "kill"),
@@ -93,15 +96,9 @@ pub fn cell_counts(cell: &CellReport) -> String {
     )
 }
 
-/// `1 kill`, `2 kills`, `3 processes`.
+/// `1 kill`, `2 kills`, `3 processes`, `2,340 jobs` ([`crate::observe::count`]).
 pub fn plural(n: usize, one: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else if one.ends_with('s') {
-        format!("{n} {one}es")
-    } else {
-        format!("{n} {one}s")
-    }
+    crate::observe::count(u64::try_from(n).unwrap_or(u64::MAX), one)
 }
 
 /// The run's result in one line: `3 cells: 1 pass, 1 fail, 1 inconclusive`.
