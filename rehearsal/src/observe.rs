@@ -438,6 +438,22 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A duration for humans: `850ms`, `12.3s` (tenths, truncated), `4m05s`,
+/// `1h02m`; the one shape every message and report writes durations in.
+pub fn duration(ms: u64) -> String {
+    const MINUTE: u64 = 60_000;
+    const HOUR: u64 = 60 * MINUTE;
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < MINUTE {
+        format!("{}.{}s", ms / 1_000, ms % 1_000 / 100)
+    } else if ms < HOUR {
+        format!("{}m{:02}s", ms / MINUTE, ms % MINUTE / 1_000)
+    } else {
+        format!("{}h{:02}m", ms / HOUR, ms % HOUR / MINUTE)
+    }
+}
+
 /// `1 job`, `2,340 jobs`, `3 processes`: a count and its noun, agreeing,
 /// as every sentence of a run writes them (the noun's last word takes the `s`).
 pub fn count(n: u64, one: &str) -> String {

@@ -124,8 +124,8 @@ impl Rates {
     /// The table and the replay lines, for the terminal.
     pub fn render(&self, base: u64) -> String {
         let mut out = format!(
-            "flake rates over {} run(s) from base seed {base} (met / runs):\n",
-            self.runs
+            "flake rates over {} from base seed {base} (met / runs):\n",
+            super::report::text::plural(self.runs, "run")
         );
         let width = self.order.iter().map(String::len).max().unwrap_or(4).max(4);
         for name in &self.order {
@@ -189,7 +189,7 @@ mod tests {
         rates.add(9, &report, PathBuf::from("reports/b"));
         let text = rates.render(7);
         assert!(
-            text.starts_with("flake rates over 2 run(s) from base seed 7 (met / runs):\n"),
+            text.starts_with("flake rates over 2 runs from base seed 7 (met / runs):\n"),
             "{text}"
         );
         assert!(text.contains("  migrate-first  2/2\n"), "{text}");

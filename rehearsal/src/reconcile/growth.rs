@@ -16,7 +16,7 @@
 use super::load::Storage;
 use super::rules::{RECONCILE, phase_at};
 use crate::matrix::FindingRule;
-use crate::observe::{Finding, Observations};
+use crate::observe::{Finding, Observations, duration, thousands};
 
 /// How long a table may grow without a single trim: five of the leader's
 /// fold intervals (the driver gives every runtime `AWA_FOLD_INTERVAL=2s`).
@@ -78,10 +78,6 @@ fn unbounded(run: &Run, min_growth: i64) -> bool {
         && run.to - run.from >= min_growth
 }
 
-fn seconds(ms: u64) -> String {
-    format!("{:.1} s", ms as f64 / 1000.0)
-}
-
 /// Every unbounded-growth finding: one per ring ledger, one for the deltas.
 pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -127,13 +123,13 @@ fn finding(obs: &Observations, run: &Run, what: &str) -> Finding {
         rule: FindingRule::UnboundedGrowth,
         phase: phase_at(obs, run.from_ms).unwrap_or(RECONCILE).to_owned(),
         message: format!(
-            "{what} grew from {} to {} rows over {} ({} increases, from {} ms) and was never trimmed, \
-             though the leader folds every 2 s",
-            run.from,
-            run.to,
-            seconds(run.to_ms - run.from_ms),
+            "{what} grew from {} to {} rows over {} ({} increases, from {}) and was never trimmed, \
+             though the leader folds every 2.0s",
+            thousands(run.from.unsigned_abs()),
+            thousands(run.to.unsigned_abs()),
+            duration(run.to_ms - run.from_ms),
             run.increases,
-            run.from_ms
+            duration(run.from_ms)
         ),
         ids: vec![run.from, run.to],
         count: u64::try_from(run.to - run.from).unwrap_or(0),
@@ -188,8 +184,8 @@ mod tests {
         assert_eq!(found[0].rule, FindingRule::UnboundedGrowth);
         assert_eq!(
             found[0].message,
-            "the claim ring's ledger (8 slots) grew from 8 to 28 rows over 20.0 s (20 increases, from 0 ms) \
-             and was never trimmed, though the leader folds every 2 s"
+            "the claim ring's ledger (8 slots) grew from 8 to 28 rows over 20.0s (20 increases, from 0ms) \
+             and was never trimmed, though the leader folds every 2.0s"
         );
         assert_eq!((found[0].ids.clone(), found[0].count), (vec![8, 28], 20));
     }
@@ -275,7 +271,7 @@ mod tests {
         assert!(
             found[0]
                 .message
-                .starts_with("queue_terminal_rollup_deltas grew from 0 to 180 rows over 15.0 s"),
+                .starts_with("queue_terminal_rollup_deltas grew from 0 to 180 rows over 15.0s"),
             "{}",
             found[0].message
         );

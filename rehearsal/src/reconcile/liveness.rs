@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use super::rules::{RECONCILE, phase_at};
 use crate::matrix::{FindingRule, Timings};
-use crate::observe::{Finding, LivenessSample, Observations};
+use crate::observe::{self, Finding, LivenessSample, Observations};
 
 /// Two samples further apart than this (ticks skipped) break a run.
 pub(super) const MAX_GAP_MS: u64 = 1_000;
@@ -133,9 +133,14 @@ fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
             rule: FindingRule::RingStalled,
             phase: phase_at(obs, p.from_ms).unwrap_or(RECONCILE).to_owned(),
             message: format!(
-                "the {} ring did not rotate and prune back once the work was done: {} row(s) of generation {} or older \
-                 were left {} ms after the workload's last job (it had {} ms: a wrap of rotations and a few more)",
-                r.ring, r.rows_left, r.through_generation, p.waited_ms, p.bound_ms,
+                "the {} ring did not rotate and prune back once the work was done: {} of generation {} or older \
+                 {} left {} after the workload's last job (it had {}: a wrap of rotations and a few more)",
+                r.ring,
+                observe::count(r.rows_left.unsigned_abs(), "row"),
+                r.through_generation,
+                observe::agree(r.rows_left.unsigned_abs(), "was", "were"),
+                observe::duration(p.waited_ms),
+                observe::duration(p.bound_ms),
             ),
             ids: vec![r.through_generation],
             count: r.rows_left.unsigned_abs(),
@@ -151,14 +156,16 @@ fn stalled(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
             rule: FindingRule::RingStalled,
             phase: phase_at(obs, run.from_ms).unwrap_or(RECONCILE).to_owned(),
             message: format!(
-                "the {ring} ring held rows but stood at generation {} (slot {}) for {} ms, from {} ms to {} ms, \
+                "the {ring} ring held rows but stood at generation {} (slot {}) for {}, from {} to {}, \
                  while the slot after it held nothing live and a maintenance leader able to rotate it was fresh: \
-                 rotation stopped advancing ({n} such stall(s) of over {stall_after_ms} ms)",
+                 rotation stopped advancing ({} of over {})",
                 run.generation,
                 run.slot,
-                run.length(),
-                run.from_ms,
-                run.to_ms,
+                observe::duration(run.length()),
+                observe::duration(run.from_ms),
+                observe::duration(run.to_ms),
+                observe::count(n, "such stall"),
+                observe::duration(stall_after_ms),
             ),
             ids: vec![run.generation],
             count: n,
@@ -221,7 +228,7 @@ mod tests {
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[5][..], 1));
         assert!(
             found[0].message.starts_with(
-                "the claim ring held rows but stood at generation 5 (slot 5) for 12000 ms, from 5000 ms to 17000 ms"
+                "the claim ring held rows but stood at generation 5 (slot 5) for 12.0s, from 5.0s to 17.0s"
             ),
             "{}",
             found[0].message
@@ -322,7 +329,7 @@ mod tests {
         );
         assert!(
             found[0].message.starts_with(
-                "the claim ring did not rotate and prune back once the work was done: 120 row(s) of generation 41 or older"
+                "the claim ring did not rotate and prune back once the work was done: 120 rows of generation 41 or older"
             ),
             "{}",
             found[0].message

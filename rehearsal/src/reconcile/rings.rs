@@ -13,7 +13,7 @@ use awa_runtime::store::audit::MAX_IDS;
 use super::load::Storage;
 use super::rules::{RECONCILE, phase_at};
 use crate::matrix::FindingRule;
-use crate::observe::{FenceRecord, Finding, Observations, RingSample};
+use crate::observe::{self, FenceRecord, Finding, Observations, RingSample};
 
 /// The findings of the ring samples alone.
 pub(super) fn sample_findings(obs: &Observations) -> Vec<Finding> {
@@ -101,12 +101,13 @@ fn late_attempts(storage: &Storage) -> Option<Finding> {
         FindingRule::FenceBreached,
         RECONCILE,
         format!(
-            "{} attempt(s) were started after the flip by binaries that are not flip-aware ({}); the first, job {} run {}, {} ms after the flip: the fence did not stop their claim path",
-            late.len(),
+            "{} {} started after the flip by binaries that are not flip-aware ({}); the first, job {} run {}, {} after the flip: the fence did not stop their claim path",
+            observe::count(late.len() as u64, "attempt"),
+            observe::agree(late.len() as u64, "was", "were"),
             versions.join(", "),
             first.job_id,
             first.run_lease,
-            first.after_flip_ms
+            observe::duration(u64::try_from(first.after_flip_ms).unwrap_or(0))
         ),
         late.iter().map(|a| a.job_id).collect(),
         late.len() as u64,
@@ -130,7 +131,12 @@ fn poison(storage: &Storage) -> Vec<Finding> {
                 show(c.generation)
             );
             if !c.unpoisoned_slots.is_empty() {
-                message.push_str(&format!(" and {} slot(s) keep a prune generation", c.unpoisoned_slots.len()));
+                let n = c.unpoisoned_slots.len() as u64;
+                message.push_str(&format!(
+                    " and {} {} a prune generation",
+                    observe::count(n, "slot"),
+                    observe::agree(n, "keeps", "keep")
+                ));
             }
             let fields = usize::from(c.current_slot.is_some_and(|s| s != -1)) + usize::from(c.generation.is_some_and(|g| g != -1));
             finding(
@@ -180,9 +186,9 @@ fn per_ring(
             rule,
             phase_at(obs, first.at_ms).unwrap_or(RECONCILE),
             format!(
-                "the {ring} ring {why} at {} ms ({} sample(s) in all)",
-                first.at_ms,
-                bad.len()
+                "the {ring} ring {why} at {} ({} in all)",
+                observe::duration(first.at_ms),
+                observe::count(bad.len() as u64, "sample")
             ),
             ids,
             bad.len() as u64,
@@ -215,8 +221,8 @@ fn mixed_discipline(samples: &[RingSample], obs: &Observations) -> Vec<Finding> 
         |s| {
             (s.authority != "none" && s.ledger_gaps > 0).then(|| {
                 format!(
-                    "had {} generation(s) missing from its ledger",
-                    s.ledger_gaps
+                    "had {} missing from its ledger",
+                    observe::count(u64::try_from(s.ledger_gaps).unwrap_or(0), "generation")
                 )
             })
         },
@@ -289,7 +295,10 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
                 Some(l) if l >= before.column_generation => out.push(finding(
                     FindingRule::FlipUnverified,
                     phase,
-                    format!("right after the flip the {ring} ring's ledger had {} missing generation(s)", after.ledger_gaps),
+                    format!(
+                        "right after the flip the {ring} ring's ledger had {} missing",
+                        observe::count(u64::try_from(after.ledger_gaps).unwrap_or(0), "generation")
+                    ),
                     vec![l],
                     1,
                 )),
@@ -397,12 +406,16 @@ fn flip_end_state(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         };
         let mut wrong = Vec::new();
         if l.gaps > 0 {
-            wrong.push(format!("misses {} generation(s) of its last wrap", l.gaps));
+            wrong.push(format!(
+                "misses {} of its last wrap",
+                observe::count(u64::try_from(l.gaps).unwrap_or(0), "generation")
+            ));
         }
         if l.misplaced > 0 {
             wrong.push(format!(
-                "has {} row(s) whose slot is not generation mod {}",
-                l.misplaced, l.slot_count
+                "has {} whose slot is not generation mod {}",
+                observe::count(u64::try_from(l.misplaced).unwrap_or(0), "row"),
+                l.slot_count
             ));
         }
         if let Some(written) = l.written.filter(|&w| w > top) {
@@ -543,7 +556,7 @@ mod tests {
         assert_eq!(found[0].ids, [41, 43]);
         assert_eq!(found[0].count, 2);
         assert!(
-            found[0].message.starts_with("2 attempt(s) were started after the flip by binaries that are not flip-aware (0.6.2); the first, job 41 run 2, 1800 ms after the flip"),
+            found[0].message.starts_with("2 attempts were started after the flip by binaries that are not flip-aware (0.6.2); the first, job 41 run 2, 1.8s after the flip"),
             "{}",
             found[0].message
         );
@@ -621,7 +634,7 @@ mod tests {
         assert!(
             mixed_discipline(&gaps, &obs)[0]
                 .message
-                .contains("had 2 generation(s) missing")
+                .contains("had 2 generations missing")
         );
 
         let moved = [
@@ -737,7 +750,7 @@ mod tests {
         assert!(
             found[0]
                 .message
-                .contains("misses 2 generation(s) of its last wrap")
+                .contains("misses 2 generations of its last wrap")
         );
         assert!(
             found[1]

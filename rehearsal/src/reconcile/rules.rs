@@ -7,7 +7,7 @@ use awa_runtime::store::audit::{MAX_IDS, Offenders};
 
 use super::load::Storage;
 use crate::matrix::FindingRule;
-use crate::observe::{Finding, Observations};
+use crate::observe::{self, Finding, Observations, thousands};
 
 /// The phase of findings only the end state shows.
 pub(super) const RECONCILE: &str = "reconcile";
@@ -15,8 +15,9 @@ pub(super) const RECONCILE: &str = "reconcile";
 /// Every job, cron and count finding.
 pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     let jobs = &storage.jobs;
+    let stuck = stuck_what(storage);
     let mut out = Vec::new();
-    let mut add = |rule: FindingRule, offenders: &Offenders, what: &str| {
+    let mut add = |rule: FindingRule, offenders: &Offenders, what: (&str, &str)| {
         if !offenders.is_empty() {
             out.push(from_offenders(rule, offenders, what));
         }
@@ -24,42 +25,63 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     add(
         FindingRule::Lost,
         &jobs.lost,
-        "accepted job(s) have no terminal record and no live row",
+        (
+            "accepted job has no terminal record and no live row",
+            "accepted jobs have no terminal record and no live row",
+        ),
     );
     add(
         FindingRule::Duplicate,
         &jobs.duplicate,
-        "job(s) have more than one terminal record",
+        (
+            "job has more than one terminal record",
+            "jobs have more than one terminal record",
+        ),
     );
     add(
         FindingRule::WrongState,
         &jobs.wrong_state,
-        "job(s) ended in a state their mode was not designed for",
+        (
+            "job ended in a state its mode was not designed for",
+            "jobs ended in a state their mode was not designed for",
+        ),
     );
     add(
         FindingRule::WrongAttempt,
         &jobs.wrong_attempt,
-        "job(s) ended on an attempt their mode and interruptions do not explain",
+        (
+            "job ended on an attempt its mode and interruptions do not explain",
+            "jobs ended on an attempt their mode and interruptions do not explain",
+        ),
     );
     add(
         FindingRule::Stuck,
         &storage.stuck.jobs,
-        &stuck_what(storage),
+        (&stuck.0, &stuck.1),
     );
     add(
         FindingRule::DoubleExecution,
         &jobs.double_completion,
-        "job(s) recorded more than one completed execution",
+        (
+            "job recorded more than one completed execution",
+            "jobs recorded more than one completed execution",
+        ),
     );
     add(
         FindingRule::DoubleExecution,
         &jobs.excess_runs,
-        "job(s) executed more often than their attempts, releases and stale runs explain",
+        (
+            "job executed more often than its attempts, releases and stale runs explain",
+            "jobs executed more often than their attempts, releases and stale runs explain",
+        ),
     );
     add(
         FindingRule::TerminalMismatch,
         &storage.mismatched,
-        "job(s) have a terminal record that is not the outcome of their last run (run lease and attempt)",
+        (
+            "job has a terminal record that is not the outcome of its last run (run lease and attempt)",
+            "jobs have a terminal record that is not the outcome of their last run (run lease and attempt)",
+        ),
     );
     out.extend(rescue_unproven(storage, obs));
     out.extend(cron(storage));
@@ -67,9 +89,10 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     out
 }
 
-/// `N what; first: example`.
-fn from_offenders(rule: FindingRule, offenders: &Offenders, what: &str) -> Finding {
-    let mut message = format!("{} {what}", offenders.count);
+/// `N what; first: example`, `what` as it reads after one job and after several.
+fn from_offenders(rule: FindingRule, offenders: &Offenders, what: (&str, &str)) -> Finding {
+    let what = if offenders.count == 1 { what.0 } else { what.1 };
+    let mut message = format!("{} {what}", thousands(count(offenders.count)));
     if let Some(example) = &offenders.example {
         message.push_str("; first: ");
         message.push_str(example);
@@ -83,11 +106,16 @@ fn from_offenders(rule: FindingRule, offenders: &Offenders, what: &str) -> Findi
     }
 }
 
-fn stuck_what(storage: &Storage) -> String {
+fn stuck_what(storage: &Storage) -> (String, String) {
     let s = &storage.stuck;
-    format!(
-        "job(s) are left non-terminal after drain ({} live row(s), {} open claim(s))",
-        s.live_rows, s.open_claims
+    let rows = format!(
+        "({}, {})",
+        observe::count(count(s.live_rows), "live row"),
+        observe::count(count(s.open_claims), "open claim")
+    );
+    (
+        format!("job is left non-terminal after drain {rows}"),
+        format!("jobs are left non-terminal after drain {rows}"),
     )
 }
 
@@ -120,9 +148,10 @@ fn rescue_unproven(storage: &Storage, obs: &Observations) -> Option<Finding> {
         rule: FindingRule::RescueUnproven,
         phase: phase.into(),
         message: format!(
-            "{} attempt(s) in flight at a hard kill were not proven rescued; first: job {} attempt {} (run lease {}) \
+            "{} in flight at a hard kill {} not proven rescued; first: job {} attempt {} (run lease {}) \
              on {victim} {outcome} and {after}",
-            storage.rescues.len(),
+            observe::count(storage.rescues.len() as u64, "attempt"),
+            observe::agree(storage.rescues.len() as u64, "was", "were"),
             first.job_id,
             first.attempt,
             first.run_lease,
@@ -142,8 +171,8 @@ fn cron(storage: &Storage) -> Vec<Finding> {
             rule: FindingRule::CronMissedFire,
             phase: RECONCILE.into(),
             message: format!(
-                "{} cron fire time(s) produced no job; first: schedule {:?} at {} ms",
-                missed.len(),
+                "{} produced no job; first: schedule {:?} at {} ms",
+                observe::count(missed.len() as u64, "cron fire time"),
                 first.name,
                 first.fire_ms
             ),
@@ -171,9 +200,9 @@ fn cron(storage: &Storage) -> Vec<Finding> {
             rule: FindingRule::CronDoubleFire,
             phase: RECONCILE.into(),
             message: format!(
-                "{} cron fire time(s) produced more than one job or a job terminal more than once; \
+                "{} produced more than one job or a job terminal more than once; \
                  first: schedule {:?} at {} ms, {what}",
-                double.len(),
+                observe::count(double.len() as u64, "cron fire time"),
                 first.name,
                 first.fire_ms
             ),
@@ -294,16 +323,14 @@ mod tests {
         let lost = &found[0];
         assert_eq!(
             lost.message,
-            "3 accepted job(s) have no terminal record and no live row; first: job 101 (complete)"
+            "3 accepted jobs have no terminal record and no live row; first: job 101 (complete)"
         );
         assert_eq!(
             (lost.ids.as_slice(), lost.count, lost.phase.as_str()),
             (&[101, 102, 103][..], 3, "reconcile")
         );
         assert!(
-            found[4]
-                .message
-                .contains("(1 live row(s), 1 open claim(s))"),
+            found[4].message.contains("(1 live row, 1 open claim)"),
             "{}",
             found[4].message
         );
@@ -323,9 +350,9 @@ mod tests {
         assert_eq!(rules(&found), [FindingRule::TerminalMismatch]);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
         assert!(
-            found[0].message.starts_with(
-                "1 job(s) have a terminal record that is not the outcome of their last run"
-            ),
+            found[0]
+                .message
+                .starts_with("1 job has a terminal record that is not the outcome of its last run"),
             "{}",
             found[0].message
         );
@@ -334,7 +361,11 @@ mod tests {
     #[test]
     fn ids_are_capped_at_twenty() {
         let ids: Vec<i64> = (1..=30).collect();
-        let f = from_offenders(FindingRule::Lost, &offenders(30, &ids, "x"), "jobs");
+        let f = from_offenders(
+            FindingRule::Lost,
+            &offenders(30, &ids, "x"),
+            ("job", "jobs"),
+        );
         assert_eq!(f.ids.len(), MAX_IDS);
         assert_eq!(f.count, 30);
     }

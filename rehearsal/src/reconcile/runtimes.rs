@@ -96,10 +96,10 @@ fn fenced_flip_aware(obs: &Observations) -> Vec<Finding> {
         phase: RECONCILE.into(),
         message: format!(
             "{} ({}) made an old-style cursor write under ledger authority, which the fence rejected \
-             ({} flip-aware process(es) in all): {error}",
+             ({} in all): {error}",
             first.name,
             first.version,
-            hit.len()
+            crate::observe::count(hit.len() as u64, "flip-aware process")
         ),
         ids: vec![],
         count: hit.len() as u64,
@@ -126,10 +126,10 @@ fn n1_broken(obs: &Observations) -> Vec<Finding> {
         phase: RECONCILE.into(),
         message: format!(
             "{} ({}) died on the expanded schema naming something that does not exist \
-             ({} N-1 process(es) in all): {error}",
+             ({} in all): {error}",
             first.name,
             first.version,
-            broken.len()
+            crate::observe::count(broken.len() as u64, "N-1 process")
         ),
         ids: vec![],
         count: broken.len() as u64,
@@ -169,8 +169,8 @@ fn columns_dropped(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         rule: FindingRule::N1Incompatible,
         phase: phase.into(),
         message: format!(
-            "the expanded schema dropped {} compat column(s) N-1 still uses: {}",
-            gone.len(),
+            "the expanded schema dropped {} N-1 still uses: {}",
+            crate::observe::count(gone.len() as u64, "compat column"),
             gone.join(", ")
         ),
         ids: vec![],
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(found[0].rule, FindingRule::N1Incompatible);
         assert_eq!(
             found[0].message,
-            "the expanded schema dropped 2 compat column(s) N-1 still uses: \
+            "the expanded schema dropped 2 compat columns N-1 still uses: \
              awa.queue_ring_state.current_slot, awa.queue_ring_state.generation"
         );
         let kept = Storage {

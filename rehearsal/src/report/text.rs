@@ -10,19 +10,10 @@ use crate::observe::{Finding, Verdict, thousands};
 
 use super::model::CellReport;
 
-/// A duration for humans: `850ms`, `12.3s` (tenths, truncated), `4m05s`, `1h02m`.
+/// A duration for humans: `850ms`, `12.3s` (tenths, truncated), `4m05s`, `1h02m`
+/// ([`crate::observe::duration`], which the driver's and reconciliation's messages use too).
 pub fn duration(ms: u64) -> String {
-    const MINUTE: u64 = 60_000;
-    const HOUR: u64 = 60 * MINUTE;
-    if ms < 1_000 {
-        format!("{ms}ms")
-    } else if ms < MINUTE {
-        format!("{}.{}s", ms / 1_000, ms % 1_000 / 100)
-    } else if ms < HOUR {
-        format!("{}m{:02}s", ms / MINUTE, ms % MINUTE / 1_000)
-    } else {
-        format!("{}h{:02}m", ms / HOUR, ms % HOUR / MINUTE)
-    }
+    crate::observe::duration(ms)
 }
 
 /// The first 12 hex digits of a digest: enough to compare by eye, short enough for a table.
