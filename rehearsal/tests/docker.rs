@@ -509,7 +509,7 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     let (status, _, err) = wait(&mut child, Duration::from_secs(120));
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(
-        err.contains("docker: removed 1 leftover container(s) of earlier runs")
+        err.contains("docker: removed 1 leftover container of earlier runs")
             && err.contains(&planted_run),
         "{err}"
     );

@@ -938,7 +938,7 @@ async fn a_ledger_that_does_not_verify_after_the_flip_is_unverified() {
     assert!(
         found[1]
             .message
-            .contains("the queue ring's ledger (top generation 3) misses 1 generation(s)"),
+            .contains("the queue ring's ledger (top generation 3) misses 1 generation"),
         "{}",
         found[1].message
     );
