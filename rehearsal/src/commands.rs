@@ -713,7 +713,7 @@ mod tests {
         assert_eq!(crate::exit::for_error(&error), crate::exit::BAD_INPUT);
         assert_eq!(
             error.to_string(),
-            "nothing selected: pass --matrix NAME (one of: defects, full, nightly, smoke) or --cell NAME"
+            "nothing selected: pass --matrix NAME (one of: defects, full, nightly, paths, smoke) or --cell NAME"
         );
         assert!(out.is_empty());
         let refused = Cli::try_parse_from([

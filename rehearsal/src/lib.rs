@@ -73,6 +73,7 @@ pub mod reconcile;
 pub mod repeat;
 pub mod report;
 pub mod schedule;
+pub mod schema;
 pub mod selftest;
 pub mod stamp;
 pub mod stream;

@@ -394,6 +394,49 @@ pub struct Observations {
     /// Fleets started inside a migration.
     #[serde(default)]
     pub mid_migration: Vec<MidMigrationStart>,
+    /// `schema_version` as it stood after setup and after each migrate
+    /// step. Added in 1.5.
+    #[serde(default)]
+    pub schema_history: Vec<SchemaRecord>,
+    /// Every `schema_matches_fresh` comparison. Added in 1.5.
+    #[serde(default)]
+    pub schema_checks: Vec<SchemaCheck>,
+}
+
+/// One row of `awa.schema_version`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SchemaVersionRow {
+    pub version: i32,
+    /// `applied_at`, in microseconds since the Unix epoch.
+    pub applied_at_us: i64,
+}
+
+/// `awa.schema_version` after a step that may write it (setup, migrate).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaRecord {
+    /// 1-based step index; 0 for setup.
+    pub step: usize,
+    /// The artifact whose `awa migrate` ran, and its version.
+    pub by: String,
+    pub at_ms: u64,
+    /// The rows, by version.
+    pub rows: Vec<SchemaVersionRow>,
+}
+
+/// A `schema_matches_fresh` comparison: what differed from a fresh install.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaCheck {
+    pub step: usize,
+    pub at_ms: u64,
+    /// The artifact (and version) whose fresh install was the reference.
+    pub fresh_by: String,
+    /// Objects the upgraded schema has.
+    pub objects: usize,
+    /// Wall time of the comparison (scratch database, fresh install,
+    /// both introspections, diff, drop).
+    pub elapsed_ms: u64,
+    /// Differences, intended or not, and declarations that matched nothing.
+    pub judged: crate::schema::Judged,
 }
 
 /// Something reconciliation (or the monitor) found wrong.

@@ -16,8 +16,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{
-    Artifact, CURRENT, Cell, Check, Duration, Expectation, FleetModel, KillTarget, Matrix,
-    PREVIOUS, Signal, Step, SuspendAt, Timings, When, Workload,
+    Artifact, CURRENT, Cell, Check, Duration, Expectation, FleetModel, IntendedDifference,
+    KillTarget, Matrix, PREVIOUS, Signal, Step, SuspendAt, Timings, UpgradePath, When, Workload,
 };
 
 /// Largest random delay, in milliseconds, added to a kill that does not wait for started jobs.
@@ -170,6 +170,13 @@ pub struct CellPlan {
     pub timings: Timings,
     /// Steps with every random choice resolved.
     pub steps: Vec<PlannedStep>,
+    /// The releases the cell walks, when it declares a path. Added in 1.5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<UpgradePath>,
+    /// The schema differences `schema_matches_fresh` accepts (the
+    /// matrix's `[schema]`), for a cell that asserts it. Added in 1.5.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema_intended: Vec<IntendedDifference>,
 }
 
 /// How a cell's database is prepared before step 1.
@@ -262,13 +269,20 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
             resolve(step, among, &mut rng)
         })
         .collect();
-    let migrated_by = if cell.fresh_install {
-        CURRENT
-    } else {
-        PREVIOUS
+    let migrated_by = match &cell.path {
+        Some(path) => path.start(),
+        None if cell.fresh_install => CURRENT,
+        None => PREVIOUS,
     }
     .to_owned();
+    let compares_schema = cell
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Assert(a) if a.check == Check::SchemaMatchesFresh));
     let mut used: Vec<&str> = vec![migrated_by.as_str()];
+    if compares_schema {
+        used.push(CURRENT);
+    }
     for step in &cell.steps {
         used.extend(artifacts_of(step));
     }
@@ -293,6 +307,12 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
         workload: matrix.workload.with(&cell.workload),
         timings: matrix.timings,
         steps,
+        path: cell.path.clone(),
+        schema_intended: if compares_schema {
+            matrix.schema.intended.clone()
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -495,7 +515,13 @@ pub fn render(plan: &Plan) -> String {
         out.push_str(&format!("cell {}: {}\n", cell.name, cell.about));
         out.push_str(&format!("  expect: {}\n", cell.expect));
         let db = &cell.database;
-        if db.fresh_install {
+        if let Some(path) = &cell.path {
+            out.push_str(&format!("  path: {path}\n"));
+            out.push_str(&format!(
+                "  database: created by {}, the path's first release\n",
+                db.migrated_by
+            ));
+        } else if db.fresh_install {
             out.push_str(&format!(
                 "  database: fresh install, migrated by {}\n",
                 db.migrated_by
@@ -953,6 +979,57 @@ full = ["*"]
         assert_eq!(
             defect.artifacts.keys().collect::<Vec<_>>(),
             ["defective_flip", "previous"]
+        );
+    }
+
+    #[test]
+    fn a_path_cell_starts_on_its_first_release_and_the_plan_prints_the_path() {
+        let matrix = shipped();
+        let plan = expand(&matrix, &by_cells(&["path-through-stepping-stone"]), 4).unwrap();
+        let cell = &plan.cells[0];
+        assert_eq!(cell.database.migrated_by, "pre_guard");
+        assert_eq!(
+            cell.artifacts.keys().collect::<Vec<_>>(),
+            ["current", "pre_guard", "previous"]
+        );
+        let path = cell.path.as_ref().unwrap();
+        let text = render(&plan);
+        assert!(
+            text.contains(&format!(
+                "  path: {path}\n  database: created by pre_guard, the path's first release\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            path.to_string()
+                .starts_with("pre_guard 0.6.1 -> previous 0.6.2 -> current "),
+            "{path}"
+        );
+        // A cell without a path has none in its plan (nor in report.json).
+        let plain = expand(&matrix, &by_cells(&["fence"]), 4).unwrap();
+        assert_eq!(plain.cells[0].path, None);
+        let json = serde_json::to_value(&plain.cells[0]).unwrap();
+        assert!(json.get("path").is_none());
+    }
+
+    #[test]
+    fn cells_that_compare_schemas_carry_the_declared_differences_and_use_current() {
+        let text = format!(
+            "{BASE}[schema]\nintended = [{{ object = \"index awa.x\", reason = \"kept\" }}]\n\
+             [[cell]]\nname = \"s\"\nabout = \"compare\"\nsteps = [{{ fleet = \"previous\", workers = 1 }}, {{ migrate = \"previous\" }}, {{ assert = \"schema_matches_fresh\" }}]\n\
+             [[cell]]\nname = \"t\"\nabout = \"no compare\"\nsteps = [{{ fleet = \"previous\", workers = 1 }}]\n"
+        );
+        let matrix = parse("test.toml", &text).unwrap_or_else(|d| panic!("{d}"));
+        let plan = expand(&matrix, &by_cells(&["s", "t"]), 1).unwrap();
+        assert_eq!(plan.cells[0].schema_intended, matrix.schema.intended);
+        assert_eq!(
+            plan.cells[0].artifacts.keys().collect::<Vec<_>>(),
+            ["current", "previous"]
+        );
+        assert!(plan.cells[1].schema_intended.is_empty());
+        assert_eq!(
+            plan.cells[1].artifacts.keys().collect::<Vec<_>>(),
+            ["previous"]
         );
     }
 

@@ -492,6 +492,7 @@ impl Cell<'_> {
                 "preparing the database with {by} ({version}) failed: awa migrate {why}"
             )));
         }
+        self.record_schema(&by).await;
         let schema = self.probe.schema_version().await.unwrap_or(0);
         detail.push(format!(
             "{} schema v{schema} by {by} ({version})",

@@ -19,6 +19,9 @@ const HAS_SCHEMA_VERSION: &str = "SELECT to_regclass('awa.schema_version') IS NO
 const SCHEMA_VERSION: &str = "SELECT coalesce(max(version), 0) FROM awa.schema_version";
 const SCHEMA_VERSIONS: &str =
     "SELECT coalesce(string_agg(version::text, ',' ORDER BY version), '') FROM awa.schema_version";
+/// Every row of `awa.schema_version`, `applied_at` in microseconds.
+const SCHEMA_ROWS: &str = "SELECT version, (extract(epoch FROM applied_at) * 1000000)::int8 \
+     FROM awa.schema_version ORDER BY version";
 const HAS_AUTHORITY: &str = "SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL";
 const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
 const AUTHORITY_ROW: &str =
@@ -187,6 +190,22 @@ impl Probe {
             return Ok(0);
         }
         Ok(self.one(SCHEMA_VERSION, &[]).await?.get(0))
+    }
+
+    /// Every `awa.schema_version` row (none before any migration).
+    pub async fn schema_rows(&mut self) -> Result<Vec<crate::observe::SchemaVersionRow>, String> {
+        if !self.exists(HAS_SCHEMA_VERSION).await? {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .rows(SCHEMA_ROWS, &[])
+            .await?
+            .iter()
+            .map(|r| crate::observe::SchemaVersionRow {
+                version: r.get(0),
+                applied_at_us: r.get(1),
+            })
+            .collect())
     }
 
     /// `columns` or `ledger`; `None` before the expand migration.

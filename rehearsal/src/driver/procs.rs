@@ -76,6 +76,8 @@ impl Cell<'_> {
             failpoint: resolved.failpoint.as_deref(),
             report_dir: &report_dir,
         });
+        // What the caller gives wins (a scratch database's URL, a pause).
+        env.retain(|(key, _)| extra.iter().all(|(k, _)| k != key));
         env.extend(extra);
         let id = self.shared.lock().register(
             name.clone(),

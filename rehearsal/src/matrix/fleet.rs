@@ -279,6 +279,12 @@ impl FleetModel {
                     "schema_expanded needs an earlier migrate step that is expected to succeed",
                 );
             }
+            Check::SchemaMatchesFresh if !self.migrated => {
+                self.problem(
+                    index,
+                    "schema_matches_fresh compares an upgraded schema with a fresh install: it needs an earlier migrate step that is expected to succeed (or fresh_install = true)",
+                );
+            }
             Check::AuthorityColumns if ledger => {
                 self.problem(index, "authority_columns cannot hold here: authority is ledger after a flip or on a fresh install");
             }

@@ -12,7 +12,9 @@
 mod diagnostic;
 mod duration;
 mod fleet;
+mod intended;
 mod model;
+mod path;
 mod raw;
 mod step;
 mod validate;

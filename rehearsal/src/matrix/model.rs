@@ -31,6 +31,9 @@ pub struct Matrix {
     pub cells: Vec<Cell>,
     /// Named matrices (`smoke`, `full`, ...) by name.
     pub matrices: BTreeMap<String, NamedMatrix>,
+    /// `[schema]`: what `schema_matches_fresh` accepts as intended.
+    #[serde(default)]
+    pub schema: SchemaPolicy,
 }
 
 impl Matrix {
@@ -300,6 +303,112 @@ pub struct Cell {
     pub workload: WorkloadOverride,
     /// Steps, executed in order.
     pub steps: Vec<Step>,
+    /// The releases the cell walks the fleet through, in order; its
+    /// database is created by the first. `None`: it starts on `previous`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<UpgradePath>,
+}
+
+/// `path = ["pre_guard", "previous", "current"]`: a walk through several
+/// releases, each later than the one before (earlier with `downgrade = true`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpgradePath {
+    /// The releases, in walking order (at least two).
+    pub releases: Vec<PathStop>,
+    /// The versions go down along the path (declared with `downgrade = true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub downgrade: bool,
+}
+
+/// One release on an upgrade path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathStop {
+    /// The artifact's name in matrix.toml.
+    pub artifact: String,
+    /// Its version as the matrix knows it (`0.6.1`; a line as `0.6.x`).
+    pub version: String,
+}
+
+impl UpgradePath {
+    /// The artifact the cell's database is created with.
+    pub fn start(&self) -> &str {
+        &self.releases[0].artifact
+    }
+
+    /// Where `artifact` stands on the path, if it is on it.
+    pub fn position(&self, artifact: &str) -> Option<usize> {
+        self.releases.iter().position(|r| r.artifact == artifact)
+    }
+}
+
+impl fmt::Display for UpgradePath {
+    /// `pre_guard 0.6.1 -> previous 0.6.2 -> current 0.7.0`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stops: Vec<String> = self
+            .releases
+            .iter()
+            .map(|r| format!("{} {}", r.artifact, r.version))
+            .collect();
+        f.write_str(&stops.join(" -> "))?;
+        if self.downgrade {
+            f.write_str(" (a downgrade)")?;
+        }
+        Ok(())
+    }
+}
+
+/// `[schema]`: differences between an upgraded database and a fresh
+/// install of the current build that are intended (until the contract
+/// release removes what the upgrade keeps).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaPolicy {
+    /// Each intended difference, in file order.
+    #[serde(default)]
+    pub intended: Vec<IntendedDifference>,
+}
+
+/// `{ object = "column awa.*_ring_state.current_slot", reason = "..." }`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntendedDifference {
+    /// The kind of schema object.
+    pub kind: crate::schema::ObjectKind,
+    /// Its qualified name; `*` matches any run of characters.
+    pub name: String,
+    /// Why the difference is intended, and until when.
+    pub reason: String,
+}
+
+impl IntendedDifference {
+    /// Whether this declaration covers the object `kind name`.
+    pub fn covers(&self, kind: crate::schema::ObjectKind, name: &str) -> bool {
+        self.kind == kind && glob_matches(&self.name, name)
+    }
+}
+
+impl fmt::Display for IntendedDifference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
+/// `*` matches any run of characters (none included); all else literally.
+pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// What a cell must produce: a clean pass, or a named finding (for seeded defects).
@@ -365,11 +474,18 @@ pub enum FindingRule {
     /// A runtime registered while a migration with a version floor was in
     /// flight: the preflight did not hold `runtime_instances`.
     FloorBypassed,
+    /// Rows of `schema_version` the cell saw recorded were rewritten or
+    /// removed later (a pre-guard binary took a newer schema for a legacy
+    /// one and re-applied its migrations, ADR-041 context item 1).
+    SchemaRewritten,
+    /// The upgraded schema differs from a fresh install of the current
+    /// build in a way the matrix does not declare intended.
+    SchemaDrift,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 18] = [
+    pub const ALL: [FindingRule; 20] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -388,6 +504,8 @@ impl FindingRule {
         FindingRule::UnboundedGrowth,
         FindingRule::N1Incompatible,
         FindingRule::FloorBypassed,
+        FindingRule::SchemaRewritten,
+        FindingRule::SchemaDrift,
     ];
 
     /// The name used in matrix.toml, findings and reports.
@@ -411,6 +529,8 @@ impl FindingRule {
             FindingRule::UnboundedGrowth => "unbounded_growth",
             FindingRule::N1Incompatible => "n1_incompatible",
             FindingRule::FloorBypassed => "floor_bypassed",
+            FindingRule::SchemaRewritten => "schema_rewritten",
+            FindingRule::SchemaDrift => "schema_drift",
         }
     }
 
@@ -812,10 +932,14 @@ pub enum Check {
     /// prunes away each row written before then, within a wrap and a few
     /// rotations (the check waits; a ring that does not is `ring_stalled`).
     RingsPrunedBack,
+    /// The schema equals a fresh install of the current build on the same
+    /// server, but for the differences `[schema]` declares intended (any
+    /// other is `schema_drift`).
+    SchemaMatchesFresh,
 }
 
 /// Check names without an argument, in documentation order.
-pub const CHECK_NAMES: [&str; 8] = [
+pub const CHECK_NAMES: [&str; 9] = [
     "schema_expanded",
     "authority_columns",
     "authority_ledger",
@@ -824,6 +948,7 @@ pub const CHECK_NAMES: [&str; 8] = [
     "deadline_rescue_pending",
     "deadline_rescued",
     "rings_pruned_back",
+    "schema_matches_fresh",
 ];
 
 /// The prefix of the one check that takes an argument.
@@ -843,6 +968,7 @@ impl FromStr for Check {
             "deadline_rescue_pending" => Check::DeadlineRescuePending,
             "deadline_rescued" => Check::DeadlineRescued,
             "rings_pruned_back" => Check::RingsPrunedBack,
+            "schema_matches_fresh" => Check::SchemaMatchesFresh,
             _ => match s.strip_prefix(LEADER_IS) {
                 Some(artifact) if !artifact.is_empty() => Check::LeaderIs(artifact.to_owned()),
                 _ => return Err(()),
@@ -862,6 +988,7 @@ impl fmt::Display for Check {
             Check::DeadlineRescuePending => CHECK_NAMES[5],
             Check::DeadlineRescued => CHECK_NAMES[6],
             Check::RingsPrunedBack => CHECK_NAMES[7],
+            Check::SchemaMatchesFresh => CHECK_NAMES[8],
             Check::LeaderIs(artifact) => return write!(f, "{LEADER_IS}{artifact}"),
         };
         f.write_str(name)

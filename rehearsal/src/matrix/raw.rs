@@ -81,6 +81,23 @@ pub(crate) struct RawCell {
     pub expect: Option<Spanned<toml::Value>>,
     pub fresh_install: Option<Spanned<bool>>,
     pub workload: Option<Spanned<RawWorkload>>,
+    pub path: Option<Spanned<Vec<Spanned<String>>>>,
+    pub downgrade: Option<Spanned<bool>>,
+}
+
+/// `[schema]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSchema {
+    pub intended: Option<Spanned<Vec<Spanned<RawIntended>>>>,
+}
+
+/// One `intended = [{ object = "...", reason = "..." }]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIntended {
+    pub object: Option<Spanned<String>>,
+    pub reason: Option<Spanned<String>>,
 }
 
 /// A cell's `steps` key.
@@ -172,6 +189,7 @@ pub(crate) struct RawMatrix {
     pub artifacts: Vec<(Spanned<String>, RawArtifact)>,
     pub workload: Option<Spanned<RawWorkload>>,
     pub timings: Option<Spanned<RawTimings>>,
+    pub schema: Option<Spanned<RawSchema>>,
     pub cells: Vec<Spanned<RawCell>>,
     /// `[matrix]` entries in file order.
     pub matrices: Vec<RawNamedMatrix>,
@@ -180,7 +198,14 @@ pub(crate) struct RawMatrix {
 }
 
 /// Top-level sections, in the order the error message lists them.
-pub(crate) const SECTIONS: [&str; 5] = ["artifacts", "workload", "timings", "cell", "matrix"];
+pub(crate) const SECTIONS: [&str; 6] = [
+    "artifacts",
+    "workload",
+    "timings",
+    "schema",
+    "cell",
+    "matrix",
+];
 
 /// Splits the parsed document into sections, recording every problem in `sink`.
 pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix {
@@ -198,6 +223,10 @@ pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix
             "timings" => match deserialize::<Spanned<RawTimings>>(value, sink, "timings") {
                 Some(t) => raw.timings = Some(t),
                 None => raw.broken.push("timings"),
+            },
+            "schema" => match deserialize::<Spanned<RawSchema>>(value, sink, "schema") {
+                Some(t) => raw.schema = Some(t),
+                None => raw.broken.push("schema"),
             },
             "cell" => read_cells(value, sink, &mut raw),
             "matrix" => read_matrices(value, sink, &mut raw),

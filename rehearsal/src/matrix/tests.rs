@@ -114,6 +114,9 @@ fn shipped_matrix_is_valid() {
         "fence",
         "rollback-before-flip",
         "floor-refuses-pre-guard",
+        "path-through-stepping-stone",
+        "path-skip-refused",
+        "path-skip-forced",
         "pg-crash-during-migrate",
         "pg-crash-during-flip",
         "fresh-install",
@@ -234,12 +237,30 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "failpoint {failpoint} has no {cell} cell in the defects matrix"
         );
     }
+    // Beside the seeded defects, a cell may expect the finding a released
+    // binary's known damage must produce (no failpoint armed): only these.
+    let scenarios = [("path-skip-forced", FindingRule::SchemaRewritten)];
     for clean in matrix
         .cells
         .iter()
         .filter(|c| !c.name.starts_with("defect-"))
     {
-        assert_eq!(clean.expect, Expectation::Pass, "{}", clean.name);
+        let want = scenarios
+            .iter()
+            .find(|(name, _)| *name == clean.name)
+            .map_or(Expectation::Pass, |(_, rule)| Expectation::Detect(*rule));
+        assert_eq!(clean.expect, want, "{}", clean.name);
+        if want != Expectation::Pass {
+            assert!(
+                clean.steps.iter().all(|s| match s {
+                    Step::Fleet(f) => matrix.artifacts[&f.artifact].failpoint.is_none(),
+                    Step::Migrate(m) => matrix.artifacts[&m.artifact].failpoint.is_none(),
+                    _ => true,
+                }),
+                "{} arms a failpoint",
+                clean.name
+            );
+        }
     }
 }
 
@@ -380,7 +401,7 @@ fn unknown_section() {
     assert_eq!(
         errors(&doc("[workloads]\nrate_per_s = 1\n", &[])),
         [
-            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, cell, matrix"
+            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, cell, matrix"
         ]
     );
 }
@@ -439,7 +460,7 @@ fn unknown_key_in_a_cell() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nstep = []\n",
         &[
-            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`",
+            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`, `path`, `downgrade`",
         ],
     );
 }
@@ -774,7 +795,7 @@ fn options_that_contradict_each_other() {
 
 #[test]
 fn unknown_check() {
-    let checks = "schema_expanded, authority_columns, authority_ledger, fence_active, mixed_fleet_claimed, deadline_rescue_pending, deadline_rescued, rings_pruned_back, leader_is:<artifact>";
+    let checks = "schema_expanded, authority_columns, authority_ledger, fence_active, mixed_fleet_claimed, deadline_rescue_pending, deadline_rescued, rings_pruned_back, schema_matches_fresh, leader_is:<artifact>";
     assert_steps(
         &[
             r#"{ fleet = "previous", workers = 2 }"#,
@@ -977,7 +998,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, schema_drift";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",
@@ -1616,4 +1637,233 @@ fn a_suspend_is_planned_with_a_seeded_pick_and_shown_in_words() {
             pick: None
         })
     );
+}
+
+/// The test matrix's artifacts plus the pre-guard release, for path cells.
+const PATH_ARTIFACTS: &str = r#"
+[artifacts.pre_guard]
+release = "0.6.1"
+[artifacts.previous]
+release = "0.6.2"
+[artifacts.current]
+build = "workspace"
+"#;
+
+/// A matrix whose only cell is `cell` (starting at line 1).
+fn path_doc(cell: &str) -> String {
+    format!(
+        "{}{PATH_ARTIFACTS}{WORKLOAD}{TIMINGS}",
+        cell.trim_start_matches('\n')
+    )
+}
+
+#[test]
+fn a_path_walks_its_releases_in_order() {
+    let text = path_doc(
+        r#"
+[[cell]]
+name = "p"
+about = "0.6.1 -> 0.6.2 -> 0.7"
+path = ["pre_guard", "previous", "current"]
+steps = [
+  { fleet = "pre_guard", workers = 2, producers = 1 },
+  { fleet = "previous", workers = 1 },
+  { migrate = "current", expect = "refused" },
+  { roll = "previous" },
+  { migrate = "current" },
+  { roll = "current" },
+  { rollback = "previous" },
+  { roll = "current" },
+  { flip = "manual" },
+  { fence = "pre_guard" },
+]
+"#,
+    );
+    let matrix = parse("matrix.toml", &text).unwrap_or_else(|d| panic!("{d}"));
+    let path = matrix.cells[0].path.as_ref().unwrap();
+    assert_eq!(
+        path.to_string(),
+        format!(
+            "pre_guard 0.6.1 -> previous 0.6.2 -> current {}",
+            awa_runtime::version::VERSION
+        )
+    );
+    assert_eq!(path.start(), "pre_guard");
+    assert!(!path.downgrade);
+    // A declared downgrade walks the versions down.
+    let down = path_doc(
+        r#"
+[[cell]]
+name = "d"
+about = "0.6.2 back to 0.6.1"
+path = ["previous", "pre_guard"]
+downgrade = true
+steps = [{ fleet = "previous", workers = 1 }, { roll = "pre_guard" }]
+"#,
+    );
+    let matrix = parse("matrix.toml", &down).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        matrix.cells[0].path.as_ref().unwrap().to_string(),
+        "previous 0.6.2 -> pre_guard 0.6.1 (a downgrade)"
+    );
+}
+
+#[test]
+fn bad_paths_are_refused_at_the_path() {
+    let cell = |path: &str, extra: &str| {
+        path_doc(&format!(
+            "[[cell]]\nname = \"p\"\nabout = \"a path\"\npath = {path}\n{extra}steps = [{{ fleet = \"pre_guard\", workers = 1 }}, {{ roll = \"current\" }}]\n"
+        ))
+    };
+    let at = |text: &str| errors(text);
+    assert_eq!(
+        at(&cell(r#"["pre_guard"]"#, "")),
+        [
+            "matrix.toml:4:8: cell \"p\": a path walks at least two releases, found 1; list them in order, like [\"pre_guard\", \"previous\", \"current\"], or drop path (the cell then starts on previous)"
+        ]
+    );
+    assert_eq!(
+        at(&cell(r#"["pre_guard", "currnet"]"#, "")),
+        [
+            "matrix.toml:4:22: cell \"p\": path names unknown artifact \"currnet\" (did you mean \"current\"?); declared: current, pre_guard, previous"
+        ]
+    );
+    assert_eq!(
+        at(&cell(r#"["pre_guard", "pre_guard"]"#, "")),
+        [
+            "matrix.toml:4:22: cell \"p\": path lists \"pre_guard\" twice; a path visits each release once (a rollback step goes back)"
+        ]
+    );
+    assert_eq!(
+        at(&cell(r#"["current", "pre_guard"]"#, "")),
+        [format!(
+            "matrix.toml:4:20: cell \"p\": path goes from current {} to pre_guard 0.6.1, which is not a later version; reorder the path, or declare downgrade = true",
+            awa_runtime::version::VERSION
+        )]
+    );
+    assert_eq!(
+        at(&cell(r#"["pre_guard", "current"]"#, "downgrade = true\n")),
+        [format!(
+            "matrix.toml:4:22: cell \"p\": path goes from pre_guard 0.6.1 to current {}, which is not an earlier version; drop downgrade = true",
+            awa_runtime::version::VERSION
+        )]
+    );
+    assert_eq!(
+        at(&cell(
+            r#"["pre_guard", "current"]"#,
+            "fresh_install = true\n"
+        )),
+        [
+            "matrix.toml:4:8: cell \"p\": a path starts on a database its first release creates; drop fresh_install = true (or the path)"
+        ]
+    );
+    let no_path = path_doc(
+        "[[cell]]\nname = \"p\"\nabout = \"x\"\ndowngrade = true\nsteps = [{ fleet = \"previous\", workers = 1 }]\n",
+    );
+    assert_eq!(
+        at(&no_path),
+        [
+            "matrix.toml:4:13: cell \"p\": downgrade = true declares the direction of a path; add path = [\"...\", \"...\"] or drop it"
+        ]
+    );
+}
+
+#[test]
+fn steps_must_walk_the_path_in_order() {
+    let cell = |steps: &str| {
+        path_doc(&format!(
+            "[[cell]]\nname = \"p\"\nabout = \"a path\"\npath = [\"pre_guard\", \"previous\", \"current\"]\nsteps = [\n{steps}]\n"
+        ))
+    };
+    assert_eq!(
+        errors(&cell("  { fleet = \"pre_guard\", workers = 1 },\n  { roll = \"current\" },\n")),
+        ["matrix.toml:7:3: cell \"p\", step 2 (roll): roll to current skips previous, the next release on the path (pre_guard 0.6.1 -> previous 0.6.2 -> current VERSION); walk the path in order, or leave previous off the path to rehearse the skip".replace("VERSION", awa_runtime::version::VERSION)]
+    );
+    assert_eq!(
+        errors(&cell(
+            "  { fleet = \"pre_guard\", workers = 1 },\n  { roll = \"previous\" },\n  { fleet = \"pre_guard\", workers = 1 },\n  { roll = \"current\" },\n"
+        )),
+        [
+            "matrix.toml:8:3: cell \"p\", step 3 (fleet): fleet pre_guard goes back along the path: the fleet walked on to previous at step 2; use { rollback = \"pre_guard\" } to go back"
+        ]
+    );
+    assert_eq!(
+        errors(&cell(
+            "  { fleet = \"pre_guard\", workers = 1 },\n  { roll = \"previous\" },\n"
+        )),
+        [
+            "matrix.toml:4:8: cell \"p\": the path ends at current, but the fleet never gets past previous; add a roll to current, or end the path at previous"
+        ]
+    );
+    let other = path_doc(
+        "[[cell]]\nname = \"p\"\nabout = \"a path\"\npath = [\"pre_guard\", \"current\"]\nsteps = [\n  { fleet = \"pre_guard\", workers = 1 },\n  { migrate = \"previous\" },\n  { roll = \"current\" },\n]\n",
+    );
+    assert_eq!(
+        errors(&other),
+        [format!(
+            "matrix.toml:7:3: cell \"p\", step 2 (migrate): previous is not on this cell's path (pre_guard 0.6.1 -> current {}); add it to the path, or use one of its releases",
+            awa_runtime::version::VERSION
+        )]
+    );
+}
+
+#[test]
+fn intended_schema_differences_name_a_kind_an_object_and_a_reason() {
+    let valid = doc(
+        "[schema]\nintended = [{ object = \"column awa.*_ring_state.current_slot\", reason = \"kept until 0.8\" }]\n",
+        &[],
+    );
+    let matrix = parse("matrix.toml", &valid).unwrap_or_else(|d| panic!("{d}"));
+    let declared = &matrix.schema.intended[0];
+    assert_eq!(declared.to_string(), "column awa.*_ring_state.current_slot");
+    assert!(declared.covers(
+        crate::schema::ObjectKind::Column,
+        "awa.queue_ring_state.current_slot"
+    ));
+    assert!(!declared.covers(
+        crate::schema::ObjectKind::Index,
+        "awa.queue_ring_state.current_slot"
+    ));
+    assert!(!declared.covers(
+        crate::schema::ObjectKind::Column,
+        "awa.queue_ring_slots.current_slot"
+    ));
+    let bad = doc(
+        "[schema]\nintended = [\n  { object = \"colum awa.jobs.x\", reason = \"r\" },\n  { object = \"index jobs\", reason = \"r\" },\n  { object = \"index awa.i\" },\n  { object = \"index awa.j\", reason = \"r\", why = \"w\" },\n]\n",
+        &[],
+    );
+    assert_eq!(
+        errors(&bad),
+        ["matrix.toml:6:43: schema: unknown field `why`, expected `object` or `reason`",]
+    );
+    let bad = doc(
+        "[schema]\nintended = [\n  { object = \"colum awa.jobs.x\", reason = \"r\" },\n  { object = \"index jobs\", reason = \"r\" },\n  { object = \"index awa.i\" },\n]\n",
+        &[],
+    );
+    assert_eq!(
+        errors(&bad),
+        [
+            "matrix.toml:3:14: schema.intended #1: unknown object kind \"colum\" (did you mean \"column\"?); expected object = \"KIND NAME\" with KIND one of table, column, index, constraint, trigger, function, sequence and NAME qualified (awa.jobs.state; * matches any run of characters)",
+            "matrix.toml:4:14: schema.intended #2: \"index jobs\" names no qualified object; expected object = \"KIND NAME\" with KIND one of table, column, index, constraint, trigger, function, sequence and NAME qualified (awa.jobs.state; * matches any run of characters)",
+            "matrix.toml:5:3: schema.intended #3: missing reason = \"...\": say why the difference is intended and until when",
+        ]
+    );
+}
+
+#[test]
+fn schema_matches_fresh_needs_a_migrated_schema() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1 }"#,
+            r#"{ assert = "schema_matches_fresh" }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (assert): schema_matches_fresh compares an upgraded schema with a fresh install: it needs an earlier migrate step that is expected to succeed (or fresh_install = true)",
+        ],
+    );
+    assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 1 }"#,
+        r#"{ migrate = "current" }"#,
+        r#"{ assert = "schema_matches_fresh" }"#,
+    ]);
 }

@@ -17,8 +17,8 @@ use super::duration::Duration;
 use super::fleet::FleetModel;
 use super::model::{
     Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_SLEEP, Expectation,
-    FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS, Step, Timings,
-    Version, Workload, WorkloadOverride,
+    FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS, SchemaPolicy,
+    Step, Timings, Version, Workload, WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -75,7 +75,11 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
             None
         }
     };
-    let (cells, cell_names) = validate_cells(&raw.cells, &declared, sink);
+    let schema = match &raw.schema {
+        Some(s) => super::intended::validate(s, sink),
+        None => Some(SchemaPolicy::default()),
+    };
+    let (cells, cell_names) = validate_cells(&raw.cells, &declared, artifacts.as_ref(), sink);
     if cell_names.is_empty() && !raw.broken.contains(&"cell") {
         sink.error(
             None,
@@ -93,6 +97,7 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         timings: timings?,
         cells: cells?,
         matrices,
+        schema: schema?,
     })
 }
 
@@ -687,6 +692,7 @@ fn validate_timings(t: &Spanned<RawTimings>, sink: &mut Sink<'_>) -> Option<Timi
 fn validate_cells(
     raw: &[Spanned<RawCell>],
     artifacts: &BTreeSet<String>,
+    validated: Option<&BTreeMap<String, Artifact>>,
     sink: &mut Sink<'_>,
 ) -> (Option<Vec<Cell>>, Vec<String>) {
     let mut cells = Vec::new();
@@ -712,7 +718,7 @@ fn validate_cells(
                 names.push(name.get_ref().clone());
             }
         }
-        match validate_cell(i + 1, cell, artifacts, sink) {
+        match validate_cell(i + 1, cell, artifacts, validated, sink) {
             Some(c) => cells.push(c),
             None => ok = false,
         }
@@ -724,6 +730,7 @@ fn validate_cell(
     position: usize,
     cell: &Spanned<RawCell>,
     artifacts: &BTreeSet<String>,
+    validated: Option<&BTreeMap<String, Artifact>>,
     sink: &mut Sink<'_>,
 ) -> Option<Cell> {
     let span = cell.span();
@@ -773,7 +780,9 @@ fn validate_cell(
         Some(e) => expectation(e, &label, sink),
     };
     let fresh_install = raw.fresh_install.as_ref().is_some_and(|f| *f.get_ref());
-    if !fresh_install && !artifacts.contains(PREVIOUS) {
+    let (path, path_ok) = cell_path(raw, fresh_install, artifacts, validated, &label, sink);
+    ok &= path_ok;
+    if !fresh_install && raw.path.is_none() && !artifacts.contains(PREVIOUS) {
         sink.error(
             raw.name.as_ref().map_or_else(|| table_head(&span), |n| Some(n.span())),
             &label,
@@ -792,13 +801,21 @@ fn validate_cell(
             let steps_ok: Option<Vec<Step>> = converted.into_iter().collect();
             if let Some(valid) = &steps_ok {
                 let model = FleetModel::walk(fresh_install, valid);
-                for problem in &model.problems {
+                let walked = path
+                    .as_ref()
+                    .map_or_else(Vec::new, |p| super::path::walk(p, valid));
+                for problem in model.problems.iter().chain(&walked) {
+                    if problem.step == 0 {
+                        let at = raw.path.as_ref().map(|p| p.span());
+                        sink.error(at, &label, problem.message.clone());
+                        continue;
+                    }
                     let at = problem.step;
                     let step_span = steps.get_ref()[at - 1].span();
                     let context = step_context(&label, at, Some(valid[at - 1].name()));
                     sink.error(Some(step_span), &context, problem.message.clone());
                 }
-                if !model.problems.is_empty() {
+                if !model.problems.is_empty() || !walked.is_empty() {
                     ok = false;
                 }
             }
@@ -829,8 +846,45 @@ fn validate_cell(
         fresh_install,
         workload: workload?,
         steps: steps?,
+        path,
     };
     ok.then_some(cell)
+}
+
+/// A cell's `path` and `downgrade`: the path, and whether they are valid.
+fn cell_path(
+    raw: &RawCell,
+    fresh_install: bool,
+    artifacts: &BTreeSet<String>,
+    validated: Option<&BTreeMap<String, Artifact>>,
+    label: &str,
+    sink: &mut Sink<'_>,
+) -> (Option<super::model::UpgradePath>, bool) {
+    let downgrade = raw.downgrade.as_ref();
+    let Some(path) = &raw.path else {
+        if let Some(d) = downgrade {
+            sink.error(
+                Some(d.span()),
+                label,
+                "downgrade = true declares the direction of a path; add path = [\"...\", \"...\"] or drop it",
+            );
+            return (None, false);
+        }
+        return (None, true);
+    };
+    if fresh_install {
+        sink.error(
+            Some(path.span()),
+            label,
+            "a path starts on a database its first release creates; drop fresh_install = true (or the path)",
+        );
+        return (None, false);
+    }
+    let downgrade = downgrade.is_some_and(|d| *d.get_ref());
+    match super::path::check(path, downgrade, artifacts, validated, label, sink) {
+        Some(p) => (Some(p), true),
+        None => (None, false),
+    }
 }
 
 fn expectation(

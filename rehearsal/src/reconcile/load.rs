@@ -15,13 +15,16 @@ use awa_runtime::workload::Mode;
 use tokio_postgres::Client;
 
 use super::ReconcileError;
-use crate::observe::{AcceptedJob, Observations};
+use crate::observe::{AcceptedJob, Observations, SchemaVersionRow};
 
 /// The snapshot every read shares; sort memory for the million-row
 /// aggregates (server side, this transaction only); no JIT, whose compile
 /// time (over a second for the job audit) is never won back here.
 const BEGIN: &str =
     "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL work_mem = '256MB'; SET LOCAL jit = off";
+/// `awa.schema_version` as it ends, `applied_at` in microseconds.
+const SCHEMA_VERSIONS: &str = "SELECT version, (extract(epoch FROM applied_at) * 1000000)::int8 \
+     FROM awa.schema_version ORDER BY version";
 /// Nothing reconciliation does is kept: the temp table goes with it.
 const ROLLBACK: &str = "ROLLBACK";
 
@@ -143,6 +146,8 @@ pub(super) struct Storage {
     pub(super) ledgers: Option<Vec<Ledger>>,
     /// Attempts binaries below the minimum flip version started after the flip.
     pub(super) late_attempts: Vec<LateAttempt>,
+    /// `awa.schema_version` at the end.
+    pub(super) schema_versions: Vec<SchemaVersionRow>,
 }
 
 /// Why the reads stopped.
@@ -202,7 +207,22 @@ async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage,
         authority,
         ledgers: audit::ledgers(client, &features).await?,
         late_attempts: audit::attempts_after_flip_by_pre_flip_binaries(client, &features).await?,
+        schema_versions: schema_versions(client).await?,
     })
+}
+
+async fn schema_versions(client: &Client) -> Result<Vec<SchemaVersionRow>, DbError> {
+    let rows = client
+        .query(SCHEMA_VERSIONS, &[])
+        .await
+        .map_err(|e| DbError::db("reading schema_version", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| SchemaVersionRow {
+            version: r.get(0),
+            applied_at_us: r.get(1),
+        })
+        .collect())
 }
 
 #[cfg(test)]

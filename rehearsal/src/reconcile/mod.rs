@@ -15,6 +15,7 @@
 //! - `liveness` judges whether the rings kept rotating while they held rows;
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
+//! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
 //! - `faults` says whether every fault step has evidence that it fired;
 //! - `verdict` holds the findings and step failures against the expectation.
 //!
@@ -47,6 +48,7 @@ mod load;
 mod rings;
 mod rules;
 mod runtimes;
+mod schema;
 mod verdict;
 
 pub use faults::unfired_faults;
@@ -174,6 +176,7 @@ pub async fn reconcile_with_stats(
     ));
     findings.extend(growth::findings(&storage, obs));
     findings.extend(runtimes::findings(&storage, obs));
+    findings.extend(schema::findings(obs, &storage.schema_versions));
     // Stable: within a rule, findings keep the order they were made in.
     findings.sort_by_key(|f| f.rule);
     let jobs = &storage.jobs;

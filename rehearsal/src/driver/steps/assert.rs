@@ -130,6 +130,7 @@ impl Cell<'_> {
                 }
             }
             Check::RingsPrunedBack => return self.rings_pruned_back().await,
+            Check::SchemaMatchesFresh => return self.schema_matches_fresh().await,
             Check::LeaderIs(artifact) => {
                 let wait = self.plan.timings.stale_after.to_std() * 2 + Duration::from_secs(3);
                 let leader = self

@@ -86,6 +86,7 @@ impl Cell<'_> {
                 migrated,
             )
         };
+        self.record_schema(&s.artifact).await;
         let version = self.version_of(&s.artifact);
         let done = match (s.expect, code) {
             (Outcome::Ok, Some(EXIT_OK)) => {

@@ -17,6 +17,7 @@ mod migrate;
 mod pg_crash;
 mod roll;
 mod rollback;
+mod schema;
 mod settle;
 mod suspend;
 

@@ -1,0 +1,195 @@
+//! The schema side of a cell: `schema_version` after every step that may
+//! write it (for the `schema_rewritten` rule), and the
+//! `schema_matches_fresh` check.
+
+use std::time::Instant;
+
+use super::super::cell::{COMMAND_TIMEOUT, Cell};
+use super::super::database::{connect, identifier, with_database};
+use super::super::ledger::Role;
+use super::super::{Abort, EXIT_OK};
+use crate::matrix::CURRENT;
+use crate::observe::{SchemaCheck, SchemaRecord};
+use crate::schema::{self, Judged};
+
+/// Longest database name PostgreSQL keeps.
+const MAX_IDENT: usize = 63;
+
+/// The scratch database of a comparison: the cell's, marked, per step.
+fn scratch_name(cell_db: &str, step: usize) -> String {
+    let suffix = format!("_fresh{step}");
+    format!("{}{suffix}", identifier(cell_db, MAX_IDENT - suffix.len()))
+}
+
+impl Cell<'_> {
+    /// Records `awa.schema_version` now, after setup or a migrate step by
+    /// `by`; a failed read leaves a note (the rule then has a gap, not a lie).
+    pub(in crate::driver) async fn record_schema(&mut self, by: &str) {
+        match self.probe.schema_rows().await {
+            Ok(rows) => {
+                let record = SchemaRecord {
+                    step: self.step_index,
+                    by: format!("{by} {}", self.version_of(by)),
+                    at_ms: self.ms(),
+                    rows,
+                };
+                self.obs.schema_history.push(record);
+            }
+            Err(e) => self.facts.notes.push(format!(
+                "schema_version could not be read after step {}: {e}",
+                self.step_index
+            )),
+        }
+    }
+
+    /// `schema_matches_fresh`: a scratch database on the cell's server gets
+    /// a fresh install by the current build's `awa migrate`; both schemas
+    /// are read from the catalogs and compared; the scratch database is
+    /// dropped (kept with `--keep`). Undeclared differences fail the check
+    /// and become `schema_drift` findings at reconciliation, one per
+    /// object; declarations that match nothing fail it too (they are
+    /// stale: remove them).
+    pub(super) async fn schema_matches_fresh(&mut self) -> Result<Result<String, String>, Abort> {
+        let started = Instant::now();
+        let scratch = scratch_name(&self.db.name, self.step_index);
+        let harness =
+            |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
+        let scratch_url =
+            with_database(&self.db.url, &scratch).map_err(|e| harness("the scratch URL", e))?;
+        let admin = connect(&self.db.url)
+            .await
+            .map_err(|e| harness("connecting", e))?;
+        // The name is built from [a-z0-9_] only, never from raw input.
+        for sql in [
+            format!("DROP DATABASE IF EXISTS \"{scratch}\""),
+            format!("CREATE DATABASE \"{scratch}\""),
+        ] {
+            admin.batch_execute(&sql).await.map_err(|e| {
+                harness(
+                    "creating the scratch database",
+                    super::super::probe::describe(&e),
+                )
+            })?;
+        }
+        let compared = self.compare_with_fresh(&scratch_url).await;
+        let kept = self.ctx.keep;
+        if !kept {
+            let drop = format!("DROP DATABASE IF EXISTS \"{scratch}\" WITH (FORCE)");
+            if let Err(e) = admin.batch_execute(&drop).await {
+                self.facts.notes.push(format!(
+                    "the scratch database {scratch} could not be dropped: {}",
+                    super::super::probe::describe(&e)
+                ));
+            }
+        }
+        let (objects, judged) = compared?;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let fresh_by = format!("{CURRENT} {}", self.version_of(CURRENT));
+        let summary = summarize(
+            &judged,
+            objects,
+            elapsed_ms,
+            &fresh_by,
+            kept.then_some(&scratch),
+        );
+        let stale = judged.stale.clone();
+        let drift = !judged.undeclared.is_empty();
+        self.obs.schema_checks.push(SchemaCheck {
+            step: self.step_index,
+            at_ms: self.ms(),
+            fresh_by,
+            objects,
+            elapsed_ms,
+            judged,
+        });
+        Ok(match (drift, stale.is_empty()) {
+            (false, true) => Ok(summary),
+            (true, true) => Err(summary),
+            (_, false) => Err(format!(
+                "{summary}; [schema] declares intended differences that no longer differ (stale: remove them): {}",
+                stale.join(", ")
+            )),
+        })
+    }
+
+    /// Installs the current build on `scratch_url` and compares it with the
+    /// cell's database: the upgraded schema's object count and the judgement.
+    async fn compare_with_fresh(&mut self, scratch_url: &str) -> Result<(usize, Judged), Abort> {
+        let harness =
+            |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
+        let env = vec![("AWA_DATABASE_URL".to_owned(), scratch_url.to_owned())];
+        let id = self
+            .run_command(
+                CURRENT,
+                Role::Migrate,
+                vec!["migrate".into()],
+                env,
+                COMMAND_TIMEOUT,
+            )
+            .await?;
+        let (code, why) = {
+            let l = self.shared.lock();
+            (l.procs[id].code(), l.procs[id].why_ended())
+        };
+        if code != Some(EXIT_OK) {
+            return Err(harness("the fresh install by current failed", why));
+        }
+        let fresh = connect(scratch_url)
+            .await
+            .map_err(|e| harness("connecting to the fresh install", e))?;
+        let upgraded = connect(&self.db.url)
+            .await
+            .map_err(|e| harness("connecting", e))?;
+        let (a, b) = tokio::join!(schema::introspect(&upgraded), schema::introspect(&fresh));
+        let (upgraded, fresh) = (
+            a.map_err(|e| harness("the upgraded database", e))?,
+            b.map_err(|e| harness("the fresh install", e))?,
+        );
+        let judged = schema::judge(schema::diff(&upgraded, &fresh), &self.plan.schema_intended);
+        Ok((upgraded.len(), judged))
+    }
+}
+
+/// The check's line for the timeline.
+fn summarize(
+    judged: &Judged,
+    objects: usize,
+    elapsed_ms: u64,
+    fresh_by: &str,
+    kept: Option<&String>,
+) -> String {
+    let mut text = format!(
+        "{objects} schema objects compared with a fresh install of {fresh_by} in {elapsed_ms} ms: "
+    );
+    if judged.undeclared.is_empty() && judged.intended.is_empty() {
+        text.push_str("identical");
+    } else {
+        text.push_str(&format!(
+            "{} undeclared difference(s) (schema_drift), {} intended",
+            judged.undeclared.len(),
+            judged.intended.len()
+        ));
+        if let Some(first) = judged.undeclared.first() {
+            text.push_str(&format!("; first: {first}"));
+        }
+    }
+    if let Some(name) = kept {
+        text.push_str(&format!("; the fresh install is kept as database {name}"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_names_fit_and_differ_from_the_cell_database() {
+        assert_eq!(scratch_name("migrate_first", 14), "migrate_first_fresh14");
+        let long = "x".repeat(63);
+        let name = scratch_name(&long, 7);
+        assert_eq!(name.len(), 63);
+        assert_ne!(name, long);
+        assert!(name.ends_with("_fresh7"));
+    }
+}
