@@ -395,10 +395,10 @@ pub struct Observations {
     #[serde(default)]
     pub mid_migration: Vec<MidMigrationStart>,
     /// `schema_version` as it stood after setup and after each migrate
-    /// step. Added in 1.5.
+    /// step. Added in 1.6.
     #[serde(default)]
     pub schema_history: Vec<SchemaRecord>,
-    /// Every `schema_matches_fresh` comparison. Added in 1.5.
+    /// Every `schema_matches_fresh` comparison. Added in 1.6.
     #[serde(default)]
     pub schema_checks: Vec<SchemaCheck>,
 }

@@ -170,11 +170,11 @@ pub struct CellPlan {
     pub timings: Timings,
     /// Steps with every random choice resolved.
     pub steps: Vec<PlannedStep>,
-    /// The releases the cell walks, when it declares a path. Added in 1.5.
+    /// The releases the cell walks, when it declares a path. Added in 1.6.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<UpgradePath>,
     /// The schema differences `schema_matches_fresh` accepts (the
-    /// matrix's `[schema]`), for a cell that asserts it. Added in 1.5.
+    /// matrix's `[schema]`), for a cell that asserts it. Added in 1.6.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schema_intended: Vec<IntendedDifference>,
 }

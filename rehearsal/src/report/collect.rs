@@ -159,6 +159,8 @@ fn cell_report(
         step_failures: obs.step_failures.iter().map(ToString::to_string).collect(),
         proved,
         plan: run.plan,
+        schema_history: obs.schema_history,
+        schema_checks: obs.schema_checks,
     }
 }
 

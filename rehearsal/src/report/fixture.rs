@@ -176,6 +176,8 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         harness_error: None,
         step_failures: vec![],
         proved: vec![],
+        schema_history: vec![],
+        schema_checks: vec![],
     }
 }
 

@@ -47,7 +47,13 @@ use crate::reconcile::Detection;
 /// - `1.5`: per run `cores`, `jobs` (cells at once) and `schedule` (how
 ///   `--jobs` was chosen and the cells ordered); 0 and empty by default,
 ///   which hides the run's CPU floor.
-pub const FORMAT_VERSION: &str = "1.5";
+/// - `1.6`: per cell plan `path` (the releases an upgrade path walks) and
+///   `schema_intended` (the declared schema differences); per cell
+///   `schema_history` (`schema_version` after setup and each migrate) and
+///   `schema_checks` (each `schema_matches_fresh` comparison, with its
+///   differences and wall time); finding rules `schema_rewritten` and
+///   `schema_drift` (all default to empty/null).
+pub const FORMAT_VERSION: &str = "1.6";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -190,6 +196,13 @@ pub struct CellReport {
     pub step_failures: Vec<String>,
     /// What the cell proved, one sentence each (empty unless it passed).
     pub proved: Vec<String>,
+    /// `schema_version` after setup and after each migrate step. Added in 1.6.
+    #[serde(default)]
+    pub schema_history: Vec<crate::observe::SchemaRecord>,
+    /// Each `schema_matches_fresh` comparison: differences, intended ones,
+    /// stale declarations, wall time. Added in 1.6.
+    #[serde(default)]
+    pub schema_checks: Vec<crate::observe::SchemaCheck>,
 }
 
 /// How many cells reached each verdict.

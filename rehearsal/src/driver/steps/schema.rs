@@ -82,13 +82,17 @@ impl Cell<'_> {
                 ));
             }
         }
-        let (objects, judged) = compared?;
+        let Compared {
+            objects,
+            judged,
+            catalogs_ms,
+        } = compared?;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let fresh_by = format!("{CURRENT} {}", self.version_of(CURRENT));
         let summary = summarize(
             &judged,
             objects,
-            elapsed_ms,
+            (elapsed_ms, catalogs_ms),
             &fresh_by,
             kept.then_some(&scratch),
         );
@@ -114,7 +118,7 @@ impl Cell<'_> {
 
     /// Installs the current build on `scratch_url` and compares it with the
     /// cell's database: the upgraded schema's object count and the judgement.
-    async fn compare_with_fresh(&mut self, scratch_url: &str) -> Result<(usize, Judged), Abort> {
+    async fn compare_with_fresh(&mut self, scratch_url: &str) -> Result<Compared, Abort> {
         let harness =
             |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
         let env = vec![("AWA_DATABASE_URL".to_owned(), scratch_url.to_owned())];
@@ -134,6 +138,7 @@ impl Cell<'_> {
         if code != Some(EXIT_OK) {
             return Err(harness("the fresh install by current failed", why));
         }
+        let installed = Instant::now();
         let fresh = connect(scratch_url)
             .await
             .map_err(|e| harness("connecting to the fresh install", e))?;
@@ -146,20 +151,34 @@ impl Cell<'_> {
             b.map_err(|e| harness("the fresh install", e))?,
         );
         let judged = schema::judge(schema::diff(&upgraded, &fresh), &self.plan.schema_intended);
-        Ok((upgraded.len(), judged))
+        Ok(Compared {
+            objects: upgraded.len(),
+            judged,
+            catalogs_ms: installed.elapsed().as_millis() as u64,
+        })
     }
+}
+
+/// What a comparison found.
+struct Compared {
+    /// Objects the upgraded schema has.
+    objects: usize,
+    judged: Judged,
+    /// Of the comparison's time, reading both catalogs and the diff.
+    catalogs_ms: u64,
 }
 
 /// The check's line for the timeline.
 fn summarize(
     judged: &Judged,
     objects: usize,
-    elapsed_ms: u64,
+    (elapsed_ms, catalogs_ms): (u64, u64),
     fresh_by: &str,
     kept: Option<&String>,
 ) -> String {
     let mut text = format!(
-        "{objects} schema objects compared with a fresh install of {fresh_by} in {elapsed_ms} ms: "
+        "{objects} schema objects compared with a fresh install of {fresh_by} in {elapsed_ms} ms \
+         (catalogs read and compared in {catalogs_ms} ms, the rest is the scratch database and the install): "
     );
     if judged.undeclared.is_empty() && judged.intended.is_empty() {
         text.push_str("identical");
