@@ -1186,6 +1186,36 @@ mod tests {
     }
 
     #[test]
+    fn globs_match_runs_of_characters() {
+        for (pattern, text, want) in [
+            ("awa.jobs", "awa.jobs", true),
+            ("awa.jobs", "awa.jobs2", false),
+            (
+                "awa.*_ring_state.current_slot",
+                "awa.queue_ring_state.current_slot",
+                true,
+            ),
+            (
+                "awa.*_ring_state.current_slot",
+                "awa.queue_ring_slots.current_slot",
+                false,
+            ),
+            ("awa.*", "awa.", true),
+            ("*", "", true),
+            (
+                "*.ring_cursor_fence",
+                "awa.queue_ring_state.ring_cursor_fence",
+                true,
+            ),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "acb", false),
+            ("ab*ba", "aba", false),
+        ] {
+            assert_eq!(glob_matches(pattern, text), want, "{pattern} {text}");
+        }
+    }
+
+    #[test]
     fn finding_rules_round_trip_through_their_names() {
         for rule in FindingRule::ALL {
             assert_eq!(FindingRule::from_name(rule.name()), Some(rule));
