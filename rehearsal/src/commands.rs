@@ -56,6 +56,7 @@ pub fn execute(
         Some(Command::Plan) => plan_command(cli, env, out),
         Some(Command::Artifacts { action }) => artifacts_command(env, action, out, err),
         Some(Command::Selftest) => selftest(cli, env, out, err),
+        Some(Command::Doctor { registry }) => doctor(cli, env, registry.as_deref(), out),
         Some(Command::Run) | None => match cli.global.repeat {
             Some(n) => repeat(cli, env, n, out, err),
             None => run(cli, env, out, err),
@@ -125,11 +126,33 @@ fn make_plan(cli: &Cli, env: &Environment) -> Result<Plan, Error> {
 /// [`make_plan`], with the matrix file it read.
 fn make_plan_at(cli: &Cli, env: &Environment) -> Result<(PathBuf, Plan), Error> {
     let (path, matrix) = load(cli, env)?;
-    let selection = selection(cli);
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
-    let mut plan = plan::expand(&matrix, &selection, seed)?;
-    plan.replay = plan::replay_command(&selection, seed, cli.global.matrix_file.as_deref());
-    Ok((path, plan))
+    Ok((path.clone(), plan_with_seed(cli, &matrix, seed)?))
+}
+
+/// The selection expanded with `seed`, each cell once per PostgreSQL
+/// major it runs on (`--postgres`, `[postgres] servers`, `--cell NAME@pgN`).
+fn plan_with_seed(cli: &Cli, matrix: &Matrix, seed: u64) -> Result<Plan, Error> {
+    let (choice, names) =
+        crate::servers::Choice::new(&cli.global.postgres, &cli.global.cells, &matrix.servers)?;
+    let selection = Selection {
+        matrix: cli.global.matrix.clone(),
+        cells: names,
+    };
+    let mut plan = crate::servers::multiply(plan::expand(matrix, &selection, seed)?, &choice);
+    plan.replay = replay(cli, seed);
+    Ok(plan)
+}
+
+/// The replay command: the selection as typed (`--cell fence@pg18` kept),
+/// and `--postgres` when it was given.
+fn replay(cli: &Cli, seed: u64) -> String {
+    let mut line = plan::replay_command(&selection(cli), seed, cli.global.matrix_file.as_deref());
+    if !cli.global.postgres.is_empty() {
+        line.push_str(" --postgres ");
+        line.push_str(&crate::servers::list(&cli.global.postgres));
+    }
+    line
 }
 
 fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Outcome, Error> {
@@ -197,11 +220,46 @@ fn request(
         backend: cli.global.backend,
         jobs: cli.global.jobs,
         keep: cli.global.keep,
+        pg_bindirs: cli.global.pg_bindirs.clone(),
         quiet: cli.global.quiet,
         json: cli.global.json,
         format: cli.global.format,
         command_line: command_line(),
         selftest,
+    })
+}
+
+/// `rehearse doctor`: what this machine has, against the majors the
+/// default matrix (or `--postgres`) needs. A matrix that does not load is
+/// reported, not fatal: the doctor still looks at the machine.
+fn doctor(
+    cli: &Cli,
+    env: &Environment,
+    registry: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    let repo = crate::artifacts::Repo::find(&[&env.cwd]).ok();
+    let mut majors = cli.global.postgres.clone();
+    let mut matrix_problem = None;
+    match load(cli, env) {
+        Ok((_, matrix)) if majors.is_empty() => majors = matrix.servers,
+        Ok(_) => {}
+        Err(e) => matrix_problem = Some(awa_runtime::error::chain(&e)),
+    }
+    let mut search = awa_runtime::pgtemp::Search::from_env();
+    search.env_dirs = cli.global.pg_bindirs.clone();
+    let report = crate::doctor::examine(&crate::doctor::Ask {
+        majors: &majors,
+        search: &search,
+        repo: repo.as_ref(),
+        registry,
+        matrix_problem,
+    });
+    out.write_all(report.render().as_bytes())?;
+    Ok(if report.ready() {
+        Outcome::AllMet
+    } else {
+        Outcome::Inconclusive
     })
 }
 
@@ -254,8 +312,14 @@ fn selftest(
         cells,
     };
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
-    let mut plan = plan::expand(&matrix, &selection, seed)?;
+    let (choice, _) = crate::servers::Choice::new(&cli.global.postgres, &[], &matrix.servers)?;
+    let mut plan = crate::servers::multiply(plan::expand(&matrix, &selection, seed)?, &choice);
     plan.replay = selftest_replay(seed, cli.global.matrix_file.as_deref());
+    if !cli.global.postgres.is_empty() {
+        plan.replay.push_str(" --postgres ");
+        plan.replay
+            .push_str(&crate::servers::list(&cli.global.postgres));
+    }
     let request = request(cli, env, &path, plan, true, err)?;
     crate::pipeline::run(request, out, err)
 }
@@ -282,15 +346,12 @@ fn repeat(
     err: &mut dyn Write,
 ) -> Result<Outcome, Error> {
     let (path, matrix) = load(cli, env)?;
-    let selection = selection(cli);
     let base = cli.global.seed.unwrap_or_else(plan::random_seed);
     let seeds = crate::repeat::seeds(base, n);
     // Every plan is checked before the first run starts.
     let mut plans = Vec::new();
     for &seed in &seeds {
-        let mut plan = plan::expand(&matrix, &selection, seed)?;
-        plan.replay = plan::replay_command(&selection, seed, cli.global.matrix_file.as_deref());
-        plans.push(plan);
+        plans.push(plan_with_seed(cli, &matrix, seed)?);
     }
     writeln!(
         err,

@@ -50,6 +50,11 @@ pub enum Error {
     /// throwaway cluster would not start, or `--database-url` does not answer.
     #[error("no PostgreSQL to run the cells against: {0}")]
     Postgres(String),
+    /// A PostgreSQL major the cells are to run on (`--postgres`,
+    /// `[postgres] servers`, `--cell NAME@pgN`) is not installed: bad
+    /// input, found before anything starts; the message says how to install it.
+    #[error("{0}")]
+    MissingServer(String),
     /// The harness failed outside any cell (the async runtime, the report folder).
     #[error("{0}")]
     Harness(String),

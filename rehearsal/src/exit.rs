@@ -54,6 +54,7 @@ pub fn for_error(error: &Error) -> u8 {
         Error::Image(_) => INCONCLUSIVE,
         Error::Fleet(_) => INCONCLUSIVE,
         Error::Postgres(_) => INCONCLUSIVE,
+        Error::MissingServer(_) => BAD_INPUT,
         Error::Harness(_) => INCONCLUSIVE,
         Error::NotImplemented { .. } => INCONCLUSIVE,
     }

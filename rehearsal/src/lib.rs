@@ -58,6 +58,7 @@ pub const VERSION: &str = concat!(
 pub mod artifacts;
 pub mod cli;
 pub mod commands;
+pub mod doctor;
 pub mod driver;
 mod error;
 pub mod exit;
@@ -75,6 +76,7 @@ pub mod report;
 pub mod schedule;
 pub mod schema;
 pub mod selftest;
+pub mod servers;
 pub mod stamp;
 pub mod stream;
 

@@ -29,7 +29,9 @@ use crate::observe::{Finding, Observations, StepOutcome, Verdict};
 use crate::plan::{CellPlan, Plan};
 use crate::report::{self, Collector, RunReport, terminal::Terminal};
 use crate::schedule::Schedule;
+use crate::servers::Spec;
 use crate::stream::RunEvent;
+use awa_runtime::pgtemp::Search;
 
 /// What `rehearse run` was asked to do, validated.
 #[derive(Clone, Debug)]
@@ -48,6 +50,8 @@ pub struct RunArgs {
     pub jobs: crate::schedule::Jobs,
     /// `--keep`.
     pub keep: bool,
+    /// `--pg-bindir`/`$REHEARSE_PG_BINDIR`, `$AWA_PG_BINDIR`: searched first.
+    pub pg_bindirs: Vec<(&'static str, PathBuf)>,
     /// `--quiet`.
     pub quiet: bool,
     /// `--json`: report.json on stdout.
@@ -104,7 +108,10 @@ pub fn run_report(
     let wall = Instant::now();
     let stamp = report::utc(SystemTime::now());
     let chosen = choose_backend(args.backend, args.quiet, err)?;
-    let mut resolution = resolve(&args, chosen.engine.is_some(), err)?;
+    let docker = chosen.engine.is_some();
+    artifacts::check(&args.repo, &wanted_here(&args.plan, docker))?;
+    let servers = locate_servers(&args, err)?;
+    let mut resolution = resolve(&args, docker, err)?;
     // Read before this run's folder exists, so the history is an earlier run.
     let schedule = Schedule::new(&args.plan.cells, args.jobs, &args.reports_root);
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
@@ -140,7 +147,7 @@ pub fn run_report(
         run_id,
         started_at: stamp.rfc3339,
         wall,
-        database_url: args.database_url.clone(),
+        servers,
         backend: fleet.backend().to_owned(),
         fleet,
         backend_reason: chosen.reason,
@@ -242,13 +249,57 @@ fn wanted(plan: &Plan) -> BTreeMap<String, Artifact> {
     wanted
 }
 
+/// The artifacts this stage builds: with an engine, image artifacts are
+/// left to the docker stage.
+fn wanted_here(plan: &Plan, docker: bool) -> BTreeMap<String, Artifact> {
+    wanted(plan)
+        .into_iter()
+        .filter(|(_, a)| !docker || !matches!(a.source, ArtifactSource::Image(_)))
+        .collect()
+}
+
+/// The PostgreSQL server of each major the cells are planned on, found
+/// (or `--database-url` checked against them) before anything is built
+/// or started: a missing major is bad input that says how to install it.
+fn locate_servers(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Error> {
+    let keys = crate::servers::keys(&args.plan);
+    let specs = match &args.database_url {
+        Some(url) if keys.iter().all(Option::is_none) => {
+            crate::servers::external(url, &keys, None)?
+        }
+        Some(url) => {
+            let major = one_shot_runtime()?
+                .block_on(crate::driver::database::server_major(url))
+                .map_err(|e| Error::Postgres(format!("{e}; check --database-url")))?;
+            crate::servers::external(url, &keys, Some(major))?
+        }
+        None => {
+            let mut search = Search::from_env();
+            search.env_dirs = args.pg_bindirs.clone();
+            crate::servers::locate(&search, &keys)?
+        }
+    };
+    if !args.quiet {
+        for spec in &specs {
+            if let Spec::Throwaway { major, install } = spec {
+                let on = major.map_or_else(String::new, |m| format!("{m}: "));
+                writeln!(
+                    err,
+                    "postgres {on}{} in {} (from {})",
+                    install.version,
+                    install.bindir.display(),
+                    install.origin
+                )?;
+            }
+        }
+    }
+    Ok(specs)
+}
+
 /// Artifacts: every source checked, then each binary built once; with an
 /// engine, image artifacts are left to the docker stage.
 fn resolve(args: &RunArgs, docker: bool, err: &mut dyn Write) -> Result<Resolution, Error> {
-    let wanted: BTreeMap<String, Artifact> = wanted(&args.plan)
-        .into_iter()
-        .filter(|(_, a)| !docker || !matches!(a.source, ArtifactSource::Image(_)))
-        .collect();
+    let wanted = wanted_here(&args.plan, docker);
     let quiet = args.quiet;
     let mut progress = |line: String| {
         if !quiet {

@@ -177,6 +177,10 @@ pub struct CellPlan {
     /// matrix's `[schema]`), for a cell that asserts it. Added in 1.6.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schema_intended: Vec<IntendedDifference>,
+    /// The PostgreSQL major it runs on (`--postgres`, `[postgres]
+    /// servers`); `None`: the run's one server, whichever was found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::servers::Major>,
 }
 
 /// How a cell's database is prepared before step 1.
@@ -313,6 +317,7 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
         } else {
             Vec::new()
         },
+        server: None,
     }
 }
 

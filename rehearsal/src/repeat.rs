@@ -61,6 +61,9 @@ pub struct Rates {
     runs: usize,
     /// `--matrix-file PATH` words for replay commands, if one was given.
     matrix_file: Option<String>,
+    /// How `--cell` selects a cell that ran on a named PostgreSQL major
+    /// (`fence@pg18`), by the cell's id in the report.
+    selectors: BTreeMap<String, String>,
 }
 
 impl Rates {
@@ -78,6 +81,12 @@ impl Rates {
         for cell in &report.cells {
             if !self.cells.contains_key(&cell.name) {
                 self.order.push(cell.name.clone());
+            }
+            if let Some(major) = cell.plan.server.filter(|_| !cell.name.contains('@')) {
+                self.selectors.insert(
+                    cell.name.clone(),
+                    crate::servers::cell_id(&cell.name, major),
+                );
             }
             let rate = self.cells.entry(cell.name.clone()).or_default();
             rate.runs += 1;
@@ -102,6 +111,7 @@ impl Rates {
             .as_ref()
             .map(|f| format!("--matrix-file {} ", crate::plan::shell_quote(f)))
             .unwrap_or_default();
+        let cell = self.selectors.get(cell).map_or(cell, String::as_str);
         format!(
             "rehearse {file}--cell {} --seed {seed}",
             crate::plan::shell_quote(cell)
@@ -209,6 +219,26 @@ mod tests {
         assert_eq!(
             only_clean.replay("fence", 3),
             "rehearse --matrix-file m.toml --cell fence --seed 3"
+        );
+    }
+
+    #[test]
+    fn a_cell_that_ran_on_a_named_major_is_replayed_on_it() {
+        let mut one = fixture::report();
+        for c in &mut one.cells {
+            c.plan.server = Some(crate::servers::Major(18));
+        }
+        let mut rates = Rates::new(None);
+        rates.add(5, &one, PathBuf::from("reports/a"));
+        assert_eq!(
+            rates.replay("fence", 5),
+            "rehearse --cell fence@pg18 --seed 5"
+        );
+        let mut two = Rates::new(None);
+        two.add(5, &fixture::on_two_servers(), PathBuf::from("reports/b"));
+        assert_eq!(
+            two.replay("fence@pg15", 5),
+            "rehearse --cell fence@pg15 --seed 5"
         );
     }
 }

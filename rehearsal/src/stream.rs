@@ -164,8 +164,11 @@ pub struct RunStart {
     /// The Docker engine, on the docker backend.
     #[serde(default)]
     pub engine: Option<String>,
-    /// `server_version` of PostgreSQL.
+    /// `server_version` of PostgreSQL (each server's, when several).
     pub postgres_version: String,
+    /// Every server the cells ran on, by planned major.
+    #[serde(default)]
+    pub servers: Vec<crate::servers::ServerInfo>,
     /// sha256 of each migration the current build embeds.
     pub migration_checksums: BTreeMap<String, String>,
     /// The workspace commit.

@@ -6,6 +6,7 @@
 //! crash every cell running beside it. With `--database-url` rehearse does
 //! not control the server, so such a cell is inconclusive, saying why.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,7 +20,13 @@ const MAX_IDENT: usize = 63;
 #[derive(Clone)]
 pub enum Server {
     /// A throwaway cluster rehearse started (and stops).
-    Throwaway(Arc<Mutex<Cluster>>),
+    Throwaway {
+        /// The cluster the cells share.
+        cluster: Arc<Mutex<Cluster>>,
+        /// Its binaries, for the private clusters of `pg_crash` cells:
+        /// the same major as the shared one.
+        bindir: PathBuf,
+    },
     /// A server rehearse only connects to (`--database-url`).
     External {
         /// The URL as given.
@@ -31,24 +38,37 @@ impl Server {
     /// `SHOW server_version`.
     pub async fn version(&self) -> Result<String, String> {
         match self {
-            Server::Throwaway(c) => c
+            Server::Throwaway { cluster, .. } => cluster
                 .lock()
                 .await
                 .server_version()
                 .await
                 .map_err(|e| e.to_string()),
-            Server::External { url } => {
-                let client = connect(url).await?;
-                client
-                    .query_one("SHOW server_version", &[])
-                    .await
-                    .and_then(|r| r.try_get::<_, String>(0))
-                    .map_err(|e| {
-                        format!("could not read the server version of {}: {e}", redact(url))
-                    })
-            }
+            Server::External { url } => show(url, "server_version").await,
         }
     }
+}
+
+/// One setting of the server at `url`, as text (`SHOW` takes no parameters:
+/// `setting` is one of our constants).
+async fn show(url: &str, setting: &'static str) -> Result<String, String> {
+    let client = connect(url).await?;
+    client
+        .query_one(&format!("SHOW {setting}"), &[])
+        .await
+        .and_then(|r| r.try_get::<_, String>(0))
+        .map_err(|e| format!("could not read {setting} of {}: {e}", redact(url)))
+}
+
+/// The major version of the server at `url` (`server_version_num` 180006 -> 18).
+pub async fn server_major(url: &str) -> Result<u32, String> {
+    let num = show(url, "server_version_num").await?;
+    num.trim().parse::<u32>().map(|n| n / 10_000).map_err(|e| {
+        format!(
+            "server_version_num {num:?} of {} is not a number: {e}",
+            redact(url)
+        )
+    })
 }
 
 pub use crate::pg::connect;
@@ -140,10 +160,13 @@ impl CellDb {
     ) -> Result<CellDb, String> {
         let pg = |e: PgError| e.to_string();
         match server {
-            Server::Throwaway(shared) => {
+            Server::Throwaway {
+                cluster: shared,
+                bindir,
+            } => {
                 let name = identifier(cell, MAX_IDENT);
                 if private {
-                    let cluster = Cluster::start().await.map_err(pg)?;
+                    let cluster = Cluster::start_in(bindir.clone()).await.map_err(pg)?;
                     let url = cluster.create_database(&name).await.map_err(pg)?;
                     Ok(CellDb {
                         url,

@@ -26,6 +26,7 @@ use crate::artifacts::Resolution;
 use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
+use crate::servers::{Major, ServerInfo, Spec};
 use crate::stream::{Events, Note, RunEnd, RunEvent, RunStart};
 
 /// Overrides where report folders are created (default: `<repo>/reports`).
@@ -46,8 +47,8 @@ pub struct RunRequest {
     pub started_at: String,
     /// When the run began, for its wall time (artifacts included).
     pub wall: Instant,
-    /// `--database-url`.
-    pub database_url: Option<String>,
+    /// The PostgreSQL servers the cells are planned on, found before anything started.
+    pub servers: Vec<crate::servers::Spec>,
     /// The backend that starts processes, and its name for the report.
     pub fleet: Arc<dyn Fleet>,
     /// `process` or `docker`, as resolved.
@@ -85,7 +86,7 @@ pub fn execute(
     let shutdown = runtime.block_on(req.fleet.shutdown());
     // Stopping the cluster reaps it, so its CPU time counts below.
     let ran = ran.map(|mut ran| {
-        if let Some(server) = ran.server.take() {
+        for server in std::mem::take(&mut ran.servers) {
             ran.notes.extend(stop_server(server, req.keep));
         }
         ran
@@ -133,7 +134,7 @@ pub fn execute(
 /// What the asynchronous part of a run produced.
 struct Ran {
     interrupted: bool,
-    server: Option<Server>,
+    servers: Vec<Server>,
     notes: Vec<String>,
 }
 
@@ -172,27 +173,72 @@ fn watch_signals(cancel_tx: watch::Sender<bool>, events: Events) -> tokio::task:
     })
 }
 
-/// The throwaway cluster, or the server `--database-url` names.
-async fn open_server(database_url: Option<&str>) -> Result<Server, Error> {
-    match database_url {
-        None => {
-            let cluster = Cluster::start()
-                .await
-                .map_err(|e| Error::Postgres(e.to_string()))?;
-            Ok(Server::Throwaway(Arc::new(Mutex::new(cluster))))
-        }
-        Some(url) => {
-            connect(url).await.map_err(|e| {
-                Error::Postgres(format!("{e}; check --database-url {}", redact(url)))
-            })?;
-            Ok(Server::External {
-                url: url.to_owned(),
+/// The servers of a run, by the planned major of the cells they take.
+type Servers = BTreeMap<Option<Major>, Server>;
+
+/// A throwaway cluster per spec, or the server `--database-url` names;
+/// with what report.json records of each.
+async fn open_servers(specs: &[Spec]) -> Result<(Servers, Vec<ServerInfo>), Error> {
+    let mut servers = Servers::new();
+    let mut infos = Vec::new();
+    for spec in specs {
+        let (server, bindir, origin) = match spec {
+            Spec::Throwaway { install, .. } => {
+                let cluster = Cluster::start_in(install.bindir.clone())
+                    .await
+                    .map_err(|e| Error::Postgres(e.to_string()))?;
+                let server = Server::Throwaway {
+                    cluster: Arc::new(Mutex::new(cluster)),
+                    bindir: install.bindir.clone(),
+                };
+                (
+                    server,
+                    Some(install.bindir.clone()),
+                    install.origin.to_string(),
+                )
+            }
+            Spec::External { url, .. } => {
+                connect(url).await.map_err(|e| {
+                    Error::Postgres(format!("{e}; check --database-url {}", redact(url)))
+                })?;
+                let server = Server::External {
+                    url: url.to_owned(),
+                };
+                (server, None, "--database-url".to_owned())
+            }
+        };
+        let version = server
+            .version()
+            .await
+            .unwrap_or_else(|e| format!("unknown ({e})"));
+        infos.push(ServerInfo {
+            major: spec.key(),
+            version,
+            bindir,
+            origin,
+        });
+        servers.insert(spec.key(), server);
+    }
+    Ok((servers, infos))
+}
+
+/// `server_version` of the run's servers, for the one-line record:
+/// `15.18`, or `15.18 (pg15), 18.6 (pg18)` for several.
+fn versions_line(infos: &[ServerInfo]) -> String {
+    match infos {
+        [one] => one.version.clone(),
+        _ => infos
+            .iter()
+            .map(|i| match i.major {
+                Some(m) => format!("{} ({m})", i.version),
+                None => i.version.clone(),
             })
-        }
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
-fn run_start(req: &RunRequest, postgres_version: String) -> RunStart {
+fn run_start(req: &RunRequest, servers: Vec<ServerInfo>) -> RunStart {
     RunStart {
         run_id: req.run_id.clone(),
         report_dir: req.report_dir.clone(),
@@ -204,7 +250,8 @@ fn run_start(req: &RunRequest, postgres_version: String) -> RunStart {
         backend: req.backend.clone(),
         backend_reason: req.backend_reason.clone(),
         engine: req.engine.clone(),
-        postgres_version,
+        postgres_version: versions_line(&servers),
+        servers,
         migration_checksums: migration_checksums(),
         git_commit: req.resolution.git.commit.clone(),
         git_dirty: req.resolution.git.dirty,
@@ -225,18 +272,23 @@ async fn run_cells(
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let cancel = Cancel::new(cancel_rx);
     let signals = watch_signals(cancel_tx, events.clone());
-    let server = open_server(req.database_url.as_deref()).await?;
-    let postgres_version = server
-        .version()
-        .await
-        .unwrap_or_else(|e| format!("unknown ({e})"));
-    events.send(RunEvent::RunStarted(run_start(req, postgres_version)));
+    let (servers, infos) = match open_servers(&req.servers).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            signals.abort();
+            return Err(e);
+        }
+    };
+    events.send(RunEvent::RunStarted(run_start(req, infos)));
+    let Some(first) = servers.values().next().cloned() else {
+        return Err(Error::Postgres("no server was planned".into()));
+    };
     let ctx = CellContext {
         fleet: req.fleet.clone(),
         artifacts: Arc::new(req.resolution.artifacts.clone()),
         report_dir: req.report_dir.clone(),
         run_id: req.run_id.clone(),
-        server: server.clone(),
+        server: first,
         keep: req.keep,
         cancel: cancel.clone(),
         expand_version: req.resolution.expand_version,
@@ -254,7 +306,10 @@ async fn run_cells(
         if cancel.is_set() {
             break;
         }
-        let (ctx, reconcile) = (ctx.clone(), reconcile.clone());
+        let (mut ctx, reconcile) = (ctx.clone(), reconcile.clone());
+        if let Some(server) = servers.get(&plan.server) {
+            ctx.server = server.clone();
+        }
         tasks.spawn(async move {
             let _slot = slot;
             ctx.events.send(RunEvent::CellStarted {
@@ -290,14 +345,14 @@ async fn run_cells(
     drop(ctx);
     Ok(Ran {
         interrupted: cancel.is_set(),
-        server: Some(server),
+        servers: servers.into_values().collect(),
         notes,
     })
 }
 
 /// Stops the throwaway cluster (or keeps it); returns a note for the user.
 fn stop_server(server: Server, keep: bool) -> Option<String> {
-    let Server::Throwaway(cluster) = server else {
+    let Server::Throwaway { cluster, .. } = server else {
         return None;
     };
     let cluster = Arc::try_unwrap(cluster).ok()?.into_inner();

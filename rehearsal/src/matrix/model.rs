@@ -34,6 +34,10 @@ pub struct Matrix {
     /// `[schema]`: what `schema_matches_fresh` accepts as intended.
     #[serde(default)]
     pub schema: SchemaPolicy,
+    /// `[postgres] servers`: the majors every cell runs on unless
+    /// `--postgres` says otherwise; empty: the first server found.
+    #[serde(default)]
+    pub servers: Vec<crate::servers::Major>,
 }
 
 impl Matrix {

@@ -66,6 +66,13 @@ pub(crate) struct RawTimings {
     pub drain_timeout: Option<Spanned<String>>,
 }
 
+/// `[postgres]`: the server majors every cell runs on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPostgres {
+    pub servers: Option<Spanned<Vec<Spanned<i64>>>>,
+}
+
 /// `[[cell]]`; `steps` is read by hand from the spanned tree (see [`RawSteps`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +197,7 @@ pub(crate) struct RawMatrix {
     pub workload: Option<Spanned<RawWorkload>>,
     pub timings: Option<Spanned<RawTimings>>,
     pub schema: Option<Spanned<RawSchema>>,
+    pub postgres: Option<Spanned<RawPostgres>>,
     pub cells: Vec<Spanned<RawCell>>,
     /// `[matrix]` entries in file order.
     pub matrices: Vec<RawNamedMatrix>,
@@ -198,11 +206,12 @@ pub(crate) struct RawMatrix {
 }
 
 /// Top-level sections, in the order the error message lists them.
-pub(crate) const SECTIONS: [&str; 6] = [
+pub(crate) const SECTIONS: [&str; 7] = [
     "artifacts",
     "workload",
     "timings",
     "schema",
+    "postgres",
     "cell",
     "matrix",
 ];
@@ -227,6 +236,10 @@ pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix
             "schema" => match deserialize::<Spanned<RawSchema>>(value, sink, "schema") {
                 Some(t) => raw.schema = Some(t),
                 None => raw.broken.push("schema"),
+            },
+            "postgres" => match deserialize::<Spanned<RawPostgres>>(value, sink, "postgres") {
+                Some(p) => raw.postgres = Some(p),
+                None => raw.broken.push("postgres"),
             },
             "cell" => read_cells(value, sink, &mut raw),
             "matrix" => read_matrices(value, sink, &mut raw),

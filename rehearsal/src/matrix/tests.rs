@@ -401,7 +401,7 @@ fn unknown_section() {
     assert_eq!(
         errors(&doc("[workloads]\nrate_per_s = 1\n", &[])),
         [
-            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, cell, matrix"
+            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, cell, matrix"
         ]
     );
 }

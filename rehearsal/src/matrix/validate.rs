@@ -88,6 +88,11 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         );
     }
     let matrices = validate_matrices(&raw.matrices, &cell_names, sink);
+    let servers = raw
+        .postgres
+        .as_ref()
+        .map(|p| validate_servers(p, sink))
+        .unwrap_or_default();
     if sink.has_errors() {
         return None;
     }
@@ -98,7 +103,37 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         cells: cells?,
         matrices,
         schema: schema?,
+        servers,
     })
+}
+
+/// `[postgres] servers = [15, 18]`: distinct majors.
+fn validate_servers(
+    p: &Spanned<super::raw::RawPostgres>,
+    sink: &mut Sink<'_>,
+) -> Vec<crate::servers::Major> {
+    let Some(list) = &p.get_ref().servers else {
+        sink.error(
+            table_head(&p.span()),
+            "postgres",
+            "missing servers = [...]: the PostgreSQL majors every cell runs on, like [15, 18]",
+        );
+        return Vec::new();
+    };
+    let mut majors = Vec::new();
+    for item in list.get_ref() {
+        let text = item.get_ref().to_string();
+        match crate::servers::Major::parse(&text) {
+            Ok(m) if majors.contains(&m) => sink.error(
+                Some(item.span()),
+                "postgres.servers",
+                format!("{text} is listed twice"),
+            ),
+            Ok(m) => majors.push(m),
+            Err(e) => sink.error(Some(item.span()), "postgres.servers", e),
+        }
+    }
+    majors
 }
 
 fn is_identifier(name: &str, extra: char) -> bool {

@@ -76,6 +76,7 @@ impl Collector {
                 backend_reason: start.backend_reason,
                 engine: start.engine,
                 postgres_version: start.postgres_version,
+                servers: start.servers,
                 migration_checksums: start.migration_checksums,
                 git_commit: start.git_commit,
                 git_dirty: start.git_dirty,

@@ -75,6 +75,23 @@ steps = [
 smoke = ["migrate-first", "fence", "defect-fence"]
 "#;
 
+/// The fixture's cells, each once on PostgreSQL 15 and once on 18.
+pub fn on_two_servers() -> RunReport {
+    use crate::servers::Major;
+    let mut r = report();
+    let cells = std::mem::take(&mut r.cells);
+    for major in [Major(15), Major(18)] {
+        for (i, c) in cells.iter().enumerate() {
+            let mut c = c.clone();
+            c.plan.server = Some(major);
+            c.name = crate::servers::cell_id(&c.name, major);
+            c.elapsed_ms = 1_000 * (i as u64 + 1) * u64::from(major.0 / 5);
+            r.cells.push(c);
+        }
+    }
+    r
+}
+
 /// The three-cell run every renderer test starts from.
 pub fn report() -> RunReport {
     let matrix = matrix::parse("fixture.toml", MATRIX).unwrap_or_else(|d| panic!("{d}"));
@@ -98,6 +115,7 @@ pub fn report() -> RunReport {
             backend_reason: "backend process (--backend process)".into(),
             engine: None,
             postgres_version: "15.18".into(),
+            servers: Vec::new(),
             migration_checksums: BTreeMap::from([
                 ("v1".into(), "a".repeat(64)),
                 ("v2".into(), "b".repeat(64)),

@@ -119,6 +119,17 @@ fn cells_table(md: &mut String, r: &RunReport) {
         md.push_str("| (no cells ran) | | | | | |\n");
     }
     md.push('\n');
+    if let Some(rows) = super::text::by_server(r) {
+        md.push_str("By PostgreSQL server:\n\n");
+        for (i, row) in rows.iter().enumerate() {
+            let cells: Vec<String> = row.iter().map(|t| cell_text(&text(t))).collect();
+            let _ = writeln!(md, "| {} |", cells.join(" | "));
+            if i == 0 {
+                let _ = writeln!(md, "|{}", "---|".repeat(row.len()));
+            }
+        }
+        md.push('\n');
+    }
 }
 
 fn verdict_cell(verdict: Verdict) -> String {

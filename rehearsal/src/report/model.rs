@@ -53,7 +53,11 @@ use crate::reconcile::Detection;
 ///   `schema_checks` (each `schema_matches_fresh` comparison, with its
 ///   differences and wall time); finding rules `schema_rewritten` and
 ///   `schema_drift` (all default to empty/null).
-pub const FORMAT_VERSION: &str = "1.6";
+/// - `1.7`: per run `servers` (major, version, bindir, origin of each
+///   PostgreSQL server); per cell `plan.server`, the major it ran on (a
+///   run over several majors names its cells `NAME@pgMAJOR`). Both
+///   default to empty/absent.
+pub const FORMAT_VERSION: &str = "1.7";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,8 +102,13 @@ pub struct RunInfo {
     /// The Docker engine's version and address, on the docker backend. Added in 1.4.
     #[serde(default)]
     pub engine: Option<String>,
-    /// `server_version` of the PostgreSQL the cells ran against.
+    /// `server_version` of the PostgreSQL the cells ran against
+    /// (`15.18 (pg15), 18.6 (pg18)` for several).
     pub postgres_version: String,
+    /// Every server the cells ran on: planned major, version, binaries
+    /// and where they were found. Added in 1.5.
+    #[serde(default)]
+    pub servers: Vec<crate::servers::ServerInfo>,
     /// sha256 (hex) of each migration the current build embeds, by migration name (`v1`).
     pub migration_checksums: BTreeMap<String, String>,
     /// The workspace commit (full hex).

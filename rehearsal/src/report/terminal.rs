@@ -28,7 +28,7 @@ use crate::observe::Verdict;
 use crate::stream::RunEvent;
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{duration, findings_summary, first_ids, tally_line};
+use super::text::{by_server, duration, findings_summary, first_ids, tally_line};
 use crate::exit::Outcome;
 use crate::observe::thousands;
 
@@ -61,6 +61,14 @@ pub fn summary_table(r: &RunReport, color: bool) -> String {
         .modify(Columns::new(4..), Alignment::right());
     let mut text = table.to_string();
     text.push('\n');
+    if let Some(rows) = by_server(r) {
+        let mut table = Builder::from_iter(rows).build();
+        table
+            .with(Style::rounded())
+            .modify(Columns::new(1..), Alignment::right());
+        text.push_str(&table.to_string());
+        text.push('\n');
+    }
     text.push_str(&verdict_line(r));
     text.push('\n');
     for c in &r.cells {
@@ -513,6 +521,18 @@ mod tests {
     use super::*;
     use crate::report::fixture;
     use crate::report::text::redact_durations;
+
+    #[test]
+    fn a_run_over_two_servers_adds_a_column_per_server() {
+        let text = summary_table(&fixture::on_two_servers(), false);
+        assert!(text.contains("@pg15"), "{text}");
+        let header = text
+            .lines()
+            .find(|l| l.contains("pg15") && l.contains("pg18"))
+            .unwrap_or_else(|| panic!("no server header in:\n{text}"));
+        assert!(header.starts_with("│ cell"), "{header}");
+        assert!(text.contains("│ total"), "{text}");
+    }
 
     #[test]
     fn the_summary_without_colour_is_plain_text() {

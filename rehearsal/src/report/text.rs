@@ -108,6 +108,69 @@ pub fn tally_line(report: &super::RunReport) -> String {
     text
 }
 
+/// The cells side by side by server, for a run over several PostgreSQL
+/// majors: a header (`cell`, `pg15`, `pg18`), one row per cell (`pass
+/// 1m02s`; `-` where it did not run on that major) and a `total` row
+/// (the cells' elapsed times added up per server). `None` for a run on
+/// one server.
+pub fn by_server(report: &super::RunReport) -> Option<Vec<Vec<String>>> {
+    use crate::servers::Major;
+    let majors: std::collections::BTreeSet<Major> =
+        report.cells.iter().filter_map(|c| c.plan.server).collect();
+    if majors.len() < 2 {
+        return None;
+    }
+    let majors: Vec<Major> = majors.into_iter().collect();
+    let base = |c: &CellReport| match c.plan.server {
+        Some(m) => c
+            .name
+            .strip_suffix(&format!("@{m}"))
+            .unwrap_or(&c.name)
+            .to_owned(),
+        None => c.name.clone(),
+    };
+    let mut names: Vec<String> = Vec::new();
+    for c in &report.cells {
+        let name = base(c);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let mut rows = vec![
+        std::iter::once("cell".to_owned())
+            .chain(majors.iter().map(Major::to_string))
+            .collect::<Vec<_>>(),
+    ];
+    let mut totals = vec![0u64; majors.len()];
+    for name in names {
+        let mut row = vec![name.clone()];
+        for (i, major) in majors.iter().enumerate() {
+            let cell = report
+                .cells
+                .iter()
+                .find(|c| c.plan.server == Some(*major) && base(c) == name);
+            row.push(match cell {
+                Some(c) => {
+                    totals[i] += c.elapsed_ms;
+                    format!(
+                        "{} {}",
+                        super::model::verdict_name(c.verdict),
+                        duration(c.elapsed_ms)
+                    )
+                }
+                None => "-".to_owned(),
+            });
+        }
+        rows.push(row);
+    }
+    rows.push(
+        std::iter::once("total".to_owned())
+            .chain(totals.into_iter().map(duration))
+            .collect(),
+    );
+    Some(rows)
+}
+
 /// Replaces every duration [`duration`] can produce with `[duration]`, for stable test snapshots.
 #[cfg(test)]
 pub fn redact_durations(text: &str) -> String {
@@ -268,6 +331,23 @@ mod tests {
         );
         r.run.cores = 0;
         assert_eq!(floor_row(&r), None);
+    }
+
+    #[test]
+    fn a_run_over_two_servers_has_one_column_per_server() {
+        let r = crate::report::fixture::on_two_servers();
+        let rows = by_server(&r).expect("two servers");
+        assert_eq!(rows[0], ["cell", "pg15", "pg18"]);
+        assert_eq!(rows.len(), crate::report::fixture::report().cells.len() + 2);
+        let first = &rows[1];
+        assert!(!first[0].contains('@'), "{first:?}");
+        assert!(
+            first[1].ends_with(" 3.0s") && first[2].ends_with(" 3.0s"),
+            "{first:?}"
+        );
+        let total = rows.last().unwrap();
+        assert_eq!(total[0], "total");
+        assert!(by_server(&crate::report::fixture::report()).is_none());
     }
 
     #[test]
