@@ -212,6 +212,7 @@ fn request(
         .filter(|v| !v.as_os_str().is_empty())
         .map(|v| env.cwd.join(v))
         .unwrap_or_else(|| repo.reports());
+    check_reports_root(&reports_root)?;
     Ok(crate::pipeline::RunArgs {
         plan,
         repo,
@@ -407,6 +408,29 @@ fn command_line() -> String {
         .map(|a| crate::plan::shell_quote(&awa_runtime::redact::redact(&a)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The folder run folders go into must be a folder, or be creatable:
+/// checked here, so a typo costs no build (the folder is made after them).
+fn check_reports_root(root: &Path) -> Result<(), Error> {
+    let Some(existing) = root.ancestors().find(|a| a.exists()) else {
+        return Ok(());
+    };
+    if existing.is_dir() {
+        return Ok(());
+    }
+    Err(Error::BadFlag {
+        flag: "--reports-dir",
+        message: format!(
+            "{} is a file, so run folders cannot go {}; name a folder (REHEARSE_REPORTS_DIR or --reports-dir; it is created when missing)",
+            existing.display(),
+            if existing == root {
+                "in it"
+            } else {
+                "under it"
+            }
+        ),
+    })
 }
 
 fn check_database_url(url: &str) -> Result<(), Error> {

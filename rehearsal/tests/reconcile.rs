@@ -613,9 +613,7 @@ async fn live_rows_and_open_claims_are_stuck() {
         (&[1, 30, 31][..], 3)
     );
     assert!(
-        found[0]
-            .message
-            .contains("(2 live row(s), 1 open claim(s))"),
+        found[0].message.contains("(2 live rows, 1 open claim)"),
         "{}",
         found[0].message
     );

@@ -1,7 +1,8 @@
-//! Broken inputs a release engineer types, each refused before anything
-//! starts: exit 2, the first message located (`FILE:LINE:` for a matrix
-//! problem, the file for a broken repository copy, the flag for a bad
-//! flag), and nothing started. "Nothing started" is checked with traps:
+//! Broken inputs a release engineer types (matrix files, repository
+//! copies, flags and the environment variables bound to them), each
+//! refused before anything starts: exit 2, the first message located
+//! (`FILE:LINE:` for a matrix problem, the file for a broken repository
+//! copy, the flag for a bad flag or variable), and nothing started. "Nothing started" is checked with traps:
 //! `cargo`, `initdb`, `postgres`, `pg_ctl`, `pg_config` and `docker` on
 //! PATH (and as $CARGO and $AWA_PG_BINDIR) are scripts that leave a
 //! marker file and fail, and no target/ or reports/ folder may appear.
@@ -32,6 +33,8 @@ struct Case {
     /// Changes to the repository copy.
     repo: fn(&Path),
     args: &'static [&'static str],
+    /// Environment variables set for the run.
+    env: &'static [(&'static str, &'static str)],
     expect: Where,
 }
 
@@ -58,6 +61,15 @@ fn cases() -> Vec<Case> {
         matrix,
         repo: keep,
         args,
+        env: &[],
+        expect,
+    };
+    let with_env = |name, env, args, expect| Case {
+        name,
+        matrix: SHIPPED.as_bytes().to_vec(),
+        repo: keep,
+        args,
+        env,
         expect,
     };
     let smoke: &'static [&'static str] = &["--matrix", "smoke", "--seed", "1"];
@@ -69,7 +81,7 @@ fn cases() -> Vec<Case> {
         .find("about = \"N-1")
         .expect("a migrate-first about");
     bad_utf8[at + 9] = 0xff;
-    vec![
+    let mut cases = vec![
         // Matrix files.
         plain("empty file", Vec::new(), smoke, Where::File),
         plain("whitespace only", b"\n  \n".to_vec(), smoke, Where::File),
@@ -275,6 +287,7 @@ fn cases() -> Vec<Case> {
             matrix: SHIPPED.as_bytes().to_vec(),
             repo: |root| std::fs::remove_file(root.join("artifacts/manifest.toml")).unwrap(),
             args: smoke,
+            env: &[],
             expect: Where::Names("artifacts/manifest.toml is missing"),
         },
         Case {
@@ -284,6 +297,7 @@ fn cases() -> Vec<Case> {
                 std::fs::write(root.join("artifacts/manifest.toml"), "[[release]\n").unwrap()
             },
             args: smoke,
+            env: &[],
             expect: Where::Names("manifest.toml is not a valid manifest"),
         },
         Case {
@@ -294,6 +308,7 @@ fn cases() -> Vec<Case> {
                 std::fs::write(root.join("artifacts/manifest.toml"), text).unwrap();
             },
             args: smoke,
+            env: &[],
             expect: Where::Line("release = \"0.6.2\""),
         },
         Case {
@@ -308,6 +323,7 @@ fn cases() -> Vec<Case> {
                 }
             },
             args: &["--cell", "floor-refuses-pre-guard", "--seed", "1"],
+            env: &[],
             expect: Where::Names("restore artifacts/manifest.toml"),
         },
         // Flags.
@@ -410,6 +426,328 @@ fn cases() -> Vec<Case> {
             &["report", "reports/none"],
             Where::Names("report.json"),
         ),
+    ];
+    cases.extend(more_matrix_files(&plain));
+    cases.extend(more_trees());
+    cases.extend(more_flags(&plain));
+    cases.extend([
+        // Environment variables: the same checks as their flags, named as such.
+        with_env(
+            "backend variable with an unknown backend",
+            &[("REHEARSE_BACKEND", "podman")],
+            smoke,
+            Where::Names("--backend"),
+        ),
+        with_env(
+            "database URL variable that is not a URL",
+            &[("REHEARSE_DATABASE_URL", "garbage")],
+            smoke,
+            Where::Names("--database-url"),
+        ),
+        with_env(
+            "database URL variable without a host, with a password",
+            &[("REHEARSE_DATABASE_URL", "postgres://u:hunter22@/db")],
+            smoke,
+            Where::Names("--database-url"),
+        ),
+        with_env(
+            "format variable with an unknown format",
+            &[("REHEARSE_FORMAT", "xml")],
+            smoke,
+            Where::Names("--format"),
+        ),
+        with_env(
+            "matrix file variable naming no file",
+            &[("REHEARSE_MATRIX_FILE", "elsewhere/matrix.toml")],
+            &["plan", "--matrix", "smoke"],
+            Where::Names("elsewhere/matrix.toml"),
+        ),
+        with_env(
+            "reports variable naming a file",
+            &[("REHEARSE_REPORTS_DIR", "matrix.toml")],
+            smoke,
+            Where::Names("matrix.toml"),
+        ),
+    ]);
+    cases
+}
+
+/// Matrix files a release engineer breaks by hand, beyond the classes above.
+fn more_matrix_files(
+    plain: &dyn Fn(&'static str, Vec<u8>, &'static [&'static str], Where) -> Case,
+) -> Vec<Case> {
+    let smoke: &'static [&'static str] = &["--matrix", "smoke", "--seed", "1"];
+    let cell = |c: &'static str| -> &'static [&'static str] {
+        Box::leak(vec!["run", "--cell", c, "--seed", "1"].into_boxed_slice())
+    };
+    vec![
+        plain(
+            "a JSON file given as the matrix",
+            b"{\"cells\": []}\n".to_vec(),
+            smoke,
+            Where::Line("{"),
+        ),
+        plain(
+            "a cell without a name",
+            format!("{SHIPPED}\n[[cell]]\nabout = \"nameless\"\nsteps = [{{ hold = \"1s\" }}]\n")
+                .into_bytes(),
+            smoke,
+            Where::Last("[[cell]]"),
+        ),
+        plain(
+            "two cells of one name",
+            with_cell("fence", &[r#"{ fleet = "previous", workers = 2 }"#]),
+            smoke,
+            Where::Last("name = \"fence\""),
+        ),
+        plain(
+            "a cell without steps",
+            with_cell("no-steps", &[]),
+            cell("no-steps"),
+            Where::Last("steps = ["),
+        ),
+        plain(
+            "an expectation that is not pass or detect",
+            edit("expect = { detect = \"", "expect = \"fail\" # \""),
+            smoke,
+            Where::Line("expect = \"fail\""),
+        ),
+        plain(
+            "a negative worker count",
+            with_cell(
+                "negative-workers",
+                &[r#"{ fleet = "previous", workers = -1 }"#],
+            ),
+            cell("negative-workers"),
+            Where::Last("workers = -1"),
+        ),
+        plain(
+            "an unknown job mode in the mix",
+            edit(
+                "mix = { complete = 60,",
+                "mix = { teleport = 5, complete = 60,",
+            ),
+            smoke,
+            Where::Line("teleport"),
+        ),
+        plain(
+            "a negative rate",
+            edit("rate_per_s = 200", "rate_per_s = -200"),
+            smoke,
+            Where::Line("rate_per_s = -200"),
+        ),
+        plain(
+            "an artifact with two sources",
+            edit(
+                "[artifacts.previous]        # N-1: the mandatory 0.6.2 stepping stone\nrelease = \"0.6.2\"",
+                "[artifacts.previous]        # N-1: the mandatory 0.6.2 stepping stone\nrelease = \"0.6.2\"\nbuild = \"workspace\"",
+            ),
+            smoke,
+            Where::Line("build = \"workspace\""),
+        ),
+        plain(
+            "an artifact without a source",
+            edit(
+                "[artifacts.pre_guard]       # 0.6.1: no forward-schema guard, below the expand migration's floor\nrelease = \"0.6.1\"",
+                "[artifacts.pre_guard]       # 0.6.1: no forward-schema guard, below the expand migration's floor",
+            ),
+            smoke,
+            Where::Line("[artifacts.pre_guard]"),
+        ),
+        plain(
+            "an unknown build",
+            edit(
+                "[artifacts.current]         # N: this workspace's awa-runtime\nbuild = \"workspace\"",
+                "[artifacts.current]         # N: this workspace's awa-runtime\nbuild = \"elsewhere\"",
+            ),
+            smoke,
+            Where::Line("build = \"elsewhere\""),
+        ),
+        plain(
+            "a step with an unknown option",
+            with_cell(
+                "step-option",
+                &[
+                    r#"{ fleet = "previous", workers = 2 }"#,
+                    r#"{ hold = "1s", forever = true }"#,
+                ],
+            ),
+            cell("step-option"),
+            Where::Last("forever = true"),
+        ),
+        plain(
+            "a step of two kinds",
+            with_cell(
+                "two-kinds",
+                &[
+                    r#"{ fleet = "previous", workers = 2 }"#,
+                    r#"{ hold = "1s", drain = "2s" }"#,
+                ],
+            ),
+            cell("two-kinds"),
+            Where::Last("{ hold = \"1s\", drain = \"2s\" }"),
+        ),
+        plain(
+            "a named matrix that is a string",
+            edit("smoke = [", "smoke = \"migrate-first\"\nsmoked = ["),
+            smoke,
+            Where::Line("smoke = \"migrate-first\""),
+        ),
+        plain(
+            "a duration too long to hold",
+            with_cell(
+                "forever",
+                &[
+                    r#"{ fleet = "previous", workers = 2 }"#,
+                    r#"{ hold = "99999999999999999999h" }"#,
+                ],
+            ),
+            cell("forever"),
+            Where::Last("99999999999999999999h"),
+        ),
+        plain(
+            "a kill after a negative number of jobs",
+            with_cell(
+                "kill-negative",
+                &[
+                    r#"{ fleet = "previous", workers = 2, producers = 1 }"#,
+                    r#"{ load = "on" }"#,
+                    r#"{ kill = "worker", after_started = -5 }"#,
+                ],
+            ),
+            cell("kill-negative"),
+            Where::Last("after_started = -5"),
+        ),
+    ]
+}
+
+/// Repository copies broken in the ways a copy or a checkout goes wrong.
+fn more_trees() -> Vec<Case> {
+    let smoke: &'static [&'static str] = &["--matrix", "smoke", "--seed", "1"];
+    let tree = |name, repo: fn(&Path), expect| Case {
+        name,
+        matrix: SHIPPED.as_bytes().to_vec(),
+        repo,
+        args: smoke,
+        env: &[],
+        expect,
+    };
+    vec![
+        tree(
+            "manifest entry without its digest",
+            |root| {
+                let text = MANIFEST.replacen("sha256 = \"", "# sha256 = \"", 1);
+                std::fs::write(root.join("artifacts/manifest.toml"), text).unwrap();
+            },
+            Where::Names("manifest.toml"),
+        ),
+        tree(
+            "artifacts that is a file",
+            |root| {
+                std::fs::remove_dir_all(root.join("artifacts")).unwrap();
+                std::fs::write(root.join("artifacts"), "").unwrap();
+            },
+            Where::Names("artifacts"),
+        ),
+    ]
+}
+
+/// Flags mistyped beyond the classes above.
+fn more_flags(
+    plain: &dyn Fn(&'static str, Vec<u8>, &'static [&'static str], Where) -> Case,
+) -> Vec<Case> {
+    let shipped = || SHIPPED.as_bytes().to_vec();
+    vec![
+        plain(
+            "an empty cell name",
+            shipped(),
+            &["--cell", ""],
+            Where::Names("cell"),
+        ),
+        plain(
+            "an empty matrix name",
+            shipped(),
+            &["--matrix", ""],
+            Where::Names("matrix"),
+        ),
+        plain(
+            "jobs that is not a number",
+            shipped(),
+            &["--matrix", "smoke", "--jobs", "many"],
+            Where::Names("--jobs"),
+        ),
+        plain(
+            "more jobs than allowed",
+            shipped(),
+            &["--matrix", "smoke", "--jobs", "100000"],
+            Where::Names("--jobs"),
+        ),
+        plain(
+            "a hex seed without digits",
+            shipped(),
+            &["--matrix", "smoke", "--seed", "0x"],
+            Where::Names("--seed"),
+        ),
+        plain(
+            "repeat that is not a number",
+            shipped(),
+            &["--matrix", "smoke", "--repeat", "twice"],
+            Where::Names("--repeat"),
+        ),
+        plain(
+            "an unknown colour choice",
+            shipped(),
+            &["--color", "maybe", "--matrix", "smoke"],
+            Where::Names("--color"),
+        ),
+        plain(
+            "an unknown output format",
+            shipped(),
+            &["--matrix", "smoke", "--format", "yaml"],
+            Where::Names("--format"),
+        ),
+        plain(
+            "the event stream and report.json both on stdout",
+            shipped(),
+            &["--matrix", "smoke", "--format", "json", "--json"],
+            Where::Names("--json"),
+        ),
+        plain(
+            "an unknown subcommand",
+            shipped(),
+            &["frobnicate"],
+            Where::Names("frobnicate"),
+        ),
+        plain(
+            "report without its folder",
+            shipped(),
+            &["report"],
+            Where::Names("required arguments were not provided"),
+        ),
+        plain(
+            "completions for an unknown shell",
+            shipped(),
+            &["completions", "powershell"],
+            Where::Names("powershell"),
+        ),
+        plain(
+            "a matrix file that is a directory",
+            shipped(),
+            &["--matrix-file", "artifacts", "plan", "--matrix", "smoke"],
+            Where::Names("artifacts"),
+        ),
+        plain(
+            "a reports folder that is a file",
+            shipped(),
+            &["--matrix", "smoke", "--reports-dir", "matrix.toml"],
+            Where::Names("matrix.toml"),
+        ),
+        plain(
+            "selftest given a cell",
+            shipped(),
+            &["selftest", "--cell", "fence"],
+            Where::Names("--cell"),
+        ),
     ]
 }
 
@@ -455,6 +793,10 @@ impl Tree {
     }
 
     fn rehearse(&self, args: &[&str]) -> Output {
+        self.rehearse_with(args, &[])
+    }
+
+    fn rehearse_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_rehearse"))
             .args(args)
             .current_dir(&self.root)
@@ -467,6 +809,7 @@ impl Tree {
             .env_remove("REHEARSE_BACKEND")
             .env_remove("REHEARSE_DATABASE_URL")
             .env_remove("REHEARSE_FORMAT")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
             .expect("rehearse runs")
@@ -497,7 +840,7 @@ fn check(index: usize, case: &Case) -> Result<(), String> {
     let tree = Tree::new(index);
     std::fs::write(tree.root.join("matrix.toml"), &case.matrix).unwrap();
     (case.repo)(&tree.root);
-    let out = tree.rehearse(case.args);
+    let out = tree.rehearse_with(case.args, case.env);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let first = first_message(&stderr);
     let mut problems = Vec::new();
