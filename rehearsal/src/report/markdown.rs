@@ -156,6 +156,9 @@ fn cell_section(md: &mut String, c: &CellReport) {
         text(&c.expect.to_string()),
         text(&cell_counts(c))
     );
+    if let Some(path) = &c.plan.path {
+        let _ = writeln!(md, "Path: {}.\n", text(&path.to_string()));
+    }
     if !c.verdict_reason.is_empty() && c.harness_error.is_none() {
         let _ = writeln!(md, "Verdict: {}.\n", text(&c.verdict_reason));
     }
@@ -361,6 +364,31 @@ mod tests {
     use super::*;
     use crate::report::fixture;
     use crate::report::text::redact_durations;
+
+    #[test]
+    fn a_path_cell_names_the_releases_it_walked() {
+        let mut r = fixture::report();
+        r.cells[0].plan.path = Some(crate::matrix::UpgradePath {
+            releases: [
+                ("pre_guard", "0.6.1"),
+                ("previous", "0.6.2"),
+                ("current", "0.7.0"),
+            ]
+            .map(|(artifact, version)| crate::matrix::PathStop {
+                artifact: artifact.into(),
+                version: version.into(),
+            })
+            .to_vec(),
+            downgrade: false,
+        });
+        let md = render_markdown(&r);
+        assert!(
+            // `>` escaped, as everywhere in the text.
+            md.contains(r"Path: pre_guard 0.6.1 -\> previous 0.6.2 -\> current 0.7.0."),
+            "{md}"
+        );
+        assert_eq!(md.matches("\nPath: ").count(), 1, "{md}");
+    }
 
     #[test]
     fn a_selftest_run_leads_with_its_score() {
