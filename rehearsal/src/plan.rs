@@ -309,7 +309,10 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
         },
         artifacts,
         workload: matrix.workload.with(&cell.workload),
-        timings: matrix.timings,
+        timings: Timings {
+            budget: cell.budget.unwrap_or(matrix.timings.budget),
+            ..matrix.timings
+        },
         steps,
         path: cell.path.clone(),
         schema_intended: if compares_schema {
@@ -582,8 +585,14 @@ fn describe_workload(w: &Workload) -> String {
 
 fn describe_timings(t: &Timings) -> String {
     format!(
-        "heartbeat {}, stale_after {}, rescue_every {}, rotate_every {}, deadline {}, drain_timeout {}",
-        t.heartbeat, t.stale_after, t.rescue_every, t.rotate_every, t.deadline, t.drain_timeout
+        "heartbeat {}, stale_after {}, rescue_every {}, rotate_every {}, deadline {}, drain_timeout {}, budget {}",
+        t.heartbeat,
+        t.stale_after,
+        t.rescue_every,
+        t.rotate_every,
+        t.deadline,
+        t.drain_timeout,
+        t.budget
     )
 }
 
@@ -1061,7 +1070,7 @@ full = ["*"]
             "plan: 1 cell, seed 3\n\
              replay: rehearse --cell quiet --seed 3\n\
              workload: 10 jobs/s live, backlog 0, mix complete 1\n\
-             timings: heartbeat 200ms, stale_after 1500ms, rescue_every 250ms, rotate_every 1s, deadline 2s, drain_timeout 1m\n\
+             timings: heartbeat 200ms, stale_after 1500ms, rescue_every 250ms, rotate_every 1s, deadline 2s, drain_timeout 1m, budget 5m\n\
              \n\
              cell quiet: no random choices\n  \
                expect: pass\n  \

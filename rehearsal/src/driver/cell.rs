@@ -169,6 +169,11 @@ pub async fn run_cell(
             "interrupted (Ctrl-C or SIGTERM) during {}; the cell was cut short",
             describe_phase(cell.step_index, cell.step_name)
         ),
+        Abort::OverBudget(waiting) => format!(
+            "over its budget of {}, stopped in {}: {waiting}",
+            plan.timings.budget,
+            describe_phase(cell.step_index, cell.step_name)
+        ),
         Abort::Harness(message) => format!(
             "{}: {message}",
             describe_phase(cell.step_index, cell.step_name)
@@ -419,6 +424,12 @@ impl Cell<'_> {
 
     /// A phase ended with `result`: names its outcome and records it.
     async fn end(&mut self, begun: Begun, result: Result<Done, Abort>) -> Result<(), Abort> {
+        let result = match result {
+            Err(Abort::Interrupted) if self.over_budget() => {
+                Err(Abort::OverBudget(self.waiting_for().await))
+            }
+            other => other,
+        };
         let notes = if result.is_ok() {
             self.check_unexpected_exits().await
         } else {
@@ -442,6 +453,14 @@ impl Cell<'_> {
                 StepOutcome::Interrupted,
                 "interrupted by Ctrl-C or SIGTERM".to_owned(),
                 Some(Abort::Interrupted),
+            ),
+            Err(Abort::OverBudget(why)) => (
+                StepOutcome::TimedOut,
+                format!(
+                    "the cell's budget of {} ran out: {why}",
+                    self.plan.timings.budget
+                ),
+                Some(Abort::OverBudget(why)),
             ),
             Err(Abort::Harness(m)) => (
                 StepOutcome::HarnessError,

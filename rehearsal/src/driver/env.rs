@@ -137,6 +137,7 @@ mod tests {
             rotate_every: Duration::from_secs(1),
             deadline: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(60),
+            budget: crate::matrix::DEFAULT_BUDGET,
         }
     }
 

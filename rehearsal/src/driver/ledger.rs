@@ -361,33 +361,69 @@ pub struct Shared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interrupted;
 
-/// Cancellation of the whole run: set once by the signal handler.
+/// Cancellation of the whole run (set once by the signal handler), and
+/// for one cell also its budget: past the deadline it fires as well.
 #[derive(Clone, Debug)]
-pub struct Cancel(watch::Receiver<bool>);
+pub struct Cancel {
+    run: watch::Receiver<bool>,
+    deadline: Option<tokio::time::Instant>,
+}
 
 impl Cancel {
     /// A cancellation that follows `rx`.
     pub fn new(rx: watch::Receiver<bool>) -> Self {
-        Cancel(rx)
+        Cancel {
+            run: rx,
+            deadline: None,
+        }
     }
 
     /// A cancellation that never fires (tests): its sender is dropped at
     /// once, which [`Cancel::fired`] reads as "never interrupted".
     pub fn never() -> Self {
         let (_, rx) = watch::channel(false);
-        Cancel(rx)
+        Cancel::new(rx)
     }
 
-    /// True once the run is being interrupted.
+    /// The same cancellation, which also fires `budget` from now (a cell's budget).
+    pub fn with_budget(&self, budget: Duration) -> Self {
+        Cancel {
+            run: self.run.clone(),
+            deadline: Some(tokio::time::Instant::now() + budget),
+        }
+    }
+
+    /// True once the run is being interrupted or the budget ran out.
     pub fn is_set(&self) -> bool {
-        *self.0.borrow()
+        *self.run.borrow() || self.overran()
     }
 
-    /// Resolves when the run is interrupted (never, if the sender is gone without setting it).
+    /// True once the budget ran out (whether or not the run is interrupted too).
+    pub fn overran(&self) -> bool {
+        self.deadline
+            .is_some_and(|d| tokio::time::Instant::now() >= d)
+    }
+
+    /// True when the run itself is being interrupted (Ctrl-C, SIGTERM).
+    pub fn run_interrupted(&self) -> bool {
+        *self.run.borrow()
+    }
+
+    /// Resolves when the run is interrupted or the budget runs out
+    /// (never, if neither can happen: the sender gone without setting it, no budget).
     pub async fn fired(&self) {
-        let mut rx = self.0.clone();
-        if rx.wait_for(|set| *set).await.is_err() {
-            std::future::pending::<()>().await;
+        let mut rx = self.run.clone();
+        let run = async {
+            if rx.wait_for(|set| *set).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        match self.deadline {
+            None => run.await,
+            Some(deadline) => tokio::select! {
+                _ = run => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            },
         }
     }
 
@@ -653,5 +689,22 @@ mod tests {
             Err(Interrupted)
         );
         assert_eq!(cancel.sleep(Duration::from_secs(5)).await, Err(Interrupted));
+    }
+
+    #[tokio::test]
+    async fn a_budget_fires_at_its_deadline_without_interrupting_the_run() {
+        let (_set, rx) = watch::channel(false);
+        let run = Cancel::new(rx);
+        let cell = run.with_budget(Duration::from_millis(150));
+        assert!(!cell.is_set() && !cell.overran());
+        let started = std::time::Instant::now();
+        assert_eq!(cell.sleep(Duration::from_secs(5)).await, Err(Interrupted));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_secs(4), "{waited:?}");
+        assert!(cell.is_set() && cell.overran() && !cell.run_interrupted());
+        // The run's own cancellation is untouched by a cell's budget.
+        assert!(!run.is_set() && !run.overran());
+        assert_eq!(run.sleep(Duration::from_millis(10)).await, Ok(()));
     }
 }

@@ -27,6 +27,7 @@
 //! [`Observations::step_failures`]: crate::observe::Observations::step_failures
 //! [`Phase`]: crate::observe::Phase
 
+mod budget;
 pub mod cell;
 pub mod database;
 pub mod env;
@@ -77,6 +78,8 @@ pub struct CellContext {
 pub enum Abort {
     /// Ctrl-C or SIGTERM to rehearse.
     Interrupted,
+    /// The cell's time budget ran out; what it was waiting for.
+    OverBudget(String),
     /// The harness could not go on (a binary would not start, PostgreSQL did not come back).
     Harness(String),
 }

@@ -97,6 +97,21 @@ FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
   AND a.state = 'idle in transaction' AND a.application_name !~ '^awa [0-9.]+$'
 ORDER BY a.pid";
+/// Live jobs by state, and the age (ms) of the oldest open claim of a
+/// running job: what a drain that does not end is waiting for.
+const LIVE_JOBS_WAITING: &str = "
+SELECT count(*) FILTER (WHERE j.state = 'running'),
+       count(*) FILTER (WHERE j.state = 'available'),
+       count(*) FILTER (WHERE j.state = 'scheduled'),
+       coalesce(extract(epoch FROM now() - min(r.claimed_at)) * 1000, 0)::float8
+FROM awa.jobs j
+LEFT JOIN awa.claim_receipts r ON r.job_id = j.job_id AND r.run_lease = j.run_lease AND j.state = 'running'";
+/// Sessions of the cell's database waiting on a lock: how many, and how
+/// long the oldest has waited (ms).
+const LOCK_WAITS: &str = "
+SELECT count(*), coalesce(max(extract(epoch FROM now() - state_change)) * 1000, 0)::float8
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'";
 const CRON_BOUNDS: &str =
     "SELECT min(fire_ms), max(fire_ms), count(*) FROM awa.cron_fires WHERE name = $1";
 
@@ -369,6 +384,18 @@ impl Probe {
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect())
+    }
+
+    /// Live jobs: (running, available, scheduled, oldest open claim in ms).
+    pub async fn live_jobs_waiting(&mut self) -> Result<(i64, i64, i64, f64), String> {
+        let row = self.one(LIVE_JOBS_WAITING, &[]).await?;
+        Ok((row.get(0), row.get(1), row.get(2), row.get(3)))
+    }
+
+    /// Sessions waiting on a lock: (how many, longest wait in ms).
+    pub async fn lock_waits(&mut self) -> Result<(i64, f64), String> {
+        let row = self.one(LOCK_WAITS, &[]).await?;
+        Ok((row.get(0), row.get(1)))
     }
 
     /// Closes the connection (before the database is dropped).

@@ -312,6 +312,8 @@ async fn run_cells(
         }
         tasks.spawn(async move {
             let _slot = slot;
+            // The budget runs from the cell's start (not while it queued for a slot).
+            ctx.cancel = ctx.cancel.with_budget(plan.timings.budget.to_std());
             ctx.events.send(RunEvent::CellStarted {
                 index,
                 cell: plan.name.clone(),

@@ -281,6 +281,19 @@ pub struct Timings {
     pub deadline: Duration,
     /// How long a graceful stop may take before the driver gives up.
     pub drain_timeout: Duration,
+    /// How long a cell may run, setup to final drain, before it is
+    /// stopped and called inconclusive: `[timings] budget`, or the
+    /// cell's own `budget` in a cell's plan.
+    #[serde(default = "default_budget")]
+    pub budget: Duration,
+}
+
+/// `budget` when neither the cell nor `[timings]` says: far above any
+/// cell of the shipped matrix, so only a stuck cell reaches it.
+pub const DEFAULT_BUDGET: Duration = Duration::from_millis(5 * 60 * 1_000);
+
+fn default_budget() -> Duration {
+    DEFAULT_BUDGET
 }
 
 /// A named list of cells, such as `smoke`.
@@ -305,6 +318,9 @@ pub struct Cell {
     pub fresh_install: bool,
     /// What the cell changes of the matrix's workload.
     pub workload: WorkloadOverride,
+    /// Its own time budget (`None`: `[timings] budget`).
+    #[serde(default)]
+    pub budget: Option<Duration>,
     /// Steps, executed in order.
     pub steps: Vec<Step>,
     /// The releases the cell walks the fleet through, in order; its

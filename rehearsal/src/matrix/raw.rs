@@ -64,6 +64,7 @@ pub(crate) struct RawTimings {
     pub rotate_every: Option<Spanned<String>>,
     pub deadline: Option<Spanned<String>>,
     pub drain_timeout: Option<Spanned<String>>,
+    pub budget: Option<Spanned<String>>,
 }
 
 /// `[postgres]`: the server majors every cell runs on.
@@ -90,6 +91,7 @@ pub(crate) struct RawCell {
     pub workload: Option<Spanned<RawWorkload>>,
     pub path: Option<Spanned<Vec<Spanned<String>>>>,
     pub downgrade: Option<Spanned<bool>>,
+    pub budget: Option<Spanned<String>>,
 }
 
 /// `[schema]`

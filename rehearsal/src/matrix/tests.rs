@@ -460,7 +460,7 @@ fn unknown_key_in_a_cell() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nstep = []\n",
         &[
-            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`, `path`, `downgrade`",
+            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`, `path`, `downgrade`, `budget`",
         ],
     );
 }
@@ -1866,4 +1866,51 @@ fn schema_matches_fresh_needs_a_migrated_schema() {
         r#"{ migrate = "current" }"#,
         r#"{ assert = "schema_matches_fresh" }"#,
     ]);
+}
+
+// --- budgets -------------------------------------------------------------------------------------
+
+#[test]
+fn budgets_default_from_timings_and_a_cell_may_set_its_own() {
+    let text = doc(
+        "[[cell]]\nname = \"own\"\nabout = \"x\"\nbudget = \"90s\"\nsteps = [{ hold = \"5s\" }]\n",
+        &[],
+    );
+    let matrix = parse("matrix.toml", &text).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(matrix.timings.budget, DEFAULT_BUDGET);
+    assert_eq!(matrix.cells[0].budget, Some(Duration::from_secs(90)));
+    assert_eq!(matrix.cells[1].budget, None);
+    let with_default = text.replace(
+        "drain_timeout = \"60s\"\n",
+        "drain_timeout = \"60s\"\nbudget = \"2m\"\n",
+    );
+    let matrix = parse("matrix.toml", &with_default).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(matrix.timings.budget, Duration::from_secs(120));
+    // The shipped matrix gives every cell a budget above its holds.
+    let shipped = parse("matrix.toml", SHIPPED).unwrap_or_else(|d| panic!("{d}"));
+    assert!(shipped.timings.budget >= Duration::from_secs(60));
+}
+
+#[test]
+fn bad_budgets_are_located() {
+    assert_cells(
+        "[[cell]]\nname = \"a\"\nabout = \"x\"\nbudget = \"soon\"\nsteps = [{ hold = \"5s\" }]\n\
+         [[cell]]\nname = \"b\"\nabout = \"x\"\nbudget = \"0s\"\nsteps = [{ hold = \"5s\" }]\n\
+         [[cell]]\nname = \"c\"\nabout = \"x\"\nbudget = \"6s\"\nsteps = [{ hold = \"5s\" }, { hold = \"2s\" }]\n",
+        &[
+            "matrix.toml:4:10: cell \"a\": budget: invalid duration \"soon\": a unit needs a number before it; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\"",
+            "matrix.toml:9:10: cell \"b\": budget must be longer than 0s",
+            "matrix.toml:14:10: cell \"c\": budget 6s is not longer than the cell's holds alone (7s); raise the budget or shorten the holds",
+        ],
+    );
+    let text = doc(
+        "[timings]\nheartbeat = \"200ms\"\nstale_after = \"1500ms\"\nrescue_every = \"250ms\"\nrotate_every = \"1s\"\ndeadline = \"2s\"\ndrain_timeout = \"60s\"\nbudget = \"1x\"\n",
+        &[TIMINGS],
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "matrix.toml:8:10: timings: budget: invalid duration \"1x\": unknown unit; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\""
+        ]
+    );
 }

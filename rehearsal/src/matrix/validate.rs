@@ -16,9 +16,9 @@ use super::diagnostic::{Sink, did_you_mean};
 use super::duration::Duration;
 use super::fleet::FleetModel;
 use super::model::{
-    Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_SLEEP, Expectation,
-    FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS, SchemaPolicy,
-    Step, Timings, Version, Workload, WorkloadOverride,
+    Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_BUDGET, DEFAULT_SLEEP,
+    Expectation, FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS,
+    SchemaPolicy, Step, Timings, Version, Workload, WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -703,6 +703,10 @@ fn validate_timings(t: &Spanned<RawTimings>, sink: &mut Sink<'_>) -> Option<Timi
     let rotate_every = duration_key(&t.rotate_every, "rotate_every", &span, context, sink);
     let deadline = duration_key(&t.deadline, "deadline", &span, context, sink);
     let drain_timeout = duration_key(&t.drain_timeout, "drain_timeout", &span, context, sink);
+    let budget = match &t.budget {
+        None => Some(DEFAULT_BUDGET),
+        Some(_) => duration_key(&t.budget, "budget", &span, context, sink),
+    };
     if let (Some(h), Some(s), Some(raw)) = (heartbeat, stale_after, &t.stale_after)
         && s <= h
     {
@@ -720,6 +724,7 @@ fn validate_timings(t: &Spanned<RawTimings>, sink: &mut Sink<'_>) -> Option<Timi
         rotate_every: rotate_every?,
         deadline: deadline?,
         drain_timeout: drain_timeout?,
+        budget: budget?,
     })
 }
 
@@ -874,13 +879,24 @@ fn validate_cell(
         Some(w) => validate_override(w, &label, sink),
         None => Some(WorkloadOverride::default()),
     };
+    let budget = match &raw.budget {
+        None => Some(None),
+        Some(_) => duration_key(&raw.budget, "budget", &span, &label, sink).map(Some),
+    };
+    let steps = steps?;
+    if let (Some(Some(b)), Some(raw_budget)) = (budget, &raw.budget)
+        && !budget_fits(b, &steps, raw_budget.span(), &label, sink)
+    {
+        ok = false;
+    }
     let cell = Cell {
         name,
         about,
         expect: expect?,
         fresh_install,
         workload: workload?,
-        steps: steps?,
+        budget: budget?,
+        steps,
         path,
     };
     ok.then_some(cell)
@@ -920,6 +936,36 @@ fn cell_path(
         Some(p) => (Some(p), true),
         None => (None, false),
     }
+}
+
+/// A budget shorter than the cell's holds can never be met: refused,
+/// naming both.
+fn budget_fits(
+    budget: Duration,
+    steps: &[Step],
+    span: Range<usize>,
+    label: &str,
+    sink: &mut Sink<'_>,
+) -> bool {
+    let held: u64 = steps
+        .iter()
+        .map(|s| match s {
+            Step::Hold(h) => h.duration.as_millis(),
+            _ => 0,
+        })
+        .sum();
+    if budget.as_millis() > held {
+        return true;
+    }
+    sink.error(
+        Some(span),
+        label,
+        format!(
+            "budget {budget} is not longer than the cell's holds alone ({}); raise the budget or shorten the holds",
+            Duration::from_millis(held)
+        ),
+    );
+    false
 }
 
 fn expectation(

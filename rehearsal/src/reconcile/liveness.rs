@@ -346,6 +346,7 @@ mod tests {
             rotate_every: Duration::from_millis(1_000),
             deadline: Duration::from_millis(1_000),
             drain_timeout: Duration::from_secs(60),
+            budget: crate::matrix::DEFAULT_BUDGET,
         };
         assert_eq!(stall_after_ms(&t), 8_000);
         t.rotate_every = Duration::from_millis(100);

@@ -1,0 +1,148 @@
+//! A cell's time budget (`[timings] budget`, or the cell's own).
+//!
+//! The run gives each cell a [`Cancel`](super::Cancel) that also fires
+//! when the budget runs out, so every wait of every step ends the way an
+//! interruption does: the step stops, the cell winds down (every process
+//! stopped, nothing left running), and it is inconclusive. Unlike an
+//! interruption it says what it was waiting for, read from the fleet's
+//! ledger and the cell's database at that moment (a drain's running jobs
+//! and oldest claim, a hold's progress, a flip's authority, lock waits).
+
+use std::time::Duration;
+
+use super::cell::Cell;
+use crate::matrix::{FlipMode, Step};
+
+/// How long each look into the database may take when the budget ran
+/// out (the server may be the reason).
+const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Cell<'_> {
+    /// The cell's budget ran out (and the run itself is not being interrupted).
+    pub(super) fn over_budget(&self) -> bool {
+        let cancel = &self.ctx.cancel;
+        cancel.overran() && !cancel.run_interrupted()
+    }
+
+    /// What the phase that ran out of budget was waiting for, in one
+    /// line: `drain: 37 jobs still running, oldest claim 41 s`.
+    pub(super) async fn waiting_for(&mut self) -> String {
+        let since = self.obs.phases.last().map_or(0, |p| p.end_ms);
+        let running = secs(self.ms().saturating_sub(since) as f64);
+        let step = self
+            .step_index
+            .checked_sub(1)
+            .and_then(|i| self.plan.steps.get(i));
+        let mut what = match (self.step_name, step) {
+            ("setup", _) => format!(
+                "setup: {} job(s) of the backlog banked after {running}",
+                self.shared.lock().accepted.len()
+            ),
+            ("drain", _) => self.drain_waiting(&running).await,
+            (_, Some(Step::Hold(h))) => format!("hold {}: {running} of it held", h.duration),
+            (_, Some(Step::Flip(f))) => {
+                let authority = look(self.probe.authority()).await.flatten();
+                let mode = match f.mode {
+                    FlipMode::Auto => "auto-flip by ",
+                    _ => "flip by ",
+                };
+                format!(
+                    "flip: waiting {running} for the {mode}{}; authority {}",
+                    f.by,
+                    authority.as_deref().unwrap_or("unknown")
+                )
+            }
+            (_, Some(Step::Migrate(m))) => {
+                format!(
+                    "migrate: awa migrate of {} still running after {running}",
+                    m.artifact
+                )
+            }
+            (name, _) => {
+                let in_flight: usize = self
+                    .shared
+                    .lock()
+                    .procs
+                    .iter()
+                    .map(|p| p.in_flight.len())
+                    .sum();
+                format!("{name}: still running after {running}, {in_flight} job(s) in flight")
+            }
+        };
+        what.push_str(&self.blocking().await);
+        what
+    }
+
+    /// A drain's wait: live jobs by state and the oldest open claim.
+    async fn drain_waiting(&mut self, running: &str) -> String {
+        match look(self.probe.live_jobs_waiting()).await {
+            Some((0, 0, 0, _)) => format!("drain: no live job left after {running}"),
+            Some((running_jobs, available, scheduled, oldest_ms)) => {
+                let mut text = format!("drain: {running_jobs} job(s) still running");
+                if running_jobs > 0 {
+                    text.push_str(&format!(", oldest claim {}", secs(oldest_ms)));
+                }
+                if available > 0 {
+                    text.push_str(&format!(", {available} available"));
+                }
+                if scheduled > 0 {
+                    text.push_str(&format!(", {scheduled} scheduled"));
+                }
+                text.push_str(&format!(", after {running} of draining"));
+                text
+            }
+            None => format!("drain: still waiting after {running} (the database did not answer)"),
+        }
+    }
+
+    /// `; 2 session(s) waiting on a lock for up to 12 s; 1 idle in a
+    /// transaction`, or nothing when no session is held up.
+    async fn blocking(&mut self) -> String {
+        let mut text = String::new();
+        if let Some((waiting, longest_ms)) = look(self.probe.lock_waits()).await
+            && waiting > 0
+        {
+            text.push_str(&format!(
+                "; {waiting} session(s) waiting on a lock for up to {}",
+                secs(longest_ms)
+            ));
+        }
+        if let Some(idle) = look(self.probe.idle_in_transaction()).await
+            && !idle.is_empty()
+        {
+            text.push_str(&format!(
+                "; {} session(s) idle in a transaction (a stopped process?)",
+                idle.len()
+            ));
+        }
+        text
+    }
+}
+
+/// A look into the database, bounded; `None` when it failed or took too long.
+async fn look<T>(query: impl Future<Output = Result<T, String>>) -> Option<T> {
+    tokio::time::timeout(LOOK_TIMEOUT, query).await.ok()?.ok()
+}
+
+/// `3.2 s`, `41 s`: how long something has waited, as a person says it.
+pub(super) fn secs(ms: f64) -> String {
+    let s = (ms / 1_000.0).max(0.0);
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_read_in_seconds() {
+        assert_eq!(secs(0.0), "0.0 s");
+        assert_eq!(secs(3_240.0), "3.2 s");
+        assert_eq!(secs(41_200.0), "41 s");
+        assert_eq!(secs(-5.0), "0.0 s");
+    }
+}
