@@ -57,7 +57,10 @@ use crate::reconcile::Detection;
 ///   PostgreSQL server); per cell `plan.server`, the major it ran on (a
 ///   run over several majors names its cells `NAME@pgMAJOR`). Both
 ///   default to empty/absent.
-pub const FORMAT_VERSION: &str = "1.7";
+/// - `1.8`: per cell `plan.timings.budget`, the cell's time budget
+///   (defaults to 5m); a cell past it is inconclusive with a
+///   `harness_error` saying what it was waiting for.
+pub const FORMAT_VERSION: &str = "1.8";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
