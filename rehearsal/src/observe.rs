@@ -347,7 +347,7 @@ pub struct ArtifactInfo {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProvedFacts {
-    /// Asserts that held: `schema_expanded held at step 4: schema at v3`.
+    /// Asserts that held: `step 4 (assert): schema_expanded held: schema at v3`.
     pub asserts: Vec<String>,
     /// Refusals the plan required and got.
     pub refusals_required: Vec<String>,

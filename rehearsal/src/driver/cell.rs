@@ -358,8 +358,9 @@ impl<'a> Cell<'a> {
             step: 0,
             name: "reconcile".into(),
             detail: format!(
-                "{count} finding(s) over {} accepted job(s)",
-                self.obs.accepted.len()
+                "{} over {}",
+                crate::observe::count(count as u64, "finding"),
+                crate::observe::count(self.obs.accepted.len() as u64, "accepted job")
             ),
             start_ms,
             end_ms: self.ms(),

@@ -97,16 +97,16 @@ pub fn execute(
         Ok(done) if !done.kept.is_empty() => events.send(RunEvent::Note(Note::always(
             None,
             format!(
-                "kept {} container(s) of this run (--keep): {}",
-                done.kept.len(),
+                "kept {} of this run (--keep): {}",
+                crate::observe::count(done.kept.len() as u64, "container"),
                 done.kept.join(", ")
             ),
         ))),
         Ok(done) if !done.removed.is_empty() => events.send(RunEvent::Note(Note::always(
             None,
             format!(
-                "removed {} container(s) of this run at shutdown: {}",
-                done.removed.len(),
+                "removed {} of this run at shutdown: {}",
+                crate::observe::count(done.removed.len() as u64, "container"),
                 done.removed.join(", ")
             ),
         ))),

@@ -13,9 +13,10 @@ impl Cell<'_> {
         let result = self.check(check).await?;
         Ok(match result {
             Ok(what) => {
-                self.facts
-                    .asserts
-                    .push(format!("{check} held at step {}: {what}", self.step_index));
+                self.facts.asserts.push(format!(
+                    "step {} ({}): {check} held: {what}",
+                    self.step_index, self.step_name
+                ));
                 Done::ok(what)
             }
             Err(what) => {
@@ -96,7 +97,10 @@ impl Cell<'_> {
                     .map_err(db)?;
                 if n > 0 {
                     Ok(format!(
-                        "{n} overrun_deadline attempt(s) claimed by {version} are past their deadline by over {rescue_margin} ms and not rescued (first: {ids:?})"
+                        "{} claimed by {version} {} past their deadline by over {} and not rescued (first: {ids:?})",
+                        crate::observe::count(n.unsigned_abs(), "overrun_deadline attempt"),
+                        crate::observe::agree(n.unsigned_abs(), "is", "are"),
+                        crate::observe::duration(rescue_margin as u64)
                     ))
                 } else {
                     Err(format!(

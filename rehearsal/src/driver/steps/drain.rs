@@ -39,9 +39,16 @@ impl Cell<'_> {
         }
         let waited = start.elapsed().as_millis();
         if live.0 == 0 {
-            parts.push(format!("no live job after {waited} ms"));
+            parts.push(format!(
+                "no live job after {}",
+                crate::observe::duration(waited as u64)
+            ));
         } else {
-            parts.push(format!("{} job(s) still live after {timeout}", live.0));
+            let n = live.0.unsigned_abs();
+            parts.push(format!(
+                "{} still live after {timeout}",
+                crate::observe::count(n, "job")
+            ));
         }
         // Runtimes that died while the queue drained (a crash, a fence)
         // are judged before the fleet is stopped on purpose.
@@ -53,7 +60,10 @@ impl Cell<'_> {
             .find(|s| s.role == Role::Worker && !s.dead)
             .map(|s| s.artifact.clone());
         let workers = self.live(Role::Worker, None);
-        parts.push(format!("stopped {} worker(s)", workers.len()));
+        parts.push(format!(
+            "stopped {}",
+            crate::observe::count(workers.len() as u64, "worker")
+        ));
         parts.extend(self.stop(&workers, STOP_TIMEOUT, &self.cancel()).await?);
         for slot in &mut self.slots {
             slot.proc = None;
@@ -73,7 +83,11 @@ impl Cell<'_> {
         } else {
             Done::with(
                 StepOutcome::TimedOut,
-                format!("{}; {left} live job(s) left", parts.join("; ")),
+                format!(
+                    "{}; {} left",
+                    parts.join("; "),
+                    crate::observe::count(left.unsigned_abs(), "live job")
+                ),
             )
         })
     }
@@ -94,7 +108,15 @@ impl Cell<'_> {
         }
         let mut text = self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?;
         let name = self.shared.lock().procs[id].name.clone();
-        text.insert(0, format!("{left} cron job(s) fired while the fleet stopped were run by {name} (no maintenance)"));
+        let n = left.unsigned_abs();
+        text.insert(
+            0,
+            format!(
+                "{} fired while the fleet stopped {} run by {name} (no maintenance)",
+                crate::observe::count(n, "cron job"),
+                crate::observe::agree(n, "was", "were")
+            ),
+        );
         Ok(text.join("; "))
     }
 }

@@ -80,8 +80,8 @@ impl Cell<'_> {
                 detail.push_str(&format!("; producers {}", self.names(&producers)));
             } else {
                 detail.push_str(&format!(
-                    "; {} producer(s) to run while load is on",
-                    producers.len()
+                    "; {} to run while load is on",
+                    crate::observe::count(producers.len() as u64, "producer")
                 ));
             }
         }

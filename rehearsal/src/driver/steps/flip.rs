@@ -200,8 +200,8 @@ impl Cell<'_> {
             (
                 true,
                 format!(
-                    "refused for the declared reason: {} fresh runtime(s) not flip-aware ({})",
-                    ours.len(),
+                    "refused for the declared reason: {} not flip-aware ({})",
+                    crate::observe::count(ours.len() as u64, "fresh runtime"),
                     ours.join(", ")
                 ),
             )

@@ -48,8 +48,9 @@ impl Cell<'_> {
         let statements = reader.await.unwrap_or(0);
         slept?;
         Ok(Done::ok(format!(
-            "held {} beside a client running {statements} read statement(s) of {reads}",
-            s.duration
+            "held {} beside a client running {} of {reads}",
+            s.duration,
+            crate::observe::count(statements as u64, "read statement")
         )))
     }
 }

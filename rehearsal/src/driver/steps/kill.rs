@@ -217,9 +217,9 @@ fn kill_evidence(
         (
             true,
             format!(
-                "{} was SIGKILLed with {} attempt(s) in flight (jobs {}{more})",
+                "{} was SIGKILLed with {} in flight (jobs {}{more})",
                 record.process,
-                record.in_flight.len(),
+                crate::observe::count(record.in_flight.len() as u64, "attempt"),
                 ids.join(", ")
             ),
         )
@@ -265,7 +265,7 @@ mod tests {
         assert!(fired);
         assert_eq!(
             evidence,
-            "previous-worker-2 was SIGKILLed with 7 attempt(s) in flight (jobs 100, 101, 102, 103, 104 and 2 more)"
+            "previous-worker-2 was SIGKILLed with 7 attempts in flight (jobs 100, 101, 102, 103, 104 and 2 more)"
         );
     }
 

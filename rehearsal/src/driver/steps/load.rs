@@ -47,9 +47,9 @@ impl Cell<'_> {
             (l.accepted.len(), l.uncertain.len())
         };
         let mut detail = format!(
-            "stopped {} producer(s); {} jobs accepted so far",
-            ids.len(),
-            crate::observe::thousands(accepted as u64)
+            "stopped {}; {} accepted so far",
+            crate::observe::count(ids.len() as u64, "producer"),
+            crate::observe::count(accepted as u64, "job")
         );
         if uncertain > 0 {
             detail.push_str(&format!(", {uncertain} uncertain"));

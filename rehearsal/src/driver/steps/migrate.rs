@@ -130,8 +130,8 @@ impl Cell<'_> {
                     );
                 }
                 self.facts.refusals_required.push(format!(
-                    "migrate by {} ({version}) was refused as required: {reason}",
-                    s.artifact
+                    "step {} ({}): migrate by {} ({version}) was refused as required: {reason}",
+                    self.step_index, self.step_name, s.artifact
                 ));
                 Done::with(
                     StepOutcome::Refused,

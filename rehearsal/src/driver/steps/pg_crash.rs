@@ -35,9 +35,10 @@ impl Cell<'_> {
                 recovery_ms: ms,
             },
         });
-        self.facts
-            .crashes
-            .push(format!("the fleet survived a PostgreSQL crash{during}"));
+        self.facts.crashes.push(format!(
+            "step {} ({}): the fleet survived a PostgreSQL crash{during}",
+            self.step_index, self.step_name
+        ));
         Ok(format!(
             "PostgreSQL crashed (SIGKILL to every server process){during} and was back after crash recovery in {ms} ms"
         ))

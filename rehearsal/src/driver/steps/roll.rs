@@ -59,7 +59,9 @@ impl Cell<'_> {
             "all at once".to_owned()
         };
         let detail = format!(
-            "replaced {workers} worker(s) and {producers} producer(s) with {} ({}), {how}: {}",
+            "replaced {} and {} with {} ({}), {how}: {}",
+            crate::observe::count(workers as u64, "worker"),
+            crate::observe::count(producers as u64, "producer"),
             s.artifact,
             self.version_of(&s.artifact),
             self.names(&targets)

@@ -57,11 +57,11 @@ impl Cell<'_> {
             self.replace(p, &s.artifact, &mut notes).await?;
         }
         let detail = format!(
-            "{} ({}) alone: started {}, retired {retired}, {} producer(s) replaced",
+            "{} ({}) alone: started {}, retired {retired}, {} replaced",
             s.artifact,
             self.version_of(&s.artifact),
             self.names(&new),
-            producers.len()
+            crate::observe::count(producers.len() as u64, "producer")
         );
         Ok(with_notes(Done::ok(detail), notes))
     }

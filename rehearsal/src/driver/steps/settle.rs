@@ -38,8 +38,9 @@ impl Cell<'_> {
             }
             if start.elapsed() >= drain {
                 return Ok(Err(format!(
-                    "{workload} workload job(s) were still live after {}s",
-                    drain.as_secs()
+                    "{} still live after {}",
+                    crate::observe::count(workload.unsigned_abs(), "workload job"),
+                    crate::observe::duration(drain.as_millis() as u64)
                 )));
             }
             self.cancel().sleep(POLL).await?;
@@ -68,8 +69,10 @@ impl Cell<'_> {
             .filter(|r| r.rows_left > 0)
             .map(|r| {
                 format!(
-                    "the {} ring still holds {} row(s) of generation {} or older",
-                    r.ring, r.rows_left, r.through_generation
+                    "the {} ring still holds {} of generation {} or older",
+                    r.ring,
+                    crate::observe::count(r.rows_left.unsigned_abs(), "row"),
+                    r.through_generation
                 )
             })
             .collect();
