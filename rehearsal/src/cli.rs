@@ -27,7 +27,7 @@ Exit codes:
 Environment (the flag wins over its variable):
   REHEARSE_MATRIX_FILE   the matrix file, as --matrix-file (wins over a matrix.toml found above)
   REHEARSE_REPORTS_DIR   where run folders go, as --reports-dir [default: reports/ of the repository]
-  REHEARSE_BACKEND       as --backend
+  REHEARSE_BACKEND       as --backend (process, docker, auto) [default: auto]
   REHEARSE_DATABASE_URL  as --database-url (keeps a password out of the command line)
   REHEARSE_FORMAT        as --format
   REHEARSE_REGISTRY_USER, REHEARSE_REGISTRY_PASSWORD  registry credentials [default: ~/.docker/config.json]
@@ -118,6 +118,15 @@ pub enum ArtifactsAction {
         #[arg(long, value_name = "HOST:PORT")]
         registry: Option<String>,
     },
+    /// Remove the images rehearse built or pulled (by their labels), but the manifest's release images and any in use.
+    Prune {
+        /// Remove the release images too.
+        #[arg(long)]
+        all: bool,
+        /// Only images of this repository (as tagged: awa-runtime, 127.0.0.1:5000/awa-runtime).
+        #[arg(long, value_name = "NAME")]
+        repository: Option<String>,
+    },
 }
 
 /// Flags every subcommand understands.
@@ -179,8 +188,8 @@ struct ExecArgs {
     #[command(flatten)]
     servers: ServerArgs,
 
-    /// How runtime processes are started: containers (docker), child processes (process), or docker when an engine answers (auto).
-    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
+    /// How runtime processes are started: containers (docker), child processes (process), or docker when an engine answers, else process (auto; the run says which and why).
+    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Auto)]
     backend: Backend,
 
     /// Where run folders go [default: reports/ of the repository].
@@ -266,8 +275,8 @@ struct PlanArgs {
     #[arg(long)]
     json: bool,
 
-    /// The backend the plan is checked for (image artifacts need docker).
-    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
+    /// The backend the plan is checked for (image artifacts need docker; auto accepts them).
+    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Auto)]
     backend: Backend,
 
     /// Plan every cell once per PostgreSQL major (e.g. 15,18), as `run --postgres`.
@@ -461,7 +470,7 @@ impl Line {
             quiet: self.common.quiet,
             json: false,
             format: Format::Human,
-            backend: Backend::Process,
+            backend: Backend::Auto,
             reports_dir: None,
             color: self.common.color,
             postgres: Vec::new(),
@@ -652,7 +661,7 @@ mod tests {
         let cli = parse(&["--matrix", "smoke"]).unwrap();
         assert!(cli.command.is_none());
         assert_eq!(cli.global.matrix.as_deref(), Some("smoke"));
-        assert_eq!(cli.global.backend, Backend::Process);
+        assert_eq!(cli.global.backend, Backend::Auto);
         assert_eq!(cli.global.jobs, Jobs::Fixed(2));
         let cli = parse(&["-m", "full", "-j", "4", "-q", "--repeat", "5"]).unwrap();
         assert_eq!(cli.global.matrix.as_deref(), Some("full"));

@@ -385,7 +385,7 @@ fn repeat(
     Ok(rates.outcome())
 }
 
-/// `rehearse artifacts build|publish|list`: images outside a run.
+/// `rehearse artifacts build|publish|list|prune`: images outside a run.
 fn artifacts_command(
     env: &Environment,
     action: &ArtifactsAction,
@@ -398,6 +398,9 @@ fn artifacts_command(
         ArtifactsAction::Build => command::build(&repo, out, err),
         ArtifactsAction::Publish { registry } => command::publish(&repo, registry, out, err),
         ArtifactsAction::List { registry } => command::list(&repo, registry.as_deref(), out, err),
+        ArtifactsAction::Prune { all, repository } => {
+            command::prune(&repo, *all, repository.as_deref(), out, err)
+        }
     }
 }
 

@@ -119,6 +119,10 @@ pub struct ProcessRecord {
     /// The container id, on the docker backend. Added in 1.4.
     #[serde(default)]
     pub container: Option<String>,
+    /// From the spawn request (container create and start included) to its
+    /// `ready` event, in ms; null when it never printed one. Added in 1.9.
+    #[serde(default)]
+    pub start_to_ready_ms: Option<u64>,
     /// Whether the driver killed it (SIGKILL) on purpose.
     pub killed: bool,
     /// Log file, relative to the run's report folder.

@@ -204,9 +204,12 @@ pub struct RunEnd {
     pub harness_cpu_ms: u64,
     /// CPU time of its reaped children, plus containers' (engine stats).
     pub children_cpu_ms: u64,
-    /// The containers' share, from the engine's stats (docker backend).
+    /// The containers' share (docker backend).
     #[serde(default)]
     pub container_cpu_ms: Option<u64>,
+    /// How the containers' CPU was counted (docker backend).
+    #[serde(default)]
+    pub container_cpu_source: Option<crate::fleet::CpuSource>,
     /// Cut short by Ctrl-C or SIGTERM.
     pub interrupted: bool,
 }

@@ -9,7 +9,7 @@
 //! engine, the image tags and two cores.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
@@ -20,7 +20,9 @@ use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveImageOptions,
 };
 use rehearsal::fleet::docker::label;
+use rehearsal::fleet::{CpuSource, DockerFleet, Fleet, FleetMsg, Labels, Report, Runnable, Spec};
 use rehearsal::image::Engine;
+use rehearsal::image::build::{self, BuildRequest};
 use serde_json::Value;
 
 /// The environment variable `.ci/run` exports the test registry's address in.
@@ -431,14 +433,28 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     };
     let scratch = Scratch::new("lifecycle", "release = \"0.6.2\"");
 
-    // A failing run.
+    // A failing run, on the default backend: auto, which takes the engine.
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "fails", "--seed", "2", "--backend", "docker"]),
+        scratch.rehearse(&["--cell", "fails", "--seed", "2"]),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("backend auto: docker, because an engine answers: Docker engine "),
+        "{err}"
+    );
     let dir = scratch.report_dirs().pop().unwrap();
+    let report = read_report(&dir);
+    assert_eq!(report["run"]["backend"], "docker");
+    assert!(
+        report["run"]["backend_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("backend auto: docker")),
+        "{}",
+        report["run"]
+    );
     assert!(containers_with(&rt, &engine, &format!("{}={}", label::RUN, run_id(&dir))).is_empty());
+    assert_eq!(run_cgroups(&run_id(&dir)), Vec::<PathBuf>::new());
 
     // A leftover of a "crashed earlier run": its rehearse pid does not exist.
     let planted_run = format!("planted-{}", std::process::id());
@@ -518,6 +534,7 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
         containers_with(&rt, &engine, &run_label).is_empty(),
         "containers outlived Ctrl-C"
     );
+    assert_eq!(run_cgroups(&run_id(&dir)), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -572,4 +589,487 @@ fn the_shipped_smoke_matrix_passes_on_docker_with_n1_pulled_from_the_registry() 
         assert_eq!(cell["verdict"], "pass", "{}", cell["name"]);
     }
     assert!(containers_with(&rt, &engine, &format!("{}={}", label::RUN, run_id(&dir))).is_empty());
+}
+
+/// The run parent cgroups of `run_id` still on this machine (any hierarchy).
+fn run_cgroups(run_id: &str) -> Vec<PathBuf> {
+    let safe: String = run_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return Vec::new();
+    };
+    hierarchies
+        .flatten()
+        .filter_map(|h| std::fs::read_dir(h.path().join("rehearse")).ok())
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(&format!("-{safe}")))
+        })
+        .collect()
+}
+
+/// A stand-in registry on a free loopback port: each request is answered
+/// with `answer(path)`. For the ways a registry misbehaves that a real one
+/// cannot be made to (refusing everyone, serving a manifest whose bytes do
+/// not match its announced digest). It lives as long as the test process.
+fn stand_in_registry(answer: fn(&str) -> String) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buf = [0u8; 8192];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let path = request.split(' ').nth(1).unwrap_or("/").to_owned();
+            let _ = stream.write_all(answer(&path).as_bytes());
+        }
+    });
+    addr
+}
+
+fn http(status: &str, headers: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n{body}",
+        body.len()
+    )
+}
+
+/// Runs the `fails` cell (N-1 only: nothing else is built) with `previous`
+/// and asserts the run stopped before anything started, with `exit`.
+fn refused_before_anything_starts(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    tag: &str,
+    previous: &str,
+    exit: i32,
+) -> String {
+    let scratch = Scratch::new(tag, previous);
+    let mut child = scratch
+        .rehearse(&["--cell", "fails", "--seed", "4", "--backend", "docker"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (status, _, err) = wait(&mut child, Duration::from_secs(600));
+    assert_eq!(status.code(), Some(exit), "{err}");
+    assert!(
+        scratch.report_dirs().is_empty(),
+        "a report folder was left: {err}"
+    );
+    assert!(
+        !err.contains("[fails]"),
+        "the cell started on bad input: {err}"
+    );
+    // Nothing of any rehearse run is left running (probes included).
+    let running: Vec<String> = rt
+        .block_on(engine.docker.list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![format!("{}={pid}", label::PID)],
+            )])),
+            ..Default::default()
+        })))
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect();
+    assert!(running.is_empty(), "{running:?}");
+    err
+}
+
+/// The lines that are messages about artifact `previous` (progress lines
+/// write `artifact previous:`, messages `artifact "previous":`).
+fn error_lines(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.contains("artifact \"previous\""))
+        .collect()
+}
+
+#[test]
+fn registries_that_refuse_or_serve_a_digest_that_does_not_match_are_refused_by_name() {
+    let _turn = turn();
+    let Some((rt, engine)) = engine("registries_that_refuse") else {
+        return;
+    };
+    // A registry that refuses everyone: bad input, saying how to log in.
+    let refusing = stand_in_registry(|_| {
+        http(
+            "401 Unauthorized",
+            "WWW-Authenticate: Basic realm=\"registry\"\r\n",
+            "",
+        )
+    });
+    let err = refused_before_anything_starts(
+        &rt,
+        &engine,
+        "refuses",
+        &format!("image = \"{refusing}/awa-runtime\"\nline = \"0.6\""),
+        2,
+    );
+    assert_eq!(
+        error_lines(&err).len(),
+        1,
+        "one message, naming the artifact: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "artifact \"previous\": registry {refusing}: refused access (401 Unauthorized); set REHEARSE_REGISTRY_USER and REHEARSE_REGISTRY_PASSWORD"
+        )),
+        "{err}"
+    );
+
+    // A registry whose manifest does not hash to the digest it announces.
+    let tampered = stand_in_registry(|path| {
+        if path.contains("/tags/list") {
+            http(
+                "200 OK",
+                "Content-Type: application/json\r\n",
+                r#"{"name":"awa-runtime","tags":["0.6.1","0.6.2"]}"#,
+            )
+        } else {
+            http(
+                "200 OK",
+                &format!(
+                    "Content-Type: application/vnd.docker.distribution.manifest.v2+json\r\nDocker-Content-Digest: sha256:{}\r\n",
+                    "a".repeat(64)
+                ),
+                r#"{"schemaVersion":2}"#,
+            )
+        }
+    });
+    let err = refused_before_anything_starts(
+        &rt,
+        &engine,
+        "tampered",
+        &format!("image = \"{tampered}/awa-runtime\"\nline = \"0.6\""),
+        2,
+    );
+    assert!(
+        err.contains(&format!(
+            "artifact \"previous\": digest mismatch for {tampered}/awa-runtime:0.6.2: expected sha256:{}",
+            "a".repeat(64)
+        )) && err.contains("check the reference or republish"),
+        "{err}"
+    );
+}
+
+/// An image of a host binary, as rehearse builds the runtime's.
+fn test_image(binary: &str, repository: &str, tag: &str) -> BuildRequest {
+    BuildRequest {
+        artifact: "test".into(),
+        binary: binary.into(),
+        repository: repository.into(),
+        tag: tag.into(),
+        version: "0.0.0".into(),
+        source: format!("test binary {binary}"),
+        source_digest: format!("sha256:{}", "b".repeat(64)),
+        binary_digest: format!("sha256:{}", "b".repeat(64)),
+        revision: None,
+        mutable_tag: true,
+    }
+}
+
+/// [`test_image`] built, tagged `rehearse-test:<tag>-<pid>`.
+fn image_of(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    binary: &str,
+    tag: &str,
+) -> BuildRequest {
+    let request = test_image(
+        binary,
+        "rehearse-test",
+        &format!("{tag}-{}", std::process::id()),
+    );
+    rt.block_on(build::ensure(engine, &request)).unwrap();
+    request
+}
+
+fn remove_image(rt: &tokio::runtime::Runtime, engine: &Engine, reference: &str) {
+    let _ = rt.block_on(engine.docker.remove_image(
+        reference,
+        Some(RemoveImageOptions {
+            force: true,
+            ..Default::default()
+        }),
+        None,
+    ));
+}
+
+#[test]
+fn an_image_that_will_not_start_and_a_release_tag_holding_another_source_are_refused() {
+    let _turn = turn();
+    let Some((rt, engine)) = engine("an_image_that_will_not_start") else {
+        return;
+    };
+    // `false --version` exits 1: an image whose awa will not start.
+    let broken = image_of(&rt, &engine, "/bin/false", "broken");
+    let err = refused_before_anything_starts(
+        &rt,
+        &engine,
+        "wont-start",
+        &format!("image = \"{}\"", broken.reference()),
+        2,
+    );
+    remove_image(&rt, &engine, &broken.reference());
+    assert_eq!(error_lines(&err).len(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "artifact \"previous\": the image {} does not run `awa --version`: exit code 1",
+            broken.reference()
+        )) && err.contains("rebuild or republish it"),
+        "{err}"
+    );
+
+    // A release whose local tag already holds another source. The tree is
+    // a copy of this checkout's manifest with the release's image renamed
+    // (so no other run on this engine meets the planted tag), its archives
+    // and its build cache.
+    let tree = ConflictTree::new();
+    let planted = BuildRequest {
+        mutable_tag: false,
+        ..test_image("/bin/true", &tree.repository, "0.6.2")
+    };
+    remove_image(&rt, &engine, &planted.reference());
+    rt.block_on(build::ensure(&engine, &planted)).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
+    cmd.args(["--cell", "fails", "--seed", "4", "--backend", "docker"])
+        .current_dir(&tree.root)
+        .env("REHEARSE_REPORTS_DIR", tree.root.join("reports"))
+        .env_remove("REHEARSE_MATRIX_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (status, _, err) = run(cmd, Duration::from_secs(1800));
+    let after = rt
+        .block_on(rehearsal::image::inspect(&engine, &planted.reference()))
+        .unwrap()
+        .map(|f| f.id);
+    remove_image(&rt, &engine, &planted.reference());
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert_eq!(error_lines(&err).len(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "artifact \"previous\": the local image {}:0.6.2 holds another source (source digest sha256:{}, expected sha256:",
+            tree.repository,
+            "b".repeat(64)
+        )) && err.contains(&format!("docker image rm {}:0.6.2", tree.repository)),
+        "{err}"
+    );
+    assert!(after.is_some(), "the planted tag was overwritten: {err}");
+    assert!(
+        std::fs::read_dir(tree.root.join("reports")).map_or(true, |mut d| d.next().is_none()),
+        "nothing starts on bad input"
+    );
+}
+
+/// A checkout in miniature for the tag-conflict test: the manifest with
+/// the images renamed, the release archives, the real build cache.
+struct ConflictTree {
+    root: PathBuf,
+    repository: String,
+}
+
+impl ConflictTree {
+    fn new() -> ConflictTree {
+        let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let root = std::env::temp_dir().join(format!("rehearse-conflict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("artifacts")).unwrap();
+        std::fs::create_dir_all(root.join("awa-runtime")).unwrap();
+        std::fs::copy(
+            checkout.join("awa-runtime/Cargo.toml"),
+            root.join("awa-runtime/Cargo.toml"),
+        )
+        .unwrap();
+        let repository = format!("rehearse-test-conflict-{}", std::process::id());
+        let manifest = std::fs::read_to_string(checkout.join("artifacts/manifest.toml"))
+            .unwrap()
+            .replace(
+                "image = \"awa-runtime:",
+                &format!("image = \"{repository}:"),
+            );
+        std::fs::write(root.join("artifacts/manifest.toml"), manifest).unwrap();
+        for archive in std::fs::read_dir(checkout.join("artifacts"))
+            .unwrap()
+            .flatten()
+        {
+            if archive.path().extension().is_some_and(|e| e == "crate") {
+                std::os::unix::fs::symlink(
+                    archive.path(),
+                    root.join("artifacts").join(archive.file_name()),
+                )
+                .unwrap();
+            }
+        }
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| checkout.join("target"));
+        std::os::unix::fs::symlink(target, root.join("target")).unwrap();
+        std::fs::write(
+            root.join("matrix.toml"),
+            format!("[artifacts.previous]\nrelease = \"0.6.2\"\n{WORKLOAD}"),
+        )
+        .unwrap();
+        ConflictTree { root, repository }
+    }
+}
+
+impl Drop for ConflictTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// User plus system CPU of this process's reaped children, in ms.
+fn children_cpu_ms() -> u64 {
+    let usage =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1000 + t.tv_usec() as u64 / 1000;
+    ms(usage.user_time()) + ms(usage.system_time())
+}
+
+#[test]
+fn a_short_busy_containers_whole_cpu_is_counted() {
+    let _turn = turn();
+    let Some((rt, engine)) = engine("a_short_busy_containers_whole_cpu_is_counted") else {
+        return;
+    };
+    if std::env::var("DOCKER_HOST").is_ok_and(|h| h.starts_with("tcp://")) {
+        skipped(
+            "a_short_busy_containers_whole_cpu_is_counted: the engine is remote, its cgroups are not visible here",
+        );
+        return;
+    }
+    // The same work on the host first, measured by the kernel's child accounting.
+    let dd = ["if=/dev/zero", "of=/dev/null", "bs=4k", "count=300000"];
+    let before = children_cpu_ms();
+    let host = Command::new("/usr/bin/dd")
+        .args(dd)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(host.success());
+    let host_ms = children_cpu_ms() - before;
+
+    let image = image_of(&rt, &engine, "/usr/bin/dd", "dd");
+    let found = rt
+        .block_on(rehearsal::image::inspect(&engine, &image.reference()))
+        .unwrap()
+        .unwrap();
+    let run_id = format!("cpu-test-{}", std::process::id());
+    let fleet = DockerFleet::new(engine.clone(), &run_id, false);
+    rt.block_on(fleet.prepare()).unwrap();
+    let logs = std::env::temp_dir().join(format!("rehearse-cpu-{}", std::process::id()));
+    let spec = Spec {
+        id: 0,
+        name: "busy".into(),
+        runnable: Runnable::Image {
+            reference: image.reference(),
+            id: found.id,
+        },
+        labels: Labels {
+            cell: "cpu".into(),
+            role: "busy".into(),
+            ..Default::default()
+        },
+        args: dd.map(String::from).to_vec(),
+        env: Vec::new(),
+        log: logs.join("busy.log"),
+    };
+    let started = Instant::now();
+    let exit = rt.block_on(async {
+        let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
+        fleet.spawn(spec, sink).await.unwrap();
+        loop {
+            match reports.recv().await {
+                Some(FleetMsg {
+                    report: Report::Exited(info),
+                    ..
+                }) => break info,
+                Some(_) => {}
+                None => panic!("the fleet dropped the container"),
+            }
+        }
+    });
+    let lived = started.elapsed();
+    rt.block_on(fleet.shutdown()).unwrap();
+    remove_image(&rt, &engine, &image.reference());
+    let _ = std::fs::remove_dir_all(&logs);
+    assert_eq!(exit.code, Some(0), "{exit}");
+    let cpu = fleet.container_cpu().unwrap();
+    assert_eq!(cpu.source, CpuSource::Cgroup, "{cpu:?}");
+    // Seccomp makes each syscall in a container a little dearer: allow for it.
+    assert!(
+        cpu.ms * 10 >= host_ms * 6 && cpu.ms <= host_ms * 2 + 100,
+        "the container's CPU {} ms, the same work on the host {host_ms} ms (lived {lived:?})",
+        cpu.ms
+    );
+    assert_eq!(
+        run_cgroups(&run_id),
+        Vec::<PathBuf>::new(),
+        "its cgroup outlived the run"
+    );
+}
+
+#[test]
+fn artifacts_prune_removes_rehearse_images_but_those_in_use() {
+    let _turn = turn();
+    let Some((rt, engine)) = engine("artifacts_prune") else {
+        return;
+    };
+    let repository = format!("rehearse-test-prune-{}", std::process::id());
+    let (idle, used) = (
+        test_image("/bin/true", &repository, "idle"),
+        test_image("/bin/true", &repository, "used"),
+    );
+    for request in [&idle, &used] {
+        rt.block_on(build::ensure(&engine, request)).unwrap();
+    }
+    // A container (of another run, say) still uses one of them.
+    let holder = format!("rehearse-prune-holder-{}", std::process::id());
+    rt.block_on(engine.docker.create_container(
+        Some(CreateContainerOptions {
+            name: Some(holder.clone()),
+            ..Default::default()
+        }),
+        ContainerCreateBody {
+            image: Some(used.reference()),
+            ..Default::default()
+        },
+    ))
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
+    cmd.args(["artifacts", "prune", "--repository", &repository])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (status, out, err) = run(cmd, Duration::from_secs(120));
+    let present = |r: &BuildRequest| {
+        rt.block_on(rehearsal::image::inspect(&engine, &r.reference()))
+            .unwrap()
+            .is_some()
+    };
+    let (idle_left, used_left) = (present(&idle), present(&used));
+    let _ = rt.block_on(engine.docker.remove_container(&holder, None));
+    remove_image(&rt, &engine, &used.reference());
+    assert!(status.success(), "{err}");
+    assert!(!idle_left, "{out}");
+    assert!(used_left, "{out}");
+    assert!(
+        out.contains(&format!("removed {}", idle.reference()))
+            && out.contains(&format!(
+                "kept {} (in use by a container)",
+                used.reference()
+            ))
+            && out.contains("pruned 1 image(s)"),
+        "{out}"
+    );
 }

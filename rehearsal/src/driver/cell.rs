@@ -593,6 +593,7 @@ impl Cell<'_> {
                 exit_code: p.code(),
                 signal: p.exit.and_then(|e| e.signal),
                 container: p.handle.as_ref().and_then(|h| h.container.clone()),
+                start_to_ready_ms: p.ready_ms.map(|r| r.saturating_sub(p.spawned_ms)),
                 killed: p.killed,
                 log: p.log.clone(),
                 error: p.fatal.clone().or_else(|| {

@@ -83,6 +83,8 @@ pub struct Proc {
     pub handle: Option<Handle>,
     /// It printed `ready`.
     pub ready: bool,
+    /// When it first printed `ready` (ms since the cell started).
+    pub ready_ms: Option<u64>,
     /// The reason of its `refused` event.
     pub refused: Option<String>,
     /// The error of its `fatal` event.
@@ -232,6 +234,7 @@ impl FleetView {
             spawned_ms,
             handle: None,
             ready: false,
+            ready_ms: None,
             refused: None,
             fatal: None,
             started: 0,
@@ -290,7 +293,10 @@ impl FleetView {
         let proc = &mut self.procs[id];
         let kind = event.kind().to_owned();
         match event {
-            Event::Ready(_) => proc.ready = true,
+            Event::Ready(_) => {
+                proc.ready = true;
+                proc.ready_ms.get_or_insert(at_ms);
+            }
             Event::Refused { reason } => proc.refused = Some(reason),
             Event::Fatal { error } => proc.fatal = Some(error),
             Event::Started(s) => {

@@ -119,13 +119,15 @@ pub fn execute(
     for note in ran.notes {
         events.send(RunEvent::Note(Note::always(None, note)));
     }
+    let containers = req.fleet.container_cpu();
     events.send(RunEvent::RunFinished(RunEnd {
         finished_at: crate::stamp::utc(SystemTime::now()).rfc3339,
         wall_ms: req.wall.elapsed().as_millis() as u64,
         harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
         children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before)
-            + req.fleet.cpu_ms().unwrap_or(0),
-        container_cpu_ms: req.fleet.cpu_ms(),
+            + containers.map_or(0, |c| c.ms),
+        container_cpu_ms: containers.map(|c| c.ms),
+        container_cpu_source: containers.map(|c| c.source),
         interrupted: ran.interrupted,
     }));
     Ok(())

@@ -17,9 +17,14 @@
 //! is removed as soon as its process has ended and its log is read,
 //! unless `--keep`.
 //!
-//! CPU time comes from the engine's stats stream (sampled about once a
-//! second per container; the last sample before an exit is what counts),
-//! because containers are children of the engine, not of rehearse.
+//! CPU time: containers are children of the engine, not of rehearse, so
+//! `RUSAGE_CHILDREN` never sees them. On a local engine with the
+//! `cgroupfs` driver they run under one parent cgroup per run, whose
+//! kernel counter is read at shutdown: every container's whole CPU, short
+//! ones included ([`super::cgroup`]). Elsewhere the engine's stats stream
+//! is sampled (about once a second per container; the CPU of a container's
+//! last second, and of one shorter than a second, is missed), and the
+//! report says which of the two it is.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,10 +40,11 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
+use super::cgroup::RunCgroup;
 use super::process::{Log, NOTE_PREFIX, STDERR_PREFIX, log_line, open_log};
 use super::{
-    Control, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Prepared, Report, Runnable,
-    Shutdown, Sink, Spec,
+    ContainerCpu, Control, CpuSource, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle,
+    Prepared, Report, Runnable, Shutdown, Sink, Spec,
 };
 use crate::image::Engine;
 
@@ -71,8 +77,13 @@ pub struct DockerFleet {
     engine: Engine,
     run_id: String,
     keep: bool,
-    /// Last CPU sample (ns) of every container this run started.
+    /// Last CPU sample (ns) of every container not under the run's cgroup.
     cpu_ns: Arc<Mutex<HashMap<String, u64>>>,
+    /// The run's parent cgroup, when the engine places containers where
+    /// rehearse can read them (set by `prepare`).
+    cgroup: Arc<Mutex<Option<RunCgroup>>>,
+    /// The parent cgroup's CPU (ns), read at shutdown.
+    cgroup_ns: Arc<Mutex<Option<u64>>>,
 }
 
 fn hostname() -> String {
@@ -82,7 +93,7 @@ fn hostname() -> String {
 }
 
 /// Whether a process with this pid exists on this machine.
-fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     // Signal 0 only checks that the process exists.
     pid > 0
         && match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
@@ -113,7 +124,21 @@ impl DockerFleet {
             run_id: run_id.to_owned(),
             keep,
             cpu_ns: Arc::default(),
+            cgroup: Arc::default(),
+            cgroup_ns: Arc::default(),
         }
+    }
+
+    /// The parent cgroup of this run's containers, if the engine's driver
+    /// takes a path (`cgroupfs`; `systemd` wants slices, left alone).
+    async fn choose_cgroup(&self) -> Option<RunCgroup> {
+        use bollard::models::SystemInfoCgroupDriverEnum as Driver;
+        let info = self.engine.docker.info().await.ok()?;
+        (info.cgroup_driver == Some(Driver::CGROUPFS)).then(|| RunCgroup::new(&self.run_id))
+    }
+
+    fn run_cgroup(&self) -> Option<RunCgroup> {
+        self.cgroup.lock().ok()?.clone()
     }
 
     /// The engine it runs on.
@@ -202,6 +227,12 @@ impl DockerFleet {
             let run = labels.get(label::RUN).cloned().unwrap_or_default();
             removed.push(format!("{} ({name} of run {run})", &id[..id.len().min(12)]));
         }
+        // Their now empty parent cgroups, too.
+        RunCgroup::remove_stale(alive);
+        let cgroup = self.choose_cgroup().await;
+        if let Ok(mut slot) = self.cgroup.lock() {
+            *slot = cgroup;
+        }
         Ok(Prepared { removed })
     }
 
@@ -221,6 +252,18 @@ impl DockerFleet {
             } else {
                 self.remove(&id).await?;
                 done.removed.push(what);
+            }
+        }
+        // Every container is gone (or kept): the counter holds all their CPU.
+        if let Some(cgroup) = self.run_cgroup() {
+            let usage = cgroup.usage_ns();
+            if let Ok(mut slot) = self.cgroup_ns.lock() {
+                *slot = usage;
+            }
+            if !self.keep {
+                tokio::task::spawn_blocking(move || cgroup.remove())
+                    .await
+                    .map_err(|e| Self::lifecycle("removing the run's cgroup", e))?;
             }
         }
         Ok(done)
@@ -256,6 +299,7 @@ impl DockerFleet {
             labels: Some(labels),
             host_config: Some(HostConfig {
                 network_mode: Some("host".into()),
+                cgroup_parent: self.run_cgroup().map(|c| c.parent()),
                 ..Default::default()
             }),
             ..Default::default()
@@ -305,11 +349,15 @@ impl DockerFleet {
             sink.clone(),
             log.clone(),
         ));
-        let stats = tokio::spawn(sample_cpu(
-            self.engine.clone(),
-            container.clone(),
-            self.cpu_ns.clone(),
-        ));
+        // Sampled only where the kernel's counter is not readable.
+        let counted = self.run_cgroup().is_some_and(|c| c.holds(&container));
+        let stats = (!counted).then(|| {
+            tokio::spawn(sample_cpu(
+                self.engine.clone(),
+                container.clone(),
+                self.cpu_ns.clone(),
+            ))
+        });
         let (control, controls) = mpsc::unbounded_channel::<Control>();
         tokio::spawn(watch(
             self.clone(),
@@ -352,7 +400,7 @@ async fn watch(
     log: Log,
     mut controls: mpsc::UnboundedReceiver<Control>,
     logs: tokio::task::JoinHandle<()>,
-    stats: tokio::task::JoinHandle<()>,
+    stats: Option<tokio::task::JoinHandle<()>>,
 ) {
     let mut wait = fleet
         .engine
@@ -410,7 +458,9 @@ async fn watch(
         report: Report::Exited(info),
     });
     let _ = tokio::time::timeout(LOG_DRAIN, logs).await;
-    stats.abort();
+    if let Some(stats) = stats {
+        stats.abort();
+    }
     if !fleet.keep {
         let _ = fleet.remove(&container).await;
     }
@@ -516,9 +566,19 @@ impl Fleet for DockerFleet {
         Box::pin(self.shutdown_now())
     }
 
-    fn cpu_ms(&self) -> Option<u64> {
-        let map = self.cpu_ns.lock().ok()?;
-        Some(map.values().sum::<u64>() / 1_000_000)
+    fn container_cpu(&self) -> Option<ContainerCpu> {
+        let sampled: u64 = self.cpu_ns.lock().ok()?.values().sum();
+        let counted = self.cgroup_ns.lock().ok().and_then(|n| *n);
+        Some(match counted {
+            Some(ns) => ContainerCpu {
+                ms: (ns + sampled) / 1_000_000,
+                source: CpuSource::Cgroup,
+            },
+            None => ContainerCpu {
+                ms: sampled / 1_000_000,
+                source: CpuSource::Stats,
+            },
+        })
     }
 }
 

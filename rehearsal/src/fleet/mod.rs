@@ -17,6 +17,7 @@
 //! `shutdown` after the last (remove everything of this run, also after
 //! Ctrl-C). An exit by signal is reported as a signal on both backends.
 
+pub mod cgroup;
 pub mod choice;
 pub mod docker;
 pub mod events;
@@ -314,10 +315,30 @@ pub trait Fleet: Send + Sync {
         Box::pin(async { Ok(Shutdown::default()) })
     }
 
-    /// CPU time of everything this backend ran, in ms, when the operating
+    /// CPU time of everything this backend ran, when the operating
     /// system's child accounting does not see it (containers are children
     /// of the engine, not of rehearse): `None` means "use RUSAGE_CHILDREN".
-    fn cpu_ms(&self) -> Option<u64> {
+    /// Final once `shutdown` has returned.
+    fn container_cpu(&self) -> Option<ContainerCpu> {
         None
     }
+}
+
+/// How the containers' CPU time was counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuSource {
+    /// The kernel's counter of the run's parent cgroup: every container's whole CPU.
+    Cgroup,
+    /// The engine's stats, sampled about once a second per container: a lower bound.
+    Stats,
+}
+
+/// The CPU time of a run's containers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContainerCpu {
+    /// User plus system time, in ms.
+    pub ms: u64,
+    /// How it was counted.
+    pub source: CpuSource,
 }

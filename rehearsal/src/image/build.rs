@@ -5,8 +5,10 @@
 //!
 //! An image already present under its tag with the same source digest is
 //! reused. A tag that holds another source is refused (a release tag must
-//! never silently change), except for `-dirty` tags of the current build,
-//! which are replaced: an uncommitted tree is expected to change.
+//! never silently change), except for tags of the current build, which
+//! are replaced: a work tree changes, and even one commit built in two
+//! checkouts gives two binaries. Containers start from the image id, so a
+//! tag replaced by another run cannot change what a running rehearsal runs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -247,7 +249,7 @@ mod tests {
             "rehearse.run".to_owned(),
             format!("image-test-{}", std::process::id()),
         )]);
-        let err = super::super::probe::version(&engine, "previous", &built.reference, labels)
+        let err = super::super::probe::version(&engine, "previous", &built, labels)
             .await
             .unwrap_err();
         assert!(err.is_bad_input(), "{err}");

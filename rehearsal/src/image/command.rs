@@ -1,4 +1,4 @@
-//! `rehearse artifacts build|publish|list`: the runtime's images outside a run.
+//! `rehearse artifacts build|publish|list|prune`: the runtime's images outside a run.
 //!
 //! `build` makes (or reuses) the image of every release listed in
 //! `artifacts/manifest.toml` (each archive SHA-256-checked and built by
@@ -6,7 +6,9 @@
 //! does the release images and pushes them to a registry, printing the
 //! digest the registry serves for each. `list` shows the local runtime
 //! images and, with `--registry`, the registry's tags with their digests
-//! and the release each one is.
+//! and the release each one is. `prune` removes the images rehearse made
+//! or pulled (they carry its source-digest label), keeping the release
+//! images of the manifest unless asked.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -265,5 +267,183 @@ fn check_registry(registry: &str) -> Result<(), Error> {
             flag: "--registry",
             message: format!("\"{registry}\" is not HOST:PORT (like 127.0.0.1:5000)"),
         })
+    }
+}
+
+/// `name:tag` without its tag (`127.0.0.1:5000/awa-runtime:0.6.2` -> `127.0.0.1:5000/awa-runtime`).
+fn repository_of(tag: &str) -> &str {
+    match tag.rsplit_once(':') {
+        Some((repo, t)) if !t.contains('/') => repo,
+        _ => tag,
+    }
+}
+
+/// What a prune does with one local reference.
+#[derive(Debug, PartialEq, Eq)]
+enum PruneChoice {
+    /// A release image of the manifest (kept unless `--all`).
+    Release,
+    /// Another repository than `--repository`.
+    Elsewhere,
+    /// Removed.
+    Remove,
+}
+
+/// Whether to remove `tag` (`None`: an untagged image, named by its id).
+fn prune_choice(
+    tag: Option<&str>,
+    releases: &[String],
+    all: bool,
+    repository: Option<&str>,
+) -> PruneChoice {
+    match tag {
+        Some(t) if repository.is_some_and(|r| repository_of(t) != r) => PruneChoice::Elsewhere,
+        Some(t) if !all && releases.iter().any(|r| r == t) => PruneChoice::Release,
+        // An untagged image belongs to no repository: only a prune of them all takes it.
+        None if repository.is_some() => PruneChoice::Elsewhere,
+        _ => PruneChoice::Remove,
+    }
+}
+
+/// `rehearse artifacts prune [--all] [--repository NAME]`: the images
+/// rehearse built or pulled pile up on the engine run after run (every
+/// commit of the current build is a tag); this removes them, but the
+/// release images of the manifest (unless `--all`). An image a container
+/// still uses (another run on the same engine) is left, and said so.
+pub fn prune(
+    repo: &Repo,
+    all: bool,
+    repository: Option<&str>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, Error> {
+    let runtime = runtime()?;
+    let engine = runtime.block_on(Engine::connect())?;
+    writeln!(err, "{}", engine.describe())?;
+    let releases: Vec<String> = awa_runtime::release::load_manifest(&repo.artifacts())
+        .map(|m| m.releases.into_iter().map(|r| r.image).collect())
+        .unwrap_or_default();
+    let options = ListImagesOptions {
+        filters: Some(HashMap::from([(
+            "label".to_owned(),
+            vec![labels::SOURCE_DIGEST.to_owned()],
+        )])),
+        ..Default::default()
+    };
+    let images = runtime
+        .block_on(engine.docker.list_images(Some(options)))
+        .map_err(|e| Error::Harness(format!("listing images failed: {e}")))?;
+    let (mut removed, mut freed, mut kept) = (0usize, 0u64, Vec::new());
+    for image in &images {
+        let tags: Vec<&str> = image
+            .repo_tags
+            .iter()
+            .map(String::as_str)
+            .filter(|t| *t != "<none>:<none>")
+            .collect();
+        let names: Vec<Option<&str>> = if tags.is_empty() {
+            vec![None]
+        } else {
+            tags.into_iter().map(Some).collect()
+        };
+        let mut gone = 0;
+        for name in &names {
+            match prune_choice(*name, &releases, all, repository) {
+                PruneChoice::Elsewhere => continue,
+                PruneChoice::Release => {
+                    kept.push(format!(
+                        "{} (a release; --all removes it)",
+                        name.unwrap_or_default()
+                    ));
+                    continue;
+                }
+                PruneChoice::Remove => {}
+            }
+            let reference = name.unwrap_or(&image.id);
+            match runtime.block_on(engine.docker.remove_image(
+                reference,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )) {
+                Ok(_) => {
+                    gone += 1;
+                    writeln!(out, "removed {reference}")?;
+                }
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 409, ..
+                }) => kept.push(format!("{reference} (in use by a container)")),
+                Err(e) => {
+                    return Err(Error::Harness(format!(
+                        "removing image {reference} failed: {e}"
+                    )));
+                }
+            }
+        }
+        if gone == names.len() {
+            removed += 1;
+            freed += image.size.max(0) as u64;
+        }
+    }
+    writeln!(
+        out,
+        "pruned {removed} image(s), {:.1} MB{}",
+        freed as f64 / 1e6,
+        if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; kept {}", kept.join(", "))
+        }
+    )?;
+    Ok(Outcome::AllMet)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_keeps_releases_and_other_repositories() {
+        let releases = vec![
+            "awa-runtime:0.6.1".to_owned(),
+            "awa-runtime:0.6.2".to_owned(),
+        ];
+        let choice = |tag, all, repo| prune_choice(tag, &releases, all, repo);
+        assert_eq!(
+            choice(Some("awa-runtime:0.6.2"), false, None),
+            PruneChoice::Release
+        );
+        assert_eq!(
+            choice(Some("awa-runtime:0.6.2"), true, None),
+            PruneChoice::Remove
+        );
+        assert_eq!(
+            choice(Some("awa-runtime:0.7.0-ee2c458-dirty"), false, None),
+            PruneChoice::Remove
+        );
+        assert_eq!(choice(None, false, None), PruneChoice::Remove);
+        assert_eq!(
+            choice(
+                Some("awa-runtime:0.7.0-ee2c458"),
+                false,
+                Some("rehearse-test")
+            ),
+            PruneChoice::Elsewhere
+        );
+        assert_eq!(
+            choice(None, false, Some("rehearse-test")),
+            PruneChoice::Elsewhere
+        );
+        assert_eq!(
+            choice(
+                Some("127.0.0.1:5000/awa-runtime:0.6.2"),
+                false,
+                Some("127.0.0.1:5000/awa-runtime")
+            ),
+            PruneChoice::Remove
+        );
+        assert_eq!(
+            repository_of("127.0.0.1:5000/awa-runtime"),
+            "127.0.0.1:5000/awa-runtime"
+        );
     }
 }

@@ -55,9 +55,23 @@ pub fn host() -> String {
         .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned())
 }
 
+/// How long the engine may take to answer the first requests: an engine
+/// that hangs must not hang `--backend auto`.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Engine {
-    /// Connects, pings and negotiates the API version.
+    /// Connects, pings and negotiates the API version (within [`CONNECT_TIMEOUT`]).
     pub async fn connect() -> Result<Engine, EngineError> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, Engine::connect_now()).await {
+            Ok(answer) => answer,
+            Err(_) => Err(EngineError::Unreachable {
+                host: host(),
+                source: bollard::errors::Error::RequestTimeoutError,
+            }),
+        }
+    }
+
+    async fn connect_now() -> Result<Engine, EngineError> {
         let host = host();
         let docker = Docker::connect_with_host(&host).map_err(|source| match source {
             // bollard looks for the socket file first: no socket, no engine.

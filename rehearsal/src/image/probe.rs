@@ -11,21 +11,23 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::ImageError;
 use super::engine::Engine;
+use super::{ImageError, ImageInfo};
 
 /// How long `awa --version` may take in a container.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs `awa --version` in `reference`; returns what it printed on stdout.
-/// `labels` mark the container as the run's, so an interrupted probe is
-/// cleaned up with the rest.
+/// Runs `awa --version` in `image` (started by its id, so a tag moved
+/// meanwhile by another run cannot swap it); returns what it printed on
+/// stdout. `labels` mark the container as the run's, so an interrupted
+/// probe is cleaned up with the rest.
 pub async fn version(
     engine: &Engine,
     artifact: &str,
-    reference: &str,
+    image: &ImageInfo,
     labels: HashMap<String, String>,
 ) -> Result<String, ImageError> {
+    let reference = image.reference.as_str();
     let wont_start = |detail: String| ImageError::WontStart {
         artifact: artifact.to_owned(),
         reference: reference.to_owned(),
@@ -37,7 +39,7 @@ pub async fn version(
         detail: e.to_string(),
     };
     let body = ContainerCreateBody {
-        image: Some(reference.to_owned()),
+        image: Some(image.id.clone()),
         cmd: Some(vec!["--version".into()]),
         labels: Some(labels),
         host_config: Some(HostConfig {
@@ -89,7 +91,12 @@ pub async fn version(
             }
         }
         if code != 0 {
-            return Err(wont_start(format!("exit code {code}: {}", err.trim())));
+            let said = err.trim();
+            return Err(wont_start(if said.is_empty() {
+                format!("exit code {code}, nothing on stderr")
+            } else {
+                format!("exit code {code}: {said}")
+            }));
         }
         Ok(out)
     }

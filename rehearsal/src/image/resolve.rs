@@ -83,14 +83,18 @@ pub fn build_request(
                     )
                 },
                 revision: Some(git.commit.clone()).filter(|c| !c.is_empty()),
-                mutable_tag: git.dirty || git.commit.is_empty(),
+                // The same commit built in two checkouts is two binaries
+                // (paths and metadata hashes differ), so the current
+                // build's tag follows the binary; release tags never move.
+                mutable_tag: true,
                 ..base
             }
         }
     }
 }
 
-fn registry_error(artifact: &str, registry: &str, e: RegistryError) -> ImageError {
+/// `image` is the name asked for (`127.0.0.1:5000/awa-runtime`).
+fn registry_error(artifact: &str, registry: &str, image: &str, e: RegistryError) -> ImageError {
     match e {
         RegistryError::Tampered {
             reference,
@@ -98,7 +102,11 @@ fn registry_error(artifact: &str, registry: &str, e: RegistryError) -> ImageErro
             actual,
         } => ImageError::DigestMismatch {
             artifact: artifact.to_owned(),
-            reference,
+            reference: if reference.starts_with("sha256:") {
+                format!("{image}@{reference}")
+            } else {
+                format!("{image}:{reference}")
+            },
             expected: announced,
             actual,
         },
@@ -143,7 +151,8 @@ pub async fn from_registry(
     };
     let creds = credentials::lookup(&host);
     let registry = Registry::new(&host, creds.clone());
-    let fail = |e| registry_error(name, &host, e);
+    let image = reference.name();
+    let fail = |e| registry_error(name, &host, &image, e);
     let (tag, digest, how) = if let Some(line) = &source.line {
         let tags = registry.tags(&reference.repository).await.map_err(fail)?;
         let query = LineQuery {
@@ -222,7 +231,7 @@ pub async fn images_for_run(
         if let ArtifactSource::Image(source) = &artifact.source {
             progress(format!("artifact {name}: image {source} ..."));
             let (info, how) = from_registry(engine, name, source, progress).await?;
-            let out = probe::version(engine, name, &info.reference, probe_labels.clone()).await?;
+            let out = probe::version(engine, name, &info, probe_labels.clone()).await?;
             let version = crate::artifacts::parse_version_line(&out).ok_or_else(|| {
                 ImageError::WontStart {
                     artifact: name.clone(),
@@ -267,7 +276,7 @@ pub async fn images_for_run(
                     request.reference()
                 ));
                 let info = build::ensure(engine, &request).await?;
-                probe::version(engine, name, &info.reference, probe_labels.clone()).await?;
+                probe::version(engine, name, &info, probe_labels.clone()).await?;
                 progress(format!(
                     "artifact {name}: image {} {}, id {}, {:.1} MB",
                     info.reference,

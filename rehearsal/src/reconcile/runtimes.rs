@@ -191,6 +191,7 @@ mod tests {
             exit_code: Some(1),
             signal: None,
             container: None,
+            start_to_ready_ms: None,
             killed: false,
             log: String::new(),
             error: error.map(str::to_owned),

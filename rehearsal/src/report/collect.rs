@@ -84,6 +84,8 @@ impl Collector {
                 harness_cpu_ms: end.harness_cpu_ms,
                 children_cpu_ms: end.children_cpu_ms,
                 container_cpu_ms: end.container_cpu_ms,
+                container_cpu_source: end.container_cpu_source,
+                start_to_ready: super::model::ReadyTimes::of(&cells),
                 interrupted: end.interrupted,
                 cores: start.cores,
                 jobs: start.jobs,

@@ -126,6 +126,8 @@ pub fn report() -> RunReport {
             harness_cpu_ms: 3_400,
             children_cpu_ms: 95_120,
             container_cpu_ms: None,
+            container_cpu_source: None,
+            start_to_ready: None,
             cores: 2,
             jobs: 2,
             schedule:
@@ -298,6 +300,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             exit_code: Some(0),
             signal: None,
             container: None,
+            start_to_ready_ms: None,
             killed: false,
             log: "logs/migrate-first/previous-worker-1.log".into(),
             error: None,

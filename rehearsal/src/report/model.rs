@@ -60,7 +60,11 @@ use crate::reconcile::Detection;
 /// - `1.8`: per cell `plan.timings.budget`, the cell's time budget
 ///   (defaults to 5m); a cell past it is inconclusive with a
 ///   `harness_error` saying what it was waiting for.
-pub const FORMAT_VERSION: &str = "1.8";
+/// - `1.9`: per run `container_cpu_source` (`cgroup` or `stats`) and
+///   `start_to_ready` (median, 90th percentile and maximum over the
+///   processes that printed `ready`); per process `start_to_ready_ms`
+///   (all default to null).
+pub const FORMAT_VERSION: &str = "1.9";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -124,12 +128,19 @@ pub struct RunInfo {
     pub harness_cpu_ms: u64,
     /// CPU time of what it started: reaped child processes (PostgreSQL;
     /// workers and producers on the process backend) plus, on the docker
-    /// backend, the containers' CPU from the engine's stats.
+    /// backend, the containers' CPU (see `container_cpu_source`).
     pub children_cpu_ms: u64,
-    /// The containers' share of `children_cpu_ms`, from the engine's stats
-    /// (sampled about once a second per container). Added in 1.4.
+    /// The containers' share of `children_cpu_ms`. Added in 1.4.
     #[serde(default)]
     pub container_cpu_ms: Option<u64>,
+    /// How it was counted: `cgroup` (the kernel's counter of the run's
+    /// parent cgroup: every container's whole CPU) or `stats` (the engine's
+    /// stats sampled about once a second: a lower bound). Added in 1.9.
+    #[serde(default)]
+    pub container_cpu_source: Option<crate::fleet::CpuSource>,
+    /// From spawn request to `ready`, over every process that printed it. Added in 1.9.
+    #[serde(default)]
+    pub start_to_ready: Option<ReadyTimes>,
     /// The run was cut short (Ctrl-C): cells not listed never ran.
     pub interrupted: bool,
     /// Cores of the machine it ran on (0: not recorded). Added in 1.5.
@@ -151,6 +162,42 @@ impl RunInfo {
         (self.cores > 0).then(|| {
             let cpu = self.harness_cpu_ms + self.children_cpu_ms;
             longest_cell_ms.max(cpu / u64::from(self.cores))
+        })
+    }
+}
+
+/// How long processes took from the spawn request (a container's create
+/// and start included) to their `ready` event: the backend's start cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyTimes {
+    /// How many processes printed `ready`.
+    pub processes: usize,
+    /// The median, in ms (the lower middle of an even count).
+    pub median_ms: u64,
+    /// The 90th percentile (nearest rank), in ms.
+    pub p90_ms: u64,
+    /// The slowest, in ms.
+    pub max_ms: u64,
+}
+
+impl ReadyTimes {
+    /// Over every process of `cells`; `None` when none printed `ready`.
+    pub fn of(cells: &[CellReport]) -> Option<ReadyTimes> {
+        let mut ms: Vec<u64> = cells
+            .iter()
+            .flat_map(|c| &c.processes)
+            .filter_map(|p| p.start_to_ready_ms)
+            .collect();
+        if ms.is_empty() {
+            return None;
+        }
+        ms.sort_unstable();
+        let rank = |q: usize| ms[(ms.len() * q).div_ceil(100).saturating_sub(1)];
+        Some(ReadyTimes {
+            processes: ms.len(),
+            median_ms: ms[(ms.len() - 1) / 2],
+            p90_ms: rank(90),
+            max_ms: ms[ms.len() - 1],
         })
     }
 }
@@ -331,5 +378,42 @@ mod seed_tests {
         let back =
             crate::report::from_json(std::path::Path::new("r.json"), &old.to_string()).unwrap();
         assert_eq!(back.run.seed, 9);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_ready_times(ms: &[Option<u64>]) -> Vec<CellReport> {
+        let mut report = super::super::fixture::report();
+        let cell = &mut report.cells[0];
+        let template = cell.processes[0].clone();
+        cell.processes = ms
+            .iter()
+            .map(|&t| crate::observe::ProcessRecord {
+                start_to_ready_ms: t,
+                ..template.clone()
+            })
+            .collect();
+        vec![report.cells.swap_remove(0)]
+    }
+
+    #[test]
+    fn start_to_ready_is_summarised_over_the_processes_that_were_ready() {
+        assert_eq!(ReadyTimes::of(&with_ready_times(&[None, None])), None);
+        let one = ReadyTimes::of(&with_ready_times(&[Some(40)])).unwrap();
+        assert_eq!(
+            (one.processes, one.median_ms, one.p90_ms, one.max_ms),
+            (1, 40, 40, 40)
+        );
+        // 1..=20 ms, shuffled, with a process that never got ready.
+        let mut times: Vec<Option<u64>> = (1..=20).rev().map(Some).collect();
+        times.insert(7, None);
+        let t = ReadyTimes::of(&with_ready_times(&times)).unwrap();
+        assert_eq!(
+            (t.processes, t.median_ms, t.p90_ms, t.max_ms),
+            (20, 10, 18, 20)
+        );
     }
 }

@@ -237,6 +237,23 @@ pub(crate) fn anchor(name: &str) -> String {
         .collect()
 }
 
+/// `, of which containers 1m02s (cgroup)`: the containers' share of the
+/// children's CPU and how it was counted, on the docker backend.
+fn containers_cpu(run: &super::model::RunInfo) -> String {
+    match (run.container_cpu_ms, run.container_cpu_source) {
+        (Some(ms), Some(source)) => format!(
+            ", of which containers {} ({})",
+            duration(ms),
+            match source {
+                crate::fleet::CpuSource::Cgroup => "cgroup counter",
+                crate::fleet::CpuSource::Stats => "sampled stats, a lower bound",
+            }
+        ),
+        (Some(ms), None) => format!(", of which containers {}", duration(ms)),
+        _ => String::new(),
+    }
+}
+
 /// The key/value rows that describe a run, shared by report.md and
 /// report.html; `plain` escapes text, `code` renders a literal.
 pub(crate) fn run_rows(
@@ -256,10 +273,11 @@ pub(crate) fn run_rows(
         (
             "wall time",
             format!(
-                "{} (harness CPU {}, children CPU {})",
+                "{} (harness CPU {}, children CPU {}{})",
                 duration(run.wall_ms),
                 duration(run.harness_cpu_ms),
-                duration(run.children_cpu_ms)
+                duration(run.children_cpu_ms),
+                containers_cpu(run)
             ),
         ),
     ]
@@ -279,6 +297,15 @@ pub(crate) fn run_rows(
         ("backend", plain(&run.backend)),
     ])
     .chain(run.engine.as_ref().map(|engine| ("engine", plain(engine))))
+    .chain(run.start_to_ready.map(|t| {
+        (
+            "start to ready",
+            format!(
+                "median {} ms, p90 {} ms, max {} ms over {} processes",
+                t.median_ms, t.p90_ms, t.max_ms, t.processes
+            ),
+        )
+    }))
     .chain([
         ("git commit", format!("{}{dirty}", code(&run.git_commit))),
         ("PostgreSQL", plain(&run.postgres_version)),
