@@ -87,10 +87,30 @@ pub fn load_manifest(artifacts: &Path) -> Result<Manifest, ReleaseError> {
         path: path.clone(),
         source,
     })?;
-    toml::from_str(&text).map_err(|e| ReleaseError::Manifest {
-        path,
+    let manifest: Manifest = toml::from_str(&text).map_err(|e| ReleaseError::Manifest {
+        path: path.clone(),
         detail: e.to_string(),
-    })
+    })?;
+    if let Some(twice) = listed_twice(&manifest) {
+        return Err(ReleaseError::Manifest {
+            path,
+            detail: format!(
+                "release {twice} is listed more than once; keep the entry whose sha256 matches artifacts/awa-runtime-{twice}.crate"
+            ),
+        });
+    }
+    Ok(manifest)
+}
+
+/// The first version with more than one `[[release]]` entry: which of two
+/// digests is the release would otherwise depend on the order of lookup.
+fn listed_twice(manifest: &Manifest) -> Option<&str> {
+    let mut seen = std::collections::BTreeSet::new();
+    manifest
+        .releases
+        .iter()
+        .map(|r| r.version.as_str())
+        .find(|v| !seen.insert(*v))
 }
 
 impl Manifest {
@@ -248,5 +268,34 @@ impl BuildLock {
             .open(path)?;
         f.lock()?;
         Ok(BuildLock(f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest_in(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("awa-manifest-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("manifest.toml"), text).unwrap();
+        dir
+    }
+
+    const ENTRY: &str = "[[release]]\nversion = \"0.6.2\"\narchive = \"awa-runtime-0.6.2.crate\"\nsha256 = \"00\"\nimage = \"awa-runtime:0.6.2\"\npurpose = \"x\"\n";
+
+    #[test]
+    fn a_release_listed_twice_is_refused_naming_it() {
+        let dir = manifest_in(
+            "twice",
+            &format!("expand_migration_version = 3\n{ENTRY}{ENTRY}"),
+        );
+        let err = load_manifest(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("release 0.6.2 is listed more than once"),
+            "{err}"
+        );
+        let dir = manifest_in("once", &format!("expand_migration_version = 3\n{ENTRY}"));
+        assert_eq!(load_manifest(&dir).unwrap().releases.len(), 1);
     }
 }

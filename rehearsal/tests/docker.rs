@@ -433,9 +433,9 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     };
     let scratch = Scratch::new("lifecycle", "release = \"0.6.2\"");
 
-    // A failing run, on the default backend: auto, which takes the engine.
+    // A failing run on auto, which takes the engine.
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "fails", "--seed", "2"]),
+        scratch.rehearse(&["--cell", "fails", "--seed", "2", "--backend", "auto"]),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(1), "{err}");

@@ -109,6 +109,11 @@ pub fn check_url(url: &str) -> Result<(), String> {
             )));
         }
     }
+    // Whatever else the client would refuse at connect time (a misspelt
+    // parameter such as `sslmod`, a bad connect_timeout) is refused now,
+    // before any build, in the client's own words.
+    url.parse::<tokio_postgres::Config>()
+        .map_err(|e| bad(format!("is not accepted by the PostgreSQL client ({e})")))?;
     Ok(())
 }
 
@@ -322,6 +327,14 @@ mod tests {
             ("postgres://u@h:99999/db", "is not a valid URL"),
             ("postgres://u@h1:5432,h2:5432/db", "is not a valid URL"),
             ("postgres:///db", "names no host"),
+            (
+                "postgres://h/db?sslmod=require",
+                "not accepted by the PostgreSQL client",
+            ),
+            (
+                "postgres://h/db?connect_timeout=soon",
+                "not accepted by the PostgreSQL client",
+            ),
         ] {
             let message = check_url(bad).unwrap_err();
             assert!(message.contains(why), "{bad}: {message}");
