@@ -41,10 +41,10 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use super::cgroup::RunCgroup;
-use super::process::{Log, NOTE_PREFIX, STDERR_PREFIX, log_line, open_log};
+use super::process::{Log, NOTE_PREFIX, log_line, open_log, report_line};
 use super::{
-    ContainerCpu, Control, CpuSource, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle,
-    Prepared, Report, Runnable, Shutdown, Sink, Spec,
+    ContainerCpu, Control, CpuSource, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Prepared,
+    Report, Runnable, Shutdown, Sink, Spec,
 };
 use crate::image::Engine;
 
@@ -507,23 +507,7 @@ async fn read_logs(engine: Engine, container: String, id: usize, sink: Sink, log
 fn drain_lines(buf: &mut Vec<u8>, is_stderr: bool, id: usize, sink: &Sink, log: &Log) {
     while let Some(end) = buf.iter().position(|&b| b == b'\n') {
         let raw: Vec<u8> = buf.drain(..=end).collect();
-        let line = String::from_utf8_lossy(&raw);
-        let line = line.trim_end_matches(['\n', '\r']).to_owned();
-        let report = if is_stderr {
-            log_line(log, &format!("{STDERR_PREFIX}{line}"));
-            Report::Stderr(line)
-        } else {
-            log_line(log, &line);
-            Report::Line {
-                event: Event::parse(&line),
-                raw: line,
-            }
-        };
-        let _ = sink.send(FleetMsg {
-            id,
-            at: Instant::now(),
-            report,
-        });
+        report_line(&raw, is_stderr, id, sink, log);
     }
 }
 

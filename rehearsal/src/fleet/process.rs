@@ -273,24 +273,31 @@ async fn read_lines(
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let line = String::from_utf8_lossy(&buf);
-        let line = line.trim_end_matches(['\n', '\r']).to_owned();
-        let report = if is_stderr {
-            log_line(log, &format!("{STDERR_PREFIX}{line}"));
-            Report::Stderr(line)
-        } else {
-            log_line(log, &line);
-            Report::Line {
-                event: Event::parse(&line),
-                raw: line,
-            }
-        };
-        let _ = sink.send(FleetMsg {
-            id,
-            at: Instant::now(),
-            report,
-        });
+        report_line(&buf, is_stderr, id, sink, log);
     }
+}
+
+/// Logs one output line of process `id` (stderr marked) and sends it to the
+/// driver: stdout lines parsed as the runtime's events. Both backends read
+/// their processes' output through this.
+pub(super) fn report_line(raw: &[u8], is_stderr: bool, id: usize, sink: &Sink, log: &Log) {
+    let line = String::from_utf8_lossy(raw);
+    let line = line.trim_end_matches(['\n', '\r']).to_owned();
+    let report = if is_stderr {
+        log_line(log, &format!("{STDERR_PREFIX}{line}"));
+        Report::Stderr(line)
+    } else {
+        log_line(log, &line);
+        Report::Line {
+            event: Event::parse(&line),
+            raw: line,
+        }
+    };
+    let _ = sink.send(FleetMsg {
+        id,
+        at: Instant::now(),
+        report,
+    });
 }
 
 #[cfg(test)]
