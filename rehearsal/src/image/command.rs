@@ -386,7 +386,8 @@ pub fn prune(
     }
     writeln!(
         out,
-        "pruned {removed} image(s), {:.1} MB{}",
+        "pruned {}, {:.1} MB{}",
+        crate::observe::count(removed as u64, "image"),
         freed as f64 / 1e6,
         if kept.is_empty() {
             String::new()

@@ -24,8 +24,9 @@ use super::model::{Artifact, ArtifactSource, BuildSource, PathStop, Step, Upgrad
 enum Known {
     /// A release, the workspace's version, or an image tagged `X.Y.Z`.
     Exact(Version),
-    /// An image resolved on a release line at run time.
-    Line(u64, u64),
+    /// An image resolved on a release line at run time: some release
+    /// `major.minor.*` at or above the floor, when the line has one.
+    Line(u64, u64, Option<Version>),
     /// An image named by a digest or a tag that is not a version.
     Unknown,
 }
@@ -38,7 +39,7 @@ impl Known {
                 .parse()
                 .map_or(Known::Unknown, Known::Exact),
             ArtifactSource::Image(image) => match &image.line {
-                Some(line) => Known::Line(line.major, line.minor),
+                Some(line) => Known::Line(line.major, line.minor, line.floor.clone()),
                 None => crate::image::Reference::parse(&image.reference)
                     .ok()
                     .and_then(|r| r.tag)
@@ -51,22 +52,35 @@ impl Known {
     fn describe(&self) -> String {
         match self {
             Known::Exact(v) => v.to_string(),
-            Known::Line(major, minor) => format!("{major}.{minor}.x"),
+            Known::Line(major, minor, None) => format!("{major}.{minor}.x"),
+            Known::Line(major, minor, Some(floor)) => {
+                format!("{major}.{minor}.x, at least {floor}")
+            }
             Known::Unknown => "of unknown version".into(),
         }
     }
 
-    /// The order of two versions, when the matrix alone can tell it.
+    /// The order of two versions, when the matrix alone can tell it: two
+    /// exact versions; versions on different lines; or an exact version
+    /// below a line's floor (whatever the line resolves to is later).
     fn order(&self, other: &Known) -> Option<Ordering> {
         let line = |k: &Known| match k {
             Known::Exact(v) => Some((v.as_semver().major, v.as_semver().minor)),
-            Known::Line(major, minor) => Some((*major, *minor)),
+            Known::Line(major, minor, _) => Some((*major, *minor)),
             Known::Unknown => None,
         };
         match (self, other) {
             (Known::Exact(a), Known::Exact(b)) => Some(a.cmp(b)),
             _ => match line(self)?.cmp(&line(other)?) {
-                Ordering::Equal => None,
+                Ordering::Equal => match (self, other) {
+                    (Known::Exact(v), Known::Line(_, _, Some(floor))) if v < floor => {
+                        Some(Ordering::Less)
+                    }
+                    (Known::Line(_, _, Some(floor)), Known::Exact(v)) if v < floor => {
+                        Some(Ordering::Greater)
+                    }
+                    _ => None,
+                },
                 unequal => Some(unequal),
             },
         }

@@ -1768,6 +1768,48 @@ fn bad_paths_are_refused_at_the_path() {
     );
 }
 
+/// A path through images resolved on a line is ordered by what the
+/// matrix knows: the line, and its floor against an exact version.
+#[test]
+fn paths_through_image_lines_are_ordered_by_line_and_floor() {
+    let doc = |previous: &str, path: &str| {
+        format!(
+            "[[cell]]\nname = \"p\"\nabout = \"a path\"\npath = {path}\nsteps = [{{ fleet = \"pre_guard\", workers = 1 }}, {{ roll = \"previous\" }}, {{ roll = \"current\" }}]\n\
+             [artifacts.pre_guard]\nrelease = \"0.6.1\"\n[artifacts.previous]\nimage = \"127.0.0.1:5000/awa-runtime\"\n{previous}\n\
+             [artifacts.current]\nbuild = \"workspace\"\n{WORKLOAD}{TIMINGS}"
+        )
+    };
+    let forward = r#"["pre_guard", "previous", "current"]"#;
+    // The floor 0.6.2 is above 0.6.1: whatever the line resolves to is later.
+    let floored = doc("line = \"0.6\"\nfloor = \"0.6.2\"", forward);
+    let matrix = parse("matrix.toml", &floored).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        matrix.cells[0].path.as_ref().unwrap().to_string(),
+        format!(
+            "pre_guard 0.6.1 -> previous 0.6.x, at least 0.6.2 -> current {}",
+            awa_runtime::version::VERSION
+        )
+    );
+    // Without a floor the line may resolve to 0.6.0 or 0.6.1: refused.
+    let open = errors(&doc("line = \"0.6\"", forward));
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(
+        open[0].starts_with("matrix.toml:4:22: cell \"p\": path cannot order previous (0.6.x) after pre_guard (0.6.1)"),
+        "{open:?}"
+    );
+    // A floor at or below the exact version does not decide either.
+    assert_eq!(
+        errors(&doc("line = \"0.6\"\nfloor = \"0.6.1\"", forward)).len(),
+        1
+    );
+    // Backwards is caught by the floor too.
+    let back = errors(&doc(
+        "line = \"0.6\"\nfloor = \"0.6.2\"",
+        r#"["previous", "pre_guard", "current"]"#,
+    ));
+    assert!(back[0].contains("path goes from previous 0.6.x, at least 0.6.2 to pre_guard 0.6.1, which is not a later version"), "{back:?}");
+}
+
 #[test]
 fn steps_must_walk_the_path_in_order() {
     let cell = |steps: &str| {

@@ -184,8 +184,8 @@ fn summarize(
         text.push_str("identical");
     } else {
         text.push_str(&format!(
-            "{} undeclared difference(s) (schema_drift), {} intended",
-            judged.undeclared.len(),
+            "{} (schema_drift), {} intended",
+            crate::observe::count(judged.undeclared.len() as u64, "undeclared difference"),
             judged.intended.len()
         ));
         if let Some(first) = judged.undeclared.first() {
