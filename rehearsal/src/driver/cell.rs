@@ -59,9 +59,9 @@ pub(super) struct Suspension {
 }
 
 /// One place in the fleet: a worker or a producer of some artifact.
-/// A roll replaces a slot's process; a kill removes the slot.
+/// A roll replaces a seat's process; a kill removes the seat.
 #[derive(Clone, Debug)]
-pub(super) struct Slot {
+pub(super) struct Seat {
     pub role: Role,
     pub artifact: String,
     /// The process filling it now (producers only while load is on).
@@ -92,7 +92,7 @@ pub(super) struct Cell<'a> {
     pub shared: Arc<Shared>,
     pub sink: Sink,
     pub obs: Observations,
-    pub slots: Vec<Slot>,
+    pub seats: Vec<Seat>,
     pub load_on: bool,
     pub armed: Vec<(When, ArmedFault)>,
     /// Processes suspend steps stopped, in order.
@@ -262,7 +262,7 @@ impl<'a> Cell<'a> {
             shared,
             sink,
             obs: Observations::default(),
-            slots: Vec::new(),
+            seats: Vec::new(),
             load_on: false,
             armed: Vec::new(),
             suspended: Vec::new(),
@@ -436,7 +436,7 @@ impl Cell<'_> {
         } else {
             Vec::new()
         };
-        self.slots.retain(|s| !s.dead);
+        self.seats.retain(|s| !s.dead);
         let end_ms = self.ms();
         let new_failures = &self.obs.step_failures[begun.failures_before..];
         let failed = !new_failures.is_empty();

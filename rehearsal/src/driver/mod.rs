@@ -11,7 +11,7 @@
 //!
 //! Inside: `ledger` (what the fleet reported, and waiting on it), `steps`
 //! (one file per step kind, `steps/mod.rs` dispatching), `procs`
-//! (starting, stopping and killing processes; the fleet's slots), `probe`
+//! (starting, stopping and killing processes; the fleet's seats), `probe`
 //! (the driver's own SQL: asserts, fence digests, live jobs), `database`
 //! (the throwaway cluster or an external server), `env` (the `AWA_*`
 //! environment), `cell`, `run`.

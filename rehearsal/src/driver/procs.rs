@@ -1,9 +1,9 @@
 //! Starting, waiting on, stopping and killing a cell's processes, and
-//! keeping the fleet's slots.
+//! keeping the fleet's seats.
 
 use std::time::Duration;
 
-use super::cell::{Cell, START_TIMEOUT, Slot, cell_dir};
+use super::cell::{Cell, START_TIMEOUT, Seat, cell_dir};
 use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
 use super::ledger::{Cancel, Role};
 use super::{Abort, Interrupted};
@@ -215,23 +215,23 @@ impl Cell<'_> {
         Ok(version >= self.ctx.expand_version)
     }
 
-    /// Starts the processes of `slots` (all first, then waits for each).
-    /// A refusal before the expand migration parks the slot (binary-first);
+    /// Starts the processes of `seats` (all first, then waits for each).
+    /// A refusal before the expand migration parks the seat (binary-first);
     /// any other failure to start is a step failure.
-    pub(super) async fn launch_slots(
+    pub(super) async fn launch_seats(
         &mut self,
-        slots: &[usize],
+        seats: &[usize],
         notes: &mut Vec<String>,
     ) -> Result<(), Abort> {
         let producers = self
-            .slots
+            .seats
             .iter()
             .filter(|s| s.role == Role::Producer && !s.dead)
             .count()
             .max(1);
         let mut started = Vec::new();
-        for &s in slots {
-            let Slot { role, artifact, .. } = self.slots[s].clone();
+        for &s in seats {
+            let Seat { role, artifact, .. } = self.seats[s].clone();
             let (args, env) = match role {
                 Role::Producer => {
                     let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
@@ -244,9 +244,9 @@ impl Cell<'_> {
                 _ => (vec!["worker".to_owned()], Vec::new()),
             };
             let id = self.spawn(&artifact, role, args, env).await?;
-            self.slots[s].proc = Some(id);
-            self.slots[s].last = Some(id);
-            self.slots[s].parked = false;
+            self.seats[s].proc = Some(id);
+            self.seats[s].last = Some(id);
+            self.seats[s].parked = false;
             started.push((s, id));
         }
         let mut expanded = None;
@@ -261,12 +261,12 @@ impl Cell<'_> {
                         None => *expanded.insert(self.schema_expanded().await?),
                     };
                     self.reported_exits.insert(id);
-                    self.slots[s].proc = None;
+                    self.seats[s].proc = None;
                     if expanded {
-                        self.slots[s].dead = true;
+                        self.seats[s].dead = true;
                         self.fail(format!("{name} refused to start: {reason}"));
                     } else {
-                        self.slots[s].parked = true;
+                        self.seats[s].parked = true;
                         self.facts.binary_first.push(name.clone());
                         notes.push(format!(
                             "{name} refused (binary-first), to run after the migration: {reason}"
@@ -275,8 +275,8 @@ impl Cell<'_> {
                 }
                 Start::Exited(why) => {
                     self.reported_exits.insert(id);
-                    self.slots[s].proc = None;
-                    self.slots[s].dead = true;
+                    self.seats[s].proc = None;
+                    self.seats[s].dead = true;
                     self.fail(format!("{name} exited before it was ready ({why})"));
                 }
                 Start::TimedOut => {
@@ -290,23 +290,23 @@ impl Cell<'_> {
         Ok(())
     }
 
-    /// Re-launches the slots parked by a binary-first refusal (after a migration).
+    /// Re-launches the seats parked by a binary-first refusal (after a migration).
     pub(super) async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
-        let parked: Vec<usize> = (0..self.slots.len())
+        let parked: Vec<usize> = (0..self.seats.len())
             .filter(|&s| {
-                let slot = &self.slots[s];
-                slot.parked && !slot.dead && (slot.role == Role::Worker || self.load_on)
+                let seat = &self.seats[s];
+                seat.parked && !seat.dead && (seat.role == Role::Worker || self.load_on)
             })
             .collect();
         if parked.is_empty() {
             return Ok(());
         }
-        self.launch_slots(&parked, notes).await?;
+        self.launch_seats(&parked, notes).await?;
         let names: Vec<String> = {
             let l = self.shared.lock();
             parked
                 .iter()
-                .filter_map(|&s| self.slots[s].proc)
+                .filter_map(|&s| self.seats[s].proc)
                 .filter(|&id| l.procs[id].ready)
                 .map(|id| l.procs[id].name.clone())
                 .collect()
@@ -405,11 +405,11 @@ impl Cell<'_> {
         Ok(record)
     }
 
-    /// Live processes of the slots of `role` (of `artifact` if given), in start order.
+    /// Live processes of the seats of `role` (of `artifact` if given), in start order.
     pub(super) fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
         let l = self.shared.lock();
         let mut ids: Vec<ProcId> = self
-            .slots
+            .seats
             .iter()
             .filter(|s| !s.dead && s.role == role && artifact.is_none_or(|a| s.artifact == a))
             .filter_map(|s| s.proc)
@@ -419,9 +419,9 @@ impl Cell<'_> {
         ids
     }
 
-    /// The slot a process fills.
-    pub(super) fn slot_of(&self, id: ProcId) -> Option<usize> {
-        self.slots
+    /// The seat a process fills.
+    pub(super) fn seat_of(&self, id: ProcId) -> Option<usize> {
+        self.seats
             .iter()
             .position(|s| s.proc == Some(id) && !s.dead)
     }
@@ -451,8 +451,8 @@ impl Cell<'_> {
                     .then_some(())
             })
             .await;
-        for slot in &mut self.slots {
-            slot.proc = None;
+        for seat in &mut self.seats {
+            seat.proc = None;
         }
         notes
     }
@@ -464,7 +464,7 @@ impl Cell<'_> {
     pub(super) async fn check_unexpected_exits(&mut self) -> Vec<String> {
         let ended: Vec<(usize, ProcId)> = {
             let l = self.shared.lock();
-            self.slots
+            self.seats
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| !s.dead)
@@ -476,7 +476,7 @@ impl Cell<'_> {
                 .collect()
         };
         let mut notes = Vec::new();
-        for (slot, id) in ended {
+        for (seat, id) in ended {
             self.reported_exits.insert(id);
             let _ = self
                 .await_done(id, Duration::from_secs(2), &Cancel::never())
@@ -486,19 +486,19 @@ impl Cell<'_> {
                 let p = &l.procs[id];
                 (p.name.clone(), p.code(), p.refused.clone(), p.why_ended())
             };
-            self.slots[slot].proc = None;
+            self.seats[seat].proc = None;
             let binary_first = code == Some(EXIT_REFUSED)
                 && refused.is_some()
                 && !self.schema_expanded().await.unwrap_or(true);
             if binary_first {
-                self.slots[slot].parked = true;
+                self.seats[seat].parked = true;
                 self.facts.binary_first.push(name.clone());
                 notes.push(format!(
                     "{name} refused (binary-first), to run after the migration"
                 ));
                 continue;
             }
-            self.slots[slot].dead = true;
+            self.seats[seat].dead = true;
             if let Some(fence) = self.fenced_exit(id).await {
                 notes.push(format!(
                     "{name} was stopped by the fence after the flip: {fence}"

@@ -54,7 +54,7 @@ impl Cell<'_> {
         // are judged before the fleet is stopped on purpose.
         parts.extend(self.check_unexpected_exits().await);
         let last_artifact = self
-            .slots
+            .seats
             .iter()
             .rev()
             .find(|s| s.role == Role::Worker && !s.dead)
@@ -65,10 +65,10 @@ impl Cell<'_> {
             crate::observe::count(workers.len() as u64, "worker")
         ));
         parts.extend(self.stop(&workers, STOP_TIMEOUT, &self.cancel()).await?);
-        for slot in &mut self.slots {
-            slot.proc = None;
-            if slot.role == Role::Worker {
-                slot.parked = false;
+        for seat in &mut self.seats {
+            seat.proc = None;
+            if seat.role == Role::Worker {
+                seat.parked = false;
             }
         }
         self.drained = true;

@@ -28,11 +28,11 @@ impl Cell<'_> {
         }
         let mut notes = Vec::new();
         let version = self.version_of(&s.artifact);
-        let workers = self.add_slots(Role::Worker, &s.artifact, s.workers);
+        let workers = self.add_seats(Role::Worker, &s.artifact, s.workers);
         if s.leader && !workers.is_empty() {
             let head = workers[0];
-            self.launch_slots(&[head], &mut notes).await?;
-            match self.slots[head]
+            self.launch_seats(&[head], &mut notes).await?;
+            match self.seats[head]
                 .proc
                 .filter(|&id| self.shared.lock().procs[id].ready)
             {
@@ -62,13 +62,13 @@ impl Cell<'_> {
                 None => self
                     .fail("leader = true, but the first worker did not start, so it cannot lead"),
             }
-            self.launch_slots(&workers[1..], &mut notes).await?;
+            self.launch_seats(&workers[1..], &mut notes).await?;
         } else {
-            self.launch_slots(&workers, &mut notes).await?;
+            self.launch_seats(&workers, &mut notes).await?;
         }
-        let producers = self.add_slots(Role::Producer, &s.artifact, s.producers);
+        let producers = self.add_seats(Role::Producer, &s.artifact, s.producers);
         if self.load_on {
-            self.launch_slots(&producers, &mut notes).await?;
+            self.launch_seats(&producers, &mut notes).await?;
         }
         let mut detail = format!(
             "{} ({version}): workers {}",

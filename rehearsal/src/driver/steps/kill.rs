@@ -118,9 +118,9 @@ impl Cell<'_> {
         let record = self.kill_proc(victim, k.target.name()).await?;
         let (fired, evidence) = kill_evidence(k.target, &record, self.load_on, inside);
         self.record_fault(k.to_string(), fired, evidence);
-        if let Some(slot) = self.slot_of(victim) {
-            self.slots[slot].dead = true;
-            self.slots[slot].proc = None;
+        if let Some(seat) = self.seat_of(victim) {
+            self.seats[seat].dead = true;
+            self.seats[seat].proc = None;
         }
         let started = self.shared.lock().procs[victim].started;
         let mut text = format!(

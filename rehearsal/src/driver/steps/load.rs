@@ -5,27 +5,27 @@ use super::super::ledger::Role;
 use super::super::{Abort, Done};
 
 impl Cell<'_> {
-    /// `load = "on"`: start a producer process for every producer slot;
+    /// `load = "on"`: start a producer process for every producer seat;
     /// they share `rate_per_s` and run until `load = "off"`.
     pub(super) async fn load_on(&mut self) -> Result<Done, Abort> {
         if self.load_on {
             return Ok(Done::ok("load was already on"));
         }
         self.load_on = true;
-        let slots: Vec<usize> = (0..self.slots.len())
+        let seats: Vec<usize> = (0..self.seats.len())
             .filter(|&s| {
-                let slot = &self.slots[s];
-                slot.role == Role::Producer && !slot.dead && slot.proc.is_none()
+                let seat = &self.seats[s];
+                seat.role == Role::Producer && !seat.dead && seat.proc.is_none()
             })
             .collect();
         let mut notes = Vec::new();
-        self.launch_slots(&slots, &mut notes).await?;
+        self.launch_seats(&seats, &mut notes).await?;
         notes.insert(
             0,
             format!(
                 "{} jobs/s through {}",
                 self.plan.workload.rate_per_s,
-                self.names(&slots)
+                self.names(&seats)
             ),
         );
         Ok(Done::ok(notes.join("; ")))
@@ -37,9 +37,9 @@ impl Cell<'_> {
         self.load_on = false;
         let ids = self.live(Role::Producer, None);
         let notes = self.stop(&ids, STOP_TIMEOUT, &self.cancel()).await?;
-        for slot in &mut self.slots {
-            if slot.role == Role::Producer {
-                slot.proc = None;
+        for seat in &mut self.seats {
+            if seat.role == Role::Producer {
+                seat.proc = None;
             }
         }
         let (accepted, uncertain) = {

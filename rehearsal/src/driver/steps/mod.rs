@@ -21,7 +21,7 @@ mod schema;
 mod settle;
 mod suspend;
 
-use super::cell::{Cell, Slot};
+use super::cell::{Cell, Seat};
 use super::ledger::Role;
 use super::{Abort, Done};
 use crate::matrix::Step;
@@ -53,10 +53,10 @@ impl Cell<'_> {
         }
     }
 
-    fn add_slots(&mut self, role: Role, artifact: &str, n: u32) -> Vec<usize> {
-        let first = self.slots.len();
+    fn add_seats(&mut self, role: Role, artifact: &str, n: u32) -> Vec<usize> {
+        let first = self.seats.len();
         for _ in 0..n {
-            self.slots.push(Slot {
+            self.seats.push(Seat {
                 role,
                 artifact: artifact.to_owned(),
                 proc: None,
@@ -65,14 +65,14 @@ impl Cell<'_> {
                 dead: false,
             });
         }
-        (first..self.slots.len()).collect()
+        (first..self.seats.len()).collect()
     }
 
-    fn names(&self, slots: &[usize]) -> String {
+    fn names(&self, seats: &[usize]) -> String {
         let l = self.shared.lock();
-        let names: Vec<String> = slots
+        let names: Vec<String> = seats
             .iter()
-            .filter_map(|&s| self.slots[s].proc.or(self.slots[s].last))
+            .filter_map(|&s| self.seats[s].proc.or(self.seats[s].last))
             .map(|id| l.procs[id].name.clone())
             .collect();
         if names.is_empty() {

@@ -16,10 +16,10 @@ impl Cell<'_> {
     /// after the next successful migrate.
     pub(super) async fn roll(&mut self, s: &RollStep) -> Result<Done, Abort> {
         let of_role = |role: Role| -> Vec<usize> {
-            (0..self.slots.len())
+            (0..self.seats.len())
                 .filter(|&i| {
-                    let slot = &self.slots[i];
-                    slot.role == role && !slot.dead && slot.artifact != s.artifact
+                    let seat = &self.seats[i];
+                    seat.role == role && !seat.dead && seat.artifact != s.artifact
                 })
                 .collect()
         };
@@ -31,27 +31,27 @@ impl Cell<'_> {
         let producers = targets.len() - workers;
         let mut notes = Vec::new();
         if s.one_at_a_time {
-            for (n, &slot) in targets.iter().enumerate() {
+            for (n, &seat) in targets.iter().enumerate() {
                 if n > 0 && !s.pause.is_zero() {
                     self.cancel().sleep(s.pause.to_std()).await?;
                 }
-                self.replace(slot, &s.artifact, &mut notes).await?;
+                self.replace(seat, &s.artifact, &mut notes).await?;
             }
         } else {
-            let old: Vec<ProcId> = targets.iter().filter_map(|&t| self.slots[t].proc).collect();
+            let old: Vec<ProcId> = targets.iter().filter_map(|&t| self.seats[t].proc).collect();
             notes.extend(self.stop(&old, STOP_TIMEOUT, &self.cancel()).await?);
             for &t in &targets {
-                let slot = &mut self.slots[t];
-                slot.artifact = s.artifact.clone();
-                slot.proc = None;
-                slot.parked = false;
+                let seat = &mut self.seats[t];
+                seat.artifact = s.artifact.clone();
+                seat.proc = None;
+                seat.parked = false;
             }
             let launch: Vec<usize> = targets
                 .iter()
                 .copied()
-                .filter(|&t| self.slots[t].role == Role::Worker || self.load_on)
+                .filter(|&t| self.seats[t].role == Role::Worker || self.load_on)
                 .collect();
-            self.launch_slots(&launch, &mut notes).await?;
+            self.launch_seats(&launch, &mut notes).await?;
         }
         let how = if s.one_at_a_time {
             format!("one at a time, {} apart", s.pause)
@@ -69,22 +69,22 @@ impl Cell<'_> {
         Ok(with_notes(Done::ok(detail), notes))
     }
 
-    /// One slot of a roll: stop its process, then start the new artifact's.
+    /// One seat of a roll: stop its process, then start the new artifact's.
     pub(super) async fn replace(
         &mut self,
-        slot: usize,
+        seat: usize,
         artifact: &str,
         notes: &mut Vec<String>,
     ) -> Result<(), Abort> {
-        if let Some(id) = self.slots[slot].proc {
+        if let Some(id) = self.seats[seat].proc {
             notes.extend(self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?);
         }
-        let s = &mut self.slots[slot];
+        let s = &mut self.seats[seat];
         s.artifact = artifact.to_owned();
         s.proc = None;
         s.parked = false;
         if s.role == Role::Worker || self.load_on {
-            self.launch_slots(&[slot], notes).await?;
+            self.launch_seats(&[seat], notes).await?;
         }
         Ok(())
     }

@@ -14,15 +14,15 @@ impl Cell<'_> {
     /// worker count stays the same unless `workers` is given.
     pub(super) async fn rollback(&mut self, s: &RollbackStep) -> Result<Done, Abort> {
         let live_workers = |cell: &Self, mine: bool| -> Vec<usize> {
-            (0..cell.slots.len())
+            (0..cell.seats.len())
                 .filter(|&i| {
-                    let slot = &cell.slots[i];
-                    slot.role == Role::Worker && !slot.dead && (slot.artifact == s.artifact) == mine
+                    let seat = &cell.seats[i];
+                    seat.role == Role::Worker && !seat.dead && (seat.artifact == s.artifact) == mine
                 })
                 .collect()
         };
         let total = self
-            .slots
+            .seats
             .iter()
             .filter(|s| s.role == Role::Worker && !s.dead)
             .count() as u32;
@@ -30,27 +30,27 @@ impl Cell<'_> {
         let mine = live_workers(self, true);
         let others = live_workers(self, false);
         let mut notes = Vec::new();
-        let new = self.add_slots(
+        let new = self.add_seats(
             Role::Worker,
             &s.artifact,
             target.saturating_sub(mine.len()) as u32,
         );
-        self.launch_slots(&new, &mut notes).await?;
+        self.launch_seats(&new, &mut notes).await?;
         let mut retire: Vec<usize> = others.clone();
         if mine.len() > target {
             retire.extend(mine[target..].iter().copied());
         }
-        let ids: Vec<ProcId> = retire.iter().filter_map(|&r| self.slots[r].proc).collect();
+        let ids: Vec<ProcId> = retire.iter().filter_map(|&r| self.seats[r].proc).collect();
         let retired = self.names(&retire);
         notes.extend(self.stop(&ids, STOP_TIMEOUT, &self.cancel()).await?);
         for r in retire {
-            self.slots[r].dead = true;
-            self.slots[r].proc = None;
+            self.seats[r].dead = true;
+            self.seats[r].proc = None;
         }
-        let producers: Vec<usize> = (0..self.slots.len())
+        let producers: Vec<usize> = (0..self.seats.len())
             .filter(|&i| {
-                let slot = &self.slots[i];
-                slot.role == Role::Producer && !slot.dead && slot.artifact != s.artifact
+                let seat = &self.seats[i];
+                seat.role == Role::Producer && !seat.dead && seat.artifact != s.artifact
             })
             .collect();
         for &p in &producers {

@@ -169,7 +169,7 @@ impl Cell<'_> {
     }
 
     /// `resume`: the latest open suspension with the same target and `of`
-    /// goes on (SIGCONT) or is killed (SIGKILL, its slot is gone).
+    /// goes on (SIGCONT) or is killed (SIGKILL, its seat is gone).
     pub(super) async fn resume(&mut self, s: &ResumeStep) -> Result<Done, Abort> {
         let found = self
             .suspended
@@ -209,9 +209,9 @@ impl Cell<'_> {
             }
             ResumeSignal::Kill => {
                 let record = self.kill_proc(susp.id, s.target.name()).await?;
-                if let Some(slot) = self.slot_of(susp.id) {
-                    self.slots[slot].dead = true;
-                    self.slots[slot].proc = None;
+                if let Some(seat) = self.seat_of(susp.id) {
+                    self.seats[seat].dead = true;
+                    self.seats[seat].proc = None;
                 }
                 let text = format!(
                     "SIGKILLed {name} ({version}) after {stopped_ms} ms stopped, with {} attempts in flight",
