@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::cli::{ArtifactsAction, Cli, Command};
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::matrix::{self, Expectation, Matrix, NamedMatrix};
 use crate::plan::{self, Plan, Selection};
 use crate::report;
@@ -44,12 +44,12 @@ pub fn execute(
     env: &Environment,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     report::terminal::set_color(cli.global.color);
     match &cli.command {
         Some(Command::Completions { shell }) => {
             out.write_all(&crate::cli::completions(*shell))?;
-            Ok(Outcome::AllMet)
+            Ok(RunOutcome::AllMet)
         }
         Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
         Some(Command::List) => list(cli, env, out),
@@ -155,7 +155,7 @@ fn replay(cli: &Cli, seed: u64) -> String {
     line
 }
 
-fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Outcome, Error> {
+fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<RunOutcome, Error> {
     let plan = make_plan(cli, env)?;
     if cli.global.json {
         let json = serde_json::to_string_pretty(&plan).map_err(Error::Json)?;
@@ -163,7 +163,7 @@ fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Out
     } else {
         out.write_all(plan::render(&plan).as_bytes())?;
     }
-    Ok(Outcome::AllMet)
+    Ok(RunOutcome::AllMet)
 }
 
 /// `rehearse run` (and `rehearse --matrix NAME`): validate everything,
@@ -173,7 +173,7 @@ fn run(
     env: &Environment,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let (matrix_file, plan) = make_plan_at(cli, env)?;
     let request = request(cli, env, &matrix_file, plan, false, err)?;
     crate::pipeline::run(request, out, err)
@@ -238,7 +238,7 @@ fn doctor(
     env: &Environment,
     registry: Option<&str>,
     out: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let repo = crate::artifacts::Repo::find(&[&env.cwd]).ok();
     let mut majors = cli.global.postgres.clone();
     let mut matrix_problem = None;
@@ -258,9 +258,9 @@ fn doctor(
     });
     out.write_all(report.render().as_bytes())?;
     Ok(if report.ready() {
-        Outcome::AllMet
+        RunOutcome::AllMet
     } else {
-        Outcome::Inconclusive
+        RunOutcome::Inconclusive
     })
 }
 
@@ -271,7 +271,7 @@ fn selftest(
     env: &Environment,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     if cli.global.matrix.is_some() || !cli.global.cells.is_empty() || cli.global.repeat.is_some() {
         return Err(Error::BadFlag {
             flag: "selftest",
@@ -345,7 +345,7 @@ fn repeat(
     n: u32,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let (path, matrix) = load(cli, env)?;
     let base = cli.global.seed.unwrap_or_else(plan::random_seed);
     let seeds = crate::repeat::seeds(base, n);
@@ -391,7 +391,7 @@ fn artifacts_command(
     action: &ArtifactsAction,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     use crate::image::command;
     let repo = crate::artifacts::Repo::find(&[&env.cwd])?;
     match action {
@@ -452,7 +452,7 @@ fn report_command(
     dir: &Path,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let dir = env.cwd.join(dir);
     // A missing, corrupt or too-new report.json is bad input (exit 2), named in the message.
     let run = report::read_json(&dir.join(report::REPORT_JSON)).map_err(|e| Error::BadFlag {
@@ -492,7 +492,7 @@ struct ListedCell<'a> {
     steps: usize,
 }
 
-fn list(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Outcome, Error> {
+fn list(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<RunOutcome, Error> {
     let (path, matrix) = load(cli, env)?;
     let selection = selection(cli);
     let cells = if selection.matrix.is_none() && selection.cells.is_empty() {
@@ -517,10 +517,10 @@ fn list(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<Outcome, Er
         };
         let json = serde_json::to_string_pretty(&listing).map_err(Error::Json)?;
         writeln!(out, "{json}")?;
-        return Ok(Outcome::AllMet);
+        return Ok(RunOutcome::AllMet);
     }
     out.write_all(render_list(&path, &matrix, &cells).as_bytes())?;
-    Ok(Outcome::AllMet)
+    Ok(RunOutcome::AllMet)
 }
 
 fn render_list(path: &Path, matrix: &Matrix, cells: &[&matrix::Cell]) -> String {
@@ -598,7 +598,7 @@ mod tests {
         }
     }
 
-    fn exec(args: &[&str], env: &Environment) -> (Result<Outcome, Error>, String, String) {
+    fn exec(args: &[&str], env: &Environment) -> (Result<RunOutcome, Error>, String, String) {
         let cli =
             Cli::try_parse_from(std::iter::once("rehearse").chain(args.iter().copied())).unwrap();
         let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -618,7 +618,7 @@ mod tests {
             matrix_file_env: None,
         };
         let (result, out, _) = exec(&["list"], &env);
-        assert_eq!(result.unwrap(), Outcome::AllMet);
+        assert_eq!(result.unwrap(), RunOutcome::AllMet);
         assert!(
             out.starts_with(&format!(
                 "cells ({}) in {}:",
@@ -655,7 +655,7 @@ mod tests {
             matrix_file_env: Some(file.clone()),
         };
         let (result, json, _) = exec(&["list", "--json"], &env);
-        assert_eq!(result.unwrap(), Outcome::AllMet);
+        assert_eq!(result.unwrap(), RunOutcome::AllMet);
         let listing: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(listing["file"], file.display().to_string());
         assert_eq!(listing["cells"].as_array().unwrap().len(), shipped_cells());
@@ -682,7 +682,7 @@ mod tests {
             matrix_file_env: None,
         };
         let (result, out, _) = exec(&["plan", "--matrix", "smoke", "--seed", "7"], &env);
-        assert_eq!(result.unwrap(), Outcome::AllMet);
+        assert_eq!(result.unwrap(), RunOutcome::AllMet);
         assert!(
             out.starts_with("plan: 3 cells, seed 7\nreplay: rehearse --matrix smoke --seed 7\n"),
             "{out}"
@@ -723,7 +723,7 @@ mod tests {
             ],
             &env,
         );
-        assert_eq!(result.unwrap(), Outcome::AllMet);
+        assert_eq!(result.unwrap(), RunOutcome::AllMet);
         let expected = format!(
             "replay: rehearse --matrix-file {} --cell fence --seed 1\n",
             file.display()
@@ -852,7 +852,7 @@ mod tests {
         };
         let (result, out, err) = exec(&["report", "run"], &env);
         // The fixture run has a failed cell, so the command exits as that run did.
-        assert_eq!(result.unwrap(), Outcome::CellFailed);
+        assert_eq!(result.unwrap(), RunOutcome::CellFailed);
         let out = strip_ansi(&out);
         assert!(
             out.contains("│ fence         │ pass                  │ fail         │"),
@@ -882,7 +882,7 @@ mod tests {
         );
         // --quiet keeps the summary and drops the note.
         let (result, out, err) = exec(&["report", "run", "--quiet"], &env);
-        assert_eq!(result.unwrap(), Outcome::CellFailed);
+        assert_eq!(result.unwrap(), RunOutcome::CellFailed);
         assert!(strip_ansi(&out).contains("replay: "), "{out}");
         assert!(err.is_empty(), "{err}");
     }
@@ -898,7 +898,7 @@ mod tests {
             matrix_file_env: None,
         };
         let (result, _, _) = exec(&["report", scratch.0.to_str().unwrap()], &env);
-        assert_eq!(result.unwrap(), Outcome::AllMet);
+        assert_eq!(result.unwrap(), RunOutcome::AllMet);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub const INCONCLUSIVE: u8 = 3;
 
 /// How a command that ran to the end turned out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RunOutcome {
     /// Every cell met its expectation.
     AllMet,
     /// Some cell failed.
@@ -28,11 +28,11 @@ pub enum Outcome {
 }
 
 /// The exit code of a finished command.
-pub fn for_outcome(outcome: Outcome) -> u8 {
+pub fn for_outcome(outcome: RunOutcome) -> u8 {
     match outcome {
-        Outcome::AllMet => ALL_MET,
-        Outcome::CellFailed => CELL_FAILED,
-        Outcome::Inconclusive => INCONCLUSIVE,
+        RunOutcome::AllMet => ALL_MET,
+        RunOutcome::CellFailed => CELL_FAILED,
+        RunOutcome::Inconclusive => INCONCLUSIVE,
     }
 }
 
@@ -80,9 +80,9 @@ mod tests {
             (ALL_MET, CELL_FAILED, BAD_INPUT, INCONCLUSIVE),
             (0, 1, 2, 3)
         );
-        assert_eq!(for_outcome(Outcome::AllMet), 0);
-        assert_eq!(for_outcome(Outcome::CellFailed), 1);
-        assert_eq!(for_outcome(Outcome::Inconclusive), 3);
+        assert_eq!(for_outcome(RunOutcome::AllMet), 0);
+        assert_eq!(for_outcome(RunOutcome::CellFailed), 1);
+        assert_eq!(for_outcome(RunOutcome::Inconclusive), 3);
     }
 
     #[test]

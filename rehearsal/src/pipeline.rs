@@ -21,7 +21,7 @@ use crate::artifacts::{self, Repo, Resolution};
 use crate::cli::{Backend, Format};
 use crate::driver::cell::Reconcile;
 use crate::driver::run::RunRequest;
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::fleet::choice::Chosen;
 use crate::fleet::{DockerFleet, Fleet, ProcessFleet};
 use crate::matrix::{Artifact, ArtifactSource};
@@ -95,7 +95,7 @@ impl Reconcile for DatabaseReconcile {
 }
 
 /// Runs every cell of the plan and writes the report.
-pub fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome, Error> {
+pub fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<RunOutcome, Error> {
     Ok(run_report(args, out, err)?.report.outcome())
 }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::observe::Verdict;
 use crate::plan::SplitMix64;
 use crate::report::RunReport;
@@ -119,13 +119,13 @@ impl Rates {
     }
 
     /// Any miss fails; else an interrupted or unjudged run leaves it inconclusive.
-    pub fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> RunOutcome {
         let misses = self.cells.values().flat_map(|r| &r.misses);
-        let mut outcome = Outcome::AllMet;
+        let mut outcome = RunOutcome::AllMet;
         for miss in misses {
             match miss.verdict {
-                Verdict::Fail => return Outcome::CellFailed,
-                _ => outcome = Outcome::Inconclusive,
+                Verdict::Fail => return RunOutcome::CellFailed,
+                _ => outcome = RunOutcome::Inconclusive,
             }
         }
         outcome
@@ -212,10 +212,10 @@ mod tests {
             text.contains("fence: run 2 (seed 9) fail: expected pass, got lost, fence_breached and 1 step failure\n  replay: rehearse --cell fence --seed 9\n  plan and logs: reports/b\n"),
             "{text}"
         );
-        assert_eq!(rates.outcome(), Outcome::CellFailed);
+        assert_eq!(rates.outcome(), RunOutcome::CellFailed);
         let mut only_clean = Rates::new(Some("m.toml".into()));
         only_clean.add(7, &clean, PathBuf::from("reports/a"));
-        assert_eq!(only_clean.outcome(), Outcome::AllMet);
+        assert_eq!(only_clean.outcome(), RunOutcome::AllMet);
         assert_eq!(
             only_clean.replay("fence", 3),
             "rehearse --matrix-file m.toml --cell fence --seed 3"

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::matrix::Expectation;
 use crate::observe::Verdict;
 use crate::reconcile::Detection;
@@ -96,7 +96,7 @@ impl Score {
     /// Exit status: all met only when every defect was caught by name and
     /// every clean cell passed; inconclusive when nothing failed but some
     /// cell could not be judged.
-    pub fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> RunOutcome {
         let judged_badly = self.defects.iter().any(|d| {
             matches!(d.detection, Some(Detection::AsOther | Detection::NotCaught))
                 || d.verdict.is_none()
@@ -106,11 +106,11 @@ impl Score {
             .iter()
             .any(|(_, reason)| !reason.starts_with("inconclusive"));
         if judged_badly || clean_failed {
-            Outcome::CellFailed
+            RunOutcome::CellFailed
         } else if self.caught() < self.defects.len() || self.clean_passed < self.clean_run {
-            Outcome::Inconclusive
+            RunOutcome::Inconclusive
         } else {
-            Outcome::AllMet
+            RunOutcome::AllMet
         }
     }
 
@@ -247,7 +247,7 @@ mod tests {
             score.headline(),
             "seeded defects caught by name: 1/3; clean cells passed: 1/1"
         );
-        assert_eq!(score.outcome(), Outcome::CellFailed);
+        assert_eq!(score.outcome(), RunOutcome::CellFailed);
         let lines = score.lines();
         assert!(
             lines[1].contains("caught") && lines[1].ends_with("by mixed_discipline in flip"),
@@ -268,12 +268,12 @@ mod tests {
         let clean = cell("fence", Expectation::Pass, Verdict::Pass, None);
         assert_eq!(
             Score::of(&["a"], &[defect.clone(), clean.clone()]).outcome(),
-            Outcome::AllMet
+            RunOutcome::AllMet
         );
         // A clean cell failing cries wolf: the selftest fails.
         let wolf = cell("fence", Expectation::Pass, Verdict::Fail, None);
         let score = Score::of(&["a"], &[defect.clone(), wolf]);
-        assert_eq!(score.outcome(), Outcome::CellFailed);
+        assert_eq!(score.outcome(), RunOutcome::CellFailed);
         assert_eq!(
             score.clean_failures,
             [("fence".to_owned(), "reason of fence".to_owned())]
@@ -288,7 +288,7 @@ mod tests {
         unsure.verdict_reason = "inconclusive: no PostgreSQL".into();
         assert_eq!(
             Score::of(&["a"], &[unsure, clean.clone()]).outcome(),
-            Outcome::Inconclusive
+            RunOutcome::Inconclusive
         );
         // A defect cell that expects pass cannot catch anything.
         let wrong = cell("defect-a", Expectation::Pass, Verdict::Pass, None);

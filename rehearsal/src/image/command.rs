@@ -19,7 +19,7 @@ use super::registry::Registry;
 use super::{Engine, ImageInfo, REPOSITORY, credentials, labels, publish, resolve};
 use crate::Error;
 use crate::artifacts::{self, Repo};
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::fleet::{DockerFleet, Fleet};
 use crate::matrix::{Artifact, ArtifactSource, BuildSource, CURRENT, Version};
 
@@ -118,7 +118,7 @@ fn print_image(out: &mut dyn Write, info: &ImageInfo) -> std::io::Result<()> {
 }
 
 /// `rehearse artifacts build`.
-pub fn build(repo: &Repo, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome, Error> {
+pub fn build(repo: &Repo, out: &mut dyn Write, err: &mut dyn Write) -> Result<RunOutcome, Error> {
     let runtime = runtime()?;
     let engine = runtime.block_on(Engine::connect())?;
     writeln!(err, "{}", engine.describe())?;
@@ -126,7 +126,7 @@ pub fn build(repo: &Repo, out: &mut dyn Write, err: &mut dyn Write) -> Result<Ou
     for (_, info) in images.values() {
         print_image(out, info)?;
     }
-    Ok(Outcome::AllMet)
+    Ok(RunOutcome::AllMet)
 }
 
 /// `rehearse artifacts publish --registry HOST:PORT`.
@@ -135,7 +135,7 @@ pub fn publish(
     registry: &str,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     check_registry(registry)?;
     let runtime = runtime()?;
     let engine = runtime.block_on(Engine::connect())?;
@@ -161,7 +161,7 @@ pub fn publish(
         ))?;
         writeln!(out, "{} {}", pushed.reference, pushed.digest)?;
     }
-    Ok(Outcome::AllMet)
+    Ok(RunOutcome::AllMet)
 }
 
 /// `rehearse artifacts list [--registry HOST:PORT]`.
@@ -170,7 +170,7 @@ pub fn list(
     registry: Option<&str>,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     if let Some(r) = registry {
         check_registry(r)?;
     }
@@ -214,7 +214,7 @@ pub fn list(
         }
     }
     let Some(host) = registry else {
-        return Ok(Outcome::AllMet);
+        return Ok(RunOutcome::AllMet);
     };
     let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).ok();
     let client = Registry::new(host, credentials::lookup(host));
@@ -253,7 +253,7 @@ pub fn list(
             .unwrap_or_default();
         writeln!(out, "  {tag}  {digest}  {release}{local}")?;
     }
-    Ok(Outcome::AllMet)
+    Ok(RunOutcome::AllMet)
 }
 
 fn check_registry(registry: &str) -> Result<(), Error> {
@@ -316,7 +316,7 @@ pub fn prune(
     repository: Option<&str>,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let runtime = runtime()?;
     let engine = runtime.block_on(Engine::connect())?;
     writeln!(err, "{}", engine.describe())?;
@@ -395,7 +395,7 @@ pub fn prune(
             format!("; kept {}", kept.join(", "))
         }
     )?;
-    Ok(Outcome::AllMet)
+    Ok(RunOutcome::AllMet)
 }
 
 #[cfg(test)]

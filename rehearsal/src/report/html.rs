@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::observe::{CensusSample, Phase, Verdict, thousands};
 
 use super::model::{CellReport, RunReport, verdict_name};
@@ -61,12 +61,12 @@ pub fn render_html(r: &RunReport) -> String {
         esc(&run.run_id)
     );
     let (class, verdict) = match r.outcome() {
-        Outcome::AllMet => ("v-pass", "PASS: every cell met its expectation"),
-        Outcome::CellFailed => (
+        RunOutcome::AllMet => ("v-pass", "PASS: every cell met its expectation"),
+        RunOutcome::CellFailed => (
             "v-fail",
             "FAIL: at least one cell did not meet its expectation",
         ),
-        Outcome::Inconclusive => (
+        RunOutcome::Inconclusive => (
             "v-inconclusive",
             "INCONCLUSIVE: the harness could not judge every cell",
         ),

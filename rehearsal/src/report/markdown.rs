@@ -35,9 +35,11 @@ pub fn render_markdown(r: &RunReport) -> String {
 fn header(md: &mut String, r: &RunReport) {
     let run = &r.run;
     let verdict = match r.outcome() {
-        crate::exit::Outcome::AllMet => "PASS: every cell met its expectation",
-        crate::exit::Outcome::CellFailed => "FAIL: at least one cell did not meet its expectation",
-        crate::exit::Outcome::Inconclusive => {
+        crate::exit::RunOutcome::AllMet => "PASS: every cell met its expectation",
+        crate::exit::RunOutcome::CellFailed => {
+            "FAIL: at least one cell did not meet its expectation"
+        }
+        crate::exit::RunOutcome::Inconclusive => {
             "INCONCLUSIVE: the harness could not judge every cell"
         }
     };

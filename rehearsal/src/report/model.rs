@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::matrix::Expectation;
 use crate::observe::{
     CensusSample, FenceRecord, Finding, FlipRecord, KillRecord, Phase, ProcessRecord, RingSample,
@@ -291,21 +291,21 @@ impl RunReport {
 
     /// How the run turned out, for the exit code: any failure wins, then
     /// inconclusive (an interrupted run is never "all met": cells are missing).
-    pub fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> RunOutcome {
         if let Some(score) = &self.selftest {
             // Also fails for a seeded defect without a cell.
             return match (score.outcome(), self.run.interrupted) {
-                (Outcome::AllMet, true) => Outcome::Inconclusive,
+                (RunOutcome::AllMet, true) => RunOutcome::Inconclusive,
                 (outcome, _) => outcome,
             };
         }
         let tally = self.tally();
         if tally.fail > 0 {
-            Outcome::CellFailed
+            RunOutcome::CellFailed
         } else if tally.inconclusive > 0 || self.run.interrupted {
-            Outcome::Inconclusive
+            RunOutcome::Inconclusive
         } else {
-            Outcome::AllMet
+            RunOutcome::AllMet
         }
     }
 }

@@ -29,7 +29,7 @@ use crate::stream::RunEvent;
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{by_server, duration, findings_summary, first_ids, tally_line};
-use crate::exit::Outcome;
+use crate::exit::RunOutcome;
 use crate::observe::thousands;
 
 /// The table printed at the end of a run and by `rehearse report DIR`:
@@ -87,9 +87,9 @@ pub fn summary_table(r: &RunReport, color: bool) -> String {
 /// The run's verdict in one line: `FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s`.
 pub fn verdict_line(r: &RunReport) -> String {
     let word = match r.outcome() {
-        Outcome::AllMet => "PASS",
-        Outcome::CellFailed => "FAIL",
-        Outcome::Inconclusive => "INCONCLUSIVE",
+        RunOutcome::AllMet => "PASS",
+        RunOutcome::CellFailed => "FAIL",
+        RunOutcome::Inconclusive => "INCONCLUSIVE",
     };
     format!("{word}: {} in {}", tally_line(r), duration(r.run.wall_ms))
 }
