@@ -16,8 +16,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{
-    Artifact, CURRENT, Cell, Check, Duration, Expectation, FleetModel, IntendedDifference,
-    KillTarget, Matrix, PREVIOUS, Signal, Step, SuspendAt, Timings, UpgradePath, When, Workload,
+    Artifact, CURRENT, Cell, Check, Duration, Expectation, IntendedDifference, KillTarget, Matrix,
+    PREVIOUS, Roster, Signal, Step, SuspendAt, Timings, UpgradePath, When, Workload,
 };
 
 /// Largest random delay, in milliseconds, added to a kill that does not wait for started jobs.
@@ -258,7 +258,7 @@ pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan,
 
 fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
     let mut rng = SplitMix64::for_cell(seed, &cell.name);
-    let model = FleetModel::walk(cell.fresh_install, &cell.steps);
+    let model = Roster::walk(cell.fresh_install, &cell.steps);
     let steps = cell
         .steps
         .iter()

@@ -6,16 +6,16 @@
 //! unvalidated matrix. [`find`] locates the file the way the CLI does.
 //!
 //! Inside: `raw` (the file's shape, with spans), `step` (steps by hand),
-//! `validate` (the checks), `fleet` (which processes run after each step),
+//! `validate` (the checks), `roster` (which processes run after each step),
 //! `model` (the validated types), `duration`, `diagnostic`.
 
 mod diagnostic;
 mod duration;
-mod fleet;
 mod intended;
 mod model;
 mod path;
 mod raw;
+mod roster;
 mod step;
 mod validate;
 
@@ -30,7 +30,7 @@ pub use step::{MAX_AFTER_STARTED, MAX_PRODUCERS, MAX_WORKERS};
 pub use validate::{MAX_BACKLOG, MAX_RATE_PER_S, MAX_WEIGHT};
 
 pub(crate) use diagnostic::did_you_mean;
-pub(crate) use fleet::FleetModel;
+pub(crate) use roster::Roster;
 
 use diagnostic::Sink;
 

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 use super::diagnostic::{Sink, did_you_mean};
-use super::fleet::Problem;
 use super::model::{Artifact, ArtifactSource, BuildSource, PathStop, Step, UpgradePath, Version};
+use super::roster::Problem;
 
 /// An artifact's version as far as the matrix knows it before anything runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -813,7 +813,7 @@ fn unknown_check() {
     );
 }
 
-// --- steps in sequence: the fleet model ---------------------------------------------------
+// --- steps in sequence: the roster ---------------------------------------------------
 
 #[test]
 fn kill_needs_a_running_victim() {

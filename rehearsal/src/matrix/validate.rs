@@ -14,7 +14,6 @@ use toml::Spanned;
 use super::Known;
 use super::diagnostic::{Sink, did_you_mean};
 use super::duration::Duration;
-use super::fleet::FleetModel;
 use super::model::{
     Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_BUDGET, DEFAULT_SLEEP,
     Expectation, FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS,
@@ -24,6 +23,7 @@ use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
     table_head,
 };
+use super::roster::Roster;
 use super::step::{convert, describe, step_context};
 
 /// Highest live enqueue rate a matrix may ask for.
@@ -840,7 +840,7 @@ fn validate_cell(
                 .collect();
             let steps_ok: Option<Vec<Step>> = converted.into_iter().collect();
             if let Some(valid) = &steps_ok {
-                let model = FleetModel::walk(fresh_install, valid);
+                let model = Roster::walk(fresh_install, valid);
                 let walked = path
                     .as_ref()
                     .map_or_else(Vec::new, |p| super::path::walk(p, valid));

@@ -131,7 +131,7 @@ pub(crate) struct KillPoint {
 }
 
 /// Walks a cell's steps, tracking the fleet and the schema state.
-pub(crate) struct FleetModel {
+pub(crate) struct Roster {
     workers: Pool,
     producers: Pool,
     fresh_install: bool,
@@ -148,9 +148,9 @@ pub(crate) struct FleetModel {
     open_suspensions: Vec<(usize, KillTarget, Option<String>)>,
 }
 
-impl FleetModel {
+impl Roster {
     pub(crate) fn new(fresh_install: bool) -> Self {
-        FleetModel {
+        Roster {
             workers: Pool::default(),
             producers: Pool::default(),
             fresh_install,
@@ -167,7 +167,7 @@ impl FleetModel {
 
     /// Runs the model over a whole cell.
     pub(crate) fn walk(fresh_install: bool, steps: &[Step]) -> Self {
-        let mut model = FleetModel::new(fresh_install);
+        let mut model = Roster::new(fresh_install);
         for (i, step) in steps.iter().enumerate() {
             model.apply(i + 1, step);
         }
