@@ -11,9 +11,9 @@ use crate::matrix::When;
 /// How long an armed fault waits to see its migrate or flip in flight.
 const IN_FLIGHT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How an armed fault recognises that its migrate or flip is in flight.
+/// How an armed fault detects that its migrate or flip is in flight.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum InFlight {
+pub(super) enum Detector {
     /// The migration holds its advisory lock (`AWA_MIGRATE_PAUSE` keeps it there).
     Migration,
     /// A session opened after this server time runs the flip's statements.
@@ -31,7 +31,7 @@ impl Cell<'_> {
     pub(super) async fn fire_armed(
         &mut self,
         when: When,
-        trigger: Option<(ProcId, InFlight)>,
+        trigger: Option<(ProcId, Detector)>,
         before: Option<Before>,
         notes: &mut Vec<String>,
     ) -> Result<bool, Abort> {
@@ -62,14 +62,14 @@ impl Cell<'_> {
                     break;
                 }
                 let seen = match detect {
-                    InFlight::Migration => self.probe.migration_in_flight().await,
-                    InFlight::FlipSql(since) => self.probe.flip_in_flight(since).await,
-                    InFlight::BlockedBy(pid) => self.probe.blocked_by(pid).await,
+                    Detector::Migration => self.probe.migration_in_flight().await,
+                    Detector::FlipSql(since) => self.probe.flip_in_flight(since).await,
+                    Detector::BlockedBy(pid) => self.probe.blocked_by(pid).await,
                 };
                 if seen == Ok(true) {
                     inside.seen = true;
                     inside.note = match detect {
-                        InFlight::BlockedBy(_) => format!(
+                        Detector::BlockedBy(_) => format!(
                             "the {what} was held inside its transaction at the authority lock"
                         ),
                         _ => format!("the {what} was seen in flight"),

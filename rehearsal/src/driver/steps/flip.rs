@@ -8,7 +8,7 @@ use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
-use super::armed::InFlight;
+use super::armed::Detector;
 use super::evidence::Before;
 use super::with_notes;
 use crate::fleet::{Event, events::FlipSummary};
@@ -72,8 +72,8 @@ impl Cell<'_> {
             .spawn(&s.by, Role::Flip, args.clone(), Vec::new())
             .await?;
         let detect = match &holder {
-            Some((_, pid)) => InFlight::BlockedBy(*pid),
-            None => InFlight::FlipSql(since.unwrap_or(0.0)),
+            Some((_, pid)) => Detector::BlockedBy(*pid),
+            None => Detector::FlipSql(since.unwrap_or(0.0)),
         };
         let fired = self
             .fire_armed(When::DuringFlip, Some((id, detect)), before, &mut notes)

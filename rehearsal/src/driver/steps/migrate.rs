@@ -4,7 +4,7 @@ use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
-use super::armed::InFlight;
+use super::armed::Detector;
 use super::evidence::Before;
 use super::with_notes;
 use crate::fleet::Event;
@@ -46,7 +46,7 @@ impl Cell<'_> {
         let crashed = self
             .fire_armed(
                 When::DuringMigrate,
-                Some((id, InFlight::Migration)),
+                Some((id, Detector::Migration)),
                 before,
                 &mut notes,
             )
