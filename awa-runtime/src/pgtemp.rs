@@ -338,7 +338,7 @@ fn send_signal(pid: i32, sig: Signal) -> io::Result<()> {
 
 /// A process identity that survives pid reuse: pid plus start time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ProcId {
+struct PidStart {
     pid: i32,
     start_time: u64,
 }
@@ -359,7 +359,7 @@ fn read_stat(pid: i32) -> Option<(char, i32, u64)> {
 }
 
 /// Live children of `ppid`, found by scanning `/proc/*/stat`.
-fn children_of(ppid: i32) -> Vec<ProcId> {
+fn children_of(ppid: i32) -> Vec<PidStart> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -368,7 +368,7 @@ fn children_of(ppid: i32) -> Vec<ProcId> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| match read_stat(pid) {
             Some((state, parent, start_time)) if parent == ppid && state != 'Z' => {
-                Some(ProcId { pid, start_time })
+                Some(PidStart { pid, start_time })
             }
             _ => None,
         })
@@ -376,7 +376,7 @@ fn children_of(ppid: i32) -> Vec<ProcId> {
 }
 
 /// True once `proc` has exited (gone, a zombie, or its pid reused).
-fn is_gone(proc: ProcId) -> bool {
+fn is_gone(proc: PidStart) -> bool {
     match read_stat(proc.pid) {
         None => true,
         Some((state, _, start_time)) => state == 'Z' || start_time != proc.start_time,
@@ -385,7 +385,7 @@ fn is_gone(proc: ProcId) -> bool {
 
 /// Waits (bounded) until every process in `procs` has exited, so that a
 /// following restart does not find the old shared memory still attached.
-fn wait_all_gone(procs: &[ProcId], timeout: Duration) {
+fn wait_all_gone(procs: &[PidStart], timeout: Duration) {
     let deadline = Instant::now() + timeout;
     while procs.iter().any(|p| !is_gone(*p)) && Instant::now() < deadline {
         std::thread::sleep(EXIT_POLL);
