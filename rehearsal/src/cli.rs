@@ -250,11 +250,29 @@ impl BinDirArgs {
     }
 }
 
+/// `--partition` and where `duration` reads its times.
+#[derive(Debug, Args)]
+struct PartitionArgs {
+    /// Run only share I of N of the selected cells (after --postgres multiplied them):
+    /// hash:I/N (by a stable hash of the cell id), slice:I/N (contiguous, in matrix
+    /// order) or duration:I/N (balanced by --durations, unknown cells by hash); for
+    /// `rehearse merge`.
+    #[arg(long, value_name = "STRATEGY:I/N", value_parser = parse_partition)]
+    partition: Option<crate::partition::Partition>,
+
+    /// The report.json (of one run, or merged) whose cell times --partition duration balances.
+    #[arg(long, value_name = "FILE")]
+    durations: Option<PathBuf>,
+}
+
 /// `rehearse run`.
 #[derive(Debug, Args)]
 struct RunArgs {
     #[command(flatten)]
     select: SelectArgs,
+
+    #[command(flatten)]
+    partition: PartitionArgs,
 
     /// Run the selection N times with fresh seeds (the first is --seed, the
     /// rest derive from it) and print, per cell, how many runs met its expectation.
@@ -270,6 +288,9 @@ struct RunArgs {
 struct PlanArgs {
     #[command(flatten)]
     select: SelectArgs,
+
+    #[command(flatten)]
+    partition: PartitionArgs,
 
     /// Print the plan as JSON.
     #[arg(long)]
@@ -403,6 +424,10 @@ pub struct GlobalArgs {
     /// `--pg-bindir`/`$REHEARSE_PG_BINDIR`, then `$AWA_PG_BINDIR`: each
     /// directory with the variable it came from.
     pub pg_bindirs: Vec<(&'static str, PathBuf)>,
+    /// `--partition STRATEGY:I/N` (run, plan).
+    pub partition: Option<crate::partition::Partition>,
+    /// `--durations FILE` (run, plan).
+    pub durations: Option<PathBuf>,
 }
 
 impl Cli {
@@ -475,6 +500,8 @@ impl Line {
             color: self.common.color,
             postgres: Vec::new(),
             pg_bindirs: Vec::new(),
+            partition: None,
+            durations: None,
         };
         let command = match self.command {
             None => {
@@ -487,6 +514,8 @@ impl Line {
             }
             Some(Cmd::Plan(plan)) => {
                 g.take_select(plan.select);
+                g.partition = plan.partition.partition;
+                g.durations = plan.partition.durations;
                 g.json = plan.json;
                 g.backend = plan.backend;
                 g.postgres = plan.postgres;
@@ -548,9 +577,16 @@ impl GlobalArgs {
 
     fn take_run(&mut self, r: RunArgs) {
         self.take_select(r.select);
+        self.partition = r.partition.partition;
+        self.durations = r.partition.durations;
         self.repeat = r.repeat;
         self.take_exec(r.exec);
     }
+}
+
+/// `--partition STRATEGY:I/N`.
+fn parse_partition(text: &str) -> Result<crate::partition::Partition, String> {
+    text.parse()
 }
 
 /// `--seed`: any u64, in decimal or with a 0x prefix in hex.
@@ -746,6 +782,36 @@ mod tests {
     }
 
     #[test]
+    fn partition_and_durations_are_run_and_plan_flags() {
+        use crate::partition::{Partition, Strategy};
+        let cli = parse(&[
+            "--matrix",
+            "full",
+            "--partition",
+            "duration:2/4",
+            "--durations",
+            "r.json",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.global.partition,
+            Some(Partition {
+                strategy: Strategy::Duration,
+                index: 2,
+                count: 4
+            })
+        );
+        assert_eq!(cli.global.durations.as_deref(), Some(Path::new("r.json")));
+        let cli = parse(&["plan", "-m", "smoke", "--partition", "slice:1/2"]).unwrap();
+        assert_eq!(
+            cli.global.partition.map(|p| p.strategy),
+            Some(Strategy::Slice)
+        );
+        let cli = parse(&["run", "-m", "smoke", "--partition", "hash:1/1"]).unwrap();
+        assert_eq!(cli.global.partition.map(|p| p.count), Some(1));
+    }
+
+    #[test]
     fn seeds_are_any_u64_in_decimal_or_hex() {
         for (text, seed) in [
             ("0", 0),
@@ -809,6 +875,13 @@ mod tests {
             &["report", "x", "--postgres", "15"],
             &["--matrix", "smoke", "run"],
             &["frobnicate"],
+            &["--matrix", "smoke", "--partition", "hash:0/2"],
+            &["--matrix", "smoke", "--partition", "hash:3/2"],
+            &["--matrix", "smoke", "--partition", "modulo:1/2"],
+            &["--matrix", "smoke", "--partition", "slice:1/65"],
+            &["--matrix", "smoke", "--partition"],
+            &["selftest", "--partition", "hash:1/2"],
+            &["list", "--partition", "hash:1/2"],
         ] {
             let err = parse(args).expect_err(&format!("{args:?} accepted"));
             assert_eq!(

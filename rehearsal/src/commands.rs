@@ -126,8 +126,71 @@ fn make_plan(cli: &Cli, env: &Environment) -> Result<Plan, Error> {
 /// [`make_plan`], with the matrix file it read.
 fn make_plan_at(cli: &Cli, env: &Environment) -> Result<(PathBuf, Plan), Error> {
     let (path, matrix) = load(cli, env)?;
+    let durations = durations(cli, env)?;
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
-    Ok((path.clone(), plan_with_seed(cli, &matrix, seed)?))
+    let mut plan = plan_with_seed(cli, &matrix, seed)?;
+    plan.matrix_checksum = matrix_checksum(&path)?;
+    Ok((path.clone(), partition(cli, plan, &durations)))
+}
+
+/// sha256 (hex) of the matrix file's bytes: partial runs and replays
+/// check they planned from the same file.
+fn matrix_checksum(path: &Path) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|source| {
+        Error::Matrix(matrix::LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    })?;
+    Ok(awa_runtime::release::sha256_hex(&bytes))
+}
+
+/// `--durations FILE`, read before anything starts (only with `--partition duration:I/N`).
+fn durations(
+    cli: &Cli,
+    env: &Environment,
+) -> Result<std::collections::BTreeMap<String, u64>, Error> {
+    let Some(file) = &cli.global.durations else {
+        return Ok(Default::default());
+    };
+    match cli.global.partition {
+        Some(p) if p.strategy == crate::partition::Strategy::Duration => {}
+        other => {
+            return Err(Error::BadFlag {
+                flag: "--durations",
+                message: format!(
+                    "{} is read only by --partition duration:I/N{}; drop --durations or use a duration partition",
+                    file.display(),
+                    other.map_or_else(String::new, |p| format!(", not {p}"))
+                ),
+            });
+        }
+    }
+    crate::partition::read_durations(&env.cwd.join(file)).map_err(|e| Error::BadFlag {
+        flag: "--durations",
+        message: e.message,
+    })
+}
+
+/// The plan cut to `--partition`'s share (unchanged without one); the
+/// replay line names the share.
+fn partition(cli: &Cli, plan: Plan, durations: &std::collections::BTreeMap<String, u64>) -> Plan {
+    let Some(p) = cli.global.partition else {
+        return plan;
+    };
+    let mut plan = crate::partition::apply(plan, p, durations, cli.global.durations.as_ref());
+    plan.replay.push_str(&format!(" --partition {p}"));
+    if let Some(file) = cli
+        .global
+        .durations
+        .as_ref()
+        .filter(|_| p.strategy == crate::partition::Strategy::Duration)
+    {
+        plan.replay.push_str(" --durations ");
+        plan.replay
+            .push_str(&plan::shell_quote(&file.display().to_string()));
+    }
+    plan
 }
 
 /// The selection expanded with `seed`, each cell once per PostgreSQL
@@ -179,6 +242,24 @@ fn run(
     crate::pipeline::run(request, out, err)
 }
 
+/// `partition hash:2/2: 1 of the 3 selected cells`; an empty share says it runs nothing.
+fn partition_line(p: &crate::partition::PartitionInfo, here: usize) -> String {
+    let total = p.cells.len();
+    if here == 0 {
+        format!(
+            "partition {}: none of the {} falls in this share; the run records an empty share (exit 0)",
+            p.spec(),
+            report::text::plural(total, "selected cell")
+        )
+    } else {
+        format!(
+            "partition {}: {here} of the {}",
+            p.spec(),
+            report::text::plural(total, "selected cell")
+        )
+    }
+}
+
 /// The driver's request for `plan`, after the checks every run makes.
 fn request(
     cli: &Cli,
@@ -196,13 +277,20 @@ fn request(
     if !cli.global.quiet {
         writeln!(err, "seed {} (replay: {})", plan.seed, plan.replay)?;
         let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let listed = if names.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", names.join(", "))
+        };
         writeln!(
             err,
-            "matrix valid; planned {} {}: {}",
+            "matrix valid; planned {} {}{listed}",
             names.len(),
             if names.len() == 1 { "cell" } else { "cells" },
-            names.join(", ")
         )?;
+        if let Some(p) = &plan.partition {
+            writeln!(err, "{}", partition_line(p, names.len()))?;
+        }
     }
     let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)])?;
     let reports_root = cli
@@ -315,6 +403,7 @@ fn selftest(
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
     let (choice, _) = crate::servers::Choice::new(&cli.global.postgres, &[], &matrix.servers)?;
     let mut plan = crate::servers::multiply(plan::expand(&matrix, &selection, seed)?, &choice);
+    plan.matrix_checksum = matrix_checksum(&path)?;
     plan.replay = selftest_replay(seed, cli.global.matrix_file.as_deref());
     if !cli.global.postgres.is_empty() {
         plan.replay.push_str(" --postgres ");
@@ -347,12 +436,16 @@ fn repeat(
     err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
     let (path, matrix) = load(cli, env)?;
+    let durations = durations(cli, env)?;
+    let checksum = matrix_checksum(&path)?;
     let base = cli.global.seed.unwrap_or_else(plan::random_seed);
     let seeds = crate::repeat::seeds(base, n);
     // Every plan is checked before the first run starts.
     let mut plans = Vec::new();
     for &seed in &seeds {
-        plans.push(plan_with_seed(cli, &matrix, seed)?);
+        let mut plan = plan_with_seed(cli, &matrix, seed)?;
+        plan.matrix_checksum.clone_from(&checksum);
+        plans.push(partition(cli, plan, &durations));
     }
     writeln!(
         err,

@@ -67,6 +67,7 @@ pub mod image;
 pub mod matrix;
 pub mod monitor;
 pub mod observe;
+pub mod partition;
 pub mod pg;
 pub mod pipeline;
 pub mod plan;

@@ -149,6 +149,13 @@ pub struct Plan {
     pub replay: String,
     /// One plan per selected cell, in run order.
     pub cells: Vec<CellPlan>,
+    /// sha256 (hex) of the matrix file's bytes the plan was expanded from
+    /// (empty when planned from text). Added in report format 1.10.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub matrix_checksum: String,
+    /// `--partition`: which share of the selection this plan is. Added in 1.10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<crate::partition::PartitionInfo>,
 }
 
 /// One cell, ready for the driver: nothing left to choose.
@@ -253,6 +260,8 @@ pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan,
             .into_iter()
             .map(|cell| plan_cell(matrix, cell, seed))
             .collect(),
+        matrix_checksum: String::new(),
+        partition: None,
     })
 }
 
@@ -506,6 +515,14 @@ pub fn render(plan: &Plan) -> String {
         plan.seed
     ));
     out.push_str(&format!("replay: {}\n", plan.replay));
+    if let Some(p) = &plan.partition {
+        out.push_str(&format!(
+            "partition {}: {} of the {} selected\n",
+            p.spec(),
+            cells,
+            p.cells.len()
+        ));
+    }
     if let Some(first) = plan.cells.first()
         && plan
             .cells

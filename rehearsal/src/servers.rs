@@ -224,6 +224,11 @@ pub struct ServerInfo {
 /// once, ascending (`None`, the run's one server, first).
 pub fn keys(plan: &Plan) -> Vec<Option<Major>> {
     let keys: BTreeSet<Option<Major>> = plan.cells.iter().map(|c| c.server).collect();
+    if keys.is_empty() {
+        // A share with no cells (`--partition`) still runs, on whatever
+        // server is found, so its report records the run like any other.
+        return vec![None];
+    }
     keys.into_iter().collect()
 }
 

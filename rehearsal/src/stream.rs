@@ -191,6 +191,12 @@ pub struct RunStart {
     /// How the concurrency was chosen and the cells ordered, in one line.
     #[serde(default)]
     pub schedule: String,
+    /// sha256 of the matrix file the plan came from.
+    #[serde(default)]
+    pub matrix_checksum: String,
+    /// `--partition`: the share this run is, and the whole selection.
+    #[serde(default)]
+    pub partition: Option<crate::partition::PartitionInfo>,
 }
 
 /// How the run ended.

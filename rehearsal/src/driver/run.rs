@@ -263,6 +263,8 @@ fn run_start(req: &RunRequest, servers: Vec<ServerInfo>) -> RunStart {
         cores: req.schedule.cores,
         jobs: req.schedule.jobs,
         schedule: req.schedule.describe.clone(),
+        matrix_checksum: req.plan.matrix_checksum.clone(),
+        partition: req.plan.partition.clone(),
     }
 }
 

@@ -90,6 +90,8 @@ impl Collector {
                 cores: start.cores,
                 jobs: start.jobs,
                 schedule: start.schedule,
+                matrix_checksum: start.matrix_checksum,
+                partition: start.partition,
             },
             artifacts: start.artifacts,
             selftest: start

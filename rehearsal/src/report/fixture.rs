@@ -134,6 +134,8 @@ pub fn report() -> RunReport {
                 "jobs 2; longest first, estimated from the plan (no earlier report of these cells)"
                     .into(),
             interrupted: false,
+            matrix_checksum: String::new(),
+            partition: None,
         },
         artifacts: vec![
             ArtifactInfo {

@@ -427,7 +427,7 @@ mod tests {
 | wall time | [duration] (harness CPU [duration], children CPU [duration]) |
 | floor | [duration] = max(longest cell [duration], CPU [duration] / 2 cores); wall time 3.01x the floor |
 | schedule | jobs 2; longest first, estimated from the plan (no earlier report of these cells) |
-| seed | `42` |
+| seed | `42` (reproduces the plan: every step, target and random choice; not the timing) |
 | replay | `rehearse --matrix smoke --seed 42` |
 | command line | `rehearse --matrix smoke --seed 42` |
 | matrix | smoke |

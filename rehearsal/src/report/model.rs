@@ -64,7 +64,10 @@ use crate::reconcile::Detection;
 ///   `start_to_ready` (median, 90th percentile and maximum over the
 ///   processes that printed `ready`); per process `start_to_ready_ms`
 ///   (all default to null).
-pub const FORMAT_VERSION: &str = "1.9";
+/// - `1.10`: per run `matrix_checksum` (sha256 of the matrix file's
+///   bytes) and `partition` (`--partition`: strategy, index, count and
+///   every cell of the whole selection); default empty/null.
+pub const FORMAT_VERSION: &str = "1.10";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,6 +155,13 @@ pub struct RunInfo {
     /// How `--jobs` was chosen and the cells ordered, in one line. Added in 1.5.
     #[serde(default)]
     pub schedule: String,
+    /// sha256 (hex) of the matrix file's bytes (empty: not recorded). Added in 1.10.
+    #[serde(default)]
+    pub matrix_checksum: String,
+    /// `--partition`: which share of the selection the run covered, and
+    /// every cell of the whole selection (null: the whole selection ran). Added in 1.10.
+    #[serde(default)]
+    pub partition: Option<crate::partition::PartitionInfo>,
 }
 
 impl RunInfo {

@@ -285,7 +285,13 @@ pub(crate) fn run_rows(
     .chain(floor_row(r).map(|row| ("floor", row)))
     .chain((!run.schedule.is_empty()).then(|| ("schedule", plain(&run.schedule))))
     .chain([
-        ("seed", code(&run.seed.to_string())),
+        (
+            "seed",
+            format!(
+                "{} (reproduces the plan: every step, target and random choice; not the timing)",
+                code(&run.seed.to_string())
+            ),
+        ),
         ("replay", code(&run.replay)),
         ("command line", code(&run.command_line)),
         (
@@ -306,12 +312,41 @@ pub(crate) fn run_rows(
             ),
         )
     }))
+    .chain(
+        run.partition
+            .as_ref()
+            .map(|p| ("partition", partition_row(p, r.cells.len()))),
+    )
+    .chain((!run.matrix_checksum.is_empty()).then(|| {
+        (
+            "matrix checksum",
+            code(&format!("sha256 {}", run.matrix_checksum)),
+        )
+    }))
     .chain([
         ("git commit", format!("{}{dirty}", code(&run.git_commit))),
         ("PostgreSQL", plain(&run.postgres_version)),
         ("format", code(&r.format_version)),
     ])
     .collect()
+}
+
+/// `hash:1/2: 2 of the 3 selected cells; rehearse merge joins the shares`.
+fn partition_row(p: &crate::partition::PartitionInfo, here: usize) -> String {
+    let total = plural(p.cells.len(), "selected cell");
+    if here == 0 {
+        format!(
+            "{}: none of the {total} fell in this share (an empty share runs nothing and passes); rehearse merge joins the {} shares",
+            p.spec(),
+            p.count
+        )
+    } else {
+        format!(
+            "{}: {here} of the {total}; rehearse merge joins the {} shares into the whole verdict",
+            p.spec(),
+            p.count
+        )
+    }
 }
 
 /// The run's wall time against its floor, `max(longest cell, CPU /
