@@ -3,7 +3,7 @@
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::events::{emit, refused};
+use crate::events::{self, Event, emit, refused};
 use crate::producer::ProducerConfig;
 use crate::schema::{MigrateOptions, MigrateOutcome};
 use crate::store::cron::Schedule;
@@ -268,7 +268,7 @@ pub fn main() -> i32 {
         Err(e) => {
             match &e {
                 Error::Refused(reason) => refused(reason),
-                Error::Blocked(blocked) => emit("blocked", json!(blocked)),
+                Error::Blocked(blocked) => emit(&Event::Blocked((**blocked).clone())),
                 _ => {}
             }
             eprintln!("awa: {}", crate::redact::redact(&e.to_string()));
@@ -296,14 +296,8 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 pause,
             };
             match crate::schema::migrate(&mut client, &opts).await? {
-                MigrateOutcome::Applied { from, to } => emit(
-                    "migrated",
-                    json!({ "from": from, "to": to, "version": VERSION }),
-                ),
-                MigrateOutcome::UpToDate { version } => emit(
-                    "migrated",
-                    json!({ "from": version, "to": version, "version": VERSION }),
-                ),
+                MigrateOutcome::Applied { from, to } => emit(&migrated(from, to)),
+                MigrateOutcome::UpToDate { version } => emit(&migrated(version, version)),
             }
             Ok(())
         }
@@ -376,17 +370,20 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 },
             )
             .await?;
-            emit(
-                "cron_upserted",
-                json!({ "name": name, "every_ms": every.as_millis() as u64 }),
-            );
+            emit(&Event::CronUpserted(events::CronUpserted {
+                name,
+                every_ms: every.as_millis() as u64,
+            }));
             Ok(())
         }
         Command::Job(JobCommand::Cancel { job_id }) => {
             let client = crate::db::connect(&url).await?;
             crate::schema::check_for_runtime(&client).await?;
             let done = crate::store::finish::cancel_by_operator(&client, job_id).await?;
-            emit("cancelled", json!({ "job_id": job_id, "was_live": done }));
+            emit(&Event::Cancelled(events::Cancelled {
+                job_id,
+                was_live: done,
+            }));
             Ok(())
         }
         Command::Storage(StorageCommand::FlipRingAuthority {
@@ -441,10 +438,12 @@ async fn flip_command(
         let current = authority::read(&*client).await?;
         let (blocking, fresh) = authority::flip_readiness(&*client, stale_ms).await?;
         let ready = current == Authority::Ledger || blocking.is_empty();
-        emit(
-            "flip_check",
-            json!({ "authority": current, "ready": ready, "fresh_runtimes": fresh, "blocking": blocking }),
-        );
+        emit(&Event::FlipCheck(events::FlipCheck {
+            authority: Some(current),
+            ready,
+            fresh_runtimes: Some(fresh as u64),
+            blocking: blocking.clone(),
+        }));
         return if ready {
             Ok(())
         } else {
@@ -453,24 +452,43 @@ async fn flip_command(
     }
     match authority::flip_bounded(client, stale_ms, force, lock_timeout).await? {
         FlipOutcome::Flipped { rings, forced } => {
-            emit(
-                "flipped",
-                json!({ "rings": rings, "forced": forced, "version": VERSION }),
-            );
+            emit(&Event::Flipped(events::Flipped {
+                rings,
+                forced: Some(forced),
+                version: Some(VERSION.to_owned()),
+                ..events::Flipped::default()
+            }));
             Ok(())
         }
         FlipOutcome::Already => {
-            emit("flipped", json!({ "already": true, "version": VERSION }));
+            emit(&Event::Flipped(events::Flipped {
+                already: true,
+                version: Some(VERSION.to_owned()),
+                ..events::Flipped::default()
+            }));
             Ok(())
         }
         FlipOutcome::Blocked { blocking } => {
-            emit(
-                "flip_check",
-                json!({ "ready": false, "blocking": blocking }),
-            );
+            emit(&Event::FlipCheck(events::FlipCheck {
+                authority: None,
+                ready: false,
+                fresh_runtimes: None,
+                blocking: blocking.clone(),
+            }));
             Err(Error::Refused(blocked_message(&blocking)))
         }
     }
+}
+
+/// The `migrated` event of this binary.
+fn migrated(from: i32, to: i32) -> Event {
+    Event::Migrated(events::Migrated {
+        from: from.into(),
+        to: to.into(),
+        version: VERSION.to_owned(),
+        legacy_rewrite: false,
+        ahead_compatible: false,
+    })
 }
 
 fn blocked_message(blocking: &[crate::store::authority::Blocker]) -> String {

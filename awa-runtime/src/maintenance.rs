@@ -6,11 +6,10 @@
 
 use crate::db::{Conn, Patience};
 use crate::error::{Error, Result};
-use crate::events::emit;
+use crate::events::{self, CronFired, Event, FoldStoodDown, Leader, emit};
 use crate::store::authority::{self, Authority, FlipOutcome};
 use crate::store::{Ring, cron, enqueue, folds, instances, rescue, rings};
 use crate::timings::Timings;
-use serde_json::json;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 
@@ -102,10 +101,11 @@ async fn lead(
         .await
         .map_err(|e| Error::db("bounding the leader session's idle time", e))?;
     instances::mark_leader(conn.client().await?, &me.instance_id).await?;
-    emit(
-        "leader",
-        json!({ "instance_id": me.instance_id, "name": me.name, "version": me.version }),
-    );
+    emit(&Event::Leader(Leader {
+        instance_id: me.instance_id.clone(),
+        name: me.name.clone(),
+        version: me.version.clone(),
+    }));
     let start = Instant::now();
     let mut due = Due {
         promote: start,
@@ -127,19 +127,22 @@ async fn lead(
         }
         if now >= due.cron {
             for f in cron::fire_due(conn.client().await?, &me.instance_id).await? {
-                emit(
-                    "cron_fired",
-                    json!({ "name": f.name, "fire_ms": f.fire_ms, "job_id": f.job_id }),
-                );
+                emit(&Event::CronFired(CronFired {
+                    name: f.name,
+                    fire_ms: f.fire_ms,
+                    job_id: f.job_id,
+                }));
             }
             due.cron = now + t.cron_every;
         }
         if now >= due.rescue {
             for r in rescue::rescue(conn.client_mut().await?, t.stale_ms()).await? {
-                emit(
-                    "rescued",
-                    json!({ "job_id": r.job_id, "run_lease": r.run_lease, "reason": r.reason, "dead": r.dead }),
-                );
+                emit(&Event::Rescued(events::Rescued {
+                    job_id: r.job_id,
+                    run_lease: r.run_lease,
+                    reason: r.reason,
+                    dead: r.dead,
+                }));
             }
             due.rescue = now + t.rescue_every;
         }
@@ -153,7 +156,7 @@ async fn lead(
         if now >= due.fold {
             match folds::fold(conn.client_mut().await?).await? {
                 folds::Folded::StoodDown { pinned_by } => {
-                    emit("fold_stood_down", json!({ "pinned_by": pinned_by }))
+                    emit(&Event::FoldStoodDown(FoldStoodDown { pinned_by }))
                 }
                 folds::Folded::Done { .. } => {}
             }
@@ -213,17 +216,19 @@ async fn auto_flip(
         return Ok(());
     }
     match authority::flip(conn.client_mut().await?, t.stale_ms(), false).await {
-        Ok(FlipOutcome::Flipped { rings, .. }) => emit(
-            "flipped",
-            json!({ "rings": rings, "forced": false, "auto": true }),
-        ),
+        Ok(FlipOutcome::Flipped { rings, .. }) => emit(&Event::Flipped(events::Flipped {
+            rings,
+            forced: Some(false),
+            auto: true,
+            ..events::Flipped::default()
+        })),
         Ok(FlipOutcome::Already) => {}
         Ok(FlipOutcome::Blocked { .. }) => *ready_since = None,
         // A session holding the rings' locks (a suspended process): say
         // who, and try again after another stability period.
         Err(Error::Blocked(blocked)) => {
             eprintln!("awa: the auto-flip: {blocked}");
-            emit("blocked", json!(blocked));
+            emit(&Event::Blocked(*blocked));
             *ready_since = None;
         }
         Err(e) => return Err(e),

@@ -5,7 +5,7 @@
 
 use crate::db::{Conn, Patience};
 use crate::error::{Error, Result};
-use crate::events::emit;
+use crate::events::{self, Event, ProcessKind, emit};
 use crate::store::enqueue::{self, NewJob};
 use crate::store::instances;
 use crate::timings::{Timings, new_instance_id};
@@ -81,10 +81,14 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
         "producer",
     )
     .await?;
-    emit(
-        "ready",
-        json!({ "role": "producer", "instance_id": instance_id, "name": cfg.name, "version": VERSION, "pid": std::process::id() }),
-    );
+    emit(&Event::Ready(events::Ready {
+        role: ProcessKind::Producer,
+        instance_id: instance_id.clone(),
+        name: cfg.name.clone(),
+        version: VERSION.to_owned(),
+        pid: std::process::id(),
+        failpoints: None,
+    }));
 
     let start = Instant::now();
     let mut sent: u64 = 0;
@@ -118,13 +122,13 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
             Ok(ids) => {
                 patience.ok();
                 for ((id, mode), job) in ids.iter().zip(&modes).zip(&jobs) {
-                    emit(
-                        "accepted",
-                        json!({
-                            "job_id": id, "mode": mode.name(), "max_attempts": job.max_attempts,
-                            "run_at_ms": job.run_at_ms, "version": VERSION,
-                        }),
-                    );
+                    emit(&Event::Accepted(events::Accepted {
+                        job_id: *id,
+                        mode: *mode,
+                        max_attempts: job.max_attempts,
+                        run_at_ms: job.run_at_ms,
+                        version: VERSION.to_owned(),
+                    }));
                 }
                 sent += n as u64;
             }
@@ -133,8 +137,10 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
                     "awa: the commit of a batch of {} jobs may or may not have happened: {e}",
                     ids.len()
                 );
-                let modes: Vec<&str> = modes.iter().map(|m| m.name()).collect();
-                emit("uncertain", json!({ "job_ids": ids, "modes": modes }));
+                emit(&Event::Uncertain(events::Uncertain {
+                    job_ids: ids,
+                    modes,
+                }));
                 sent += n as u64;
                 conn.reset();
             }
@@ -157,10 +163,11 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
     if let Ok(c) = conn.client().await {
         instances::deregister(c, &instance_id).await?;
     }
-    emit(
-        "stopped",
-        json!({ "instance_id": instance_id, "sent": sent }),
-    );
+    emit(&Event::Stopped(events::Stopped {
+        instance_id,
+        released: None,
+        sent: Some(sent),
+    }));
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 
 use crate::db::{Conn, Patience};
 use crate::error::{Error, Result};
-use crate::events::emit;
+use crate::events::{self, AttemptOutcome, Event, Fatal, LeaseRef, ProcessKind, emit};
 use crate::maintenance::{self, Identity};
 use crate::store::claim::{self, Claimed};
 use crate::store::finish::{self, Closed, Outcome};
@@ -17,7 +17,6 @@ use crate::store::instances;
 use crate::timings::{Timings, new_instance_id};
 use crate::workload::{self, HandlerTimings};
 use crate::{schema, version::VERSION};
-use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -68,13 +67,19 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         "worker",
     )
     .await?;
-    emit(
-        "ready",
-        json!({
-            "role": "worker", "instance_id": me.instance_id, "name": me.name, "version": VERSION,
-            "pid": std::process::id(), "failpoints": crate::failpoint::armed_list(),
-        }),
-    );
+    emit(&Event::Ready(events::Ready {
+        role: ProcessKind::Worker,
+        instance_id: me.instance_id.clone(),
+        name: me.name.clone(),
+        version: VERSION.to_owned(),
+        pid: std::process::id(),
+        failpoints: Some(
+            crate::failpoint::armed_list()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        ),
+    }));
 
     let t = cfg.timings.clone();
     let inflight: InFlight = Arc::default();
@@ -168,13 +173,14 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
                 .lock()
                 .expect("inflight lock")
                 .insert(job_id, (run_lease, None));
-            emit(
-                "started",
-                json!({
-                    "job_id": job.job_id, "attempt": job.attempt, "run_lease": job.run_lease,
-                    "mode": job.args.get("mode"), "instance_id": me.instance_id, "version": VERSION,
-                }),
-            );
+            emit(&Event::Started(events::Started {
+                job_id: job.job_id,
+                attempt: job.attempt,
+                run_lease: job.run_lease,
+                mode: workload::mode_of(&job.args),
+                instance_id: me.instance_id.clone(),
+                version: VERSION.to_owned(),
+            }));
             let tx = done_tx.clone();
             let ht = handler_t.clone();
             let handle = handlers.spawn(async move {
@@ -210,7 +216,9 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
 
     if let Err(e) = result {
         // Loud failure: say what happened and leave the rest to rescue.
-        emit("fatal", json!({ "error": e.to_string() }));
+        emit(&Event::Fatal(Fatal {
+            error: e.to_string(),
+        }));
         return Err(e);
     }
 
@@ -220,7 +228,9 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     while !inflight.lock().expect("inflight lock").is_empty() && Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         if let Ok(e) = fatal_rx.try_recv() {
-            emit("fatal", json!({ "error": e.to_string() }));
+            emit(&Event::Fatal(Fatal {
+                error: e.to_string(),
+            }));
             return Err(e);
         }
     }
@@ -233,10 +243,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         .collect();
     for (job_id, run_lease) in &left {
         match finish::release(conn.client().await?, *job_id, *run_lease).await {
-            Ok(true) => emit(
-                "released",
-                json!({ "job_id": job_id, "run_lease": run_lease }),
-            ),
+            Ok(true) => emit(&Event::Released(LeaseRef {
+                job_id: *job_id,
+                run_lease: *run_lease,
+            })),
             Ok(false) => {}
             Err(e) => eprintln!("awa: could not release job {job_id}: {e}"),
         }
@@ -245,10 +255,11 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
     drop(done_tx);
     while background.join_next().await.is_some() {}
     instances::deregister(conn.client().await?, &me.instance_id).await?;
-    emit(
-        "stopped",
-        json!({ "instance_id": me.instance_id, "released": left.len() }),
-    );
+    emit(&Event::Stopped(events::Stopped {
+        instance_id: me.instance_id.clone(),
+        released: Some(left.len() as u64),
+        sent: None,
+    }));
     Ok(())
 }
 
@@ -306,18 +317,19 @@ async fn closer(
         };
         let mut map = inflight.lock().expect("inflight lock");
         for (d, c) in batch.iter().zip(closed) {
-            let word = match c {
-                Closed::Accepted => d.outcome.word(),
-                Closed::DeadLettered => "dead_lettered",
-                Closed::Stale => "stale",
+            let outcome = match c {
+                Closed::Accepted => d.outcome.attempt_outcome(),
+                Closed::DeadLettered => AttemptOutcome::DeadLettered,
+                Closed::Stale => AttemptOutcome::Stale,
             };
-            emit(
-                "finished",
-                json!({
-                    "job_id": d.job.job_id, "attempt": d.job.attempt, "run_lease": d.job.run_lease,
-                    "outcome": word, "mode": d.job.args.get("mode"), "version": VERSION,
-                }),
-            );
+            emit(&Event::Finished(events::Finished {
+                job_id: d.job.job_id,
+                attempt: d.job.attempt,
+                run_lease: d.job.run_lease,
+                outcome,
+                mode: workload::mode_of(&d.job.args),
+                version: VERSION.to_owned(),
+            }));
             map.remove(&d.job.job_id);
         }
     }
@@ -366,10 +378,10 @@ async fn heartbeat(
                         if let Some((_, Some(handle))) = map.remove(job_id) {
                             handle.abort();
                         }
-                        emit(
-                            "lease_lost",
-                            json!({ "job_id": job_id, "run_lease": run_lease }),
-                        );
+                        emit(&Event::LeaseLost(LeaseRef {
+                            job_id: *job_id,
+                            run_lease: *run_lease,
+                        }));
                     }
                 }
                 suspects = missing;

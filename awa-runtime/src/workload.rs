@@ -7,6 +7,13 @@ use std::time::Duration;
 /// The job kind of the rehearsal workload.
 pub const KIND: &str = "rehearsal";
 
+/// The mode in a job's args, when it names one.
+pub fn mode_of(args: &serde_json::Value) -> Option<Mode> {
+    args.get("mode")
+        .and_then(serde_json::Value::as_str)
+        .and_then(Mode::parse)
+}
+
 /// A workload mode.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,

@@ -5,12 +5,12 @@
 
 use crate::error::{Error, Result};
 use crate::failpoint;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio_postgres::{Client, GenericClient, Transaction};
 
 /// Which cursor representation is authoritative.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Authority {
     /// The 0.6 singleton columns (compat mode; a mixed fleet may run).
@@ -36,7 +36,7 @@ pub async fn read(client: &impl GenericClient) -> Result<Authority> {
 }
 
 /// A fresh runtime that is not known to be flip-aware.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Blocker {
     pub instance_id: String,
     pub name: String,
@@ -114,9 +114,9 @@ pub async fn flip_readiness(
 }
 
 /// One ring as the flip found and left it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RingFlip {
-    pub ring: &'static str,
+    pub ring: String,
     /// The final compat cursor, read under the singleton lock.
     pub columns_slot: i32,
     pub columns_generation: i64,
@@ -308,7 +308,7 @@ async fn flip_once(
             }
         }
         rings.push(RingFlip {
-            ring,
+            ring: ring.to_owned(),
             columns_slot: slot,
             columns_generation: generation,
             ledger_slot,

@@ -142,6 +142,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// What the `finished` event says of it once recorded.
+    pub fn attempt_outcome(&self) -> crate::events::AttemptOutcome {
+        use crate::events::AttemptOutcome;
+        match self {
+            Outcome::Completed => AttemptOutcome::Completed,
+            Outcome::Failed => AttemptOutcome::Failed,
+            Outcome::Cancelled => AttemptOutcome::Cancelled,
+            Outcome::Retry { .. } => AttemptOutcome::Retry,
+            Outcome::Snooze { .. } => AttemptOutcome::Snoozed,
+        }
+    }
+
     /// The word used in closures, executions and events.
     pub fn word(&self) -> &'static str {
         match self {

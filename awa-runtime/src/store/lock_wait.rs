@@ -14,7 +14,7 @@
 //! lock-holding 0.6 session most often belongs to.
 
 use crate::error::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio_postgres::GenericClient;
 
@@ -22,7 +22,7 @@ use tokio_postgres::GenericClient;
 pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 
 /// The runtime a lock-holding session belongs to.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HolderRuntime {
     pub instance_id: String,
     pub name: String,
@@ -36,7 +36,7 @@ pub struct HolderRuntime {
 }
 
 /// A session that held locks on `awa` tables while we waited.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LockHolder {
     pub pid: i32,
     pub application_name: String,
@@ -76,7 +76,7 @@ impl LockHolder {
 }
 
 /// What an operation gave up on.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Blocked {
     /// `the flip`, `status`.
     pub operation: String,

@@ -48,13 +48,54 @@ DELETE FROM awa.claim_batches cb WHERE NOT EXISTS (
 
 const DROP_LEASE: &str = "DELETE FROM awa.leases WHERE job_id = $1 AND run_lease = $2";
 
+/// Why an attempt was rescued; the word is the `rescued` event's `reason`
+/// and the closure's `rescued_<word>` outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RescueReason {
+    /// Past its deadline.
+    Deadline,
+    /// Its runtime's heartbeat is stale or the runtime is gone.
+    Crash,
+    /// Its own heartbeat is stale.
+    Heartbeat,
+}
+
+impl RescueReason {
+    /// The word in events and outcomes.
+    pub fn word(self) -> &'static str {
+        match self {
+            RescueReason::Deadline => "deadline",
+            RescueReason::Crash => "crash",
+            RescueReason::Heartbeat => "heartbeat",
+        }
+    }
+
+    /// The reason `FIND` selected.
+    fn from_found(word: &str) -> Option<RescueReason> {
+        [
+            RescueReason::Deadline,
+            RescueReason::Crash,
+            RescueReason::Heartbeat,
+        ]
+        .into_iter()
+        .find(|r| r.word() == word)
+    }
+}
+
+impl std::fmt::Display for RescueReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
 /// One rescued attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rescued {
     pub job_id: i64,
     pub run_lease: i64,
-    /// `deadline`, `crash` or `heartbeat`.
-    pub reason: String,
+    /// Which rescue took it.
+    pub reason: RescueReason,
     /// True when the job was dead-lettered instead of re-queued.
     pub dead: bool,
 }
@@ -69,7 +110,15 @@ pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> 
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for row in found {
-        let (job_id, run_lease, reason): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
+        let (job_id, run_lease, found): (i64, i64, String) = (row.get(0), row.get(1), row.get(2));
+        let Some(reason) = RescueReason::from_found(&found) else {
+            return Err(Error::Db {
+                context: "finding attempts to rescue".into(),
+                detail: format!("the query gave an unknown reason {found:?}"),
+                transient: false,
+                sqlstate: None,
+            });
+        };
         if !seen.insert((job_id, run_lease)) {
             continue;
         }
