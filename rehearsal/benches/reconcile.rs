@@ -174,7 +174,7 @@ fn observations(n: i64) -> Observations {
     for job_id in 1..=n {
         accepted.push(AcceptedJob {
             job_id,
-            mode: mode_of(job_id).to_owned(),
+            mode: awa_runtime::workload::Mode::parse(mode_of(job_id)).expect("a mode"),
             max_attempts: 3,
             version: "0.7.0".to_owned(),
         });

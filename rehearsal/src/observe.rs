@@ -9,6 +9,7 @@
 )]
 
 use crate::matrix::FindingRule;
+use awa_runtime::workload::Mode;
 use serde::{Deserialize, Serialize};
 
 /// A job a producer reported `accepted` (printed only after commit), or
@@ -16,8 +17,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AcceptedJob {
     pub job_id: i64,
-    /// The workload mode (`complete`, `retry_once`, ...).
-    pub mode: String,
+    /// The workload mode.
+    pub mode: Mode,
     pub max_attempts: i32,
     /// Version of the producer that enqueued it.
     pub version: String,

@@ -442,7 +442,7 @@ async fn settle(client: &Client, deltas: bool) {
 fn observations() -> Observations {
     let accepted = |job: &Job| AcceptedJob {
         job_id: job.id,
-        mode: job.mode.into(),
+        mode: awa_runtime::workload::Mode::parse(job.mode).expect("a mode"),
         max_attempts: job.max,
         version: "0.7.0".into(),
     };

@@ -12,10 +12,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, ProcId, Report};
+use crate::fleet::events::Flipped;
+use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, Parsed, ProcId, Report};
 use crate::observe::{AcceptedJob, InFlight};
 use crate::stream::{Events, RunEvent};
 
@@ -64,6 +64,17 @@ impl Role {
     }
 }
 
+/// A process's stdout lines read against the runtime's event contract.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContractCount {
+    /// Events of the contract.
+    pub events: u64,
+    /// Well-formed events of a kind the contract does not have.
+    pub unknown: u64,
+    /// Lines that are not events.
+    pub garbled: u64,
+}
+
 /// One process of the cell and everything it said.
 #[derive(Debug)]
 pub struct Proc {
@@ -97,9 +108,11 @@ pub struct Proc {
     pub in_flight: BTreeMap<(i64, i64), i32>,
     /// It printed `leader` (and when, ms since the cell started).
     pub leader_at_ms: Option<u64>,
-    /// Every JSON line (kept for migrate, flip, fence and cron commands,
+    /// Every event (kept for migrate, flip, fence and cron commands,
     /// and a runtime's flip events).
-    pub json: Vec<Value>,
+    pub json: Vec<Event>,
+    /// Its stdout lines read against the event contract.
+    pub contract: ContractCount,
     /// The last stderr lines.
     pub stderr_tail: VecDeque<String>,
     /// stdout and stderr are closed.
@@ -188,9 +201,11 @@ pub struct FleetView {
     /// `cron_fired` events: (name, fire_ms).
     pub cron_fires: Vec<(String, i64)>,
     /// `flipped` events printed by fleet processes (an auto-flip), with the process.
-    pub flipped: Vec<(ProcId, Value)>,
+    pub flipped: Vec<(ProcId, Flipped)>,
     /// stdout lines that broke the contract, with the process.
     pub garbled: Vec<(ProcId, String)>,
+    /// Events of a kind the contract does not have (a newer release's), with the process.
+    pub unknown: Vec<(ProcId, String)>,
 }
 
 impl FleetView {
@@ -207,6 +222,7 @@ impl FleetView {
             cron_fires: Vec::new(),
             flipped: Vec::new(),
             garbled: Vec::new(),
+            unknown: Vec::new(),
         }
     }
 
@@ -242,6 +258,7 @@ impl FleetView {
             in_flight: BTreeMap::new(),
             leader_at_ms: None,
             json: Vec::new(),
+            contract: ContractCount::default(),
             stderr_tail: VecDeque::new(),
             output_closed: false,
             exit: None,
@@ -276,29 +293,38 @@ impl FleetView {
             }
             Report::OutputClosed => proc.output_closed = true,
             Report::Exited(info) => proc.exit = Some(info),
-            Report::Line { event, raw } => {
+            Report::Line(Parsed::Event(event)) => {
+                proc.contract.events += 1;
                 let keep = matches!(
                     proc.role,
                     Role::Migrate | Role::Flip | Role::Fence | Role::Cron
                 ) || matches!(event, Event::Flipped(_) | Event::FlipCheck(_));
-                if keep && let Ok(value) = serde_json::from_str::<Value>(&raw) {
-                    proc.json.push(value);
+                if keep {
+                    proc.json.push(event.clone());
                 }
-                self.apply_event(msg.id, at_ms, &version, event, raw);
+                self.apply_event(msg.id, at_ms, &version, event);
+            }
+            Report::Line(Parsed::Unknown { line, .. }) => {
+                proc.contract.unknown += 1;
+                self.unknown.push((msg.id, line));
+            }
+            Report::Line(Parsed::Garbled { line }) => {
+                proc.contract.garbled += 1;
+                self.garbled.push((msg.id, line));
             }
         }
     }
 
-    fn apply_event(&mut self, id: ProcId, at_ms: u64, version: &str, event: Event, raw: String) {
+    fn apply_event(&mut self, id: ProcId, at_ms: u64, version: &str, event: Event) {
         let proc = &mut self.procs[id];
-        let kind = event.kind().to_owned();
+        let kind = event.name();
         match event {
             Event::Ready(_) => {
                 proc.ready = true;
                 proc.ready_ms.get_or_insert(at_ms);
             }
-            Event::Refused { reason } => proc.refused = Some(reason),
-            Event::Fatal { error } => proc.fatal = Some(error),
+            Event::Refused(r) => proc.refused = Some(r.reason),
+            Event::Fatal(f) => proc.fatal = Some(f.error),
             Event::Started(s) => {
                 proc.started += 1;
                 proc.in_flight.insert((s.job_id, s.run_lease), s.attempt);
@@ -319,33 +345,37 @@ impl FleetView {
                 version: a.version,
             }),
             Event::Uncertain(u) => {
-                for (i, job_id) in u.job_ids.iter().enumerate() {
+                for (job_id, mode) in u.job_ids.iter().zip(&u.modes) {
                     self.uncertain.push(AcceptedJob {
                         job_id: *job_id,
-                        mode: u.modes.get(i).cloned().unwrap_or_default(),
+                        mode: *mode,
                         max_attempts: super::env::MAX_ATTEMPTS,
                         version: version.to_owned(),
                     });
                 }
             }
             Event::CronFired(c) => self.cron_fires.push((c.name, c.fire_ms)),
-            Event::Flipped(v) => {
+            Event::Flipped(f) => {
                 if proc.role.is_runtime() {
-                    self.flipped.push((id, v));
+                    self.flipped.push((id, f));
                 }
             }
-            Event::Garbled => self.garbled.push((id, raw)),
             Event::Rescued(_)
-            | Event::Stopped
-            | Event::Migrated { .. }
-            | Event::FlipCheck(_)
-            | Event::Other { .. } => {}
+            | Event::Released(_)
+            | Event::LeaseLost(_)
+            | Event::FoldStoodDown(_)
+            | Event::Blocked(_)
+            | Event::Stopped(_)
+            | Event::Migrated(_)
+            | Event::CronUpserted(_)
+            | Event::Cancelled(_)
+            | Event::FlipCheck(_) => {}
         }
         if matches!(
-            kind.as_str(),
+            kind,
             "accepted" | "started" | "finished" | "rescued" | "cron_fired"
         ) {
-            self.count(version, &kind, 1);
+            self.count(version, kind, 1);
         }
     }
 
@@ -527,16 +557,14 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::{Event, events};
+    use crate::fleet::events;
+    use awa_runtime::workload::Mode;
 
     fn line(id: ProcId, json: &str) -> FleetMsg {
         FleetMsg {
             id,
             at: Instant::now(),
-            report: Report::Line {
-                event: Event::parse(json),
-                raw: json.to_owned(),
-            },
+            report: Report::Line(events::parse(json)),
         }
     }
 
@@ -591,9 +619,9 @@ mod tests {
         assert_eq!(
             l.uncertain
                 .iter()
-                .map(|j| (j.job_id, j.mode.as_str(), j.version.as_str()))
+                .map(|j| (j.job_id, j.mode, j.version.as_str()))
                 .collect::<Vec<_>>(),
-            [(6, "sleep", "0.7.0"), (7, "complete", "0.7.0")]
+            [(6, Mode::Sleep, "0.7.0"), (7, Mode::Complete, "0.7.0")]
         );
         assert_eq!(l.current_leader(), None);
         l.apply(line(
@@ -611,8 +639,19 @@ mod tests {
         });
         assert_eq!(l.current_leader(), None, "a dead leader leads nothing");
         l.apply(line(w, "not json"));
-        assert_eq!(l.garbled.len(), 1);
-        let _ = events::Event::Garbled;
+        assert_eq!(l.garbled, [(w, "not json".to_owned())]);
+        let future = r#"{"event":"ring_folded","ring":"queue"}"#;
+        l.apply(line(w, future));
+        assert_eq!(l.unknown, [(w, future.to_owned())]);
+        assert_eq!(
+            l.procs[w].contract,
+            ContractCount {
+                events: 1,
+                unknown: 1,
+                garbled: 1,
+            },
+            "its leader event, the unknown and the garbled line, counted per process"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! [`Spec`]; the backend answers with a [`Handle`] (to stop or kill it)
 //! and from then on reports everything about the process as
 //! [`FleetMsg`]s on the cell's channel: each stdout line as a typed
-//! [`Event`] (with the raw line), each stderr line, the end of its
+//! [`Parsed`] line (an [`Event`], an unknown event, or garbage), each stderr line, the end of its
 //! output, and its exit. Backends differ in how a process runs (a child
 //! process, a container); the driver sees the same messages from both.
 //!
@@ -30,7 +30,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 pub use docker::DockerFleet;
-pub use events::Event;
+pub use events::{Event, Parsed};
 pub use process::ProcessFleet;
 
 /// What a backend starts.
@@ -135,13 +135,8 @@ impl std::fmt::Display for ExitInfo {
 /// What a backend reports about a process.
 #[derive(Clone, Debug)]
 pub enum Report {
-    /// One stdout line.
-    Line {
-        /// Parsed.
-        event: Event,
-        /// As printed.
-        raw: String,
-    },
+    /// One stdout line, read against the runtime's event contract.
+    Line(Parsed),
     /// One stderr line.
     Stderr(String),
     /// stdout and stderr are both closed: every line has been reported.

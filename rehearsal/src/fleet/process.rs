@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use futures_util::future::BoxFuture;
 
 use super::{
-    Control, Event, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Report, Runnable, Sink, Spec,
+    Control, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Report, Runnable, Sink, Spec, events,
 };
 
 /// Prefix of stderr lines in a log file.
@@ -288,10 +288,7 @@ pub(super) fn report_line(raw: &[u8], is_stderr: bool, id: usize, sink: &Sink, l
         Report::Stderr(line)
     } else {
         log_line(log, &line);
-        Report::Line {
-            event: Event::parse(&line),
-            raw: line,
-        }
+        Report::Line(events::parse(&line))
     };
     let _ = sink.send(FleetMsg {
         id,
@@ -303,6 +300,7 @@ pub(super) fn report_line(raw: &[u8], is_stderr: bool, id: usize, sink: &Sink, l
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::{Event, Parsed};
     use std::time::Duration;
 
     fn scratch(tag: &str) -> std::path::PathBuf {
@@ -347,10 +345,14 @@ mod tests {
         let script = r#"echo '{"event":"refused","reason":"fenced"}'; echo oops >&2; echo "name=$AWA_NAME"; exit 2"#;
         ProcessFleet.spawn(spec(&dir, script), tx).await.unwrap();
         let reports = collect(rx).await;
-        assert!(reports.iter().any(|r| matches!(r, Report::Line { event: Event::Refused { reason }, .. } if reason == "fenced")));
         assert!(reports.iter().any(
-            |r| matches!(r, Report::Line { event: Event::Garbled, raw } if raw == "name=sh-1")
+            |r| matches!(r, Report::Line(Parsed::Event(Event::Refused(r))) if r.reason == "fenced")
         ));
+        assert!(
+            reports.iter().any(
+                |r| matches!(r, Report::Line(Parsed::Garbled { line }) if line == "name=sh-1")
+            )
+        );
         assert!(
             reports
                 .iter()

@@ -66,21 +66,6 @@ use crate::plan::CellPlan;
 /// inconclusive: the harness failed, not the runtime).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// A producer reported a job of a mode this build does not know.
-    #[error(
-        "cannot reconcile cell {cell}: job {job_id} was reported with unknown mode {mode:?}; \
-         expected one of {expected}"
-    )]
-    UnknownMode {
-        /// The cell.
-        cell: String,
-        /// The job.
-        job_id: i64,
-        /// The mode as reported.
-        mode: String,
-        /// The known modes, comma-separated.
-        expected: String,
-    },
     /// The driver recorded a cron window that names no fire times.
     #[error(
         "cannot reconcile cell {cell}: cron window {name:?} has every_ms {every_ms}; \

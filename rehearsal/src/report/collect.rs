@@ -358,7 +358,7 @@ mod tests {
         let cell = fixture::report().cells.remove(0);
         let job = |job_id| AcceptedJob {
             job_id,
-            mode: "complete".into(),
+            mode: awa_runtime::workload::Mode::Complete,
             max_attempts: 3,
             version: "0.6.2".into(),
         };

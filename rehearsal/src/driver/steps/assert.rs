@@ -162,7 +162,7 @@ impl Cell<'_> {
         l.accepted
             .iter()
             .chain(&l.uncertain)
-            .filter(|j| j.mode == "overrun_deadline")
+            .filter(|j| j.mode == awa_runtime::workload::Mode::OverrunDeadline)
             .map(|j| j.job_id)
             .collect()
     }

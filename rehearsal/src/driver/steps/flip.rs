@@ -2,8 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
@@ -11,7 +9,8 @@ use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
 use super::armed::Detector;
 use super::evidence::Before;
 use super::with_notes;
-use crate::fleet::{Event, events::FlipSummary};
+use crate::fleet::Event;
+use crate::fleet::events::{Blocked, Flipped};
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
 use crate::observe::FlipRecord;
 use crate::observe::StepOutcome;
@@ -112,7 +111,7 @@ impl Cell<'_> {
             expected: expected.into(),
             exit_code: code,
             at_ms,
-            output: output.clone(),
+            output: output.iter().map(as_json).collect(),
         });
         let version = self.version_of(&s.by);
         let summary = flip_summary(&output);
@@ -172,13 +171,15 @@ impl Cell<'_> {
 
     /// A refused flip's evidence: it names fresh runtimes of this cell that
     /// are not flip-aware (the one reason a flip may be refused).
-    fn flip_refusal_evidence(&self, output: &[Value]) -> (bool, String) {
+    fn flip_refusal_evidence(&self, output: &[Event]) -> (bool, String) {
         let blockers: Vec<String> = output
             .iter()
-            .filter(|v| v["event"] == "flip_check" && v["ready"] == false)
-            .filter_map(|v| v["blocking"].as_array())
+            .filter_map(|e| match e {
+                Event::FlipCheck(c) if !c.ready => Some(&c.blocking),
+                _ => None,
+            })
             .flatten()
-            .filter_map(|b| b["name"].as_str().map(str::to_owned))
+            .map(|b| b.name.clone())
             .collect();
         let ours = self.runtimes_named_in(&blockers.join(" "));
         if ours.is_empty() {
@@ -232,7 +233,11 @@ impl Cell<'_> {
         }
         let (output, by) = {
             let l = self.shared.lock();
-            let output: Vec<Value> = l.flipped.iter().map(|(_, v)| v.clone()).collect();
+            let output: Vec<serde_json::Value> = l
+                .flipped
+                .iter()
+                .map(|(_, f)| as_json(&Event::Flipped(f.clone())))
+                .collect();
             let by = l.flipped.last().map(|(id, _)| l.procs[*id].name.clone());
             (output, by)
         };
@@ -287,39 +292,14 @@ fn outcome_word(o: Outcome) -> &'static str {
 
 /// Who a `blocked` event names, in a few words: `old-worker-1 (0.6.2,
 /// leader, pid 123, AccessExclusiveLock on awa.claim_receipts_3, ...)`.
-fn blocked_summary(output: &[Value]) -> String {
-    let Some(blocked) = output.iter().rev().find(|v| v["event"] == "blocked") else {
+fn blocked_summary(output: &[Event]) -> String {
+    let Some(blocked) = output.iter().rev().find_map(|e| match e {
+        Event::Blocked(b) => Some(b),
+        _ => None,
+    }) else {
         return "printed no blocked event".into();
     };
-    let holders: Vec<String> = blocked["holders"]
-        .as_array()
-        .map(|holders| {
-            holders
-                .iter()
-                .map(|h| {
-                    let who = match h.get("runtime").filter(|r| !r.is_null()) {
-                        Some(r) => format!(
-                            "{} ({}{})",
-                            r["name"].as_str().unwrap_or("?"),
-                            r["version"].as_str().unwrap_or("?"),
-                            if r["leader"] == true { ", leader" } else { "" }
-                        ),
-                        None => "a session of no known runtime".to_owned(),
-                    };
-                    let locks: Vec<&str> = h["locks"]
-                        .as_array()
-                        .map(|l| l.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    format!(
-                        "{who}: pid {}, {} held {}",
-                        h["pid"],
-                        h["state"].as_str().unwrap_or("?"),
-                        locks.join(", ")
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let holders: Vec<String> = holder_lines(blocked);
     if holders.is_empty() {
         "no holder named (it had gone)".into()
     } else {
@@ -327,13 +307,42 @@ fn blocked_summary(output: &[Value]) -> String {
     }
 }
 
-/// What a flip command printed, in a few words.
-fn flip_summary(output: &[Value]) -> String {
-    let Some(flipped) = output
+/// Each holder of a `blocked` event in a few words.
+fn holder_lines(blocked: &Blocked) -> Vec<String> {
+    blocked
+        .holders
         .iter()
-        .rev()
-        .find_map(|v| FlipSummary::of(&Event::from_value(v.clone())))
-    else {
+        .map(|h| {
+            let who = match &h.runtime {
+                Some(r) => format!(
+                    "{} ({}{})",
+                    r.name,
+                    r.version,
+                    if r.leader { ", leader" } else { "" }
+                ),
+                None => "a session of no known runtime".to_owned(),
+            };
+            format!(
+                "{who}: pid {}, {} held {}",
+                h.pid,
+                h.state,
+                h.locks.join(", ")
+            )
+        })
+        .collect()
+}
+
+/// An event as the JSON object the flip's record keeps.
+fn as_json(event: &Event) -> serde_json::Value {
+    serde_json::to_value(event).expect("an event serialises")
+}
+
+/// What a flip command printed, in a few words.
+fn flip_summary(output: &[Event]) -> String {
+    let Some(flipped): Option<&Flipped> = output.iter().rev().find_map(|e| match e {
+        Event::Flipped(f) => Some(f),
+        _ => None,
+    }) else {
         return "printed no flipped event".into();
     };
     if flipped.already {
@@ -342,35 +351,37 @@ fn flip_summary(output: &[Value]) -> String {
     let rings: Vec<String> = flipped
         .rings
         .iter()
-        .map(|r| {
-            let generation = r
-                .ledger_generation
-                .or(r.columns_generation)
-                .map_or("null".to_owned(), |g| g.to_string());
-            format!(
-                "{} at generation {generation}",
-                r.ring.as_deref().unwrap_or("?")
-            )
-        })
+        .map(|r| format!("{} at generation {}", r.ring, r.ledger_generation))
         .collect();
-    let forced = if flipped.forced { " (forced)" } else { "" };
+    let forced = if flipped.forced == Some(true) {
+        " (forced)"
+    } else {
+        ""
+    };
     format!("flipped to ledger{forced}: {}", rings.join(", "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::fleet::{Parsed, events};
+
+    fn event(line: &str) -> Event {
+        match events::parse(line) {
+            Parsed::Event(e) => e,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
 
     #[test]
     fn a_blocked_flip_names_the_holder_and_its_locks() {
-        let out = [
-            json!({"event":"blocked","operation":"the flip","lock_timeout_ms":5000,"holders":[
+        let out = [event(
+            r#"{"event":"blocked","operation":"the flip","lock_timeout_ms":5000,"holders":[
             {"pid":42,"application_name":"","state":"idle in transaction","transaction_age_ms":9000,
              "locks":["AccessExclusiveLock on awa.claim_receipts_3","RowShareLock on awa.claim_ring_state"],
              "runtime":{"instance_id":"w-1","name":"previous-worker-1","version":"0.6.2","binary_version":null,
-                        "role":"worker","leader":true,"heartbeat_age_ms":8000,"matched_by":"leader_lock"}}]}),
-        ];
+                        "role":"worker","leader":true,"heartbeat_age_ms":8000,"matched_by":"leader_lock"}}]}"#,
+        )];
         assert_eq!(
             blocked_summary(&out),
             "previous-worker-1 (0.6.2, leader): pid 42, idle in transaction held AccessExclusiveLock on awa.claim_receipts_3, RowShareLock on awa.claim_ring_state"
@@ -380,19 +391,26 @@ mod tests {
 
     #[test]
     fn flip_output_in_a_few_words() {
-        let out = [
-            json!({"event":"flipped","rings":[{"ring":"queue","columns_generation":7,"ledger_generation":7},{"ring":"claim","ledger_generation":3}],"forced":false}),
-        ];
+        let out = [event(
+            r#"{"event":"flipped","rings":[
+            {"ring":"queue","columns_slot":1,"columns_generation":7,"ledger_slot":1,"ledger_generation":7,"backfilled":0},
+            {"ring":"claim","columns_slot":3,"columns_generation":3,"ledger_slot":3,"ledger_generation":3,"backfilled":1}],
+            "forced":false,"version":"0.7.0"}"#,
+        )];
         assert_eq!(
             flip_summary(&out),
             "flipped to ledger: queue at generation 7, claim at generation 3"
         );
         assert_eq!(
-            flip_summary(&[json!({"event":"flipped","already":true})]),
+            flip_summary(&[event(
+                r#"{"event":"flipped","already":true,"version":"0.7.0"}"#
+            )]),
             "authority was already ledger"
         );
         assert_eq!(
-            flip_summary(&[json!({"event":"flip_check","ready":false})]),
+            flip_summary(&[event(
+                r#"{"event":"flip_check","ready":false,"blocking":[]}"#
+            )]),
             "printed no flipped event"
         );
     }

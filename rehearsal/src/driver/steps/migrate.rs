@@ -71,13 +71,10 @@ impl Cell<'_> {
         let (name, code, refused, why, migrated) = {
             let l = self.shared.lock();
             let p = &l.procs[last];
-            let migrated = p
-                .json
-                .iter()
-                .find_map(|v| match Event::from_value(v.clone()) {
-                    Event::Migrated { from, to } => Some(format!("schema v{from} -> v{to}")),
-                    _ => None,
-                });
+            let migrated = p.json.iter().find_map(|e| match e {
+                Event::Migrated(m) => Some(format!("schema v{} -> v{}", m.from, m.to)),
+                _ => None,
+            });
             (
                 p.name.clone(),
                 p.code(),
