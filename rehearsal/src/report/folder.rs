@@ -37,13 +37,21 @@ pub fn write_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
 
 /// Writes the files rendered from report.json (report.md, junit.xml,
 /// report.html), leaving report.json itself untouched: what
-/// `rehearse report DIR` does.
+/// `rehearse report DIR` does. report.html carries the sha256 of the
+/// report.json in `dir`, as its bytes are.
 pub fn render_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
     let report = &redacted(report)?;
     create(dir)?;
     write_file(dir, REPORT_MD, &render_markdown(report))?;
     write_file(dir, JUNIT_XML, &render_junit(report))?;
-    write_file(dir, REPORT_HTML, &render_html(report))
+    let json_sha256 = std::fs::read(dir.join(REPORT_JSON))
+        .ok()
+        .map(|bytes| awa_runtime::release::sha256_hex(&bytes));
+    write_file(
+        dir,
+        REPORT_HTML,
+        &render_html(report, json_sha256.as_deref()),
+    )
 }
 
 /// The report with every string in it (keys too) passed through
@@ -123,6 +131,12 @@ mod tests {
         assert_eq!(read_json(&target.join(REPORT_JSON)).unwrap(), report);
         let md = std::fs::read_to_string(target.join(REPORT_MD)).unwrap();
         assert_eq!(md, render_markdown(&report));
+        // report.html names the hash of the report.json beside it.
+        let json = std::fs::read(target.join(REPORT_JSON)).unwrap();
+        let html = std::fs::read_to_string(target.join(REPORT_HTML)).unwrap();
+        let sum = awa_runtime::release::sha256_hex(&json);
+        assert_eq!(sum.len(), 64);
+        assert!(html.contains(&format!("<code class=\"digest\">{sum}</code>")));
     }
 
     #[test]

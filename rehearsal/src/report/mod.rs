@@ -49,7 +49,10 @@ pub use collect::{Collector, EVENTS_JSONL, event_line, proved, read_events, repl
 pub use folder::{
     JUNIT_XML, REPORT_HTML, REPORT_JSON, REPORT_MD, render_all, report_dir, write_all,
 };
-pub use html::{MARKED_PHASES, Series, render_html, throughput, timeline_svg};
+pub use html::{
+    Colours, Kind, MARKED_PHASES, Representation, RingSeries, Series, per_second, pinned_at_ms,
+    render_html, ring_generations, timeline_svg,
+};
 pub use json::{ReportError, from_json, read_json, to_json};
 pub use junit::render_junit;
 pub use markdown::render_markdown;

