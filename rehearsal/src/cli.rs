@@ -82,6 +82,9 @@ enum Cmd {
     /// a registry, release archives, cached builds) and what to install;
     /// exit 0 when the default matrix can run here.
     Doctor(DoctorArgs),
+    /// Rerun exactly the plan a run recorded (DIR/plan.json: every step with its
+    /// timing and target, the seed), refused when an artifact's digest changed.
+    Replay(ReplayArgs),
     /// Re-render a run's reports from its report.json.
     Report {
         /// The run's report folder.
@@ -283,6 +286,20 @@ struct RunArgs {
     exec: ExecArgs,
 }
 
+/// `rehearse replay`.
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// The plan.json of a run folder (reports/<run>/plan.json).
+    plan: PathBuf,
+
+    /// Only this cell of the plan (repeatable; a cell id as the plan names it, e.g. fence@pg18).
+    #[arg(short, long = "cell", value_name = "NAME")]
+    cells: Vec<String>,
+
+    #[command(flatten)]
+    exec: ExecArgs,
+}
+
 /// `rehearse plan`.
 #[derive(Debug, Args)]
 struct PlanArgs {
@@ -370,6 +387,11 @@ pub enum Command {
     Doctor {
         /// `--registry` or `$REHEARSE_REGISTRY`.
         registry: Option<String>,
+    },
+    /// `rehearse replay PLAN`.
+    Replay {
+        /// The plan.json.
+        plan: PathBuf,
     },
     /// `rehearse report DIR`.
     Report {
@@ -538,6 +560,11 @@ impl Line {
                 Some(Command::Doctor {
                     registry: d.registry,
                 })
+            }
+            Some(Cmd::Replay(r)) => {
+                g.cells = r.cells;
+                g.take_exec(r.exec);
+                Some(Command::Replay { plan: r.plan })
             }
             Some(Cmd::Report { dir }) => Some(Command::Report { dir }),
             Some(Cmd::Completions { shell }) => Some(Command::Completions { shell }),

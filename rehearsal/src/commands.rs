@@ -52,6 +52,7 @@ pub fn execute(
             Ok(RunOutcome::AllMet)
         }
         Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
+        Some(Command::Replay { plan }) => replay_command(cli, env, plan, out, err),
         Some(Command::List) => list(cli, env, out),
         Some(Command::Plan) => plan_command(cli, env, out),
         Some(Command::Artifacts { action }) => artifacts_command(env, action, out, err),
@@ -315,7 +316,60 @@ fn request(
         format: cli.global.format,
         command_line: command_line(),
         selftest,
+        pinned: None,
     })
+}
+
+/// `rehearse replay DIR/plan.json [--cell NAME]`: the recorded plan as it
+/// is (never re-derived from the matrix file), on artifacts whose digests
+/// must still be the recorded ones.
+fn replay_command(
+    cli: &Cli,
+    env: &Environment,
+    file: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<RunOutcome, Error> {
+    let file = env.cwd.join(file);
+    let recorded = crate::planfile::PlanFile::read(&file)?;
+    let mut plan = recorded.plan.clone();
+    if !cli.global.cells.is_empty() {
+        let known: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        if let Some(unknown) = cli
+            .global
+            .cells
+            .iter()
+            .find(|c| !known.contains(&c.as_str()))
+        {
+            return Err(Error::BadFlag {
+                flag: "--cell",
+                message: format!(
+                    "{} has no cell \"{unknown}\"{}; its cells: {}",
+                    file.display(),
+                    crate::matrix::did_you_mean(unknown, known.iter().copied()),
+                    known.join(", ")
+                ),
+            });
+        }
+        plan.cells.retain(|c| cli.global.cells.contains(&c.name));
+    }
+    plan.replay = replay_of(&file, &cli.global.cells);
+    let mut request = request(cli, env, &file, plan, false, err)?;
+    request.pinned = Some((file, recorded));
+    crate::pipeline::run(request, out, err)
+}
+
+/// `rehearse replay FILE [--cell NAME]...`, quoted for a shell.
+fn replay_of(file: &Path, cells: &[String]) -> String {
+    let mut line = format!(
+        "rehearse replay {}",
+        plan::shell_quote(&file.display().to_string())
+    );
+    for cell in cells {
+        line.push_str(" --cell ");
+        line.push_str(&plan::shell_quote(cell));
+    }
+    line
 }
 
 /// `rehearse doctor`: what this machine has, against the majors the

@@ -55,6 +55,10 @@ pub enum Error {
     /// input, found before anything starts; the message says how to install it.
     #[error("{0}")]
     MissingServer(String),
+    /// `rehearse replay`: a plan.json that cannot be read, or whose
+    /// artifacts changed since it ran (bad input, nothing started).
+    #[error(transparent)]
+    PlanFile(Box<crate::planfile::PlanFileError>),
     /// The harness failed outside any cell (the async runtime, the report folder).
     #[error("{0}")]
     Harness(String),
@@ -84,5 +88,11 @@ impl Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Output(e)
+    }
+}
+
+impl From<crate::planfile::PlanFileError> for Error {
+    fn from(e: crate::planfile::PlanFileError) -> Self {
+        Error::PlanFile(Box::new(e))
     }
 }

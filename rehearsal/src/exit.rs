@@ -55,6 +55,7 @@ pub fn for_error(error: &Error) -> u8 {
         Error::Fleet(_) => INCONCLUSIVE,
         Error::Postgres(_) => INCONCLUSIVE,
         Error::MissingServer(_) => BAD_INPUT,
+        Error::PlanFile(_) => BAD_INPUT,
         Error::Harness(_) => INCONCLUSIVE,
         Error::NotImplemented { .. } => INCONCLUSIVE,
     }

@@ -71,6 +71,7 @@ pub mod partition;
 pub mod pg;
 pub mod pipeline;
 pub mod plan;
+pub mod planfile;
 pub mod reconcile;
 pub mod repeat;
 pub mod report;

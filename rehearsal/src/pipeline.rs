@@ -62,6 +62,8 @@ pub struct RunArgs {
     pub command_line: String,
     /// `rehearse selftest`: score the run against the runtime's seeded defects.
     pub selftest: bool,
+    /// `rehearse replay`: the plan.json whose artifact digests the run must match.
+    pub pinned: Option<(PathBuf, crate::planfile::PlanFile)>,
 }
 
 /// A finished run: its report and the folder it was written to.
@@ -112,6 +114,12 @@ pub fn run_report(
     artifacts::check(&args.repo, &wanted_here(&args.plan, docker))?;
     let servers = locate_servers(&args, err)?;
     let mut resolution = resolve(&args, docker, err)?;
+    if let Some((file, pinned)) = &args.pinned
+        && !docker
+    {
+        // Before the report folder and any server: a changed artifact starts nothing.
+        pinned.check(file, &resolution)?;
+    }
     // Read before this run's folder exists, so the history is an earlier run.
     let schedule = Schedule::new(&args.plan.cells, args.jobs, &args.reports_root);
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
@@ -128,9 +136,19 @@ pub fn run_report(
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
             }
+            if let Some((file, pinned)) = &args.pinned
+                && let Err(e) = pinned.check(file, &resolution)
+            {
+                let _ = one_shot_runtime()?.block_on(docker.shutdown());
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e.into());
+            }
             Arc::new(docker)
         }
     };
+    let plan_file = crate::planfile::PlanFile::of(&args.plan, &resolution);
+    std::fs::write(dir.join(crate::planfile::PLAN_JSON), plan_file.to_json())
+        .map_err(Error::Output)?;
     if !args.quiet {
         writeln!(
             err,

@@ -1,0 +1,233 @@
+//! `plan.json` and `rehearse replay`: a recorded plan reruns with the same
+//! steps and targets, and a plan whose artifact changed is refused (exit 2)
+//! before anything starts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rehearsal::planfile::{PLAN_JSON, PlanFile};
+use rehearsal::report::{self, REPORT_JSON};
+
+const MATRIX: &str = r#"
+[artifacts.current]
+build = "workspace"
+
+[workload]
+rate_per_s = 100
+backlog = 100
+mix = { complete = 8, retry_once = 1, sleep = 1 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "30s"
+
+[[cell]]
+name = "replayed"
+about = "a small fleet with a kill at a seeded moment, recorded and replayed"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 2, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "1s" },
+  { kill = "worker" },
+  { load = "off" },
+  { drain = "30s" },
+]
+
+[[cell]]
+name = "other"
+about = "a second cell, left out of the replay"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 1, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "500ms" },
+  { load = "off" },
+  { drain = "30s" },
+]
+"#;
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rehearse(args: &[&str], reports: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .env("REHEARSE_REPORTS_DIR", reports)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rehearse")
+}
+
+fn folders(reports: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(reports)
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused() {
+    let dir = std::env::temp_dir().join(format!("rehearse-plan-replay-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch(dir);
+    let matrix = scratch.0.join("matrix.toml");
+    std::fs::write(&matrix, MATRIX).unwrap();
+    let first_reports = scratch.0.join("first");
+    let matrix_arg = matrix.display().to_string();
+    let output = rehearse(
+        &[
+            "--matrix-file",
+            &matrix_arg,
+            "--cell",
+            "replayed",
+            "--cell",
+            "other",
+            "--seed",
+            "0x5eed",
+            "-q",
+        ],
+        &first_reports,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let [first] = <[PathBuf; 1]>::try_from(folders(&first_reports)).unwrap();
+    let recorded = PlanFile::read(&first.join(PLAN_JSON)).unwrap();
+    let report = report::read_json(&first.join(REPORT_JSON)).unwrap();
+    assert_eq!(recorded.plan.seed, 0x5eed);
+    assert_eq!(recorded.plan.matrix_checksum, report.run.matrix_checksum);
+    assert_eq!(
+        recorded.plan.matrix_checksum,
+        awa_runtime::release::sha256_hex(MATRIX.as_bytes())
+    );
+    for cell in &report.cells {
+        let planned = recorded
+            .plan
+            .cells
+            .iter()
+            .find(|c| c.name == cell.name)
+            .unwrap();
+        assert_eq!(&cell.plan, planned, "plan.json holds the plan the cell ran");
+    }
+    let current = recorded
+        .artifacts
+        .iter()
+        .find(|a| a.name == "current")
+        .unwrap();
+    let ran = report
+        .artifacts
+        .iter()
+        .find(|a| a.name == "current")
+        .unwrap();
+    assert_eq!(current.digest, ran.digest);
+
+    // The matrix file changes (the kill would be drawn elsewhere): the
+    // replay reads the plan, not the file.
+    std::fs::write(
+        &matrix,
+        MATRIX.replace("{ kill = \"worker\" }", "{ hold = \"9s\" }"),
+    )
+    .unwrap();
+    let plan_arg = first.join(PLAN_JSON).display().to_string();
+    let replay_reports = scratch.0.join("replay");
+    let output = rehearse(
+        &[
+            "--matrix-file",
+            &matrix_arg,
+            "replay",
+            &plan_arg,
+            "--cell",
+            "replayed",
+            "-q",
+        ],
+        &replay_reports,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let [again] = <[PathBuf; 1]>::try_from(folders(&replay_reports)).unwrap();
+    let replayed = report::read_json(&again.join(REPORT_JSON)).unwrap();
+    assert_eq!(replayed.cells.len(), 1, "only --cell replayed");
+    let original = report.cells.iter().find(|c| c.name == "replayed").unwrap();
+    assert_eq!(
+        replayed.cells[0].plan, original.plan,
+        "same steps, timings and targets"
+    );
+    assert!(
+        replayed.cells[0]
+            .plan
+            .steps
+            .iter()
+            .any(|s| format!("{s:?}").contains("Kill")),
+        "the kill of the recorded plan ran, though the matrix file dropped it"
+    );
+    assert_eq!(replayed.run.seed, 0x5eed);
+    assert_eq!(
+        replayed.run.replay,
+        format!("rehearse replay {plan_arg} --cell replayed")
+    );
+    assert_eq!(replayed.cells[0].kills.len(), 1, "the kill ran");
+    assert_eq!(
+        replayed.cells[0].kills[0].process, original.kills[0].process,
+        "the same worker was killed"
+    );
+
+    // An artifact whose digest changed is refused, naming both digests; nothing starts.
+    let mut tampered = recorded.clone();
+    let planned = "0".repeat(64);
+    for a in &mut tampered.artifacts {
+        if a.name == "current" {
+            a.digest.clone_from(&planned);
+        }
+    }
+    let tampered_file = scratch.0.join("tampered-plan.json");
+    std::fs::write(&tampered_file, tampered.to_json()).unwrap();
+    let refused_reports = scratch.0.join("refused");
+    let output = rehearse(
+        &["replay", &tampered_file.display().to_string()],
+        &refused_reports,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    for needle in [
+        "artifact current has changed since",
+        &format!("the plan ran sha256 {planned}"),
+        &format!("resolves sha256 {}", current.digest),
+        "check out the commit",
+    ] {
+        assert!(stderr.contains(needle), "{needle} missing from:\n{stderr}");
+    }
+    assert!(
+        folders(&refused_reports).is_empty(),
+        "a report folder was made"
+    );
+
+    // A cell the plan does not have, and a file that is not a plan, are bad input.
+    let output = rehearse(&["replay", &plan_arg, "--cell", "replay"], &refused_reports);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("has no cell \"replay\""), "{stderr}");
+    let output = rehearse(
+        &["replay", &first.join(REPORT_JSON).display().to_string()],
+        &refused_reports,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a plan.json"));
+    assert!(folders(&refused_reports).is_empty());
+}
