@@ -40,6 +40,9 @@ enum Command {
         /// Hold the migration transaction open this long after the preflight.
         #[arg(long, env = "AWA_MIGRATE_PAUSE", default_value = "0ms", value_parser = parse_duration)]
         pause: Duration,
+        /// With a pause: end it once this advisory lock is free (its holder lets the migration go).
+        #[arg(long, env = "AWA_MIGRATE_HOLD_KEY")]
+        hold_key: Option<i64>,
     },
     /// Run a worker: claim and run jobs; compete for maintenance leadership.
     Worker(WorkerArgs),
@@ -288,12 +291,14 @@ async fn dispatch(cli: Cli) -> Result<()> {
             allow_live_runtimes,
             stale_after,
             pause,
+            hold_key,
         } => {
             let mut client = crate::db::connect(&url).await?;
             let opts = MigrateOptions {
                 allow_live_runtimes,
                 stale_ms: stale_after.as_secs_f64() * 1000.0,
                 pause,
+                hold_key,
             };
             match crate::schema::migrate(&mut client, &opts).await? {
                 MigrateOutcome::Applied { from, to } => emit(&migrated(from, to)),

@@ -51,6 +51,19 @@ pub const EXCLUSIVE_WINDOW_MIGRATIONS: &[i32] = &[];
 /// observer (the rehearsal) can see a migration in flight in `pg_locks`.
 pub const MIGRATE_LOCK_KEY: i64 = 0x6177_615f_6d67_7274;
 
+/// The advisory lock a rehearsal holds to keep a paused migration open
+/// (`AWA_MIGRATE_HOLD_KEY`): the pause ends once the migration's session
+/// can take it shared, so whoever holds it decides when the migration goes
+/// on, up to the pause.
+pub const MIGRATE_HOLD_KEY: i64 = 0x6177_615f_686f_6c64;
+
+/// Whether the holder of the hold lock has let the migration go on (the
+/// lock, once taken, is kept to commit: harmless, nobody waits on it).
+const TRY_HOLD: &str = "SELECT pg_try_advisory_xact_lock_shared($1)";
+
+/// How often a held migration checks whether it was let go.
+const HOLD_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// How often a migration that deadlocked with live traffic is retried.
 const DEADLOCK_RETRIES: u32 = 3;
 
@@ -91,6 +104,10 @@ pub struct MigrateOptions {
     /// Hold the migration transaction open this long after the preflight
     /// (rehearsals use it to act during a migration).
     pub pause: std::time::Duration,
+    /// With a pause: end it as soon as the advisory lock of this key can be
+    /// taken shared (its holder lets the migration go), the pause being
+    /// the longest it waits.
+    pub hold_key: Option<i64>,
 }
 
 impl Default for MigrateOptions {
@@ -99,6 +116,7 @@ impl Default for MigrateOptions {
             allow_live_runtimes: false,
             stale_ms: 10_000.0,
             pause: std::time::Duration::ZERO,
+            hold_key: None,
         }
     }
 }
@@ -193,11 +211,48 @@ async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<Migr
         ))
         .await
         .map_err(|e| Error::db("widening the idle-in-transaction bound", e))?;
-        eprintln!(
-            "awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)",
-            opts.pause
-        );
-        tokio::time::sleep(opts.pause).await;
+        match opts.hold_key {
+            None => {
+                eprintln!(
+                    "awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)",
+                    opts.pause
+                );
+                tokio::time::sleep(opts.pause).await;
+            }
+            Some(key) => {
+                eprintln!(
+                    "awa: holding the migration open for up to {:?} (AWA_MIGRATE_PAUSE), until advisory lock {key} is free (AWA_MIGRATE_HOLD_KEY)",
+                    opts.pause
+                );
+                let started = std::time::Instant::now();
+                let released = loop {
+                    let free: bool = tx
+                        .query_one(TRY_HOLD, &[&key])
+                        .await
+                        .map_err(|e| Error::db("checking the migration's hold", e))?
+                        .get(0);
+                    if free {
+                        break true;
+                    }
+                    let left = opts.pause.saturating_sub(started.elapsed());
+                    if left.is_zero() {
+                        break false;
+                    }
+                    tokio::time::sleep(left.min(HOLD_POLL)).await;
+                };
+                if released {
+                    eprintln!(
+                        "awa: the migration was let go after {:?}",
+                        started.elapsed()
+                    );
+                } else {
+                    eprintln!(
+                        "awa: the migration's hold was not let go within {:?}; going on",
+                        opts.pause
+                    );
+                }
+            }
+        }
     }
     tx.batch_execute(BOOTSTRAP)
         .await

@@ -37,6 +37,8 @@ fn the_cheaper_defect_cells_each_catch_their_defect_by_name() {
     let mut child = cmd
         .current_dir(&dir)
         .env("REHEARSE_REPORTS_DIR", dir.join("reports"))
+        // The same cells on docker are in tests/docker.rs.
+        .env("REHEARSE_BACKEND", "process")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

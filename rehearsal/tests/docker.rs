@@ -368,6 +368,31 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
         "every in-flight job of the killed container was rescued: {}",
         cell["findings"]
     );
+    // Proven per job: each attempt in flight at the SIGKILL ended with
+    // exactly one more attempt (no rescue_unproven finding above), which
+    // the report states with the count of those jobs.
+    let in_flight = kill["in_flight"].as_array().unwrap();
+    let victim = kill["process"].as_str().unwrap();
+    assert!(
+        in_flight
+            .iter()
+            .all(|j| j["job_id"].as_i64().is_some() && j["run_lease"].as_i64().is_some()),
+        "{kill}"
+    );
+    let proof = format!(
+        "crash rescue proven on {} in-flight job{} of killed {victim}",
+        in_flight.len(),
+        if in_flight.len() == 1 { "" } else { "s" }
+    );
+    assert!(
+        cell["proved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().is_some_and(|p| p.ends_with(&proof))),
+        "{proof}: {}",
+        cell["proved"]
+    );
     assert!(containers_with(&rt, &engine, &format!("{}={}", label::RUN, run_id(&dir))).is_empty());
 
     // Bad input: no release at or above the floor.
@@ -433,9 +458,9 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     };
     let scratch = Scratch::new("lifecycle", "release = \"0.6.2\"");
 
-    // A failing run on auto, which takes the engine.
+    // A failing run, on the default backend: auto, which takes the engine.
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "fails", "--seed", "2", "--backend", "auto"]),
+        scratch.rehearse(&["--cell", "fails", "--seed", "2"]),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(1), "{err}");
@@ -588,6 +613,92 @@ fn the_shipped_smoke_matrix_passes_on_docker_with_n1_pulled_from_the_registry() 
     for cell in report["cells"].as_array().unwrap() {
         assert_eq!(cell["verdict"], "pass", "{}", cell["name"]);
     }
+    assert!(containers_with(&rt, &engine, &format!("{}={}", label::RUN, run_id(&dir))).is_empty());
+}
+
+/// A clean cell beside the shipped `defect-preflight-no-lock`: an N-1
+/// worker started inside the expand migration, which a correct preflight's
+/// lock on `runtime_instances` holds back until the commit.
+const START_INSIDE: &str = r#"
+[[cell]]
+name = "start-inside-migration"
+about = "a 0.6.2 worker started inside the expand migration waits on the preflight's lock and registers after the commit"
+steps = [
+  { fleet = "previous", workers = 2, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "2s" },
+  { fleet = "previous", workers = 1, when = "during_migrate" },
+  { migrate = "current" },
+  { hold = "2s" },
+  { load = "off" },
+  { drain = "60s" },
+]
+"#;
+
+/// The migrate step's detail of `cell` in `report`.
+fn migrate_detail(report: &Value, cell: &str) -> String {
+    let cell = report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == cell)
+        .unwrap_or_else(|| panic!("{cell} did not run"));
+    cell["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "migrate")
+        .and_then(|t| t["detail"].as_str())
+        .unwrap_or_else(|| panic!("{cell}: no migrate step"))
+        .to_owned()
+}
+
+#[test]
+fn runtimes_armed_for_a_migration_start_inside_it_although_a_container_starts_slowly() {
+    let _turn = turn();
+    let Some((rt, engine)) = engine("runtimes_armed_for_a_migration_start_inside_it") else {
+        return;
+    };
+    let shipped =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml"))
+            .unwrap();
+    let scratch = Scratch::with_matrix("inside", &format!("{shipped}\n{START_INSIDE}"));
+    let (status, out, err) = run(
+        scratch.rehearse(&[
+            "--cell",
+            "defect-preflight-no-lock",
+            "--cell",
+            "start-inside-migration",
+            "--seed",
+            "5",
+            "--backend",
+            "docker",
+        ]),
+        Duration::from_secs(1800),
+    );
+    assert_eq!(status.code(), Some(0), "{out}\n{err}");
+    let dir = scratch.report_dirs().pop().unwrap();
+    let report = read_report(&dir);
+    for cell in report["cells"].as_array().unwrap() {
+        assert_eq!(cell["verdict"], "pass", "{cell}");
+    }
+    // The container of the defect's 0.6.1 worker takes about a second to
+    // come up: the migration waited for it, so it registered in flight.
+    let defect = migrate_detail(&report, "defect-preflight-no-lock");
+    assert!(
+        defect.contains("the migration was held open until the runtimes started inside it were up")
+            && defect.contains("registered while the migration was in flight: pre_guard-worker-1"),
+        "{defect}"
+    );
+    // With the preflight's lock the new worker waits on it, and the
+    // migration goes on at once rather than after its longest hold.
+    let clean = migrate_detail(&report, "start-inside-migration");
+    assert!(
+        clean.contains(
+            "the migration was held open until a runtime started inside it waited on the migration's lock"
+        ) && !clean.contains("registered while the migration was in flight"),
+        "{clean}"
+    );
     assert!(containers_with(&rt, &engine, &format!("{}={}", label::RUN, run_id(&dir))).is_empty());
 }
 

@@ -95,6 +95,8 @@ pub(super) struct Cell<'a> {
     pub seats: Vec<Seat>,
     pub load_on: bool,
     pub armed: Vec<(When, ArmedFault)>,
+    /// Keeps the migration in flight open while runtimes armed for it start.
+    pub migration_hold: Option<super::steps::MigrationHold>,
     /// Processes suspend steps stopped, in order.
     pub suspended: Vec<Suspension>,
     pub names: BTreeMap<(String, Role), u32>,
@@ -265,6 +267,7 @@ impl<'a> Cell<'a> {
             seats: Vec::new(),
             load_on: false,
             armed: Vec::new(),
+            migration_hold: None,
             suspended: Vec::new(),
             names: BTreeMap::new(),
             auto_flip_by,

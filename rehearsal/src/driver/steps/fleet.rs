@@ -141,7 +141,15 @@ impl Cell<'_> {
             when: When::Now,
             ..s.clone()
         };
-        let done = self.fleet(&now).await?;
+        if let Some(hold) = &self.migration_hold {
+            hold.watch();
+        }
+        let done = self.fleet(&now).await;
+        let held = match self.migration_hold.take() {
+            Some(hold) => Some(hold.let_go().await),
+            None => None,
+        };
+        let done = done?;
         let processes: Vec<String> = self.shared.lock().procs[first..]
             .iter()
             .map(|p| p.name.clone())
@@ -155,6 +163,9 @@ impl Cell<'_> {
             text.push_str(
                 "; the migration was not seen past its preflight, so the start may have missed it",
             );
+        }
+        if let Some(why) = held {
+            text.push_str(&format!("; the migration was held open until {why}"));
         }
         if !registered_in_flight.is_empty() {
             text.push_str(&format!(

@@ -1,10 +1,11 @@
 //! `migrate`: an artifact's `awa migrate`, judged by its exit code.
 
+use super::super::cell::ArmedFault;
 use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
-use super::armed::Detector;
+use super::armed::{Detector, MigrationHold};
 use super::evidence::Before;
 use super::with_notes;
 use crate::fleet::Event;
@@ -16,6 +17,9 @@ use crate::observe::StepOutcome;
 /// the fault lands inside it. Shorter than the stale threshold, because the
 /// preflight's lock on runtime_instances holds heartbeats back meanwhile.
 const MIGRATE_PAUSE: &str = "750ms";
+/// The longest a migration is held open for runtimes armed to start inside
+/// it ([`MigrationHold`]); it is let go as soon as they are up.
+const HELD_PAUSE: &str = "20s";
 
 impl Cell<'_> {
     /// `migrate`: `awa migrate` of the artifact, judged by its exit code
@@ -29,20 +33,40 @@ impl Cell<'_> {
             args.push("--allow-live-runtimes".into());
         }
         let armed = self.armed.iter().any(|(w, _)| *w == When::DuringMigrate);
-        let env = if armed {
-            vec![("AWA_MIGRATE_PAUSE".to_owned(), MIGRATE_PAUSE.to_owned())]
-        } else {
-            Vec::new()
-        };
+        let fleet_armed = self
+            .armed
+            .iter()
+            .any(|(w, f)| *w == When::DuringMigrate && matches!(f, ArmedFault::Fleet(_)));
+        let mut env = Vec::new();
+        if fleet_armed {
+            let hold = MigrationHold::take(&self.db.url)
+                .await
+                .map_err(Abort::Harness)?;
+            self.migration_hold = Some(hold);
+            env.push(("AWA_MIGRATE_PAUSE".to_owned(), HELD_PAUSE.to_owned()));
+            env.push((
+                "AWA_MIGRATE_HOLD_KEY".to_owned(),
+                MigrationHold::KEY.to_string(),
+            ));
+        } else if armed {
+            env.push(("AWA_MIGRATE_PAUSE".to_owned(), MIGRATE_PAUSE.to_owned()));
+        }
         let mut notes = Vec::new();
         let before = if armed {
             self.probe.schema_version().await.ok().map(Before::Schema)
         } else {
             None
         };
-        let id = self
+        let id = match self
             .spawn(&s.artifact, Role::Migrate, args.clone(), env)
-            .await?;
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                self.migration_hold = None;
+                return Err(e);
+            }
+        };
         let crashed = self
             .fire_armed(
                 When::DuringMigrate,
@@ -50,7 +74,10 @@ impl Cell<'_> {
                 before,
                 &mut notes,
             )
-            .await?;
+            .await;
+        // Whatever happened to the armed faults, the migration goes on.
+        self.migration_hold = None;
+        let crashed = crashed?;
         self.finish_command(id, COMMAND_TIMEOUT).await?;
         let mut last = id;
         if crashed {

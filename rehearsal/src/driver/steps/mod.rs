@@ -25,6 +25,7 @@ use super::cell::{Cell, Seat};
 use super::ledger::Role;
 use super::{Abort, Done};
 use crate::matrix::Step;
+pub(super) use armed::MigrationHold;
 
 impl Cell<'_> {
     /// Executes one planned step.
