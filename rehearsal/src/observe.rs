@@ -132,6 +132,29 @@ pub struct ProcessRecord {
     /// non-zero without refusing) its last stderr line.
     #[serde(default)]
     pub error: Option<String>,
+    /// Its stdout lines read against the runtime's event contract. Added in 1.11.
+    #[serde(default)]
+    pub contract: ContractCount,
+}
+
+/// A process's stdout lines read against the runtime's event contract
+/// (`awa_runtime::events`): events, unknown events (a newer release's
+/// kinds, kept in its log) and garbled lines (not events at all).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractCount {
+    /// Events of the contract.
+    pub events: u64,
+    /// Well-formed events of a kind the contract does not have.
+    pub unknown: u64,
+    /// Lines that are not events.
+    pub garbled: u64,
+}
+
+impl ContractCount {
+    /// Some line broke or went beyond the contract.
+    pub fn off_contract(&self) -> bool {
+        self.unknown + self.garbled > 0
+    }
 }
 
 /// A phase of the cell: one step, with its timing.

@@ -604,6 +604,7 @@ impl Cell<'_> {
                         .then(|| p.stderr_tail.back().cloned())
                         .flatten()
                 }),
+                contract: p.contract,
             })
             .collect();
     }

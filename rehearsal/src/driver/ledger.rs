@@ -16,7 +16,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::fleet::events::Flipped;
 use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, Parsed, ProcId, Report};
-use crate::observe::{AcceptedJob, InFlight};
+use crate::observe::{AcceptedJob, ContractCount, InFlight};
 use crate::stream::{Events, RunEvent};
 
 /// stderr lines kept per process for messages.
@@ -62,17 +62,6 @@ impl Role {
     pub fn is_runtime(self) -> bool {
         matches!(self, Role::Worker | Role::Producer | Role::Mopup)
     }
-}
-
-/// A process's stdout lines read against the runtime's event contract.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ContractCount {
-    /// Events of the contract.
-    pub events: u64,
-    /// Well-formed events of a kind the contract does not have.
-    pub unknown: u64,
-    /// Lines that are not events.
-    pub garbled: u64,
 }
 
 /// One process of the cell and everything it said.

@@ -195,6 +195,7 @@ mod tests {
             killed: false,
             log: String::new(),
             error: error.map(str::to_owned),
+            contract: Default::default(),
         }
     }
 

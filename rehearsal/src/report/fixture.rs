@@ -306,6 +306,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             killed: false,
             log: "logs/migrate-first/previous-worker-1.log".into(),
             error: None,
+            contract: Default::default(),
         }],
         rings: vec![RingSample {
             at_ms: 1_000,

@@ -181,6 +181,7 @@ fn cell_section(md: &mut String, c: &CellReport) {
         }
         md.push('\n');
     }
+    off_contract(md, c);
     containers(md, c);
     if c.findings.is_empty() {
         if c.verdict != Verdict::Inconclusive {
@@ -230,6 +231,30 @@ fn artifacts(md: &mut String, r: &RunReport) {
         );
     }
     md.push('\n');
+}
+
+/// The processes that printed stdout lines outside the event contract
+/// (nothing is written when every line was an event).
+fn off_contract(md: &mut String, c: &CellReport) {
+    let off: Vec<String> = c
+        .processes
+        .iter()
+        .filter(|p| p.contract.off_contract())
+        .map(|p| {
+            format!(
+                "{} ({}): {} unknown, {} garbled of {} lines, kept in {}",
+                code(&p.name),
+                text(&p.version),
+                thousands(p.contract.unknown),
+                thousands(p.contract.garbled),
+                thousands(p.contract.events + p.contract.unknown + p.contract.garbled),
+                code(&p.log)
+            )
+        })
+        .collect();
+    if !off.is_empty() {
+        let _ = writeln!(md, "Event contract: {}.\n", off.join("; "));
+    }
 }
 
 /// On the docker backend: each process's container, exit and log.
@@ -523,6 +548,23 @@ Harness error: `failed to start worker 1 of cell defect-fence: awa exited with c
         );
         assert!(
             md.contains("| git commit | `3f2a9c1d0e4b5a69788f00112233445566778899` |\n"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_process_off_the_event_contract_gets_a_line_and_one_on_it_none() {
+        let mut r = fixture::report();
+        let clean = render_markdown(&r);
+        assert!(!clean.contains("Event contract"), "{clean}");
+        r.cells[0].processes[0].contract = crate::observe::ContractCount {
+            events: 1_200,
+            unknown: 3,
+            garbled: 1,
+        };
+        let md = render_markdown(&r);
+        assert!(
+            md.contains("Event contract: `previous-worker-1` (0.6.2): 3 unknown, 1 garbled of 1,204 lines, kept in `logs/migrate-first/previous-worker-1.log`.\n"),
             "{md}"
         );
     }

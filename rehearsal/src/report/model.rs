@@ -67,7 +67,10 @@ use crate::reconcile::Detection;
 /// - `1.10`: per run `matrix_checksum` (sha256 of the matrix file's
 ///   bytes) and `partition` (`--partition`: strategy, index, count and
 ///   every cell of the whole selection); default empty/null.
-pub const FORMAT_VERSION: &str = "1.10";
+/// - `1.11`: per process `contract`, its stdout lines read against the
+///   runtime's event contract: `events`, `unknown` (a newer release's
+///   event kinds) and `garbled` (not events); default zeros.
+pub const FORMAT_VERSION: &str = "1.11";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
