@@ -600,7 +600,7 @@ impl Cell<'_> {
                 killed: p.killed,
                 log: p.log.clone(),
                 error: p.fatal.clone().or_else(|| {
-                    (p.code().is_some_and(|c| c != 0) && p.refused.is_none())
+                    (p.code().is_some_and(|c| c != EXIT_OK) && p.refused.is_none())
                         .then(|| p.stderr_tail.back().cloned())
                         .flatten()
                 }),

@@ -364,7 +364,10 @@ fn flip_outputs(obs: &Observations) -> Vec<Finding> {
 /// with every ledger present, gap-free over its last wrap, each row in the
 /// slot its generation names, and no ring row written ahead of it.
 fn flip_end_state(storage: &Storage, obs: &Observations) -> Vec<Finding> {
-    let flipped = obs.flips.iter().any(|f| f.exit_code == Some(0))
+    let flipped = obs
+        .flips
+        .iter()
+        .any(|f| f.exit_code == Some(awa_runtime::error::EXIT_OK))
         || obs.rings.iter().any(|s| s.authority == "ledger");
     let authority = storage.authority.as_deref();
     if flipped && authority != Some("ledger") {
