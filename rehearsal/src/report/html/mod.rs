@@ -30,7 +30,8 @@ use super::text::{
 const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:64rem;padding:0 1rem;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
-th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
+td{overflow-wrap:break-word}
 th{background:#f4f4f4}
 code{font-size:90%}
 code.digest{word-break:break-all}

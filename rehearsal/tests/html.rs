@@ -1,0 +1,241 @@
+//! report.html in a real browser: a real run of two small cells (one
+//! that passes, one that expects a finding a clean build never produces,
+//! so it fails), its page loaded by Debian's headless `chromium`. The
+//! screenshot must be a PNG, and in the DOM the browser built every cell
+//! must have its timeline with non-empty series, the failing cell open
+//! and the passing one folded.
+//!
+//! Without chromium on PATH the test says so loudly and passes; `.ci/run`
+//! installs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rehearsal::report::REPORT_HTML;
+
+const MATRIX: &str = r#"
+[artifacts.current]
+build = "workspace"
+
+[workload]
+rate_per_s = 100
+backlog = 50
+mix = { complete = 8, retry_once = 1, sleep = 1 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "30s"
+
+[[cell]]
+name = "kept"
+about = "a small fleet with a kill: every job kept"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 2, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "2s" },
+  { kill = "worker", after_started = 5 },
+  { hold = "1s" },
+  { load = "off" },
+  { drain = "30s" },
+]
+
+[[cell]]
+name = "missed"
+about = "expects a lost job a clean build never loses, so it fails"
+fresh_install = true
+expect = { detect = "lost" }
+steps = [
+  { fleet = "current", workers = 1, producers = 1 },
+  { load = "on" },
+  { hold = "2s" },
+  { load = "off" },
+  { drain = "30s" },
+]
+"#;
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn skipped(what: &str) {
+    eprintln!("##################################################################");
+    eprintln!("## SKIPPED: {what}");
+    eprintln!("##################################################################");
+}
+
+/// `chromium` (Debian's name) or `chromium-browser`, from PATH.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Runs headless chromium on `page` with `args`, a throwaway profile, and
+/// no sandbox (it refuses to start as root with one); killed after 90 s.
+fn headless(browser: &Path, profile: &Path, args: &[String], page: &Path) -> Output {
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chromium");
+    let started = Instant::now();
+    while child.try_wait().expect("wait for chromium").is_none() {
+        if started.elapsed() > Duration::from_secs(90) {
+            let _ = child.kill();
+            panic!("chromium did not finish within 90 s: {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().expect("chromium's output");
+    assert!(
+        output.status.success(),
+        "chromium {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Runs the two cells and returns the run's report folder.
+fn run_matrix(scratch: &Path) -> PathBuf {
+    std::fs::write(scratch.join("matrix.toml"), MATRIX).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+        .arg("--matrix-file")
+        .arg(scratch.join("matrix.toml"))
+        .args([
+            "--cell", "kept", "--cell", "missed", "--seed", "9", "--quiet",
+        ])
+        // The page, not the backend, is under test here.
+        .args(["--backend", "process"])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .env("REHEARSE_REPORTS_DIR", scratch.join("reports"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rehearse");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // "missed" fails by design; "kept" must pass (checked in the page below).
+    assert_eq!(output.status.code(), Some(1), "stderr:\n{stderr}");
+    std::fs::read_dir(scratch.join("reports"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a report folder")
+}
+
+/// The part of the DOM from cell `name`'s section to its end.
+fn section<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<section class=\"cell\" id=\"cell-{name}\">"))
+        .unwrap_or_else(|| panic!("no section for cell {name}"));
+    let rest = &dom[start..];
+    &rest[..rest.find("</section>").expect("the section ends")]
+}
+
+/// The `points` of every series polyline of a section, by what it draws.
+fn series(section: &str) -> Vec<(String, String)> {
+    section
+        .split("<polyline class=\"series\" ")
+        .skip(1)
+        .map(|rest| {
+            let tag = &rest[..rest.find('>').unwrap()];
+            let points = tag
+                .split(" points=\"")
+                .nth(1)
+                .map(|p| p[..p.find('"').unwrap()].to_owned())
+                .unwrap_or_default();
+            let what = tag[..tag.find(" stroke=").unwrap_or(tag.len())].to_owned();
+            (what, points)
+        })
+        .collect()
+}
+
+#[test]
+fn the_report_renders_in_headless_chromium_with_a_timeline_per_cell() {
+    let Some(browser) = chromium() else {
+        skipped("report.html in a browser: no chromium on PATH (apt-get install chromium)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("rehearse-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("reports")).unwrap();
+    let scratch = Scratch(dir);
+    let folder = run_matrix(&scratch.0);
+    let page = folder.join(REPORT_HTML);
+    let profile = scratch.0.join("chromium-profile");
+
+    // Kept after the test, to look at: target/tmp/report-html/report.png.
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
+    std::fs::create_dir_all(&shots).unwrap();
+    let png = shots.join("report.png");
+    let _ = std::fs::remove_file(&png);
+    let shot = format!("--screenshot={}", png.display());
+    headless(
+        &browser,
+        &profile,
+        &[shot, "--window-size=1280,2400".into()],
+        &page,
+    );
+    let bytes = std::fs::read(&png).expect("the screenshot was written");
+    assert!(bytes.len() > 1_000, "a {} byte screenshot", bytes.len());
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    eprintln!("screenshot: {}", png.display());
+
+    let dumped = headless(&browser, &profile, &["--dump-dom".into()], &page);
+    let dom = String::from_utf8(dumped.stdout).expect("the DOM is UTF-8");
+    std::fs::write(shots.join("report.dom.html"), &dom).unwrap();
+    for name in ["kept", "missed"] {
+        let cell = section(&dom, name);
+        assert_eq!(cell.matches("<svg ").count(), 1, "{name}: one timeline");
+        let drawn = series(cell);
+        for kind in ["accepted", "started", "finished"] {
+            assert!(
+                drawn
+                    .iter()
+                    .any(|(what, _)| what.contains(&format!("data-kind=\"{kind}\""))),
+                "{name}: no {kind} series in {drawn:?}"
+            );
+        }
+        assert!(
+            drawn.iter().any(|(what, _)| what.contains("data-ring=")),
+            "{name}: no ring series in {drawn:?}"
+        );
+        for (what, points) in &drawn {
+            let pairs: Vec<&str> = points.split_whitespace().collect();
+            assert!(
+                !pairs.is_empty() && pairs.iter().all(|p| p.split(',').count() == 2),
+                "{name}: {what} has points {points:?}"
+            );
+        }
+    }
+    let opening = |name: &str| {
+        let cell = section(&dom, name);
+        cell[cell.find("<details").unwrap()..cell.find("<summary>").unwrap()].to_owned()
+    };
+    assert_eq!(opening("missed"), "<details class=\"cell\" open=\"\">\n");
+    assert_eq!(opening("kept"), "<details class=\"cell\">\n");
+    assert!(section(&dom, "kept").contains("<span class=\"v-pass\">pass</span>"));
+    assert!(section(&dom, "missed").contains("<span class=\"v-fail\">fail</span>"));
+    // The kill is marked on the passing cell's timeline.
+    assert!(section(&dom, "kept").contains("<g data-phase=\"kill\">"));
+}
