@@ -82,6 +82,16 @@ enum Cmd {
     /// a registry, release archives, cached builds) and what to install;
     /// exit 0 when the default matrix can run here.
     Doctor(DoctorArgs),
+    /// Join the report folders of the shares of a --partition run into one run
+    /// folder whose verdict (and exit code) covers the whole selection.
+    Merge {
+        /// The partial runs' report folders.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// The merged run folder [default: a new folder under the reports folder].
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Rerun exactly the plan a run recorded (DIR/plan.json: every step with its
     /// timing and target, the seed), refused when an artifact's digest changed.
     Replay(ReplayArgs),
@@ -388,6 +398,13 @@ pub enum Command {
         /// `--registry` or `$REHEARSE_REGISTRY`.
         registry: Option<String>,
     },
+    /// `rehearse merge DIR... [--out DIR]`.
+    Merge {
+        /// The partial runs' folders.
+        dirs: Vec<PathBuf>,
+        /// `--out DIR`.
+        out: Option<PathBuf>,
+    },
     /// `rehearse replay PLAN`.
     Replay {
         /// The plan.json.
@@ -561,6 +578,7 @@ impl Line {
                     registry: d.registry,
                 })
             }
+            Some(Cmd::Merge { dirs, out }) => Some(Command::Merge { dirs, out }),
             Some(Cmd::Replay(r)) => {
                 g.cells = r.cells;
                 g.take_exec(r.exec);

@@ -53,6 +53,9 @@ pub fn execute(
         }
         Some(Command::Report { dir }) => report_command(cli, env, dir, out, err),
         Some(Command::Replay { plan }) => replay_command(cli, env, plan, out, err),
+        Some(Command::Merge { dirs, out: to }) => {
+            merge_command(cli, env, dirs, to.as_deref(), out, err)
+        }
         Some(Command::List) => list(cli, env, out),
         Some(Command::Plan) => plan_command(cli, env, out),
         Some(Command::Artifacts { action }) => artifacts_command(env, action, out, err),
@@ -357,6 +360,77 @@ fn replay_command(
     let mut request = request(cli, env, &file, plan, false, err)?;
     request.pinned = Some((file, recorded));
     crate::pipeline::run(request, out, err)
+}
+
+/// `rehearse merge DIR... [--out DIR]`: the shares' folders checked to be
+/// one run, then joined and rendered; exits as a run over the whole selection.
+fn merge_command(
+    cli: &Cli,
+    env: &Environment,
+    dirs: &[PathBuf],
+    to: Option<&Path>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<RunOutcome, Error> {
+    let bad = |e: crate::merge::MergeError| Error::BadFlag {
+        flag: "DIR",
+        message: e.0,
+    };
+    let dirs: Vec<PathBuf> = dirs.iter().map(|d| env.cwd.join(d)).collect();
+    let partials = crate::merge::read(&dirs).map_err(bad)?;
+    let stamp = report::utc(std::time::SystemTime::now());
+    let dir = match to {
+        Some(dir) => env.cwd.join(dir),
+        None => {
+            let root = std::env::var_os(crate::driver::run::REPORTS_DIR_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|v| env.cwd.join(v))
+                .or_else(|| {
+                    crate::artifacts::Repo::find(&[&env.cwd])
+                        .ok()
+                        .map(|r| r.reports())
+                })
+                .unwrap_or_else(|| env.cwd.join("reports"));
+            let sha = partials
+                .first()
+                .map(|p| p.report.run.git_commit.chars().take(7).collect::<String>())
+                .unwrap_or_default();
+            report::report_dir(&root, &format!("{}-merged", stamp.compact), &sha)
+        }
+    };
+    if dirs.contains(&dir) {
+        return Err(Error::BadFlag {
+            flag: "--out",
+            message: format!(
+                "{} is one of the partial folders; name a new folder",
+                dir.display()
+            ),
+        });
+    }
+    let run_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let merged = crate::merge::merge(&partials, &run_id).map_err(bad)?;
+    let harness = |e: report::ReportError| Error::Harness(awa_runtime::error::chain(&e));
+    report::write_all(&dir, &merged).map_err(harness)?;
+    crate::merge::copy_files(&partials, &dir).map_err(Error::Output)?;
+    let color = report::terminal::use_color();
+    let summary = if cli.global.quiet {
+        report::terminal::quiet_summary(&merged, color)
+    } else {
+        report::terminal::summary_table(&merged, color)
+    };
+    out.write_all(summary.as_bytes())?;
+    if !cli.global.quiet {
+        writeln!(
+            err,
+            "merged {} into {}",
+            report::text::plural(partials.len(), "partial run"),
+            dir.display()
+        )?;
+    }
+    Ok(merged.outcome())
 }
 
 /// `rehearse replay FILE [--cell NAME]...`, quoted for a shell.

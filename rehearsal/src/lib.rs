@@ -65,6 +65,7 @@ pub mod exit;
 pub mod fleet;
 pub mod image;
 pub mod matrix;
+pub mod merge;
 pub mod monitor;
 pub mod observe;
 pub mod partition;

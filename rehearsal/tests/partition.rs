@@ -98,3 +98,227 @@ fn shares_are_the_same_for_the_same_inputs_and_duration_balances() {
     let slices = partition::shares(&ids, Strategy::Slice, 3, &BTreeMap::new());
     assert_eq!(slices.concat(), (0..ids.len()).collect::<Vec<_>>());
 }
+
+const SMALL: &str = r#"
+[artifacts.current]
+build = "workspace"
+
+[workload]
+rate_per_s = 100
+backlog = 50
+mix = { complete = 9, retry_once = 1 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "30s"
+
+[[cell]]
+name = "one"
+about = "a worker and a producer"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 1, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "500ms" },
+  { load = "off" },
+  { drain = "30s" },
+]
+
+[[cell]]
+name = "two"
+about = "two workers and a producer"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 2, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "500ms" },
+  { load = "off" },
+  { drain = "30s" },
+]
+
+[[cell]]
+name = "three"
+about = "a worker killed"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 2, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "500ms" },
+  { kill = "worker" },
+  { load = "off" },
+  { drain = "30s" },
+]
+
+[matrix]
+small = ["one", "two", "three"]
+"#;
+
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rehearse(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rehearse"))
+        .args(args)
+        .current_dir(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap(),
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run rehearse")
+}
+
+fn only_folder(reports: &std::path::Path) -> std::path::PathBuf {
+    let dirs: Vec<_> = std::fs::read_dir(reports)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+#[test]
+fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
+    use rehearsal::report::{self, REPORT_JSON};
+    let dir = std::env::temp_dir().join(format!("rehearse-partition-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch(dir);
+    let matrix = scratch.0.join("matrix.toml");
+    std::fs::write(&matrix, SMALL).unwrap();
+    let m = matrix.display().to_string();
+    let mut folders = Vec::new();
+    for (tag, extra) in [
+        ("whole", None),
+        ("p1", Some("hash:1/2")),
+        ("p2", Some("hash:2/2")),
+    ] {
+        let reports = scratch.0.join(tag);
+        let r = reports.display().to_string();
+        let mut args = vec![
+            "--matrix-file",
+            &m,
+            "--matrix",
+            "small",
+            "--seed",
+            "11",
+            "-q",
+            "--reports-dir",
+            &r,
+        ];
+        if let Some(p) = extra {
+            args.extend(["--partition", p]);
+        }
+        let output = rehearse(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{tag}: {stderr}");
+        folders.push(only_folder(&reports));
+    }
+    let whole = report::read_json(&folders[0].join(REPORT_JSON)).unwrap();
+    let (p1, p2) = (
+        folders[1].display().to_string(),
+        folders[2].display().to_string(),
+    );
+    let merged_dir = scratch.0.join("merged");
+    let out = merged_dir.display().to_string();
+    let output = rehearse(&["merge", &p1, &p2, "--out", &out]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let merged = report::read_json(&merged_dir.join(REPORT_JSON)).unwrap();
+    let view = |r: &report::RunReport| -> Vec<(String, rehearsal::observe::Verdict)> {
+        r.cells
+            .iter()
+            .map(|c| (c.name.clone(), c.verdict))
+            .collect()
+    };
+    assert_eq!(
+        view(&merged),
+        view(&whole),
+        "same cells, same verdicts, same order"
+    );
+    for cell in &merged.cells {
+        let single = whole.cells.iter().find(|c| c.name == cell.name).unwrap();
+        assert_eq!(
+            cell.plan, single.plan,
+            "{}: the share ran the whole run's plan",
+            cell.name
+        );
+    }
+    assert_eq!(merged.run.merged_from.len(), 2);
+    assert!(merged.run.partition.is_none());
+    assert_eq!(merged.run.matrix_checksum, whole.run.matrix_checksum);
+    for name in ["report.md", "junit.xml", "report.html"] {
+        assert!(merged_dir.join(name).is_file(), "{name}");
+    }
+    assert!(merged_dir.join("logs").is_dir());
+    let junit = std::fs::read_to_string(merged_dir.join("junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), 3, "{junit}");
+
+    // A gap: one share alone.
+    let refused = |args: &[&str], needles: &[&str]| {
+        let output = rehearse(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{needle} missing from:\n{stderr}");
+        }
+    };
+    let nowhere = scratch.0.join("never").display().to_string();
+    // fnv1a64 puts all three cells in share 2 of 2: share 1 is an empty run that passed.
+    let empty = report::read_json(&folders[1].join(REPORT_JSON)).unwrap();
+    assert!(empty.cells.is_empty() && empty.run.partition.is_some());
+    // A gap: the empty share alone.
+    refused(
+        &["merge", &p1, "--out", &nowhere],
+        &[
+            "missing 3 cells of the selection: one, two, three",
+            &p1,
+            "no folder of share 2 of 2",
+        ],
+    );
+    // A duplicate: the same share twice.
+    refused(
+        &["merge", &p1, &p1, &p2, "--out", &nowhere],
+        &["are both share hash:1/2"],
+    );
+    // A share of another commit, and of another matrix file.
+    for (field, value, says) in [
+        (
+            "git_commit",
+            "0000000000000000000000000000000000000000",
+            "different git commits",
+        ),
+        ("matrix_checksum", "ffff", "different matrix files"),
+    ] {
+        let copy = scratch.0.join(format!("copy-{field}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        let mut value_json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(folders[2].join(REPORT_JSON)).unwrap())
+                .unwrap();
+        value_json["run"][field] = value.into();
+        std::fs::write(copy.join(REPORT_JSON), value_json.to_string()).unwrap();
+        let c = copy.display().to_string();
+        refused(&["merge", &p1, &c, "--out", &nowhere], &[says, &p1, &c]);
+    }
+    // A plain run is not a share.
+    let w = folders[0].display().to_string();
+    refused(
+        &["merge", &w, &p2, "--out", &nowhere],
+        &["is not a share of a partitioned run"],
+    );
+    assert!(
+        !std::path::Path::new(&nowhere).exists(),
+        "a refused merge wrote a folder"
+    );
+}

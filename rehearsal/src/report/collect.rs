@@ -92,6 +92,7 @@ impl Collector {
                 schedule: start.schedule,
                 matrix_checksum: start.matrix_checksum,
                 partition: start.partition,
+                merged_from: Vec::new(),
             },
             artifacts: start.artifacts,
             selftest: start

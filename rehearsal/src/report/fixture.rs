@@ -136,6 +136,7 @@ pub fn report() -> RunReport {
             interrupted: false,
             matrix_checksum: String::new(),
             partition: None,
+            merged_from: Vec::new(),
         },
         artifacts: vec![
             ArtifactInfo {

@@ -70,7 +70,9 @@ use crate::reconcile::Detection;
 /// - `1.11`: per process `contract`, its stdout lines read against the
 ///   runtime's event contract: `events`, `unknown` (a newer release's
 ///   event kinds) and `garbled` (not events); default zeros.
-pub const FORMAT_VERSION: &str = "1.11";
+/// - `1.12`: per run `merged_from`, the partial runs `rehearse merge`
+///   joined (empty for a run; defaults to empty).
+pub const FORMAT_VERSION: &str = "1.12";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -165,6 +167,9 @@ pub struct RunInfo {
     /// every cell of the whole selection (null: the whole selection ran). Added in 1.10.
     #[serde(default)]
     pub partition: Option<crate::partition::PartitionInfo>,
+    /// `rehearse merge`: the run ids of the partial runs joined, by share. Added in 1.12.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
 }
 
 impl RunInfo {

@@ -317,6 +317,19 @@ pub(crate) fn run_rows(
             .as_ref()
             .map(|p| ("partition", partition_row(p, r.cells.len()))),
     )
+    .chain((!run.merged_from.is_empty()).then(|| {
+        (
+            "merged from",
+            format!(
+                "{} (rehearse merge; wall time is the longest share's, CPU the shares' sum)",
+                run.merged_from
+                    .iter()
+                    .map(|id| code(id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    }))
     .chain((!run.matrix_checksum.is_empty()).then(|| {
         (
             "matrix checksum",
