@@ -214,6 +214,8 @@ fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
             "--seed",
             "11",
             "-q",
+            "--backend",
+            "process",
             "--reports-dir",
             &r,
         ];

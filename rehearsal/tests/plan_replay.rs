@@ -63,6 +63,8 @@ impl Drop for Scratch {
 fn rehearse(args: &[&str], reports: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rehearse"))
         .args(args)
+        // The process backend is what these runs rehearse, whatever the default.
+        .env("REHEARSE_BACKEND", "process")
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
         .env("REHEARSE_REPORTS_DIR", reports)
         .stdin(Stdio::null())
