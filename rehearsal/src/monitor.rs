@@ -32,9 +32,23 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
 use crate::observe::{CensusSample, LivenessSample, RingLiveness, RingSample};
+use crate::stream::{Events, RunEvent};
 
 /// Sampling interval.
 pub const INTERVAL: Duration = Duration::from_millis(250);
+
+/// The most often a cell's samples go into the event stream
+/// ([`RunEvent::MonitorSample`]); a ring whose authority changes is sent
+/// at once. Every tick is still recorded in [`Samples`].
+pub const EVENT_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a cell's samples go as events, and under which cell's name.
+pub struct Live {
+    /// The run's stream.
+    pub events: Events,
+    /// The cell the samples are of.
+    pub cell: String,
+}
 
 /// Event counts by version, then kind, as the fleet reported them so far.
 pub type Counts = BTreeMap<String, BTreeMap<String, u64>>;
@@ -116,8 +130,15 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Starts sampling the database at `url` for a cell that started at `t0`.
-    pub fn start(url: String, t0: Instant, stale_after: Duration, counts: CountSource) -> Monitor {
+    /// Starts sampling the database at `url` for a cell that started at
+    /// `t0`, sending samples to `live` as they are read.
+    pub fn start(
+        url: String,
+        t0: Instant,
+        stale_after: Duration,
+        counts: CountSource,
+        live: Live,
+    ) -> Monitor {
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             let mut sampler = Sampler {
@@ -128,6 +149,8 @@ impl Monitor {
                 counts,
                 last: BTreeMap::new(),
                 samples: Samples::default(),
+                live,
+                sent_ms: None,
             };
             let mut tick = tokio::time::interval(INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -159,6 +182,9 @@ struct Sampler {
     /// The last ring sample taken per ring, recorded or not.
     last: BTreeMap<String, (RingSample, bool)>,
     samples: Samples,
+    live: Live,
+    /// When the last sample went into the stream.
+    sent_ms: Option<u64>,
 }
 
 impl Sampler {
@@ -182,6 +208,7 @@ impl Sampler {
                 census,
                 liveness,
             }) => {
+                self.send(&census, &rings);
                 for ring in rings {
                     self.record_ring(ring);
                 }
@@ -193,6 +220,25 @@ impl Sampler {
                 self.client = None;
             }
         }
+    }
+
+    /// Sends the tick's snapshot as an event when [`EVENT_EVERY`] has
+    /// passed since the last one, or a ring's authority changed.
+    fn send(&mut self, census: &CensusSample, rings: &[RingSample]) {
+        let authority_changed = rings.iter().any(|r| {
+            self.last
+                .get(&r.ring)
+                .is_some_and(|(prev, _)| prev.authority != r.authority)
+        });
+        if !due(self.sent_ms, census.at_ms, authority_changed) {
+            return;
+        }
+        self.sent_ms = Some(census.at_ms);
+        self.live.events.send(RunEvent::MonitorSample {
+            cell: self.live.cell.clone(),
+            census: census.clone(),
+            rings: rings.to_vec(),
+        });
     }
 
     fn record_ring(&mut self, sample: RingSample) {
@@ -229,6 +275,13 @@ impl Sampler {
         self.samples.rings.sort_by_key(|s| s.at_ms);
         self.samples
     }
+}
+
+/// Whether a sample read at `at_ms` goes into the stream, the last one
+/// having gone at `sent_ms`.
+fn due(sent_ms: Option<u64>, at_ms: u64, authority_changed: bool) -> bool {
+    authority_changed
+        || sent_ms.is_none_or(|sent| at_ms.saturating_sub(sent) >= EVENT_EVERY.as_millis() as u64)
 }
 
 /// The authoritative cursor of a sampled ring: the ledger's top under
@@ -400,7 +453,21 @@ mod tests {
             counts: Arc::new(Counts::new),
             last: BTreeMap::new(),
             samples: Samples::default(),
+            live: Live {
+                events: Events::discard(),
+                cell: "c".into(),
+            },
+            sent_ms: None,
         }
+    }
+
+    #[test]
+    fn samples_go_into_the_stream_once_a_second_or_at_an_authority_change() {
+        assert!(due(None, 0, false), "the first sample goes at once");
+        assert!(!due(Some(0), 250, false));
+        assert!(!due(Some(0), 999, false));
+        assert!(due(Some(0), 1_000, false));
+        assert!(due(Some(0), 250, true), "a flip is sent when it is seen");
     }
 
     fn ring(at_ms: u64, generation: i64) -> RingSample {

@@ -29,7 +29,8 @@ use tokio::sync::mpsc;
 
 use crate::matrix::Expectation;
 use crate::observe::{
-    ArtifactInfo, Finding, KillRecord, Observations, Phase, ProvedFacts, Verdict,
+    ArtifactInfo, CensusSample, Finding, KillRecord, Observations, Phase, ProvedFacts, RingSample,
+    Verdict,
 };
 use crate::plan::CellPlan;
 use crate::reconcile::Detection;
@@ -101,6 +102,20 @@ pub enum RunEvent {
         cell: String,
         /// What it did.
         fault: Fault,
+    },
+    /// What the monitor read from a running cell's database in one
+    /// snapshot: at most one a [`crate::monitor::EVENT_EVERY`], and at
+    /// every change of a ring's authority (the report keeps the whole
+    /// series in the cell's observations; this is the live view for other
+    /// tools reading `--format json`).
+    MonitorSample {
+        /// The cell.
+        cell: String,
+        /// The census of the tick: events by version, fresh runtimes,
+        /// rollup deltas, lock waits.
+        census: CensusSample,
+        /// Each ring's cursors in both representations and its authority.
+        rings: Vec<RingSample>,
     },
     /// A cell's run is over: what it observed and what reconciliation found.
     CellFinished(Box<CellRun>),

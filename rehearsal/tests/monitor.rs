@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use awa_runtime::pgtemp::Cluster;
 use rehearsal::matrix::FindingRule;
-use rehearsal::monitor::{Counts, Monitor, Samples};
+use rehearsal::monitor::{Counts, EVENT_EVERY, Live, Monitor, Samples};
 use rehearsal::observe::Observations;
 use rehearsal::reconcile::sample_findings;
+use rehearsal::stream::{self, RunEvent};
 use tokio_postgres::Client;
 
 /// What a flip commits, less its checks: the columns and the per-slot
@@ -82,11 +83,19 @@ async fn expanded(cluster: &Cluster, name: &str) -> Client {
 }
 
 fn start_monitor(cluster: &Cluster, name: &str) -> Monitor {
+    start_streaming(cluster, name, stream::Events::discard())
+}
+
+fn start_streaming(cluster: &Cluster, name: &str, events: stream::Events) -> Monitor {
     Monitor::start(
         cluster.url(name),
         Instant::now(),
         Duration::from_millis(1_500),
         Arc::new(Counts::new),
+        Live {
+            events,
+            cell: name.to_owned(),
+        },
     )
 }
 
@@ -172,7 +181,8 @@ async fn a_real_flip_under_sampling_is_not_mixed_discipline() {
     for round in 0..3 {
         let name = format!("real_flip_{round}");
         let _db = expanded(&cluster, &name).await;
-        let monitor = start_monitor(&cluster, &name);
+        let (events, mut rx) = stream::channel();
+        let monitor = start_streaming(&cluster, &name, events);
         // Flip at a different point of the sampling interval each round.
         tokio::time::sleep(Duration::from_millis(300 + 80 * round)).await;
         let mut flipper = cluster.connect(&name).await.unwrap();
@@ -190,6 +200,45 @@ async fn a_real_flip_under_sampling_is_not_mixed_discipline() {
         let samples = monitor.stop().await;
         assert!(samples.rings.iter().any(|s| s.authority == "ledger"));
         assert_eq!(judged(&samples), [], "round {round}");
+        // The live stream: the first sample at once, then at most one a
+        // second, but the tick that saw the flip whenever it came.
+        let mut sent = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                RunEvent::MonitorSample {
+                    cell,
+                    census,
+                    rings,
+                } => {
+                    assert_eq!(cell, name);
+                    assert_eq!(rings.len(), 3, "{rings:?}");
+                    sent.push((census.at_ms, rings[0].authority.clone()));
+                }
+                other => panic!("the monitor sends only samples: {other:?}"),
+            }
+        }
+        assert_eq!(
+            sent.first().map(|s| s.1.as_str()),
+            Some("columns"),
+            "{sent:?}"
+        );
+        let seen = samples
+            .rings
+            .iter()
+            .find(|s| s.authority == "ledger")
+            .map(|s| s.at_ms);
+        assert!(
+            sent.iter().any(|s| Some(s.0) == seen && s.1 == "ledger"),
+            "the tick that saw the flip was sent: {sent:?}, flip seen at {seen:?}"
+        );
+        for pair in sent.windows(2) {
+            if pair[0].1 == pair[1].1 {
+                assert!(
+                    pair[1].0 - pair[0].0 >= EVENT_EVERY.as_millis() as u64,
+                    "{sent:?}"
+                );
+            }
+        }
     }
 }
 

@@ -96,6 +96,7 @@ fn a_recorded_stream_renders_the_report_the_run_wrote() {
             ..
         } => "kill",
         RunEvent::FaultInjected { .. } => "other fault",
+        RunEvent::MonitorSample { .. } => "monitor_sample",
         RunEvent::CellFinished(_) => "cell_finished",
         RunEvent::CellJudged { .. } => "cell_judged",
         RunEvent::RunFinished(_) => "run_finished",
@@ -109,6 +110,7 @@ fn a_recorded_stream_renders_the_report_the_run_wrote() {
         "process_started",
         "process_exited",
         "kill",
+        "monitor_sample",
         "cell_finished",
         "cell_judged",
         "run_finished",

@@ -15,7 +15,7 @@ use super::probe::Probe;
 use super::{Abort, CellContext, Done, EXIT_OK};
 use crate::fleet::{ProcId, Sink};
 use crate::matrix::{FlipMode, KillTarget, Step, When};
-use crate::monitor::Monitor;
+use crate::monitor::{Live, Monitor};
 use crate::observe::{
     CronWindow, Finding, Observations, Phase, ProcessRecord, ProvedFacts, StepFailure, StepOutcome,
 };
@@ -254,6 +254,10 @@ impl<'a> Cell<'a> {
             t0,
             plan.timings.stale_after.to_std(),
             counts,
+            Live {
+                events: ctx.events.clone(),
+                cell: plan.name.clone(),
+            },
         );
         let cell = Cell {
             ctx,
