@@ -9,7 +9,7 @@ use super::ledger::{Cancel, Role};
 use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::{Labels, ProcId, Spec};
-use crate::matrix::Expectation;
+use crate::matrix::{Expectation, KillTarget};
 use crate::observe::KillRecord;
 use crate::plan::Pick;
 use crate::stream::{Fault, RunEvent};
@@ -417,6 +417,31 @@ impl Cell<'_> {
             .collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// The process a kill or a suspend acts on: the leader when the step
+    /// runs (waited for up to three stale intervals), else the plan's
+    /// `pick` among the live candidates of `target`, of artifact `of` if
+    /// given. `None` when there is none; the step says so.
+    pub(super) async fn find_victim(
+        &self,
+        target: KillTarget,
+        of: Option<&str>,
+        choice: Option<Pick>,
+    ) -> Result<Option<ProcId>, Interrupted> {
+        match target {
+            KillTarget::Leader => {
+                let wait = self.plan.timings.stale_after.to_std() * 3 + Duration::from_secs(5);
+                self.shared
+                    .wait_for(wait, &self.cancel(), |l| {
+                        let id = l.current_leader()?;
+                        of.is_none_or(|a| l.procs[id].artifact == a).then_some(id)
+                    })
+                    .await
+            }
+            KillTarget::Worker => Ok(pick(&self.live(Role::Worker, of), choice)),
+            KillTarget::Producer => Ok(pick(&self.live(Role::Producer, of), choice)),
+        }
     }
 
     /// The seat a process fills.

@@ -3,8 +3,6 @@
 use std::time::Duration;
 
 use super::super::cell::{ArmedFault, Cell};
-use super::super::ledger::Role;
-use super::super::procs::pick;
 use super::super::{Abort, Done};
 use super::evidence::Inside;
 use crate::fleet::ProcId;
@@ -48,27 +46,9 @@ impl Cell<'_> {
     ) -> Result<String, Abort> {
         let of = k.of.as_deref();
         let whose = of.map_or(String::new(), |a| format!(" of {a}"));
-        let victim = match k.target {
-            KillTarget::Leader => {
-                let wait = self.plan.timings.stale_after.to_std() * 3 + Duration::from_secs(5);
-                let of = k.of.clone();
-                self.shared
-                    .wait_for(wait, &self.cancel(), |l| {
-                        let id = l.current_leader()?;
-                        of.as_deref()
-                            .is_none_or(|a| l.procs[id].artifact == a)
-                            .then_some(id)
-                    })
-                    .await?
-            }
-            KillTarget::Worker => pick(&self.live(Role::Worker, of), k.pick),
-            KillTarget::Producer => pick(&self.live(Role::Producer, of), k.pick),
-        };
+        let victim = self.find_victim(k.target, of, k.pick).await?;
         let Some(victim) = victim else {
-            let what = match k.target {
-                KillTarget::Leader => format!("no live leader{whose}"),
-                other => format!("no live {}{whose}", other.name()),
-            };
+            let what = format!("no live {}{whose}", k.target.name());
             self.fail(format!("kill {}: {what} to kill", k.target.name()));
             self.record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
             return Ok(format!("nothing to kill: {what}"));

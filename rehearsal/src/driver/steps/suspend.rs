@@ -9,8 +9,6 @@
 use std::time::{Duration, Instant};
 
 use super::super::cell::{Cell, Suspension};
-use super::super::ledger::Role;
-use super::super::procs::pick;
 use super::super::{Abort, Done};
 use crate::fleet::Handle;
 use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
@@ -27,22 +25,7 @@ impl Cell<'_> {
     pub(super) async fn suspend(&mut self, s: &PlannedSuspend) -> Result<Done, Abort> {
         let of = s.of.as_deref();
         let whose = of.map_or(String::new(), |a| format!(" of {a}"));
-        let victim = match s.target {
-            KillTarget::Leader => {
-                let wait = self.plan.timings.stale_after.to_std() * 3 + Duration::from_secs(5);
-                let of = s.of.clone();
-                self.shared
-                    .wait_for(wait, &self.cancel(), |l| {
-                        let id = l.current_leader()?;
-                        of.as_deref()
-                            .is_none_or(|a| l.procs[id].artifact == a)
-                            .then_some(id)
-                    })
-                    .await?
-            }
-            KillTarget::Worker => pick(&self.live(Role::Worker, of), s.pick),
-            KillTarget::Producer => pick(&self.live(Role::Producer, of), s.pick),
-        };
+        let victim = self.find_victim(s.target, of, s.pick).await?;
         let Some(victim) = victim else {
             let what = format!("no live {}{whose}", s.target.name());
             self.fail(format!("suspend {}: {what} to suspend", s.target.name()));
