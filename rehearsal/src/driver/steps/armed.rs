@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::{ArmedFault, Cell};
+use super::super::cell::{ArmedFault, COMMAND_TIMEOUT, Cell};
+use super::super::ledger::Role;
 use super::evidence::{Before, Inside};
 use crate::fleet::ProcId;
 use crate::matrix::When;
@@ -22,7 +23,83 @@ pub(super) enum Detector {
     BlockedBy(i32),
 }
 
+/// A migrate or flip command that faults may be armed for.
+pub(super) struct ArmedCommand<'s> {
+    pub artifact: &'s str,
+    pub role: Role,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// `DuringMigrate` or `DuringFlip`: which armed faults fire inside it.
+    pub when: When,
+    pub detect: Detector,
+    /// What a crash inside it must leave unchanged.
+    pub before: Option<Before>,
+    /// A transaction the command waits on so that the faults land inside
+    /// it; rolled back once they have fired.
+    pub holder: Option<tokio_postgres::Client>,
+}
+
+/// The run of an armed command that is judged: after a PostgreSQL crash
+/// the command's second run, else its only one.
+pub(super) struct Judged {
+    pub id: ProcId,
+    /// When it started (ms since the cell started).
+    pub at_ms: u64,
+}
+
 impl Cell<'_> {
+    /// Runs `cmd`, fires the faults armed for it once it is in flight,
+    /// waits for it to end, and after a PostgreSQL crash runs it once more
+    /// (without the armed environment): the run whose outcome the step's
+    /// `expect` applies to.
+    pub(super) async fn run_armed(
+        &mut self,
+        cmd: ArmedCommand<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<Judged, Abort> {
+        let at_ms = self.ms();
+        let id = match self
+            .spawn(cmd.artifact, cmd.role, cmd.args.clone(), cmd.env)
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                self.migration_hold = None;
+                return Err(e);
+            }
+        };
+        let fired = self
+            .fire_armed(cmd.when, Some((id, cmd.detect)), cmd.before, notes)
+            .await;
+        // Whatever happened to the armed faults, the command goes on.
+        self.migration_hold = None;
+        if let Some(client) = cmd.holder {
+            // Gone already when PostgreSQL was crashed; else this lets the command go on.
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
+        let crashed = fired?;
+        self.finish_command(id, COMMAND_TIMEOUT).await?;
+        if !crashed {
+            return Ok(Judged { id, at_ms });
+        }
+        let why = self.shared.lock().procs[id].why_ended();
+        notes.push(format!(
+            "the interrupted {}: {why}; run once more after the restart",
+            command_word(cmd.when)
+        ));
+        let at_ms = self.ms();
+        let id = self
+            .run_command(
+                cmd.artifact,
+                cmd.role,
+                cmd.args,
+                Vec::new(),
+                COMMAND_TIMEOUT,
+            )
+            .await?;
+        Ok(Judged { id, at_ms })
+    }
+
     /// Fires the faults armed for `when`, inside `trigger` (a migrate or
     /// flip process) once the database shows it in flight (or after 5 s, or
     /// when it already ended), and records each one's evidence; a crash's
@@ -42,50 +119,21 @@ impl Cell<'_> {
         if firing.is_empty() {
             return Ok(false);
         }
-        let what = if when == When::DuringMigrate {
-            "migration"
-        } else {
-            "flip"
-        };
-        let mut inside = Inside {
-            what,
-            seen: trigger.is_none(),
-            note: format!("the {what} step was running (an auto-flip is not visible from outside)"),
-        };
-        if let Some((id, detect)) = trigger {
-            let deadline = Instant::now() + IN_FLIGHT_TIMEOUT;
-            loop {
-                if self.shared.lock().procs[id].exit.is_some() {
-                    inside.note =
-                        format!("the {what} ended before the armed fault could fire inside it");
-                    notes.push(inside.note.clone());
-                    break;
-                }
-                let seen = match detect {
-                    Detector::Migration => self.probe.migration_in_flight().await,
-                    Detector::FlipSql(since) => self.probe.flip_in_flight(since).await,
-                    Detector::BlockedBy(pid) => self.probe.blocked_by(pid).await,
-                };
-                if seen == Ok(true) {
-                    inside.seen = true;
-                    inside.note = match detect {
-                        Detector::BlockedBy(_) => format!(
-                            "the {what} was held inside its transaction at the authority lock"
-                        ),
-                        _ => format!("the {what} was seen in flight"),
-                    };
-                    notes.push(inside.note.clone());
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    inside.note =
-                        format!("the {what} was not seen in flight within 5s; firing anyway");
-                    notes.push(inside.note.clone());
-                    break;
-                }
-                self.cancel().sleep(Duration::from_millis(5)).await?;
+        let what = command_word(when);
+        let inside = match trigger {
+            Some((id, detect)) => {
+                let inside = self.until_in_flight(what, id, detect).await?;
+                notes.push(inside.note.clone());
+                inside
             }
-        }
+            None => Inside {
+                what,
+                seen: true,
+                note: format!(
+                    "the {what} step was running (an auto-flip is not visible from outside)"
+                ),
+            },
+        };
         let trigger_id = trigger.map(|(id, _)| id);
         let mut crashed = false;
         for (_, fault) in firing {
@@ -114,6 +162,63 @@ impl Cell<'_> {
             }
         }
         Ok(crashed)
+    }
+
+    /// Waits (up to 5 s) for the database to show process `id`, the
+    /// migration or flip, in flight; says whether it did and how.
+    async fn until_in_flight(
+        &mut self,
+        what: &'static str,
+        id: ProcId,
+        detect: Detector,
+    ) -> Result<Inside, Abort> {
+        let deadline = Instant::now() + IN_FLIGHT_TIMEOUT;
+        loop {
+            if self.shared.lock().procs[id].exit.is_some() {
+                let note = format!("the {what} ended before the armed fault could fire inside it");
+                return Ok(Inside {
+                    what,
+                    seen: false,
+                    note,
+                });
+            }
+            let seen = match detect {
+                Detector::Migration => self.probe.migration_in_flight().await,
+                Detector::FlipSql(since) => self.probe.flip_in_flight(since).await,
+                Detector::BlockedBy(pid) => self.probe.blocked_by(pid).await,
+            };
+            if seen == Ok(true) {
+                let note = match detect {
+                    Detector::BlockedBy(_) => {
+                        format!("the {what} was held inside its transaction at the authority lock")
+                    }
+                    _ => format!("the {what} was seen in flight"),
+                };
+                return Ok(Inside {
+                    what,
+                    seen: true,
+                    note,
+                });
+            }
+            if Instant::now() >= deadline {
+                let note = format!("the {what} was not seen in flight within 5s; firing anyway");
+                return Ok(Inside {
+                    what,
+                    seen: false,
+                    note,
+                });
+            }
+            self.cancel().sleep(Duration::from_millis(5)).await?;
+        }
+    }
+}
+
+/// The command a fault armed for `when` fires inside, in a word.
+fn command_word(when: When) -> &'static str {
+    if when == When::DuringMigrate {
+        "migration"
+    } else {
+        "flip"
     }
 }
 

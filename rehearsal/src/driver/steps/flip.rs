@@ -2,13 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::{COMMAND_TIMEOUT, Cell};
+use super::super::cell::Cell;
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
-use super::armed::Detector;
+use super::armed::{ArmedCommand, Detector};
 use super::evidence::Before;
-use super::with_notes;
+use super::{CommandEnd, with_notes};
 use crate::fleet::Event;
 use crate::fleet::events::{Blocked, Flipped};
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
@@ -50,7 +50,7 @@ impl Cell<'_> {
         // row it locks last: the flip then waits, singletons locked, until
         // the fault has fired (a crash ends the wait; after a kill the row
         // is released and the flip goes on).
-        let mut holder = if armed {
+        let holder = if armed {
             self.hold_authority_row().await
         } else {
             None
@@ -66,56 +66,45 @@ impl Cell<'_> {
         } else {
             None
         };
-        let mut at_ms = self.ms();
-        let id = self
-            .spawn(&s.by, Role::Flip, args.clone(), Vec::new())
-            .await?;
         let detect = match &holder {
             Some((_, pid)) => Detector::BlockedBy(*pid),
             None => Detector::FlipSql(since.unwrap_or(0.0)),
         };
-        let fired = self
-            .fire_armed(When::DuringFlip, Some((id, detect)), before, &mut notes)
-            .await;
-        if let Some((client, _)) = holder.take() {
-            // Gone already when PostgreSQL was crashed; else this lets the flip go on.
-            let _ = client.batch_execute("ROLLBACK").await;
-        }
-        let crashed = fired?;
-        self.finish_command(id, COMMAND_TIMEOUT).await?;
-        let mut last = id;
-        if crashed {
-            let why = self.shared.lock().procs[id].why_ended();
-            notes.push(format!(
-                "the interrupted flip: {why}; run once more after the restart"
-            ));
-            at_ms = self.ms();
-            last = self
-                .run_command(&s.by, Role::Flip, args, Vec::new(), COMMAND_TIMEOUT)
-                .await?;
-        }
-        let (name, code, refused, why, output) = {
-            let l = self.shared.lock();
-            let p = &l.procs[last];
-            (
-                p.name.clone(),
-                p.code(),
-                p.refused.clone(),
-                p.why_ended(),
-                p.json.clone(),
-            )
+        let command = ArmedCommand {
+            artifact: &s.by,
+            role: Role::Flip,
+            args,
+            env: Vec::new(),
+            when: When::DuringFlip,
+            detect,
+            before,
+            holder: holder.map(|(client, _)| client),
         };
-        let expected = outcome_word(s.expect);
+        let judged = self.run_armed(command, &mut notes).await?;
+        let end = self.command_end(judged.id);
         self.obs.flips.push(FlipRecord {
             mode: s.mode.name().into(),
-            expected: expected.into(),
-            exit_code: code,
-            at_ms,
-            output: output.iter().map(as_json).collect(),
+            expected: outcome_word(s.expect).into(),
+            exit_code: end.code,
+            at_ms: judged.at_ms,
+            output: end.output.iter().map(as_json).collect(),
         });
+        let done = self.judge_flip(s, end);
+        Ok(with_notes(done, notes))
+    }
+
+    /// A manual or forced flip's outcome against the step's `expect`.
+    fn judge_flip(&mut self, s: &FlipStep, end: CommandEnd) -> Done {
+        let CommandEnd {
+            name,
+            code,
+            refused,
+            why,
+            output,
+        } = end;
         let version = self.version_of(&s.by);
         let summary = flip_summary(&output);
-        let done = match (s.expect, code) {
+        match (s.expect, code) {
             (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
                 let (fired, evidence) = self.flip_refusal_evidence(&output);
@@ -165,8 +154,7 @@ impl Cell<'_> {
                 self.fail(format!("{name} failed ({why})"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
-        };
-        Ok(with_notes(done, notes))
+        }
     }
 
     /// A refused flip's evidence: it names fresh runtimes of this cell that

@@ -1,13 +1,12 @@
 //! `migrate`: an artifact's `awa migrate`, judged by its exit code.
 
-use super::super::cell::ArmedFault;
-use super::super::cell::{COMMAND_TIMEOUT, Cell};
+use super::super::cell::{ArmedFault, Cell};
 use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
-use super::armed::{Detector, MigrationHold};
+use super::armed::{ArmedCommand, Detector, MigrationHold};
 use super::evidence::Before;
-use super::with_notes;
+use super::{CommandEnd, with_notes};
 use crate::fleet::Event;
 use crate::matrix::{MigrateStep, Outcome, When};
 use crate::observe::StepOutcome;
@@ -51,70 +50,51 @@ impl Cell<'_> {
         } else if armed {
             env.push(("AWA_MIGRATE_PAUSE".to_owned(), MIGRATE_PAUSE.to_owned()));
         }
-        let mut notes = Vec::new();
         let before = if armed {
             self.probe.schema_version().await.ok().map(Before::Schema)
         } else {
             None
         };
-        let id = match self
-            .spawn(&s.artifact, Role::Migrate, args.clone(), env)
-            .await
-        {
-            Ok(id) => id,
-            Err(e) => {
-                self.migration_hold = None;
-                return Err(e);
-            }
+        let mut notes = Vec::new();
+        let command = ArmedCommand {
+            artifact: &s.artifact,
+            role: Role::Migrate,
+            args,
+            env,
+            when: When::DuringMigrate,
+            detect: Detector::Migration,
+            before,
+            holder: None,
         };
-        let crashed = self
-            .fire_armed(
-                When::DuringMigrate,
-                Some((id, Detector::Migration)),
-                before,
-                &mut notes,
-            )
-            .await;
-        // Whatever happened to the armed faults, the migration goes on.
-        self.migration_hold = None;
-        let crashed = crashed?;
-        self.finish_command(id, COMMAND_TIMEOUT).await?;
-        let mut last = id;
-        if crashed {
-            let why = self.shared.lock().procs[id].why_ended();
-            notes.push(format!(
-                "the interrupted migration: {why}; run once more after the restart"
-            ));
-            last = self
-                .run_command(
-                    &s.artifact,
-                    Role::Migrate,
-                    args,
-                    Vec::new(),
-                    COMMAND_TIMEOUT,
-                )
-                .await?;
-        }
-        let (name, code, refused, why, migrated) = {
-            let l = self.shared.lock();
-            let p = &l.procs[last];
-            let migrated = p.json.iter().find_map(|e| match e {
-                Event::Migrated(m) => Some(format!("schema v{} -> v{}", m.from, m.to)),
-                _ => None,
-            });
-            (
-                p.name.clone(),
-                p.code(),
-                p.refused.clone(),
-                p.why_ended(),
-                migrated,
-            )
-        };
+        let judged = self.run_armed(command, &mut notes).await?;
+        let end = self.command_end(judged.id);
         self.record_schema(&s.artifact).await;
+        let done = self.judge_migrate(s, end, &mut notes).await?;
+        Ok(with_notes(done, notes))
+    }
+
+    /// The migration's outcome against the step's `expect`.
+    async fn judge_migrate(
+        &mut self,
+        s: &MigrateStep,
+        end: CommandEnd,
+        notes: &mut Vec<String>,
+    ) -> Result<Done, Abort> {
+        let CommandEnd {
+            name,
+            code,
+            refused,
+            why,
+            output,
+        } = end;
+        let migrated = output.iter().find_map(|e| match e {
+            Event::Migrated(m) => Some(format!("schema v{} -> v{}", m.from, m.to)),
+            _ => None,
+        });
         let version = self.version_of(&s.artifact);
-        let done = match (s.expect, code) {
+        Ok(match (s.expect, code) {
             (Outcome::Ok, Some(EXIT_OK)) => {
-                self.relaunch_parked(&mut notes).await?;
+                self.relaunch_parked(notes).await?;
                 Done::ok(format!(
                     "{name} ({version}): {}",
                     migrated.unwrap_or_else(|| "migrated".into())
@@ -134,29 +114,7 @@ impl Cell<'_> {
             }
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
-                // The declared reason: live runtimes the migration may not
-                // run under (below its floor, or in its exclusive window).
-                let named = self.runtimes_named_in(&reason);
-                if named.is_empty() {
-                    self.record_fault(
-                        "migrate expected refused",
-                        false,
-                        format!("the migration was refused, but its reason names no runtime of this cell: {reason}"),
-                    );
-                } else {
-                    self.record_fault(
-                        "migrate expected refused",
-                        true,
-                        format!(
-                            "refused for the declared reason, naming {}",
-                            named.join(", ")
-                        ),
-                    );
-                }
-                self.facts.refusals_required.push(format!(
-                    "step {} ({}): migrate by {} ({version}) was refused as required: {reason}",
-                    self.step_index, self.step_name, s.artifact
-                ));
+                self.required_refusal(&s.artifact, &version, &reason);
                 Done::with(
                     StepOutcome::Refused,
                     format!("{name} ({version}) refused as required: {reason}"),
@@ -179,7 +137,33 @@ impl Cell<'_> {
                 self.fail(format!("{name} failed ({why}) instead of refusing"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
-        };
-        Ok(with_notes(done, notes))
+        })
+    }
+
+    /// A migration refused as the plan requires: its evidence is a reason
+    /// naming live runtimes of this cell (below the floor, or in the
+    /// exclusive window), recorded with the refusal.
+    fn required_refusal(&mut self, artifact: &str, version: &str, reason: &str) {
+        let named = self.runtimes_named_in(reason);
+        if named.is_empty() {
+            self.record_fault(
+                "migrate expected refused",
+                false,
+                format!("the migration was refused, but its reason names no runtime of this cell: {reason}"),
+            );
+        } else {
+            self.record_fault(
+                "migrate expected refused",
+                true,
+                format!(
+                    "refused for the declared reason, naming {}",
+                    named.join(", ")
+                ),
+            );
+        }
+        self.facts.refusals_required.push(format!(
+            "step {} ({}): migrate by {artifact} ({version}) was refused as required: {reason}",
+            self.step_index, self.step_name
+        ));
     }
 }

@@ -84,6 +84,33 @@ impl Cell<'_> {
     }
 }
 
+/// How a one-shot command (migrate, flip) ended, read from the ledger.
+struct CommandEnd {
+    name: String,
+    code: Option<i32>,
+    /// The reason of its `refused` event, if it printed one.
+    refused: Option<String>,
+    /// How it ended, in words.
+    why: String,
+    /// Its JSON-lines events.
+    output: Vec<crate::fleet::Event>,
+}
+
+impl Cell<'_> {
+    /// How process `id` ended.
+    fn command_end(&self, id: crate::fleet::ProcId) -> CommandEnd {
+        let l = self.shared.lock();
+        let p = &l.procs[id];
+        CommandEnd {
+            name: p.name.clone(),
+            code: p.code(),
+            refused: p.refused.clone(),
+            why: p.why_ended(),
+            output: p.json.clone(),
+        }
+    }
+}
+
 fn with_notes(mut done: Done, notes: Vec<String>) -> Done {
     for note in notes {
         done.detail.push_str("; ");
