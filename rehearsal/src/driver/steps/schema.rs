@@ -8,6 +8,7 @@ use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::database::{connect, identifier, with_database};
 use super::super::ledger::Role;
 use super::super::{Abort, EXIT_OK};
+use super::assert::Held;
 use crate::matrix::CURRENT;
 use crate::observe::{SchemaCheck, SchemaRecord};
 use crate::schema::{self, Judged};
@@ -49,7 +50,7 @@ impl Cell<'_> {
     /// and become `schema_drift` findings at reconciliation, one per
     /// object; declarations that match nothing fail it too (they are
     /// stale: remove them).
-    pub(super) async fn schema_matches_fresh(&mut self) -> Result<Result<String, String>, Abort> {
+    pub(super) async fn schema_matches_fresh(&mut self) -> Result<Held, Abort> {
         let started = Instant::now();
         let scratch = scratch_name(&self.db.name, self.step_index);
         let harness =

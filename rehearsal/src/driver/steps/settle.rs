@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::super::Abort;
 use super::super::cell::Cell;
+use super::assert::{Held, unreadable};
 use crate::observe::{PrunedBack, RingPrunedBack};
 
 /// Slots per ring in every schema this rehearsal knows.
@@ -27,12 +28,11 @@ const RINGS: [&str; 3] = ["queue", "claim", "lease"];
 impl Cell<'_> {
     /// Waits for the workload's jobs to finish, then for every ring to
     /// prune what it held at that moment.
-    pub(super) async fn rings_pruned_back(&mut self) -> Result<Result<String, String>, Abort> {
-        let db = |e: String| Abort::Harness(format!("the check could not read the database: {e}"));
+    pub(super) async fn rings_pruned_back(&mut self) -> Result<Held, Abort> {
         let drain = self.plan.timings.drain_timeout.to_std();
         let start = Instant::now();
         loop {
-            let (_, workload) = self.probe.live_jobs().await.map_err(db)?;
+            let (_, workload) = self.probe.live_jobs().await.map_err(unreadable)?;
             if workload == 0 {
                 break;
             }
@@ -46,13 +46,21 @@ impl Cell<'_> {
             self.cancel().sleep(POLL).await?;
         }
         let from_ms = self.ms();
-        let through = self.probe.ring_generations().await.map_err(db)?;
+        let through = self.probe.ring_generations().await.map_err(unreadable)?;
         let bound = self.plan.timings.rotate_every.to_std() * (SLOTS + SPARE_ROTATIONS);
         let settled = Instant::now();
-        let mut left = self.probe.ring_rows_through(through).await.map_err(db)?;
+        let mut left = self
+            .probe
+            .ring_rows_through(through)
+            .await
+            .map_err(unreadable)?;
         while left.iter().any(|&n| n > 0) && settled.elapsed() < bound {
             self.cancel().sleep(POLL).await?;
-            left = self.probe.ring_rows_through(through).await.map_err(db)?;
+            left = self
+                .probe
+                .ring_rows_through(through)
+                .await
+                .map_err(unreadable)?;
         }
         let waited_ms = settled.elapsed().as_millis() as u64;
         let rings: Vec<RingPrunedBack> = RINGS
