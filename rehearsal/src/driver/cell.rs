@@ -499,13 +499,23 @@ impl Cell<'_> {
 
     /// Step 0: the N-1 (or fresh) schema, the cron schedule, the banked backlog.
     async fn setup(&mut self) -> Result<Done, Abort> {
-        let plan = self.plan;
-        let by = plan.database.migrated_by.clone();
-        let version = self.version_of(&by);
-        let mut detail = Vec::new();
+        let by = self.plan.database.migrated_by.clone();
+        let mut detail = vec![self.prepare_schema(&by).await?];
+        if let Some(cron) = self.plan.workload.cron {
+            detail.push(self.upsert_cron(&by, cron.every).await?);
+        }
+        if self.plan.workload.backlog > 0 {
+            detail.push(self.bank_backlog(&by).await?);
+        }
+        Ok(Done::ok(detail.join("; ")))
+    }
+
+    /// The cell's starting schema: `awa migrate` of `by`.
+    async fn prepare_schema(&mut self, by: &str) -> Result<String, Abort> {
+        let version = self.version_of(by);
         let id = self
             .run_command(
-                &by,
+                by,
                 Role::Migrate,
                 vec!["migrate".into()],
                 Vec::new(),
@@ -519,69 +529,76 @@ impl Cell<'_> {
                 "preparing the database with {by} ({version}) failed: awa migrate {why}"
             )));
         }
-        self.record_schema(&by).await;
+        self.record_schema(by).await;
         let schema = self.probe.schema_version().await.unwrap_or(0);
-        detail.push(format!(
+        Ok(format!(
             "{} schema v{schema} by {by} ({version})",
-            if plan.database.fresh_install {
+            if self.plan.database.fresh_install {
                 "fresh"
             } else {
                 "N-1"
             }
-        ));
-        if let Some(cron) = plan.workload.cron {
-            let every = super::env::awa_duration(cron.every);
-            let args = [
-                "cron",
-                "upsert",
-                "--name",
-                CRON_NAME,
-                "--every",
-                every.as_str(),
-            ]
-            .map(str::to_owned)
-            .to_vec();
-            let id = self
-                .run_command(&by, Role::Cron, args, Vec::new(), COMMAND_TIMEOUT)
-                .await?;
-            let ended = self.shared.lock().procs[id].code();
-            if ended != Some(EXIT_OK) {
-                let why = self.shared.lock().procs[id].why_ended();
-                return Err(Abort::Harness(format!(
-                    "awa cron upsert by {by} failed: {why}"
-                )));
-            }
-            detail.push(format!("cron {CRON_NAME} every {}", cron.every));
+        ))
+    }
+
+    /// The `[workload] cron` schedule, upserted by `by`.
+    async fn upsert_cron(
+        &mut self,
+        by: &str,
+        every: crate::matrix::Duration,
+    ) -> Result<String, Abort> {
+        let interval = super::env::awa_duration(every);
+        let args = [
+            "cron",
+            "upsert",
+            "--name",
+            CRON_NAME,
+            "--every",
+            interval.as_str(),
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let id = self
+            .run_command(by, Role::Cron, args, Vec::new(), COMMAND_TIMEOUT)
+            .await?;
+        let ended = self.shared.lock().procs[id].code();
+        if ended != Some(EXIT_OK) {
+            let why = self.shared.lock().procs[id].why_ended();
+            return Err(Abort::Harness(format!(
+                "awa cron upsert by {by} failed: {why}"
+            )));
         }
-        let backlog = plan.workload.backlog;
-        if backlog > 0 {
-            let mix = super::env::mix_string(&plan.workload.mix);
-            let env = super::env::producer_env(0.0, backlog, &mix, plan.workload.sleep);
-            let id = self
-                .run_command(
-                    &by,
-                    Role::Backlog,
-                    vec!["produce".into()],
-                    env,
-                    BACKLOG_TIMEOUT,
-                )
-                .await?;
-            let (code, why, accepted) = {
-                let l = self.shared.lock();
-                (
-                    l.procs[id].code(),
-                    l.procs[id].why_ended(),
-                    l.accepted.len(),
-                )
-            };
-            if code != Some(EXIT_OK) {
-                return Err(Abort::Harness(format!(
-                    "banking the backlog with {by} failed: {why}"
-                )));
-            }
-            detail.push(format!("backlog of {accepted} jobs banked by {by}"));
+        Ok(format!("cron {CRON_NAME} every {every}"))
+    }
+
+    /// The `[workload] backlog`, enqueued by `by` before the first step.
+    async fn bank_backlog(&mut self, by: &str) -> Result<String, Abort> {
+        let workload = &self.plan.workload;
+        let mix = super::env::mix_string(&workload.mix);
+        let env = super::env::producer_env(0.0, workload.backlog, &mix, workload.sleep);
+        let id = self
+            .run_command(
+                by,
+                Role::Backlog,
+                vec!["produce".into()],
+                env,
+                BACKLOG_TIMEOUT,
+            )
+            .await?;
+        let (code, why, accepted) = {
+            let l = self.shared.lock();
+            (
+                l.procs[id].code(),
+                l.procs[id].why_ended(),
+                l.accepted.len(),
+            )
+        };
+        if code != Some(EXIT_OK) {
+            return Err(Abort::Harness(format!(
+                "banking the backlog with {by} failed: {why}"
+            )));
         }
-        Ok(Done::ok(detail.join("; ")))
+        Ok(format!("backlog of {accepted} jobs banked by {by}"))
     }
 
     /// Copies what the ledger saw into the observations.

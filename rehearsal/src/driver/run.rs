@@ -298,16 +298,36 @@ async fn run_cells(
         expand_version: req.resolution.expand_version,
         events: events.clone(),
     };
-    let slots = Arc::new(Semaphore::new(req.schedule.jobs.max(1) as usize));
+    let tasks = start_cells(req, &ctx, &servers, reconcile).await;
+    let notes = join_cells(req, tasks).await;
+    signals.abort();
+    drop(ctx);
+    Ok(Ran {
+        interrupted: cancel.is_set(),
+        servers: servers.into_values().collect(),
+        notes,
+    })
+}
+
+/// Starts the cells in the schedule's order, `--jobs` at a time, each on
+/// its server; stops starting when the run is interrupted. Each task
+/// yields its cell's index.
+async fn start_cells(
+    req: &RunRequest,
+    ctx: &CellContext,
+    servers: &Servers,
+    reconcile: Arc<dyn Reconcile>,
+) -> tokio::task::JoinSet<usize> {
+    let permits = Arc::new(Semaphore::new(req.schedule.jobs.max(1) as usize));
     let mut tasks = tokio::task::JoinSet::new();
     for &index in &req.schedule.order {
         let plan = req.plan.cells[index].clone();
-        // Cells start in the schedule's order: the next waits here for a free slot.
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-            _ = cancel.fired() => break,
+        // Cells start in the schedule's order: the next waits here for a free permit.
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            _ = ctx.cancel.fired() => break,
         };
-        if cancel.is_set() {
+        if ctx.cancel.is_set() {
             break;
         }
         let (mut ctx, reconcile) = (ctx.clone(), reconcile.clone());
@@ -315,8 +335,8 @@ async fn run_cells(
             ctx.server = server.clone();
         }
         tasks.spawn(async move {
-            let _slot = slot;
-            // The budget runs from the cell's start (not while it queued for a slot).
+            let _permit = permit;
+            // The budget runs from the cell's start (not while it queued for a permit).
             ctx.cancel = ctx.cancel.with_budget(plan.timings.budget.to_std());
             ctx.events.send(RunEvent::CellStarted {
                 index,
@@ -328,6 +348,12 @@ async fn run_cells(
             index
         });
     }
+    tasks
+}
+
+/// Waits for every started cell; notes a task that failed and the cells
+/// that never started.
+async fn join_cells(req: &RunRequest, mut tasks: tokio::task::JoinSet<usize>) -> Vec<String> {
     let mut ran: Vec<usize> = Vec::new();
     let mut notes = Vec::new();
     while let Some(joined) = tasks.join_next().await {
@@ -347,13 +373,7 @@ async fn run_cells(
     if !not_run.is_empty() {
         notes.push(format!("not run: {}", not_run.join(", ")));
     }
-    signals.abort();
-    drop(ctx);
-    Ok(Ran {
-        interrupted: cancel.is_set(),
-        servers: servers.into_values().collect(),
-        notes,
-    })
+    notes
 }
 
 /// Stops the throwaway cluster (or keeps it); returns a note for the user.

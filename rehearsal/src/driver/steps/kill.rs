@@ -53,30 +53,7 @@ impl Cell<'_> {
             self.record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
             return Ok(format!("nothing to kill: {what}"));
         };
-        let mut trigger = String::new();
-        if k.after_started > 0 {
-            let n = k.after_started;
-            let timeout = self.plan.timings.drain_timeout.to_std();
-            let reached = self
-                .shared
-                .wait_for(timeout, &self.cancel(), |l| {
-                    let p = &l.procs[victim];
-                    (p.started >= n || !p.alive()).then_some(())
-                })
-                .await?;
-            let started = self.shared.lock().procs[victim].started;
-            trigger = if reached.is_some() && started >= n {
-                format!(" after it started {started} jobs")
-            } else {
-                format!(
-                    " after waiting {}s with {started} of {n} jobs started",
-                    timeout.as_secs()
-                )
-            };
-        } else if let Some(jitter) = k.jitter {
-            self.cancel().sleep(jitter.to_std()).await?;
-            trigger = format!(" after {jitter} jitter");
-        }
+        let mut trigger = self.until_trigger(k, victim).await?;
         if k.target != KillTarget::Producer {
             let patience = if inside.is_some() {
                 BUSY_TIMEOUT_INSIDE
@@ -121,6 +98,37 @@ impl Cell<'_> {
         }
         self.obs.kills.push(record);
         Ok(text)
+    }
+
+    /// Waits for the kill's trigger: `after_started` jobs started by the
+    /// victim (or its end, or the drain timeout), else its jitter; says
+    /// which, for the step's detail.
+    async fn until_trigger(&mut self, k: &PlannedKill, victim: ProcId) -> Result<String, Abort> {
+        if k.after_started > 0 {
+            let n = k.after_started;
+            let timeout = self.plan.timings.drain_timeout.to_std();
+            let reached = self
+                .shared
+                .wait_for(timeout, &self.cancel(), |l| {
+                    let p = &l.procs[victim];
+                    (p.started >= n || !p.alive()).then_some(())
+                })
+                .await?;
+            let started = self.shared.lock().procs[victim].started;
+            Ok(if reached.is_some() && started >= n {
+                format!(" after it started {started} jobs")
+            } else {
+                format!(
+                    " after waiting {}s with {started} of {n} jobs started",
+                    timeout.as_secs()
+                )
+            })
+        } else if let Some(jitter) = k.jitter {
+            self.cancel().sleep(jitter.to_std()).await?;
+            Ok(format!(" after {jitter} jitter"))
+        } else {
+            Ok(String::new())
+        }
     }
 
     /// Waits up to `patience` for `victim` to have an attempt in flight;
