@@ -28,16 +28,17 @@ impl Cell<'_> {
     /// What the phase that ran out of budget was waiting for, in one
     /// line: `drain: 37 jobs still running, oldest claim 41 s`.
     pub(super) async fn waiting_for(&mut self) -> String {
-        let since = self.obs.phases.last().map_or(0, |p| p.end_ms);
+        let since = self.state.obs.phases.last().map_or(0, |p| p.end_ms);
         let running = secs(self.ms().saturating_sub(since) as f64);
         let step = self
+            .state
             .step_index
             .checked_sub(1)
             .and_then(|i| self.plan.steps.get(i));
-        let mut what = match (self.step_name, step) {
+        let mut what = match (self.state.step_name, step) {
             ("setup", _) => format!(
                 "setup: {} of the backlog banked after {running}",
-                count(self.shared.lock().accepted.len() as u64, "job")
+                count(self.view(|l| l.accepted.len()) as u64, "job")
             ),
             ("drain", _) => self.drain_waiting(&running).await,
             (_, Some(Step::Hold(h))) => format!("hold {}: {running} of it held", h.duration),

@@ -1,7 +1,6 @@
 //! One cell from start to report: database, preparation, steps, final
 //! drain, reconciliation, verdict.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,14 +11,15 @@ use tokio::sync::mpsc;
 use super::database::CellDb;
 use super::ledger::{Cancel, Role, Shared};
 use super::probe::Probe;
+use super::state::CellState;
 use super::{Abort, CellContext, Done, EXIT_OK};
-use crate::fleet::{ProcId, Sink};
-use crate::matrix::{FlipMode, KillTarget, Step, When};
+use crate::fleet::Sink;
+use crate::matrix::{FlipMode, Step};
 use crate::monitor::{Live, Monitor};
 use crate::observe::{
-    CronWindow, Finding, Observations, Phase, ProcessRecord, ProvedFacts, StepFailure, StepOutcome,
+    CronWindow, Finding, Observations, Phase, ProcessRecord, ProvedFacts, StepOutcome,
 };
-use crate::plan::{CellPlan, PlannedKill};
+use crate::plan::CellPlan;
 use crate::stream::{CellRun, Note, RunEvent};
 
 /// Name of the cron schedule every cell with a `[workload] cron` upserts.
@@ -36,43 +36,6 @@ pub(super) const BACKLOG_TIMEOUT: Duration = Duration::from_secs(300);
 pub(super) const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// The same when rehearse itself is being interrupted.
 pub(super) const STOP_TIMEOUT_INTERRUPTED: Duration = Duration::from_secs(3);
-
-/// A fault armed for the next migrate or flip.
-#[derive(Clone, Debug)]
-pub(super) enum ArmedFault {
-    Kill(PlannedKill),
-    Crash,
-    /// Start these runtimes inside the migration (after its preflight).
-    Fleet(crate::matrix::FleetStep),
-}
-
-/// A process a `suspend` step stopped.
-#[derive(Clone, Debug)]
-pub(super) struct Suspension {
-    pub target: KillTarget,
-    pub of: Option<String>,
-    pub id: ProcId,
-    /// When it was stopped (ms since the cell started).
-    pub at_ms: u64,
-    /// It goes on by itself (`for`); a `resume` step ends only the others.
-    pub timed: bool,
-}
-
-/// One place in the fleet: a worker or a producer of some artifact.
-/// A roll replaces a seat's process; a kill removes the seat.
-#[derive(Clone, Debug)]
-pub(super) struct Seat {
-    pub role: Role,
-    pub artifact: String,
-    /// The process filling it now (producers only while load is on).
-    pub proc: Option<ProcId>,
-    /// The last process started for it (also when it refused or died).
-    pub last: Option<ProcId>,
-    /// Its binary refused on the N-1 schema; re-launched after the next migrate.
-    pub parked: bool,
-    /// Gone: killed, refused for good, or died; removed after the step.
-    pub dead: bool,
-}
 
 /// A phase that has begun.
 pub(super) struct Begun {
@@ -91,40 +54,14 @@ pub(super) struct Cell<'a> {
     pub probe: Probe,
     pub shared: Arc<Shared>,
     pub sink: Sink,
-    pub obs: Observations,
-    pub seats: Vec<Seat>,
-    pub load_on: bool,
-    pub armed: Vec<(When, ArmedFault)>,
-    /// Keeps the migration in flight open while runtimes armed for it start.
-    pub migration_hold: Option<super::steps::MigrationHold>,
-    /// Processes suspend steps stopped, in order.
-    pub suspended: Vec<Suspension>,
-    pub names: BTreeMap<(String, Role), u32>,
-    /// Artifacts whose workers auto-flip (the `by` of a `flip = "auto"` step).
-    pub auto_flip_by: BTreeSet<String>,
-    pub drained: bool,
-    /// Processes whose unexpected end was already reported.
-    pub reported_exits: BTreeSet<ProcId>,
-    pub facts: ProvedFacts,
-    /// The step running (1-based; 0 for setup and the end).
-    pub step_index: usize,
-    pub step_name: &'static str,
+    /// Everything the cell keeps between its steps.
+    pub state: CellState,
 }
 
 impl Cell<'_> {
     /// Milliseconds since the cell started.
     pub fn ms(&self) -> u64 {
         self.t0.elapsed().as_millis() as u64
-    }
-
-    /// Records a step failure: the product did not do what the plan requires.
-    pub fn fail(&mut self, message: impl Into<String>) {
-        let message = message.into();
-        self.obs.step_failures.push(StepFailure {
-            step: self.step_index,
-            kind: self.step_name.to_owned(),
-            message,
-        });
     }
 
     /// The cancellation to use for waits: none once the cell is winding down.
@@ -169,16 +106,16 @@ pub async fn run_cell(
     let mut harness_error = abort.map(|a| match a {
         Abort::Interrupted => format!(
             "interrupted (Ctrl-C or SIGTERM) during {}; the cell was cut short",
-            describe_phase(cell.step_index, cell.step_name)
+            describe_phase(cell.state.step_index, cell.state.step_name)
         ),
         Abort::OverBudget(waiting) => format!(
             "over its budget of {}, stopped in {}: {waiting}",
             plan.timings.budget,
-            describe_phase(cell.step_index, cell.step_name)
+            describe_phase(cell.state.step_index, cell.state.step_name)
         ),
         Abort::Harness(message) => format!(
             "{}: {message}",
-            describe_phase(cell.step_index, cell.step_name)
+            describe_phase(cell.state.step_index, cell.state.step_name)
         ),
     });
     let mut findings = Vec::new();
@@ -267,19 +204,7 @@ impl<'a> Cell<'a> {
             probe,
             shared,
             sink,
-            obs: Observations::default(),
-            seats: Vec::new(),
-            load_on: false,
-            armed: Vec::new(),
-            migration_hold: None,
-            suspended: Vec::new(),
-            names: BTreeMap::new(),
-            auto_flip_by,
-            drained: false,
-            reported_exits: BTreeSet::new(),
-            facts: ProvedFacts::default(),
-            step_index: 0,
-            step_name: "setup",
+            state: CellState::new(auto_flip_by),
         };
         (cell, monitor)
     }
@@ -315,7 +240,7 @@ impl<'a> Cell<'a> {
                 return Some(a);
             }
         }
-        if self.drained {
+        if self.state.drained {
             return None;
         }
         self.announce("final drain (the plan has none)");
@@ -340,12 +265,12 @@ impl<'a> Cell<'a> {
         };
         let leftovers = self.stop_everything(grace).await;
         if !leftovers.is_empty() {
-            self.facts.notes.push(leftovers.join("; "));
+            self.state.facts.notes.push(leftovers.join("; "));
         }
         let samples = monitor.stop().await;
-        self.obs.rings = samples.rings;
-        self.obs.census = samples.census;
-        self.obs.liveness = samples.liveness;
+        self.state.obs.rings = samples.rings;
+        self.state.obs.census = samples.census;
+        self.state.obs.liveness = samples.liveness;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;
@@ -356,7 +281,9 @@ impl<'a> Cell<'a> {
     async fn reconcile_phase(&mut self, reconcile: &dyn Reconcile) -> Result<Vec<Finding>, String> {
         self.announce("reconcile");
         let start_ms = self.ms();
-        let result = reconcile.findings(&self.db.url, self.plan, &self.obs).await;
+        let result = reconcile
+            .findings(&self.db.url, self.plan, &self.state.obs)
+            .await;
         let (outcome, count) = match &result {
             Ok(found) => (StepOutcome::Ok, found.len()),
             Err(_) => (StepOutcome::HarnessError, 0),
@@ -367,7 +294,7 @@ impl<'a> Cell<'a> {
             detail: format!(
                 "{} over {}",
                 crate::observe::count(count as u64, "finding"),
-                crate::observe::count(self.obs.accepted.len() as u64, "accepted job")
+                crate::observe::count(self.state.obs.accepted.len() as u64, "accepted job")
             ),
             start_ms,
             end_ms: self.ms(),
@@ -386,7 +313,7 @@ impl<'a> Cell<'a> {
         reconcile_ms: u64,
     ) -> CellRun {
         self.probe.close();
-        self.facts.claimed_by = self.shared.lock().claimed_by.iter().cloned().collect();
+        self.state.facts.claimed_by = self.view(|l| l.claimed_by.iter().cloned().collect());
         let (ctx, name) = (self.ctx, &self.plan.name);
         if let Some(note) = self.db.finish(ctx.keep).await {
             let text = super::database::redact(&note);
@@ -398,8 +325,8 @@ impl<'a> Cell<'a> {
         CellRun {
             index,
             plan: self.plan.clone(),
-            observations: self.obs,
-            proved: self.facts,
+            observations: self.state.obs,
+            proved: self.state.facts,
             findings,
             harness_error,
             elapsed_ms: self.t0.elapsed().as_millis() as u64,
@@ -413,20 +340,20 @@ impl<'a> Cell<'a> {
             cell: self.plan.name.clone(),
             phase: phase.clone(),
         });
-        self.obs.phases.push(phase);
+        self.state.obs.phases.push(phase);
     }
 }
 
 impl Cell<'_> {
     /// A phase begins.
     fn begin(&mut self, index: usize, name: &'static str) -> Begun {
-        self.step_index = index;
-        self.step_name = name;
+        self.state.step_index = index;
+        self.state.step_name = name;
         Begun {
             index,
             name,
             start_ms: self.ms(),
-            failures_before: self.obs.step_failures.len(),
+            failures_before: self.state.obs.step_failures.len(),
         }
     }
 
@@ -443,9 +370,9 @@ impl Cell<'_> {
         } else {
             Vec::new()
         };
-        self.seats.retain(|s| !s.dead);
+        self.state.seats.retain(|s| !s.dead);
         let end_ms = self.ms();
-        let new_failures = &self.obs.step_failures[begun.failures_before..];
+        let new_failures = &self.state.obs.step_failures[begun.failures_before..];
         let failed = !new_failures.is_empty();
         let (outcome, mut detail, abort) = match result {
             Ok(done) => (
@@ -522,9 +449,9 @@ impl Cell<'_> {
                 COMMAND_TIMEOUT,
             )
             .await?;
-        let code = self.shared.lock().procs[id].code();
+        let code = self.proc(id, |p| p.code());
         if code != Some(EXIT_OK) {
-            let why = self.shared.lock().procs[id].why_ended();
+            let why = self.proc(id, |p| p.why_ended());
             return Err(Abort::Harness(format!(
                 "preparing the database with {by} ({version}) failed: awa migrate {why}"
             )));
@@ -561,9 +488,9 @@ impl Cell<'_> {
         let id = self
             .run_command(by, Role::Cron, args, Vec::new(), COMMAND_TIMEOUT)
             .await?;
-        let ended = self.shared.lock().procs[id].code();
+        let ended = self.proc(id, |p| p.code());
         if ended != Some(EXIT_OK) {
-            let why = self.shared.lock().procs[id].why_ended();
+            let why = self.proc(id, |p| p.why_ended());
             return Err(Abort::Harness(format!(
                 "awa cron upsert by {by} failed: {why}"
             )));
@@ -585,14 +512,8 @@ impl Cell<'_> {
                 BACKLOG_TIMEOUT,
             )
             .await?;
-        let (code, why, accepted) = {
-            let l = self.shared.lock();
-            (
-                l.procs[id].code(),
-                l.procs[id].why_ended(),
-                l.accepted.len(),
-            )
-        };
+        let (code, why) = self.proc(id, |p| (p.code(), p.why_ended()));
+        let accepted = self.view(|l| l.accepted.len());
         if code != Some(EXIT_OK) {
             return Err(Abort::Harness(format!(
                 "banking the backlog with {by} failed: {why}"
@@ -604,9 +525,9 @@ impl Cell<'_> {
     /// Copies what the ledger saw into the observations.
     fn collect_ledger(&mut self) {
         let ledger = self.shared.lock();
-        self.obs.accepted = ledger.accepted.clone();
-        self.obs.uncertain = ledger.uncertain.clone();
-        self.obs.processes = ledger
+        self.state.obs.accepted = ledger.accepted.clone();
+        self.state.obs.uncertain = ledger.uncertain.clone();
+        self.state.obs.processes = ledger
             .procs
             .iter()
             .map(|p| ProcessRecord {
@@ -640,13 +561,13 @@ impl Cell<'_> {
         let bounds = match self.probe.cron_bounds(CRON_NAME).await {
             Ok(bounds) => bounds.map(|(first, last, _)| (first, last)),
             Err(_) => {
-                let l = self.shared.lock();
-                let fires: Vec<i64> = l
-                    .cron_fires
-                    .iter()
-                    .filter(|(n, _)| n == CRON_NAME)
-                    .map(|(_, t)| *t)
-                    .collect();
+                let fires: Vec<i64> = self.view(|l| {
+                    l.cron_fires
+                        .iter()
+                        .filter(|(n, _)| n == CRON_NAME)
+                        .map(|(_, t)| *t)
+                        .collect()
+                });
                 fires
                     .iter()
                     .min()
@@ -655,7 +576,8 @@ impl Cell<'_> {
             }
         };
         if let Some((first, last)) = bounds {
-            self.obs
+            self.state
+                .obs
                 .cron
                 .push(cron_window(CRON_NAME, every, first, last));
         }

@@ -9,7 +9,9 @@
 //! steps in order, each a timeline [`Phase`]; a final drain and stop, the
 //! cron window and reconciliation close it.
 //!
-//! Inside: `ledger` (what the fleet reported, and waiting on it), `steps`
+//! Inside: `state` (the cell's state, owned in one place: seats, armed
+//! faults, suspensions, observations), `ledger` (what the fleet reported,
+//! and waiting on it), `steps`
 //! (one file per step kind, `steps/mod.rs` dispatching), `procs`
 //! (starting, stopping and killing processes; the fleet's seats), `probe`
 //! (the driver's own SQL: asserts, fence digests, live jobs), `database`
@@ -35,6 +37,7 @@ pub mod ledger;
 pub mod probe;
 mod procs;
 pub mod run;
+mod state;
 mod steps;
 
 use std::collections::BTreeMap;

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use super::cell::{Cell, START_TIMEOUT, Seat, cell_dir};
+use super::cell::{Cell, START_TIMEOUT, cell_dir};
 use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
 use super::ledger::{Cancel, Role};
+use super::state::Seat;
 use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::{Labels, ProcId, Spec};
@@ -47,7 +48,11 @@ impl Cell<'_> {
     }
 
     fn next_name(&mut self, artifact: &str, role: Role) -> String {
-        let n = self.names.entry((artifact.to_owned(), role)).or_default();
+        let n = self
+            .state
+            .names
+            .entry((artifact.to_owned(), role))
+            .or_default();
         *n += 1;
         format!("{artifact}-{}-{n}", role.name())
     }
@@ -72,7 +77,7 @@ impl Cell<'_> {
             database_url: &self.db.url,
             name: &name,
             timings: &self.plan.timings,
-            auto_flip: role == Role::Worker && self.auto_flip_by.contains(artifact),
+            auto_flip: role == Role::Worker && self.state.auto_flip_by.contains(artifact),
             failpoint: resolved.failpoint.as_deref(),
             report_dir: &report_dir,
         });
@@ -158,9 +163,9 @@ impl Cell<'_> {
         timeout: Duration,
     ) -> Result<(), Abort> {
         if !self.await_done(id, timeout, &self.cancel()).await? {
-            let name = self.shared.lock().procs[id].name.clone();
+            let name = self.proc(id, |p| p.name.clone());
             self.kill_quietly(id).await;
-            self.fail(format!(
+            self.state.fail(format!(
                 "{name} did not finish within {}s and was killed",
                 timeout.as_secs()
             ));
@@ -224,6 +229,7 @@ impl Cell<'_> {
         notes: &mut Vec<String>,
     ) -> Result<(), Abort> {
         let producers = self
+            .state
             .seats
             .iter()
             .filter(|s| s.role == Role::Producer && !s.dead)
@@ -231,7 +237,7 @@ impl Cell<'_> {
             .max(1);
         let mut started = Vec::new();
         for &s in seats {
-            let Seat { role, artifact, .. } = self.seats[s].clone();
+            let Seat { role, artifact, .. } = self.state.seats[s].clone();
             let (args, env) = match role {
                 Role::Producer => {
                     let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
@@ -244,15 +250,15 @@ impl Cell<'_> {
                 _ => (vec!["worker".to_owned()], Vec::new()),
             };
             let id = self.spawn(&artifact, role, args, env).await?;
-            self.seats[s].proc = Some(id);
-            self.seats[s].last = Some(id);
-            self.seats[s].parked = false;
+            self.state.seats[s].proc = Some(id);
+            self.state.seats[s].last = Some(id);
+            self.state.seats[s].parked = false;
             started.push((s, id));
         }
         let mut expanded = None;
         for (s, id) in started {
             let start = self.await_start(id).await?;
-            let name = self.shared.lock().procs[id].name.clone();
+            let name = self.proc(id, |p| p.name.clone());
             match start {
                 Start::Ready => {}
                 Start::Refused(reason) => {
@@ -260,27 +266,29 @@ impl Cell<'_> {
                         Some(e) => e,
                         None => *expanded.insert(self.schema_expanded().await?),
                     };
-                    self.reported_exits.insert(id);
-                    self.seats[s].proc = None;
+                    self.state.reported_exits.insert(id);
+                    self.state.seats[s].proc = None;
                     if expanded {
-                        self.seats[s].dead = true;
-                        self.fail(format!("{name} refused to start: {reason}"));
+                        self.state.seats[s].dead = true;
+                        self.state
+                            .fail(format!("{name} refused to start: {reason}"));
                     } else {
-                        self.seats[s].parked = true;
-                        self.facts.binary_first.push(name.clone());
+                        self.state.seats[s].parked = true;
+                        self.state.facts.binary_first.push(name.clone());
                         notes.push(format!(
                             "{name} refused (binary-first), to run after the migration: {reason}"
                         ));
                     }
                 }
                 Start::Exited(why) => {
-                    self.reported_exits.insert(id);
-                    self.seats[s].proc = None;
-                    self.seats[s].dead = true;
-                    self.fail(format!("{name} exited before it was ready ({why})"));
+                    self.state.reported_exits.insert(id);
+                    self.state.seats[s].proc = None;
+                    self.state.seats[s].dead = true;
+                    self.state
+                        .fail(format!("{name} exited before it was ready ({why})"));
                 }
                 Start::TimedOut => {
-                    self.fail(format!(
+                    self.state.fail(format!(
                         "{name} did not report ready within {}s",
                         START_TIMEOUT.as_secs()
                     ));
@@ -292,10 +300,10 @@ impl Cell<'_> {
 
     /// Re-launches the seats parked by a binary-first refusal (after a migration).
     pub(super) async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
-        let parked: Vec<usize> = (0..self.seats.len())
+        let parked: Vec<usize> = (0..self.state.seats.len())
             .filter(|&s| {
-                let seat = &self.seats[s];
-                seat.parked && !seat.dead && (seat.role == Role::Worker || self.load_on)
+                let seat = &self.state.seats[s];
+                seat.parked && !seat.dead && (seat.role == Role::Worker || self.state.load_on)
             })
             .collect();
         if parked.is_empty() {
@@ -306,12 +314,12 @@ impl Cell<'_> {
             let l = self.shared.lock();
             parked
                 .iter()
-                .filter_map(|&s| self.seats[s].proc)
+                .filter_map(|&s| self.state.seats[s].proc)
                 .filter(|&id| l.procs[id].ready)
                 .map(|id| l.procs[id].name.clone())
                 .collect()
         };
-        self.facts.relaunched += names.len();
+        self.state.facts.relaunched += names.len();
         if !names.is_empty() {
             notes.push(format!(
                 "re-launched after the migration: {}",
@@ -365,7 +373,7 @@ impl Cell<'_> {
         };
         for (id, h) in &stuck {
             h.kill();
-            let name = self.shared.lock().procs[*id].name.clone();
+            let name = self.proc(*id, |p| p.name.clone());
             notes.push(format!(
                 "{name} did not stop within {}s of SIGTERM and was SIGKILLed",
                 grace.as_secs()
@@ -409,6 +417,7 @@ impl Cell<'_> {
     pub(super) fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
         let l = self.shared.lock();
         let mut ids: Vec<ProcId> = self
+            .state
             .seats
             .iter()
             .filter(|s| !s.dead && s.role == role && artifact.is_none_or(|a| s.artifact == a))
@@ -444,13 +453,6 @@ impl Cell<'_> {
         }
     }
 
-    /// The seat a process fills.
-    pub(super) fn seat_of(&self, id: ProcId) -> Option<usize> {
-        self.seats
-            .iter()
-            .position(|s| s.proc == Some(id) && !s.dead)
-    }
-
     /// Stops every process still running (the cell is over); returns notes.
     pub(super) async fn stop_everything(&mut self, grace: Duration) -> Vec<String> {
         let alive: Vec<ProcId> = {
@@ -476,7 +478,7 @@ impl Cell<'_> {
                     .then_some(())
             })
             .await;
-        for seat in &mut self.seats {
+        for seat in &mut self.state.seats {
             seat.proc = None;
         }
         notes
@@ -489,20 +491,24 @@ impl Cell<'_> {
     pub(super) async fn check_unexpected_exits(&mut self) -> Vec<String> {
         let ended: Vec<(usize, ProcId)> = {
             let l = self.shared.lock();
-            self.seats
+            self.state
+                .seats
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| !s.dead)
                 .filter_map(|(i, s)| s.proc.map(|id| (i, id)))
                 .filter(|(_, id)| {
                     let p = &l.procs[*id];
-                    !p.alive() && !p.stopping && !p.killed && !self.reported_exits.contains(id)
+                    !p.alive()
+                        && !p.stopping
+                        && !p.killed
+                        && !self.state.reported_exits.contains(id)
                 })
                 .collect()
         };
         let mut notes = Vec::new();
         for (seat, id) in ended {
-            self.reported_exits.insert(id);
+            self.state.reported_exits.insert(id);
             let _ = self
                 .await_done(id, Duration::from_secs(2), &Cancel::never())
                 .await;
@@ -511,31 +517,31 @@ impl Cell<'_> {
                 let p = &l.procs[id];
                 (p.name.clone(), p.code(), p.refused.clone(), p.why_ended())
             };
-            self.seats[seat].proc = None;
+            self.state.seats[seat].proc = None;
             let binary_first = code == Some(EXIT_REFUSED)
                 && refused.is_some()
                 && !self.schema_expanded().await.unwrap_or(true);
             if binary_first {
-                self.seats[seat].parked = true;
-                self.facts.binary_first.push(name.clone());
+                self.state.seats[seat].parked = true;
+                self.state.facts.binary_first.push(name.clone());
                 notes.push(format!(
                     "{name} refused (binary-first), to run after the migration"
                 ));
                 continue;
             }
-            self.seats[seat].dead = true;
+            self.state.seats[seat].dead = true;
             if let Some(fence) = self.fenced_exit(id).await {
                 notes.push(format!(
                     "{name} was stopped by the fence after the flip: {fence}"
                 ));
-                self.facts.notes.push(format!(
+                self.state.facts.notes.push(format!(
                     "{name} met the fence after the flip and exited: {fence}"
                 ));
                 continue;
             }
             let message = format!("{name} exited unexpectedly ({why})");
             if self.plan.expect == Expectation::Pass {
-                self.fail(message);
+                self.state.fail(message);
             } else {
                 notes.push(message);
             }

@@ -3,8 +3,9 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::{ArmedFault, COMMAND_TIMEOUT, Cell};
+use super::super::cell::{COMMAND_TIMEOUT, Cell};
 use super::super::ledger::Role;
+use super::super::state::ArmedFault;
 use super::evidence::{Before, Inside};
 use crate::fleet::ProcId;
 use crate::matrix::When;
@@ -64,7 +65,7 @@ impl Cell<'_> {
         {
             Ok(id) => id,
             Err(e) => {
-                self.migration_hold = None;
+                self.state.migration_hold = None;
                 return Err(e);
             }
         };
@@ -72,7 +73,7 @@ impl Cell<'_> {
             .fire_armed(cmd.when, Some((id, cmd.detect)), cmd.before, notes)
             .await;
         // Whatever happened to the armed faults, the command goes on.
-        self.migration_hold = None;
+        self.state.migration_hold = None;
         if let Some(client) = cmd.holder {
             // Gone already when PostgreSQL was crashed; else this lets the command go on.
             let _ = client.batch_execute("ROLLBACK").await;
@@ -82,7 +83,7 @@ impl Cell<'_> {
         if !crashed {
             return Ok(Judged { id, at_ms });
         }
-        let why = self.shared.lock().procs[id].why_ended();
+        let why = self.proc(id, |p| p.why_ended());
         notes.push(format!(
             "the interrupted {}: {why}; run once more after the restart",
             command_word(cmd.when)
@@ -112,10 +113,10 @@ impl Cell<'_> {
         before: Option<Before>,
         notes: &mut Vec<String>,
     ) -> Result<bool, Abort> {
-        let (firing, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.armed)
+        let (firing, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.state.armed)
             .into_iter()
             .partition(|(w, _)| *w == when);
-        self.armed = waiting;
+        self.state.armed = waiting;
         if firing.is_empty() {
             return Ok(false);
         }
@@ -174,7 +175,7 @@ impl Cell<'_> {
     ) -> Result<Inside, Abort> {
         let deadline = Instant::now() + IN_FLIGHT_TIMEOUT;
         loop {
-            if self.shared.lock().procs[id].exit.is_some() {
+            if self.proc(id, |p| p.exit.is_some()) {
                 let note = format!("the {what} ended before the armed fault could fire inside it");
                 return Ok(Inside {
                     what,

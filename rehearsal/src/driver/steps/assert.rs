@@ -21,14 +21,14 @@ impl Cell<'_> {
         let result = self.check(check).await?;
         Ok(match result {
             Ok(what) => {
-                self.facts.asserts.push(format!(
+                self.state.facts.asserts.push(format!(
                     "step {} ({}): {check} held: {what}",
-                    self.step_index, self.step_name
+                    self.state.step_index, self.state.step_name
                 ));
                 Done::ok(what)
             }
             Err(what) => {
-                self.fail(format!("assert {check}: {what}"));
+                self.state.fail(format!("assert {check}: {what}"));
                 Done::with(StepOutcome::Failed, what)
             }
         })
@@ -90,7 +90,7 @@ impl Cell<'_> {
     }
 
     fn mixed_fleet_claimed(&self) -> Held {
-        let versions: Vec<String> = self.shared.lock().claimed_by.iter().cloned().collect();
+        let versions: Vec<String> = self.view(|l| l.claimed_by.iter().cloned().collect());
         if versions.len() >= 2 {
             Ok(format!(
                 "workers of {} claimed jobs",
@@ -172,27 +172,29 @@ impl Cell<'_> {
             .shared
             .wait_for(wait, &self.cancel(), |l| l.current_leader())
             .await?;
-        let l = self.shared.lock();
         Ok(match leader {
-            Some(id) if l.procs[id].artifact == artifact => Ok(format!(
-                "the leader is {} ({})",
-                l.procs[id].name, l.procs[id].version
-            )),
-            Some(id) => Err(format!(
-                "the leader is {} ({} {})",
-                l.procs[id].name, l.procs[id].artifact, l.procs[id].version
-            )),
+            Some(id) => self.proc(id, |p| {
+                if p.artifact == artifact {
+                    Ok(format!("the leader is {} ({})", p.name, p.version))
+                } else {
+                    Err(format!(
+                        "the leader is {} ({} {})",
+                        p.name, p.artifact, p.version
+                    ))
+                }
+            }),
             None => Err("no live process holds maintenance leadership".into()),
         })
     }
 
     fn overrun_jobs(&self) -> Vec<i64> {
-        let l = self.shared.lock();
-        l.accepted
-            .iter()
-            .chain(&l.uncertain)
-            .filter(|j| j.mode == awa_runtime::workload::Mode::OverrunDeadline)
-            .map(|j| j.job_id)
-            .collect()
+        self.view(|l| {
+            l.accepted
+                .iter()
+                .chain(&l.uncertain)
+                .filter(|j| j.mode == awa_runtime::workload::Mode::OverrunDeadline)
+                .map(|j| j.job_id)
+                .collect()
+        })
     }
 }

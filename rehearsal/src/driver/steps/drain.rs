@@ -22,7 +22,7 @@ impl Cell<'_> {
         timeout: MatrixDuration,
     ) -> Result<Done, Abort> {
         let mut parts = Vec::new();
-        if self.load_on {
+        if self.state.load_on {
             parts.push(self.load_off().await?.detail);
         }
         let start = Instant::now();
@@ -54,6 +54,7 @@ impl Cell<'_> {
         // are judged before the fleet is stopped on purpose.
         parts.extend(self.check_unexpected_exits().await);
         let last_artifact = self
+            .state
             .seats
             .iter()
             .rev()
@@ -65,13 +66,13 @@ impl Cell<'_> {
             crate::observe::count(workers.len() as u64, "worker")
         ));
         parts.extend(self.stop(&workers, STOP_TIMEOUT, &self.cancel()).await?);
-        for seat in &mut self.seats {
+        for seat in &mut self.state.seats {
             seat.proc = None;
             if seat.role == Role::Worker {
                 seat.parked = false;
             }
         }
-        self.drained = true;
+        self.state.drained = true;
         let (left, not_cron) = self.probe.live_jobs().await.unwrap_or(live);
         if left > 0 && not_cron == 0 {
             let artifact = last_artifact.unwrap_or_else(|| CURRENT.to_owned());
@@ -100,14 +101,14 @@ impl Cell<'_> {
         let start = Instant::now();
         while start.elapsed() < MOPUP_TIMEOUT {
             if self.probe.live_jobs().await.is_ok_and(|(n, _)| n == 0)
-                || !self.shared.lock().procs[id].alive()
+                || !self.proc(id, |p| p.alive())
             {
                 break;
             }
             self.cancel().sleep(Duration::from_millis(100)).await?;
         }
         let mut text = self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?;
-        let name = self.shared.lock().procs[id].name.clone();
+        let name = self.proc(id, |p| p.name.clone());
         let n = left.unsigned_abs();
         text.insert(
             0,

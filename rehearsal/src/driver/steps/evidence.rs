@@ -35,8 +35,8 @@ impl Cell<'_> {
         fired: bool,
         evidence: impl Into<String>,
     ) {
-        self.obs.faults.push(FaultRecord {
-            step: self.step_index,
+        self.state.obs.faults.push(FaultRecord {
+            step: self.state.step_index,
             fault: fault.into(),
             fired,
             evidence: evidence.into(),
@@ -45,13 +45,14 @@ impl Cell<'_> {
 
     /// The cell's runtimes (workers and producers) that `text` names.
     pub(super) fn runtimes_named_in(&self, text: &str) -> Vec<String> {
-        let l = self.shared.lock();
-        l.procs
-            .iter()
-            .filter(|p| matches!(p.role.name(), "worker" | "producer"))
-            .map(|p| p.name.clone())
-            .filter(|name| mentions(text, name))
-            .collect()
+        self.view(|l| {
+            l.procs
+                .iter()
+                .filter(|p| matches!(p.role.name(), "worker" | "producer"))
+                .map(|p| p.name.clone())
+                .filter(|name| mentions(text, name))
+                .collect()
+        })
     }
 
     /// After a crash armed for a migrate or flip: whether the command's

@@ -33,9 +33,7 @@ impl Cell<'_> {
         let after = self.probe.fence_state(&version).await.map_err(|e| {
             Abort::Harness(format!("could not read the state after the fence: {e}"))
         })?;
-        let (name, code, refused, why, stderr_tail) = {
-            let l = self.shared.lock();
-            let p = &l.procs[id];
+        let (name, code, refused, why, stderr_tail) = self.proc(id, |p| {
             (
                 p.name.clone(),
                 p.code(),
@@ -43,8 +41,8 @@ impl Cell<'_> {
                 p.why_ended(),
                 p.stderr_tail(5),
             )
-        };
-        self.obs.fences.push(FenceRecord {
+        });
+        self.state.obs.fences.push(FenceRecord {
             artifact: artifact.to_owned(),
             version: version.clone(),
             exit_code: code,

@@ -2,8 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::{ArmedFault, Cell};
+use super::super::cell::Cell;
 use super::super::ledger::Role;
+use super::super::state::ArmedFault;
 use super::super::{Abort, Done};
 use crate::fleet::ProcId;
 use crate::matrix::{FleetStep, When};
@@ -19,7 +20,9 @@ impl Cell<'_> {
     /// [`Cell::fleet_inside_migration`] as the next migration runs.
     pub(super) async fn fleet(&mut self, s: &FleetStep) -> Result<Done, Abort> {
         if s.when != When::Now {
-            self.armed.push((s.when, ArmedFault::Fleet(s.clone())));
+            self.state
+                .armed
+                .push((s.when, ArmedFault::Fleet(s.clone())));
             let step: crate::matrix::Step = crate::matrix::Step::Fleet(s.clone());
             return Ok(Done::with(
                 crate::observe::StepOutcome::Armed,
@@ -28,30 +31,28 @@ impl Cell<'_> {
         }
         let mut notes = Vec::new();
         let version = self.version_of(&s.artifact);
-        let workers = self.add_seats(Role::Worker, &s.artifact, s.workers);
+        let workers = self.state.add_seats(Role::Worker, &s.artifact, s.workers);
         if s.leader && !workers.is_empty() {
             let head = workers[0];
             self.launch_seats(&[head], &mut notes).await?;
-            match self.seats[head]
+            match self.state.seats[head]
                 .proc
-                .filter(|&id| self.shared.lock().procs[id].ready)
+                .filter(|&id| self.proc(id, |p| p.ready))
             {
                 Some(id) => {
                     let led = self
                         .shared
                         .wait_for(LEADER_TIMEOUT, &self.cancel(), |l| l.procs[id].leader_at_ms)
                         .await?;
-                    let name = self.shared.lock().procs[id].name.clone();
+                    let name = self.proc(id, |p| p.name.clone());
                     match led {
                         Some(at) => {
                             notes.push(format!("{name} took maintenance leadership at {at} ms"))
                         }
                         None => {
-                            let other = {
-                                let l = self.shared.lock();
-                                l.current_leader().map(|o| l.procs[o].name.clone())
-                            };
-                            self.fail(format!(
+                            let other =
+                                self.view(|l| l.current_leader().map(|o| l.procs[o].name.clone()));
+                            self.state.fail(format!(
                                 "{name} did not take maintenance leadership within {}s (leader: {})",
                                 LEADER_TIMEOUT.as_secs(),
                                 other.unwrap_or_else(|| "none".into())
@@ -60,14 +61,17 @@ impl Cell<'_> {
                     }
                 }
                 None => self
+                    .state
                     .fail("leader = true, but the first worker did not start, so it cannot lead"),
             }
             self.launch_seats(&workers[1..], &mut notes).await?;
         } else {
             self.launch_seats(&workers, &mut notes).await?;
         }
-        let producers = self.add_seats(Role::Producer, &s.artifact, s.producers);
-        if self.load_on {
+        let producers = self
+            .state
+            .add_seats(Role::Producer, &s.artifact, s.producers);
+        if self.state.load_on {
             self.launch_seats(&producers, &mut notes).await?;
         }
         let mut detail = format!(
@@ -76,7 +80,7 @@ impl Cell<'_> {
             self.names(&workers)
         );
         if !producers.is_empty() {
-            if self.load_on {
+            if self.state.load_on {
                 detail.push_str(&format!("; producers {}", self.names(&producers)));
             } else {
                 detail.push_str(&format!(
@@ -136,24 +140,22 @@ impl Cell<'_> {
         let watcher = watch.map(|(client, known)| {
             tokio::spawn(watch_registrations(client, version.clone(), known))
         });
-        let first = self.shared.lock().procs.len();
+        let first = self.view(|l| l.procs.len());
         let now = FleetStep {
             when: When::Now,
             ..s.clone()
         };
-        if let Some(hold) = &self.migration_hold {
+        if let Some(hold) = &self.state.migration_hold {
             hold.watch();
         }
         let done = self.fleet(&now).await;
-        let held = match self.migration_hold.take() {
+        let held = match self.state.migration_hold.take() {
             Some(hold) => Some(hold.let_go().await),
             None => None,
         };
         let done = done?;
-        let processes: Vec<String> = self.shared.lock().procs[first..]
-            .iter()
-            .map(|p| p.name.clone())
-            .collect();
+        let processes: Vec<String> =
+            self.view(|l| l.procs[first..].iter().map(|p| p.name.clone()).collect());
         let registered_in_flight = match watcher {
             Some(w) => w.await.unwrap_or_default(),
             None => Vec::new(),
@@ -173,7 +175,7 @@ impl Cell<'_> {
                 registered_in_flight.join(", ")
             ));
         }
-        self.obs.mid_migration.push(MidMigrationStart {
+        self.state.obs.mid_migration.push(MidMigrationStart {
             artifact: s.artifact.clone(),
             version,
             processes,
@@ -189,15 +191,15 @@ impl Cell<'_> {
     async fn await_preflight(&mut self, id: ProcId) -> Result<bool, Abort> {
         let deadline = Instant::now() + PREFLIGHT_TIMEOUT;
         while Instant::now() < deadline {
-            {
-                let l = self.shared.lock();
-                let p = &l.procs[id];
-                if p.stderr_tail.iter().any(|line| line.contains(HOLDING_OPEN)) {
-                    return Ok(true);
-                }
-                if p.exit.is_some() {
-                    return Ok(false);
-                }
+            let (holding, ended) = self.proc(id, |p| {
+                let holding = p.stderr_tail.iter().any(|line| line.contains(HOLDING_OPEN));
+                (holding, p.exit.is_some())
+            });
+            if holding {
+                return Ok(true);
+            }
+            if ended {
+                return Ok(false);
             }
             self.cancel().sleep(Duration::from_millis(5)).await?;
         }

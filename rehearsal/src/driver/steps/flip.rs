@@ -45,7 +45,7 @@ impl Cell<'_> {
         if s.mode == FlipMode::Force {
             args.push("--force".into());
         }
-        let armed = self.armed.iter().any(|(w, _)| *w == When::DuringFlip);
+        let armed = self.state.armed.iter().any(|(w, _)| *w == When::DuringFlip);
         // To land a fault inside the flip's transaction, hold the authority
         // row it locks last: the flip then waits, singletons locked, until
         // the fault has fired (a crash ends the wait; after a kill the row
@@ -82,7 +82,7 @@ impl Cell<'_> {
         };
         let judged = self.run_armed(command, &mut notes).await?;
         let end = self.command_end(judged.id);
-        self.obs.flips.push(FlipRecord {
+        self.state.obs.flips.push(FlipRecord {
             mode: s.mode.name().into(),
             expected: outcome_word(s.expect).into(),
             exit_code: end.code,
@@ -119,14 +119,15 @@ impl Cell<'_> {
             }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
-                self.fail(format!("{name} was refused: {reason}"));
+                self.state.fail(format!("{name} was refused: {reason}"));
                 Done::with(
                     StepOutcome::Refused,
                     format!("{name} ({version}) refused: {reason}"),
                 )
             }
             (Outcome::Refused, Some(EXIT_OK)) => {
-                self.fail(format!("{name} flipped, but the plan requires a refusal"));
+                self.state
+                    .fail(format!("{name} flipped, but the plan requires a refusal"));
                 Done::ok(format!("{name} ({version}): {summary}"))
             }
             (Outcome::Blocked, Some(EXIT_BLOCKED)) => Done::with(
@@ -138,20 +139,21 @@ impl Cell<'_> {
             ),
             (_, Some(EXIT_BLOCKED)) => {
                 let holders = blocked_summary(&output);
-                self.fail(format!("{name} gave up on a held lock: {holders}"));
+                self.state
+                    .fail(format!("{name} gave up on a held lock: {holders}"));
                 Done::with(
                     StepOutcome::Blocked,
                     format!("{name} ({version}) gave up on a held lock: {holders}"),
                 )
             }
             (Outcome::Blocked, Some(EXIT_OK)) => {
-                self.fail(format!(
+                self.state.fail(format!(
                     "{name} flipped, but the plan requires it to be blocked by a held lock"
                 ));
                 Done::ok(format!("{name} ({version}): {summary}"))
             }
             _ => {
-                self.fail(format!("{name} failed ({why})"));
+                self.state.fail(format!("{name} failed ({why})"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
         }
@@ -219,8 +221,7 @@ impl Cell<'_> {
             }
             self.cancel().sleep(Duration::from_millis(100)).await?;
         }
-        let (output, by) = {
-            let l = self.shared.lock();
+        let (output, by) = self.view(|l| {
             let output: Vec<serde_json::Value> = l
                 .flipped
                 .iter()
@@ -228,8 +229,8 @@ impl Cell<'_> {
                 .collect();
             let by = l.flipped.last().map(|(id, _)| l.procs[*id].name.clone());
             (output, by)
-        };
-        self.obs.flips.push(FlipRecord {
+        });
+        self.state.obs.flips.push(FlipRecord {
             mode: "auto".into(),
             expected: outcome_word(s.expect).into(),
             exit_code: None,
@@ -244,7 +245,7 @@ impl Cell<'_> {
                 by.map_or(String::new(), |b| format!(" (flipped by {b})"))
             )),
             (Outcome::Ok, None) => {
-                self.fail(format!(
+                self.state.fail(format!(
                     "authority still {authority} after {timeout}: no auto-flip"
                 ));
                 Done::with(
@@ -257,12 +258,14 @@ impl Cell<'_> {
                 format!("authority stayed {authority} for {timeout}, as required"),
             ),
             (Outcome::Refused, Some(_)) => {
-                self.fail("the leader auto-flipped, but the plan requires it not to");
+                self.state
+                    .fail("the leader auto-flipped, but the plan requires it not to");
                 Done::ok("authority is ledger")
             }
             (Outcome::Blocked, _) => {
                 // Refused by validation; kept total for the type.
-                self.fail("expect = \"blocked\" does not apply to an auto-flip");
+                self.state
+                    .fail("expect = \"blocked\" does not apply to an auto-flip");
                 Done::with(StepOutcome::Failed, format!("authority is {authority}"))
             }
         };

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::super::cell::{ArmedFault, Cell};
+use super::super::cell::Cell;
+use super::super::state::ArmedFault;
 use super::super::{Abort, Done};
 use super::evidence::Inside;
 use crate::fleet::ProcId;
@@ -27,7 +28,7 @@ impl Cell<'_> {
                 Ok(Done::ok(text))
             }
             when => {
-                self.armed.push((when, ArmedFault::Kill(k.clone())));
+                self.state.armed.push((when, ArmedFault::Kill(k.clone())));
                 Ok(Done::with(StepOutcome::Armed, format!("{k}")))
             }
         }
@@ -49,7 +50,8 @@ impl Cell<'_> {
         let victim = self.find_victim(k.target, of, k.pick).await?;
         let Some(victim) = victim else {
             let what = format!("no live {}{whose}", k.target.name());
-            self.fail(format!("kill {}: {what} to kill", k.target.name()));
+            self.state
+                .fail(format!("kill {}: {what} to kill", k.target.name()));
             self.record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
             return Ok(format!("nothing to kill: {what}"));
         };
@@ -62,9 +64,9 @@ impl Cell<'_> {
             };
             trigger.push_str(&self.until_busy(victim, patience).await?);
         }
-        if !self.shared.lock().procs[victim].alive() {
-            let why = self.shared.lock().procs[victim].why_ended();
-            let name = self.shared.lock().procs[victim].name.clone();
+        if !self.proc(victim, |p| p.alive()) {
+            let why = self.proc(victim, |p| p.why_ended());
+            let name = self.proc(victim, |p| p.name.clone());
             self.record_fault(
                 k.to_string(),
                 false,
@@ -73,13 +75,13 @@ impl Cell<'_> {
             return Ok(format!("{name} had already ended ({why}); nothing to kill"));
         }
         let record = self.kill_proc(victim, k.target.name()).await?;
-        let (fired, evidence) = kill_evidence(k.target, &record, self.load_on, inside);
+        let (fired, evidence) = kill_evidence(k.target, &record, self.state.load_on, inside);
         self.record_fault(k.to_string(), fired, evidence);
-        if let Some(seat) = self.seat_of(victim) {
-            self.seats[seat].dead = true;
-            self.seats[seat].proc = None;
+        if let Some(seat) = self.state.seat_of(victim) {
+            self.state.seats[seat].dead = true;
+            self.state.seats[seat].proc = None;
         }
-        let started = self.shared.lock().procs[victim].started;
+        let started = self.proc(victim, |p| p.started);
         let mut text = format!(
             "SIGKILLed {} ({}{}){trigger}",
             record.process,
@@ -96,7 +98,7 @@ impl Cell<'_> {
                 record.in_flight.len()
             ));
         }
-        self.obs.kills.push(record);
+        self.state.obs.kills.push(record);
         Ok(text)
     }
 
@@ -114,7 +116,7 @@ impl Cell<'_> {
                     (p.started >= n || !p.alive()).then_some(())
                 })
                 .await?;
-            let started = self.shared.lock().procs[victim].started;
+            let started = self.proc(victim, |p| p.started);
             Ok(if reached.is_some() && started >= n {
                 format!(" after it started {started} jobs")
             } else {
@@ -138,7 +140,7 @@ impl Cell<'_> {
             let p = &l.procs[victim];
             (!p.in_flight.is_empty() || !p.alive()).then_some(())
         };
-        if busy(&self.shared.lock()).is_some() {
+        if self.view(busy).is_some() {
             return Ok(String::new());
         }
         let start = std::time::Instant::now();

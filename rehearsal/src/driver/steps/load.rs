@@ -8,13 +8,13 @@ impl Cell<'_> {
     /// `load = "on"`: start a producer process for every producer seat;
     /// they share `rate_per_s` and run until `load = "off"`.
     pub(super) async fn load_on(&mut self) -> Result<Done, Abort> {
-        if self.load_on {
+        if self.state.load_on {
             return Ok(Done::ok("load was already on"));
         }
-        self.load_on = true;
-        let seats: Vec<usize> = (0..self.seats.len())
+        self.state.load_on = true;
+        let seats: Vec<usize> = (0..self.state.seats.len())
             .filter(|&s| {
-                let seat = &self.seats[s];
+                let seat = &self.state.seats[s];
                 seat.role == Role::Producer && !seat.dead && seat.proc.is_none()
             })
             .collect();
@@ -34,18 +34,15 @@ impl Cell<'_> {
     /// `load = "off"`: SIGTERM every producer and wait for it (a producer
     /// prints `accepted` for each job only after its batch commits).
     pub(super) async fn load_off(&mut self) -> Result<Done, Abort> {
-        self.load_on = false;
+        self.state.load_on = false;
         let ids = self.live(Role::Producer, None);
         let notes = self.stop(&ids, STOP_TIMEOUT, &self.cancel()).await?;
-        for seat in &mut self.seats {
+        for seat in &mut self.state.seats {
             if seat.role == Role::Producer {
                 seat.proc = None;
             }
         }
-        let (accepted, uncertain) = {
-            let l = self.shared.lock();
-            (l.accepted.len(), l.uncertain.len())
-        };
+        let (accepted, uncertain) = self.view(|l| (l.accepted.len(), l.uncertain.len()));
         let mut detail = format!(
             "stopped {}; {} accepted so far",
             crate::observe::count(ids.len() as u64, "producer"),

@@ -1,7 +1,8 @@
 //! `migrate`: an artifact's `awa migrate`, judged by its exit code.
 
-use super::super::cell::{ArmedFault, Cell};
+use super::super::cell::Cell;
 use super::super::ledger::Role;
+use super::super::state::ArmedFault;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::{ArmedCommand, Detector, MigrationHold};
@@ -31,8 +32,13 @@ impl Cell<'_> {
         if s.allow_live_runtimes {
             args.push("--allow-live-runtimes".into());
         }
-        let armed = self.armed.iter().any(|(w, _)| *w == When::DuringMigrate);
+        let armed = self
+            .state
+            .armed
+            .iter()
+            .any(|(w, _)| *w == When::DuringMigrate);
         let fleet_armed = self
+            .state
             .armed
             .iter()
             .any(|(w, f)| *w == When::DuringMigrate && matches!(f, ArmedFault::Fleet(_)));
@@ -41,7 +47,7 @@ impl Cell<'_> {
             let hold = MigrationHold::take(&self.db.url)
                 .await
                 .map_err(Abort::Harness)?;
-            self.migration_hold = Some(hold);
+            self.state.migration_hold = Some(hold);
             env.push(("AWA_MIGRATE_PAUSE".to_owned(), HELD_PAUSE.to_owned()));
             env.push((
                 "AWA_MIGRATE_HOLD_KEY".to_owned(),
@@ -102,14 +108,14 @@ impl Cell<'_> {
             }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
                 let reason = refused.unwrap_or(why);
-                self.fail(format!("{name} was refused: {reason}"));
+                self.state.fail(format!("{name} was refused: {reason}"));
                 Done::with(
                     StepOutcome::Refused,
                     format!("{name} ({version}) refused: {reason}"),
                 )
             }
             (Outcome::Ok, _) => {
-                self.fail(format!("{name} failed ({why})"));
+                self.state.fail(format!("{name} failed ({why})"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
@@ -121,20 +127,22 @@ impl Cell<'_> {
                 )
             }
             (Outcome::Refused, Some(EXIT_OK)) => {
-                self.fail(format!("{name} succeeded, but the plan requires a refusal"));
+                self.state
+                    .fail(format!("{name} succeeded, but the plan requires a refusal"));
                 Done::with(
                     StepOutcome::Ok,
                     format!("{name} ({version}): {}", migrated.unwrap_or_default()),
                 )
             }
             (Outcome::Blocked, _) => {
-                self.fail(format!(
+                self.state.fail(format!(
                     "{name}: expect = \"blocked\" is not a migrate outcome ({why})"
                 ));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
             (Outcome::Refused, _) => {
-                self.fail(format!("{name} failed ({why}) instead of refusing"));
+                self.state
+                    .fail(format!("{name} failed ({why}) instead of refusing"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
         })
@@ -161,9 +169,9 @@ impl Cell<'_> {
                 ),
             );
         }
-        self.facts.refusals_required.push(format!(
+        self.state.facts.refusals_required.push(format!(
             "step {} ({}): migrate by {artifact} ({version}) was refused as required: {reason}",
-            self.step_index, self.step_name
+            self.state.step_index, self.state.step_name
         ));
     }
 }

@@ -21,8 +21,7 @@ mod schema;
 mod settle;
 mod suspend;
 
-use super::cell::{Cell, Seat};
-use super::ledger::Role;
+use super::cell::Cell;
 use super::{Abort, Done};
 use crate::matrix::Step;
 pub(super) use armed::MigrationHold;
@@ -54,27 +53,12 @@ impl Cell<'_> {
         }
     }
 
-    fn add_seats(&mut self, role: Role, artifact: &str, n: u32) -> Vec<usize> {
-        let first = self.seats.len();
-        for _ in 0..n {
-            self.seats.push(Seat {
-                role,
-                artifact: artifact.to_owned(),
-                proc: None,
-                last: None,
-                parked: false,
-                dead: false,
-            });
-        }
-        (first..self.seats.len()).collect()
-    }
-
+    /// The names of the processes in `seats` (or last in them).
     fn names(&self, seats: &[usize]) -> String {
-        let l = self.shared.lock();
         let names: Vec<String> = seats
             .iter()
-            .filter_map(|&s| self.seats[s].proc.or(self.seats[s].last))
-            .map(|id| l.procs[id].name.clone())
+            .filter_map(|&s| self.state.seats[s].proc.or(self.state.seats[s].last))
+            .map(|id| self.proc(id, |p| p.name.clone()))
             .collect();
         if names.is_empty() {
             "none".into()
@@ -99,15 +83,13 @@ struct CommandEnd {
 impl Cell<'_> {
     /// How process `id` ended.
     fn command_end(&self, id: crate::fleet::ProcId) -> CommandEnd {
-        let l = self.shared.lock();
-        let p = &l.procs[id];
-        CommandEnd {
+        self.proc(id, |p| CommandEnd {
             name: p.name.clone(),
             code: p.code(),
             refused: p.refused.clone(),
             why: p.why_ended(),
             output: p.json.clone(),
-        }
+        })
     }
 }
 

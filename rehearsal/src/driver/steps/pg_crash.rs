@@ -1,6 +1,7 @@
 //! `pg_crash`: crash PostgreSQL and let it recover, now or armed.
 
-use super::super::cell::{ArmedFault, Cell};
+use super::super::cell::Cell;
+use super::super::state::ArmedFault;
 use super::super::{Abort, Done};
 use crate::matrix::When;
 use crate::observe::StepOutcome;
@@ -10,7 +11,7 @@ impl Cell<'_> {
     /// `pg_crash`: now, or armed for the next migrate or flip.
     pub(super) async fn pg_crash(&mut self, when: When) -> Result<Done, Abort> {
         if when != When::Now {
-            self.armed.push((when, ArmedFault::Crash));
+            self.state.armed.push((when, ArmedFault::Crash));
             let next = if when == When::DuringMigrate {
                 "migrate"
             } else {
@@ -35,9 +36,9 @@ impl Cell<'_> {
                 recovery_ms: ms,
             },
         });
-        self.facts.crashes.push(format!(
+        self.state.facts.crashes.push(format!(
             "step {} ({}): the fleet survived a PostgreSQL crash{during}",
-            self.step_index, self.step_name
+            self.state.step_index, self.state.step_name
         ));
         Ok(format!(
             "PostgreSQL crashed (SIGKILL to every server process){during} and was back after crash recovery in {ms} ms"

@@ -16,9 +16,9 @@ impl Cell<'_> {
     /// after the next successful migrate.
     pub(super) async fn roll(&mut self, s: &RollStep) -> Result<Done, Abort> {
         let of_role = |role: Role| -> Vec<usize> {
-            (0..self.seats.len())
+            (0..self.state.seats.len())
                 .filter(|&i| {
-                    let seat = &self.seats[i];
+                    let seat = &self.state.seats[i];
                     seat.role == role && !seat.dead && seat.artifact != s.artifact
                 })
                 .collect()
@@ -38,10 +38,13 @@ impl Cell<'_> {
                 self.replace(seat, &s.artifact, &mut notes).await?;
             }
         } else {
-            let old: Vec<ProcId> = targets.iter().filter_map(|&t| self.seats[t].proc).collect();
+            let old: Vec<ProcId> = targets
+                .iter()
+                .filter_map(|&t| self.state.seats[t].proc)
+                .collect();
             notes.extend(self.stop(&old, STOP_TIMEOUT, &self.cancel()).await?);
             for &t in &targets {
-                let seat = &mut self.seats[t];
+                let seat = &mut self.state.seats[t];
                 seat.artifact = s.artifact.clone();
                 seat.proc = None;
                 seat.parked = false;
@@ -49,7 +52,7 @@ impl Cell<'_> {
             let launch: Vec<usize> = targets
                 .iter()
                 .copied()
-                .filter(|&t| self.seats[t].role == Role::Worker || self.load_on)
+                .filter(|&t| self.state.seats[t].role == Role::Worker || self.state.load_on)
                 .collect();
             self.launch_seats(&launch, &mut notes).await?;
         }
@@ -76,14 +79,14 @@ impl Cell<'_> {
         artifact: &str,
         notes: &mut Vec<String>,
     ) -> Result<(), Abort> {
-        if let Some(id) = self.seats[seat].proc {
+        if let Some(id) = self.state.seats[seat].proc {
             notes.extend(self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?);
         }
-        let s = &mut self.seats[seat];
+        let s = &mut self.state.seats[seat];
         s.artifact = artifact.to_owned();
         s.proc = None;
         s.parked = false;
-        if s.role == Role::Worker || self.load_on {
+        if s.role == Role::Worker || self.state.load_on {
             self.launch_seats(&[seat], notes).await?;
         }
         Ok(())

@@ -14,14 +14,15 @@ impl Cell<'_> {
     /// worker count stays the same unless `workers` is given.
     pub(super) async fn rollback(&mut self, s: &RollbackStep) -> Result<Done, Abort> {
         let live_workers = |cell: &Self, mine: bool| -> Vec<usize> {
-            (0..cell.seats.len())
+            (0..cell.state.seats.len())
                 .filter(|&i| {
-                    let seat = &cell.seats[i];
+                    let seat = &cell.state.seats[i];
                     seat.role == Role::Worker && !seat.dead && (seat.artifact == s.artifact) == mine
                 })
                 .collect()
         };
         let total = self
+            .state
             .seats
             .iter()
             .filter(|s| s.role == Role::Worker && !s.dead)
@@ -30,7 +31,7 @@ impl Cell<'_> {
         let mine = live_workers(self, true);
         let others = live_workers(self, false);
         let mut notes = Vec::new();
-        let new = self.add_seats(
+        let new = self.state.add_seats(
             Role::Worker,
             &s.artifact,
             target.saturating_sub(mine.len()) as u32,
@@ -40,16 +41,19 @@ impl Cell<'_> {
         if mine.len() > target {
             retire.extend(mine[target..].iter().copied());
         }
-        let ids: Vec<ProcId> = retire.iter().filter_map(|&r| self.seats[r].proc).collect();
+        let ids: Vec<ProcId> = retire
+            .iter()
+            .filter_map(|&r| self.state.seats[r].proc)
+            .collect();
         let retired = self.names(&retire);
         notes.extend(self.stop(&ids, STOP_TIMEOUT, &self.cancel()).await?);
         for r in retire {
-            self.seats[r].dead = true;
-            self.seats[r].proc = None;
+            self.state.seats[r].dead = true;
+            self.state.seats[r].proc = None;
         }
-        let producers: Vec<usize> = (0..self.seats.len())
+        let producers: Vec<usize> = (0..self.state.seats.len())
             .filter(|&i| {
-                let seat = &self.seats[i];
+                let seat = &self.state.seats[i];
                 seat.role == Role::Producer && !seat.dead && seat.artifact != s.artifact
             })
             .collect();

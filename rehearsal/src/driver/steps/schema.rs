@@ -29,16 +29,16 @@ impl Cell<'_> {
         match self.probe.schema_rows().await {
             Ok(rows) => {
                 let record = SchemaRecord {
-                    step: self.step_index,
+                    step: self.state.step_index,
                     by: format!("{by} {}", self.version_of(by)),
                     at_ms: self.ms(),
                     rows,
                 };
-                self.obs.schema_history.push(record);
+                self.state.obs.schema_history.push(record);
             }
-            Err(e) => self.facts.notes.push(format!(
+            Err(e) => self.state.facts.notes.push(format!(
                 "schema_version could not be read after step {}: {e}",
-                self.step_index
+                self.state.step_index
             )),
         }
     }
@@ -52,7 +52,7 @@ impl Cell<'_> {
     /// stale: remove them).
     pub(super) async fn schema_matches_fresh(&mut self) -> Result<Held, Abort> {
         let started = Instant::now();
-        let scratch = scratch_name(&self.db.name, self.step_index);
+        let scratch = scratch_name(&self.db.name, self.state.step_index);
         let harness =
             |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
         let scratch_url =
@@ -77,7 +77,7 @@ impl Cell<'_> {
         if !kept {
             let drop = format!("DROP DATABASE IF EXISTS \"{scratch}\" WITH (FORCE)");
             if let Err(e) = admin.batch_execute(&drop).await {
-                self.facts.notes.push(format!(
+                self.state.facts.notes.push(format!(
                     "the scratch database {scratch} could not be dropped: {}",
                     super::super::probe::describe(&e)
                 ));
@@ -99,8 +99,8 @@ impl Cell<'_> {
         );
         let stale = judged.stale.clone();
         let drift = !judged.undeclared.is_empty();
-        self.obs.schema_checks.push(SchemaCheck {
-            step: self.step_index,
+        self.state.obs.schema_checks.push(SchemaCheck {
+            step: self.state.step_index,
             at_ms: self.ms(),
             fresh_by,
             objects,
@@ -132,10 +132,7 @@ impl Cell<'_> {
                 COMMAND_TIMEOUT,
             )
             .await?;
-        let (code, why) = {
-            let l = self.shared.lock();
-            (l.procs[id].code(), l.procs[id].why_ended())
-        };
+        let (code, why) = self.proc(id, |p| (p.code(), p.why_ended()));
         if code != Some(EXIT_OK) {
             return Err(harness("the fresh install by current failed", why));
         }

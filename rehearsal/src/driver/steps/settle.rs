@@ -84,8 +84,8 @@ impl Cell<'_> {
                 )
             })
             .collect();
-        self.obs.pruned_back.push(PrunedBack {
-            step: self.step_index,
+        self.state.obs.pruned_back.push(PrunedBack {
+            step: self.state.step_index,
             from_ms,
             waited_ms,
             bound_ms: bound.as_millis() as u64,

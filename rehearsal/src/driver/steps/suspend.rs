@@ -8,7 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::{Cell, Suspension};
+use super::super::cell::Cell;
+use super::super::state::Suspension;
 use super::super::{Abort, Done};
 use crate::fleet::Handle;
 use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
@@ -28,15 +29,14 @@ impl Cell<'_> {
         let victim = self.find_victim(s.target, of, s.pick).await?;
         let Some(victim) = victim else {
             let what = format!("no live {}{whose}", s.target.name());
-            self.fail(format!("suspend {}: {what} to suspend", s.target.name()));
+            self.state
+                .fail(format!("suspend {}: {what} to suspend", s.target.name()));
             return Ok(Done::with(
                 StepOutcome::Failed,
                 format!("nothing to suspend: {what}"),
             ));
         };
-        let (handle, name, version, in_flight, started) = {
-            let l = self.shared.lock();
-            let p = &l.procs[victim];
+        let (handle, name, version, in_flight, started) = self.proc(victim, |p| {
             (
                 p.handle.clone(),
                 p.name.clone(),
@@ -44,9 +44,10 @@ impl Cell<'_> {
                 p.in_flight().len(),
                 p.started,
             )
-        };
+        });
         let Some(handle) = handle else {
-            self.fail(format!("suspend: {name} has no handle to signal"));
+            self.state
+                .fail(format!("suspend: {name} has no handle to signal"));
             return Ok(Done::with(
                 StepOutcome::Failed,
                 format!("{name} has no handle"),
@@ -55,14 +56,15 @@ impl Cell<'_> {
         let caught = match self.stop_at(&handle, s.at).await? {
             Ok(caught) => caught,
             Err(missed) => {
-                self.fail(format!("suspend {}: {name}: {missed}", s.target.name()));
+                self.state
+                    .fail(format!("suspend {}: {name}: {missed}", s.target.name()));
                 return Ok(Done::with(
                     StepOutcome::TimedOut,
                     format!("{name}: {missed}"),
                 ));
             }
         };
-        self.suspended.push(Suspension {
+        self.state.suspended.push(Suspension {
             target: s.target,
             of: s.of.clone(),
             id: victim,
@@ -92,7 +94,7 @@ impl Cell<'_> {
             }
             None => text.push_str("; stopped until a resume step"),
         }
-        self.facts.notes.push(text.clone());
+        self.state.facts.notes.push(text.clone());
         Ok(Done::ok(text))
     }
 
@@ -155,30 +157,29 @@ impl Cell<'_> {
     /// goes on (SIGCONT) or is killed (SIGKILL, its seat is gone).
     pub(super) async fn resume(&mut self, s: &ResumeStep) -> Result<Done, Abort> {
         let found = self
+            .state
             .suspended
             .iter()
             .rposition(|x| !x.timed && x.target == s.target && x.of == s.of);
         let Some(found) = found else {
-            self.fail(format!(
+            self.state.fail(format!(
                 "resume {}: no process is suspended by an earlier suspend step without `for`",
                 s.target.name()
             ));
             return Ok(Done::with(StepOutcome::Failed, "nothing to resume"));
         };
-        let susp = self.suspended.remove(found);
+        let susp = self.state.suspended.remove(found);
         let stopped_ms = self.ms().saturating_sub(susp.at_ms);
-        let (handle, name, version, alive) = {
-            let l = self.shared.lock();
-            let p = &l.procs[susp.id];
+        let (handle, name, version, alive) = self.proc(susp.id, |p| {
             (
                 p.handle.clone(),
                 p.name.clone(),
                 p.version.clone(),
                 p.alive(),
             )
-        };
+        });
         if !alive {
-            let why = self.shared.lock().procs[susp.id].why_ended();
+            let why = self.proc(susp.id, |p| p.why_ended());
             return Ok(Done::ok(format!(
                 "{name} had already ended while suspended ({why})"
             )));
@@ -192,19 +193,19 @@ impl Cell<'_> {
             }
             ResumeSignal::Kill => {
                 let record = self.kill_proc(susp.id, s.target.name()).await?;
-                if let Some(seat) = self.seat_of(susp.id) {
-                    self.seats[seat].dead = true;
-                    self.seats[seat].proc = None;
+                if let Some(seat) = self.state.seat_of(susp.id) {
+                    self.state.seats[seat].dead = true;
+                    self.state.seats[seat].proc = None;
                 }
                 let text = format!(
                     "SIGKILLed {name} ({version}) after {stopped_ms} ms stopped, with {} attempts in flight",
                     record.in_flight.len()
                 );
-                self.obs.kills.push(record);
+                self.state.obs.kills.push(record);
                 text
             }
         };
-        self.facts.notes.push(text.clone());
+        self.state.facts.notes.push(text.clone());
         Ok(Done::ok(text))
     }
 }
