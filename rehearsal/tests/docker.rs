@@ -8,10 +8,12 @@
 //! address is given. The tests take turns (one lock): they share the
 //! engine, the image tags and two cores.
 
+pub mod common;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,9 @@ use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveImageOptions,
 };
+use common::rehearse::{run, wait};
+use common::report::read_report;
+use common::scratch::Scratch;
 use rehearsal::fleet::docker::label;
 use rehearsal::fleet::{CpuSource, DockerFleet, Fleet, FleetMsg, Labels, Report, Runnable, Spec};
 use rehearsal::image::Engine;
@@ -118,93 +123,22 @@ steps = [
 ]
 "#;
 
-/// A scratch directory with a matrix whose `previous` is `previous`, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str, previous: &str) -> Scratch {
-        let matrix = format!("[artifacts.previous]\n{previous}\n{WORKLOAD}");
-        Scratch::with_matrix(tag, &matrix)
-    }
-
-    fn with_matrix(tag: &str, matrix: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("rehearse-docker-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("reports")).unwrap();
-        std::fs::write(dir.join("matrix.toml"), matrix).unwrap();
-        Scratch(dir)
-    }
-
-    fn rehearse(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
-        cmd.arg("--matrix-file")
-            .arg(self.0.join("matrix.toml"))
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("REHEARSE_REPORTS_DIR", self.0.join("reports"))
-            .env_remove("REHEARSE_BACKEND")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
-    }
-
-    fn report_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.0.join("reports"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        dirs
-    }
+/// A scratch tree with a matrix whose `previous` is `previous`.
+fn with_previous(tag: &str, previous: &str) -> Scratch {
+    let matrix = format!("[artifacts.previous]\n{previous}\n{WORKLOAD}");
+    Scratch::with_matrix("docker", tag, &matrix)
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let mut err = String::new();
-            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-            panic!("rehearse did not finish within {limit:?}; stderr:\n{err}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (status, out, err)
-}
-
-fn run(mut cmd: Command, limit: Duration) -> (ExitStatus, String, String) {
-    let mut child = cmd.spawn().expect("start rehearse");
-    wait(&mut child, limit)
-}
-
-fn read_report(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+/// `rehearse` on the scratch tree's matrix, the backend left to the flags.
+fn rehearse(scratch: &Scratch, args: &[&str]) -> Command {
+    let mut cmd = common::rehearse::rehearse();
+    cmd.arg("--matrix-file")
+        .arg(scratch.matrix())
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("REHEARSE_REPORTS_DIR", scratch.reports())
+        .env_remove("REHEARSE_BACKEND");
+    cmd
 }
 
 /// Ids of the containers carrying `label=value` (any state).
@@ -231,8 +165,11 @@ fn run_id(dir: &Path) -> String {
 #[test]
 fn backend_docker_without_an_engine_stops_before_anything_starts() {
     let _turn = turn();
-    let scratch = Scratch::new("no-engine", "release = \"0.6.2\"");
-    let mut cmd = scratch.rehearse(&["--cell", "small-kill", "--seed", "1", "--backend", "docker"]);
+    let scratch = with_previous("no-engine", "release = \"0.6.2\"");
+    let mut cmd = rehearse(
+        &scratch,
+        &["--cell", "small-kill", "--seed", "1", "--backend", "docker"],
+    );
     cmd.env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
     let (status, _, err) = run(cmd, Duration::from_secs(60));
     assert_eq!(status.code(), Some(3), "{err}");
@@ -248,8 +185,11 @@ fn backend_docker_without_an_engine_stops_before_anything_starts() {
     assert!(scratch.report_dirs().is_empty());
 
     // auto falls back to process and says why; the image artifact is then refused.
-    let scratch = Scratch::new("auto", "image = \"127.0.0.1:5000/awa-runtime:0.6.2\"");
-    let mut cmd = scratch.rehearse(&["--cell", "small-kill", "--seed", "1", "--backend", "auto"]);
+    let scratch = with_previous("auto", "image = \"127.0.0.1:5000/awa-runtime:0.6.2\"");
+    let mut cmd = rehearse(
+        &scratch,
+        &["--cell", "small-kill", "--seed", "1", "--backend", "auto"],
+    );
     cmd.env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
     let (status, _, err) = run(cmd, Duration::from_secs(60));
     assert_eq!(status.code(), Some(2), "{err}");
@@ -270,11 +210,11 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
     let Some(registry) = registry(test) else {
         return;
     };
-    let scratch = Scratch::new("line", "release = \"0.6.2\"");
+    let scratch = with_previous("line", "release = \"0.6.2\"");
 
     // Publish the releases, as a release engineer would.
     let (status, out, err) = run(
-        scratch.rehearse(&["artifacts", "publish", "--registry", &registry]),
+        rehearse(&scratch, &["artifacts", "publish", "--registry", &registry]),
         Duration::from_secs(1800),
     );
     assert!(status.success(), "{err}");
@@ -285,7 +225,7 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
         .map(|hex| format!("sha256:{hex}"))
         .unwrap_or_else(|| panic!("no digest for 0.6.2 in:\n{out}"));
     let (status, out, err) = run(
-        scratch.rehearse(&["artifacts", "list", "--registry", &registry]),
+        rehearse(&scratch, &["artifacts", "list", "--registry", &registry]),
         Duration::from_secs(120),
     );
     assert!(status.success(), "{err}");
@@ -307,9 +247,12 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
 
     // The newest 0.6 release at or above 0.6.2, pulled by digest; a SIGKILLed container's jobs rescued.
     let line = format!("image = \"{registry}/awa-runtime\"\nline = \"0.6\"\nfloor = \"0.6.2\"");
-    let scratch = Scratch::new("line-run", &line);
+    let scratch = with_previous("line-run", &line);
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "small-kill", "--seed", "7", "--backend", "docker"]),
+        rehearse(
+            &scratch,
+            &["--cell", "small-kill", "--seed", "7", "--backend", "docker"],
+        ),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(0), "{err}");
@@ -397,9 +340,12 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
 
     // Bad input: no release at or above the floor.
     let floor = format!("image = \"{registry}/awa-runtime\"\nline = \"0.6\"\nfloor = \"0.6.9\"");
-    let scratch = Scratch::new("floor", &floor);
+    let scratch = with_previous("floor", &floor);
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "small-kill", "--seed", "7", "--backend", "docker"]),
+        rehearse(
+            &scratch,
+            &["--cell", "small-kill", "--seed", "7", "--backend", "docker"],
+        ),
         Duration::from_secs(600),
     );
     assert_eq!(status.code(), Some(2), "{err}");
@@ -418,9 +364,12 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
         "image = \"{registry}/awa-runtime@sha256:{}\"",
         "0".repeat(64)
     );
-    let scratch = Scratch::new("pinned", &unknown);
+    let scratch = with_previous("pinned", &unknown);
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "small-kill", "--seed", "7", "--backend", "docker"]),
+        rehearse(
+            &scratch,
+            &["--cell", "small-kill", "--seed", "7", "--backend", "docker"],
+        ),
         Duration::from_secs(600),
     );
     assert_eq!(status.code(), Some(2), "{err}");
@@ -436,9 +385,12 @@ fn n1_resolved_by_line_is_pulled_by_digest_and_bad_registries_are_refused() {
         .unwrap()
         .port();
     let down = format!("image = \"127.0.0.1:{port}/awa-runtime\"\nline = \"0.6\"");
-    let scratch = Scratch::new("down", &down);
+    let scratch = with_previous("down", &down);
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "small-kill", "--seed", "7", "--backend", "docker"]),
+        rehearse(
+            &scratch,
+            &["--cell", "small-kill", "--seed", "7", "--backend", "docker"],
+        ),
         Duration::from_secs(600),
     );
     assert_eq!(status.code(), Some(3), "{err}");
@@ -456,11 +408,11 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     let Some((rt, engine)) = engine("no_container_outlives_a_run") else {
         return;
     };
-    let scratch = Scratch::new("lifecycle", "release = \"0.6.2\"");
+    let scratch = with_previous("lifecycle", "release = \"0.6.2\"");
 
     // A failing run, on the default backend: auto, which takes the engine.
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "fails", "--seed", "2"]),
+        rehearse(&scratch, &["--cell", "fails", "--seed", "2"]),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(1), "{err}");
@@ -508,10 +460,12 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     .unwrap();
 
     // Ctrl-C in the middle of a cell.
-    let mut child = scratch
-        .rehearse(&["--cell", "long-hold", "--seed", "3", "--backend", "docker"])
-        .spawn()
-        .unwrap();
+    let mut child = rehearse(
+        &scratch,
+        &["--cell", "long-hold", "--seed", "3", "--backend", "docker"],
+    )
+    .spawn()
+    .unwrap();
     let start = Instant::now();
     let dir = loop {
         let dir = scratch
@@ -584,14 +538,17 @@ fn the_shipped_smoke_matrix_passes_on_docker_with_n1_pulled_from_the_registry() 
         release,
         &format!("[artifacts.previous]\nimage = \"{registry}/awa-runtime\"\nline = \"0.6\"\nfloor = \"0.6.2\""),
     );
-    let scratch = Scratch::with_matrix("smoke", &matrix);
+    let scratch = Scratch::with_matrix("docker", "smoke", &matrix);
     let (status, _, err) = run(
-        scratch.rehearse(&["artifacts", "publish", "--registry", &registry]),
+        rehearse(&scratch, &["artifacts", "publish", "--registry", &registry]),
         Duration::from_secs(1800),
     );
     assert!(status.success(), "{err}");
     let (status, out, err) = run(
-        scratch.rehearse(&["--matrix", "smoke", "--seed", "11", "--backend", "docker"]),
+        rehearse(
+            &scratch,
+            &["--matrix", "smoke", "--seed", "11", "--backend", "docker"],
+        ),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(0), "{out}\n{err}");
@@ -662,18 +619,21 @@ fn runtimes_armed_for_a_migration_start_inside_it_although_a_container_starts_sl
     let shipped =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml"))
             .unwrap();
-    let scratch = Scratch::with_matrix("inside", &format!("{shipped}\n{START_INSIDE}"));
+    let scratch = Scratch::with_matrix("docker", "inside", &format!("{shipped}\n{START_INSIDE}"));
     let (status, out, err) = run(
-        scratch.rehearse(&[
-            "--cell",
-            "defect-preflight-no-lock",
-            "--cell",
-            "start-inside-migration",
-            "--seed",
-            "5",
-            "--backend",
-            "docker",
-        ]),
+        rehearse(
+            &scratch,
+            &[
+                "--cell",
+                "defect-preflight-no-lock",
+                "--cell",
+                "start-inside-migration",
+                "--seed",
+                "5",
+                "--backend",
+                "docker",
+            ],
+        ),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(0), "{out}\n{err}");
@@ -760,11 +720,13 @@ fn refused_before_anything_starts(
     previous: &str,
     exit: i32,
 ) -> String {
-    let scratch = Scratch::new(tag, previous);
-    let mut child = scratch
-        .rehearse(&["--cell", "fails", "--seed", "4", "--backend", "docker"])
-        .spawn()
-        .unwrap();
+    let scratch = with_previous(tag, previous);
+    let mut child = rehearse(
+        &scratch,
+        &["--cell", "fails", "--seed", "4", "--backend", "docker"],
+    )
+    .spawn()
+    .unwrap();
     let pid = child.id();
     let (status, _, err) = wait(&mut child, Duration::from_secs(600));
     assert_eq!(status.code(), Some(exit), "{err}");

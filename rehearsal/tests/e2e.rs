@@ -5,11 +5,16 @@
 //! load, kill after started jobs, hold, drain); the shipped `smoke`
 //! matrix runs the 0.6.2 -> 0.7 upgrade with the flip and the fence.
 
+pub mod common;
+
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::rehearse::{checkout, run, wait};
+use common::report::read_report;
+use common::scratch::Scratch;
 use serde_json::Value;
 
 const MATRIX: &str = r#"
@@ -80,102 +85,24 @@ steps = [
     )
 }
 
-/// A scratch directory with the test matrix, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        Scratch::with_matrix(tag, MATRIX)
-    }
-
-    fn with_matrix(tag: &str, matrix: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("rehearse-e2e-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("reports")).unwrap();
-        std::fs::write(dir.join("matrix.toml"), matrix).unwrap();
-        Scratch(dir)
-    }
-
-    fn reports(&self) -> PathBuf {
-        self.0.join("reports")
-    }
-
-    fn rehearse(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
-        cmd.arg("--matrix-file")
-            .arg(self.0.join("matrix.toml"))
-            .args(args)
-            // Inside the checkout: artifacts are resolved from its
-            // manifest (a copy elsewhere has none).
-            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
-            .env("REHEARSE_REPORTS_DIR", self.reports())
-            // These cells are about the process backend (tests/docker.rs has the other).
-            .env("REHEARSE_BACKEND", "process")
-            .env_remove("NO_COLOR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
-    }
-
-    /// The report folders written so far, oldest first.
-    fn report_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.reports())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        dirs
-    }
+/// A scratch tree with `matrix` (the test matrix unless given another).
+fn scratch(tag: &str, matrix: &str) -> Scratch {
+    Scratch::with_matrix("e2e", tag, matrix)
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Waits for `child` at most `limit`; kills it and panics after that.
-fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let mut err = String::new();
-            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-            panic!("rehearse did not finish within {limit:?}; stderr:\n{err}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (status, out, err)
-}
-
-fn run(mut cmd: Command, limit: Duration) -> (ExitStatus, String, String) {
-    let mut child = cmd.spawn().expect("start rehearse");
-    wait(&mut child, limit)
-}
-
-fn read_report(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+/// `rehearse` on the scratch tree's matrix, inside the checkout (artifacts
+/// are resolved from its manifest; a copy elsewhere has none), on the
+/// process backend (tests/docker.rs has the other).
+fn rehearse(scratch: &Scratch, args: &[&str]) -> Command {
+    let mut cmd = common::rehearse::rehearse();
+    cmd.arg("--matrix-file")
+        .arg(scratch.matrix())
+        .args(args)
+        .current_dir(checkout())
+        .env("REHEARSE_REPORTS_DIR", scratch.reports())
+        .env("REHEARSE_BACKEND", "process")
+        .env_remove("NO_COLOR");
+    cmd
 }
 
 fn artifact<'r>(report: &'r Value, name: &str) -> &'r Value {
@@ -189,9 +116,9 @@ fn artifact<'r>(report: &'r Value, name: &str) -> &'r Value {
 
 #[test]
 fn a_small_cell_passes_and_a_second_run_finds_the_release_cached() {
-    let scratch = Scratch::new("pass");
+    let scratch = scratch("pass", MATRIX);
     let (status, out, err) = run(
-        scratch.rehearse(&["--matrix", "smoke", "--seed", "11"]),
+        rehearse(&scratch, &["--matrix", "smoke", "--seed", "11"]),
         Duration::from_secs(600),
     );
     assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
@@ -233,7 +160,10 @@ fn a_small_cell_passes_and_a_second_run_finds_the_release_cached() {
 
     // Once more, as JSON: the release comes from the cache now.
     let (status, out, err) = run(
-        scratch.rehearse(&["--matrix", "smoke", "--seed", "11", "--json", "--quiet"]),
+        rehearse(
+            &scratch,
+            &["--matrix", "smoke", "--seed", "11", "--json", "--quiet"],
+        ),
         Duration::from_secs(600),
     );
     assert_eq!(status.code(), Some(0), "stderr:\n{err}");
@@ -247,9 +177,9 @@ fn a_small_cell_passes_and_a_second_run_finds_the_release_cached() {
 
 #[test]
 fn an_image_artifact_is_refused_before_anything_starts() {
-    let scratch = Scratch::with_matrix("image", &image_matrix());
+    let scratch = scratch("image", &image_matrix());
     let (status, _, err) = run(
-        scratch.rehearse(&["--cell", "image", "--seed", "1"]),
+        rehearse(&scratch, &["--cell", "image", "--seed", "1"]),
         Duration::from_secs(60),
     );
     assert_eq!(status.code(), Some(2), "{err}");
@@ -266,9 +196,9 @@ fn an_image_artifact_is_refused_before_anything_starts() {
 
 #[test]
 fn without_postgresql_the_run_is_inconclusive_and_says_what_to_install() {
-    let scratch = Scratch::new("no-pg");
-    let mut cmd = scratch.rehearse(&["--matrix", "smoke", "--seed", "1"]);
-    cmd.env("AWA_PG_BINDIR", scratch.0.join("no-postgres-here"));
+    let scratch = scratch("no-pg", MATRIX);
+    let mut cmd = rehearse(&scratch, &["--matrix", "smoke", "--seed", "1"]);
+    cmd.env("AWA_PG_BINDIR", scratch.path().join("no-postgres-here"));
     let (status, _, err) = run(cmd, Duration::from_secs(600));
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(
@@ -318,9 +248,8 @@ fn leftovers(report_dir: &Path, rehearse_pid: u32) -> Vec<String> {
 
 #[test]
 fn ctrl_c_stops_every_child_and_reports_the_cell_inconclusive() {
-    let scratch = Scratch::new("ctrl-c");
-    let mut child = scratch
-        .rehearse(&["--cell", "long-hold", "--seed", "3"])
+    let scratch = scratch("ctrl-c", MATRIX);
+    let mut child = rehearse(&scratch, &["--cell", "long-hold", "--seed", "3"])
         .spawn()
         .expect("start rehearse");
     let pid = child.id();
@@ -395,9 +324,9 @@ fn the_shipped_smoke_matrix_passes() {
     let shipped =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml"))
             .unwrap();
-    let scratch = Scratch::with_matrix("smoke", &shipped);
+    let scratch = scratch("smoke", &shipped);
     let (status, out, err) = run(
-        scratch.rehearse(&["--matrix", "smoke", "--seed", "3"]),
+        rehearse(&scratch, &["--matrix", "smoke", "--seed", "3"]),
         Duration::from_secs(900),
     );
     assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
@@ -478,17 +407,20 @@ steps = [
 
 #[test]
 fn faults_that_cannot_fire_make_their_cells_inconclusive() {
-    let scratch = Scratch::with_matrix("unfired", UNFIRED);
+    let scratch = scratch("unfired", UNFIRED);
     let (status, stdout, stderr) = run(
-        scratch.rehearse(&[
-            "--cell",
-            "idle-kill",
-            "--cell",
-            "crash-outside-migration",
-            "--jobs",
-            "2",
-            "--quiet",
-        ]),
+        rehearse(
+            &scratch,
+            &[
+                "--cell",
+                "idle-kill",
+                "--cell",
+                "crash-outside-migration",
+                "--jobs",
+                "2",
+                "--quiet",
+            ],
+        ),
         Duration::from_secs(600),
     );
     assert_eq!(

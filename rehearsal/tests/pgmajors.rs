@@ -7,67 +7,39 @@
 //! installs; where it is missing the two-major run is skipped with a
 //! banner, except under CI (`CI` set), where that is a failure.
 
+pub mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
+
+use common::rehearse::{checkout, text};
+use common::scratch::Scratch;
 
 use awa_runtime::pgtemp::{Cluster, Search};
 use serde_json::Value;
 
-/// A scratch folder (removed on drop) with the shipped matrix.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("rehearse-pgm-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("reports")).unwrap();
-        std::fs::create_dir_all(dir.join("empty")).unwrap();
-        Scratch(dir)
-    }
-
-    fn empty(&self) -> PathBuf {
-        self.0.join("empty")
-    }
-
-    /// `rehearse ARGS` run inside the checkout, reports into the scratch folder.
-    fn rehearse(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
-        cmd.args(args)
-            .current_dir(checkout())
-            .env("REHEARSE_REPORTS_DIR", self.0.join("reports"))
-            .env("REHEARSE_BACKEND", "process")
-            .env_remove("REHEARSE_MATRIX_FILE")
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    fn report_dirs(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.0.join("reports"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect()
-    }
+/// A scratch tree (for reports, with an empty folder `empty/`); runs use
+/// the shipped matrix.
+fn scratch(tag: &str) -> Scratch {
+    let scratch = Scratch::new("pgm", tag);
+    std::fs::create_dir_all(empty(&scratch)).unwrap();
+    scratch
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// An empty folder of the scratch tree.
+fn empty(scratch: &Scratch) -> PathBuf {
+    scratch.path().join("empty")
 }
 
-fn checkout() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+/// `rehearse ARGS` run inside the checkout, reports into the scratch tree.
+fn rehearse(scratch: &Scratch, args: &[&str]) -> Command {
+    let mut cmd = common::rehearse::rehearse();
+    cmd.args(args)
+        .current_dir(checkout())
+        .env("REHEARSE_REPORTS_DIR", scratch.reports())
+        .env("REHEARSE_BACKEND", "process")
+        .env_remove("REHEARSE_MATRIX_FILE");
+    cmd
 }
 
 /// The shipped smoke matrix passes on PostgreSQL 15 and 18 in one run,
@@ -84,11 +56,13 @@ fn the_smoke_matrix_passes_on_postgres_15_and_18_in_one_run() {
         eprintln!("#### SKIPPED: no PostgreSQL 18 here ({e}) ####");
         return;
     }
-    let scratch = Scratch::new("smoke");
-    let output = scratch
-        .rehearse(&["--matrix", "smoke", "--postgres", "15,18", "--seed", "5"])
-        .output()
-        .unwrap();
+    let scratch = scratch("smoke");
+    let output = rehearse(
+        &scratch,
+        &["--matrix", "smoke", "--postgres", "15,18", "--seed", "5"],
+    )
+    .output()
+    .unwrap();
     let (out, err) = text(&output);
     assert_eq!(
         output.status.code(),
@@ -158,17 +132,19 @@ fn a_missing_major_is_refused_before_anything_starts() {
         eprintln!("#### SKIPPED: Debian's PostgreSQL 18 is installed here ####");
         return;
     }
-    let scratch = Scratch::new("missing");
-    let output = scratch
-        .rehearse(&["--matrix", "smoke", "--postgres", "15,18", "--seed", "1"])
-        // Debian's 15 stays findable under /usr/lib/postgresql; the wheel is hidden.
-        .env("PATH", scratch.empty())
-        .env("REHEARSE_PG_VENV", scratch.empty())
-        .env_remove("REHEARSE_PG_BINDIR")
-        .env_remove("AWA_PG_BINDIR")
-        .env("CARGO", scratch.empty().join("no-cargo"))
-        .output()
-        .unwrap();
+    let scratch = scratch("missing");
+    let output = rehearse(
+        &scratch,
+        &["--matrix", "smoke", "--postgres", "15,18", "--seed", "1"],
+    )
+    // Debian's 15 stays findable under /usr/lib/postgresql; the wheel is hidden.
+    .env("PATH", empty(&scratch))
+    .env("REHEARSE_PG_VENV", empty(&scratch))
+    .env_remove("REHEARSE_PG_BINDIR")
+    .env_remove("AWA_PG_BINDIR")
+    .env("CARGO", empty(&scratch).join("no-cargo"))
+    .output()
+    .unwrap();
     let (out, err) = text(&output);
     assert_eq!(
         output.status.code(),
@@ -197,9 +173,10 @@ fn database_url_with_another_major_is_refused() {
     let major: u32 = version.split('.').next().unwrap().parse().unwrap();
     let other = if major == 18 { "17" } else { "18" };
     let url = cluster.url("postgres");
-    let scratch = Scratch::new("url");
-    let output = scratch
-        .rehearse(&[
+    let scratch = scratch("url");
+    let output = rehearse(
+        &scratch,
+        &[
             "plan",
             "--matrix",
             "smoke",
@@ -207,12 +184,14 @@ fn database_url_with_another_major_is_refused() {
             other,
             "--seed",
             "1",
-        ])
-        .output()
-        .unwrap();
+        ],
+    )
+    .output()
+    .unwrap();
     assert_eq!(output.status.code(), Some(0), "plan needs no server");
-    let output = scratch
-        .rehearse(&[
+    let output = rehearse(
+        &scratch,
+        &[
             "--matrix",
             "smoke",
             "--postgres",
@@ -221,10 +200,11 @@ fn database_url_with_another_major_is_refused() {
             &url,
             "--seed",
             "1",
-        ])
-        .env("CARGO", scratch.empty().join("no-cargo"))
-        .output()
-        .unwrap();
+        ],
+    )
+    .env("CARGO", empty(&scratch).join("no-cargo"))
+    .output()
+    .unwrap();
     let (out, err) = text(&output);
     assert_eq!(
         output.status.code(),
@@ -246,10 +226,9 @@ fn database_url_with_another_major_is_refused() {
 /// misconfiguration and says what to install; exit 3, not ready.
 #[test]
 fn doctor_without_the_requested_major_says_what_to_install() {
-    let scratch = Scratch::new("doctor");
-    let empty = scratch.empty();
-    let output = scratch
-        .rehearse(&["doctor", "--postgres", "18"])
+    let scratch = scratch("doctor");
+    let empty = empty(&scratch);
+    let output = rehearse(&scratch, &["doctor", "--postgres", "18"])
         .env("REHEARSE_PG_BINDIR", &empty)
         .env("PATH", &empty)
         .env("REHEARSE_PG_VENV", &empty)
@@ -293,9 +272,8 @@ fn doctor_without_the_requested_major_says_what_to_install() {
 /// default matrix can run: doctor says ready and exits 0.
 #[test]
 fn doctor_on_a_ready_machine_says_so() {
-    let scratch = Scratch::new("ready");
-    let output = scratch
-        .rehearse(&["doctor"])
+    let scratch = scratch("ready");
+    let output = rehearse(&scratch, &["doctor"])
         .env("CARGO", env!("CARGO"))
         .output()
         .unwrap();
