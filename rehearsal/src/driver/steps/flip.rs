@@ -118,12 +118,7 @@ impl Cell<'_> {
                 )
             }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
-                let reason = refused.unwrap_or(why);
-                self.state.fail(format!("{name} was refused: {reason}"));
-                Done::with(
-                    StepOutcome::Refused,
-                    format!("{name} ({version}) refused: {reason}"),
-                )
+                self.refused_against_plan(&name, &version, refused.unwrap_or(why))
             }
             (Outcome::Refused, Some(EXIT_OK)) => {
                 self.state

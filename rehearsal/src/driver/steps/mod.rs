@@ -81,6 +81,15 @@ struct CommandEnd {
 }
 
 impl Cell<'_> {
+    /// A command the plan expects to succeed was refused: a step failure.
+    fn refused_against_plan(&mut self, name: &str, version: &str, reason: String) -> Done {
+        self.state.fail(format!("{name} was refused: {reason}"));
+        Done::with(
+            crate::observe::StepOutcome::Refused,
+            format!("{name} ({version}) refused: {reason}"),
+        )
+    }
+
     /// How process `id` ended.
     fn command_end(&self, id: crate::fleet::ProcId) -> CommandEnd {
         self.proc(id, |p| CommandEnd {
