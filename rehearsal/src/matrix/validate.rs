@@ -779,42 +779,9 @@ fn validate_cell(
         Some(n) => format!("cell \"{}\"", n.get_ref()),
         None => format!("cell #{position}"),
     };
-    let mut ok = true;
-    let name = match &raw.name {
-        None => {
-            sink.error(table_head(&span), &label, "missing name = \"...\"");
-            ok = false;
-            String::new()
-        }
-        Some(n) => {
-            if !is_identifier(n.get_ref(), '-') {
-                sink.error(
-                    Some(n.span()),
-                    &label,
-                    "a cell name uses lowercase letters, digits and dashes, like migrate-first",
-                );
-                ok = false;
-            }
-            n.get_ref().clone()
-        }
-    };
-    let about = match &raw.about {
-        None => {
-            sink.error(
-                table_head(&span),
-                &label,
-                "missing about = \"...\" (a one-line description)",
-            );
-            ok = false;
-            String::new()
-        }
-        Some(a) if a.get_ref().trim().is_empty() || a.get_ref().contains('\n') => {
-            sink.error(Some(a.span()), &label, "about must be one non-empty line");
-            ok = false;
-            String::new()
-        }
-        Some(a) => a.get_ref().clone(),
-    };
+    let (name, name_ok) = cell_name(raw, &span, &label, sink);
+    let (about, about_ok) = cell_about(raw, &span, &label, sink);
+    let mut ok = name_ok && about_ok;
     let expect = match &raw.expect {
         None => Some(Expectation::Pass),
         Some(e) => expectation(e, &label, sink),
@@ -830,51 +797,16 @@ fn validate_cell(
         );
         ok = false;
     }
-    let steps = match &raw.steps {
-        RawSteps::List(steps) if !steps.get_ref().is_empty() => {
-            let converted: Vec<Option<Step>> = steps
-                .get_ref()
-                .iter()
-                .enumerate()
-                .map(|(i, s)| convert(s, &label, i + 1, artifacts, sink))
-                .collect();
-            let steps_ok: Option<Vec<Step>> = converted.into_iter().collect();
-            if let Some(valid) = &steps_ok {
-                let model = Roster::walk(fresh_install, valid);
-                let walked = path
-                    .as_ref()
-                    .map_or_else(Vec::new, |p| super::path::walk(p, valid));
-                for problem in model.problems.iter().chain(&walked) {
-                    if problem.step == 0 {
-                        let at = raw.path.as_ref().map(|p| p.span());
-                        sink.error(at, &label, problem.message.clone());
-                        continue;
-                    }
-                    let at = problem.step;
-                    let step_span = steps.get_ref()[at - 1].span();
-                    let context = step_context(&label, at, Some(valid[at - 1].name()));
-                    sink.error(Some(step_span), &context, problem.message.clone());
-                }
-                if !model.problems.is_empty() || !walked.is_empty() {
-                    ok = false;
-                }
-            }
-            steps_ok
-        }
-        RawSteps::List(steps) => {
-            sink.error(Some(steps.span()), &label, "the cell has no steps; add at least one, e.g. { fleet = \"previous\", workers = 2 }");
-            None
-        }
-        RawSteps::Invalid => None,
-        RawSteps::Missing => {
-            sink.error(
-                table_head(&span),
-                &label,
-                "missing steps = [ ... ]; add at least one step",
-            );
-            None
-        }
-    };
+    let (steps, steps_ok) = cell_steps(
+        raw,
+        &span,
+        fresh_install,
+        path.as_ref(),
+        artifacts,
+        &label,
+        sink,
+    );
+    ok &= steps_ok;
     let workload = match &raw.workload {
         Some(w) => validate_override(w, &label, sink),
         None => Some(WorkloadOverride::default()),
@@ -900,6 +832,111 @@ fn validate_cell(
         path,
     };
     ok.then_some(cell)
+}
+
+/// A cell's `name`, and whether it is valid.
+fn cell_name(
+    raw: &RawCell,
+    span: &std::ops::Range<usize>,
+    label: &str,
+    sink: &mut Sink<'_>,
+) -> (String, bool) {
+    match &raw.name {
+        None => {
+            sink.error(table_head(span), label, "missing name = \"...\"");
+            (String::new(), false)
+        }
+        Some(n) => {
+            let ok = is_identifier(n.get_ref(), '-');
+            if !ok {
+                sink.error(
+                    Some(n.span()),
+                    label,
+                    "a cell name uses lowercase letters, digits and dashes, like migrate-first",
+                );
+            }
+            (n.get_ref().clone(), ok)
+        }
+    }
+}
+
+/// A cell's `about`, and whether it is valid.
+fn cell_about(
+    raw: &RawCell,
+    span: &std::ops::Range<usize>,
+    label: &str,
+    sink: &mut Sink<'_>,
+) -> (String, bool) {
+    match &raw.about {
+        None => {
+            sink.error(
+                table_head(span),
+                label,
+                "missing about = \"...\" (a one-line description)",
+            );
+            (String::new(), false)
+        }
+        Some(a) if a.get_ref().trim().is_empty() || a.get_ref().contains('\n') => {
+            sink.error(Some(a.span()), label, "about must be one non-empty line");
+            (String::new(), false)
+        }
+        Some(a) => (a.get_ref().clone(), true),
+    }
+}
+
+/// A cell's steps, each converted, then walked as a whole (the roster's
+/// and the upgrade path's problems located at their steps); `None` when
+/// a step does not convert, `false` when the walk found problems.
+fn cell_steps(
+    raw: &RawCell,
+    span: &std::ops::Range<usize>,
+    fresh_install: bool,
+    path: Option<&super::model::UpgradePath>,
+    artifacts: &BTreeSet<String>,
+    label: &str,
+    sink: &mut Sink<'_>,
+) -> (Option<Vec<Step>>, bool) {
+    match &raw.steps {
+        RawSteps::List(steps) if !steps.get_ref().is_empty() => {
+            let converted: Vec<Option<Step>> = steps
+                .get_ref()
+                .iter()
+                .enumerate()
+                .map(|(i, s)| convert(s, label, i + 1, artifacts, sink))
+                .collect();
+            let Some(valid) = converted.into_iter().collect::<Option<Vec<Step>>>() else {
+                return (None, true);
+            };
+            let model = Roster::walk(fresh_install, &valid);
+            let walked = path.map_or_else(Vec::new, |p| super::path::walk(p, &valid));
+            for problem in model.problems.iter().chain(&walked) {
+                if problem.step == 0 {
+                    let at = raw.path.as_ref().map(|p| p.span());
+                    sink.error(at, label, problem.message.clone());
+                    continue;
+                }
+                let at = problem.step;
+                let step_span = steps.get_ref()[at - 1].span();
+                let context = step_context(label, at, Some(valid[at - 1].name()));
+                sink.error(Some(step_span), &context, problem.message.clone());
+            }
+            let ok = model.problems.is_empty() && walked.is_empty();
+            (Some(valid), ok)
+        }
+        RawSteps::List(steps) => {
+            sink.error(Some(steps.span()), label, "the cell has no steps; add at least one, e.g. { fleet = \"previous\", workers = 2 }");
+            (None, true)
+        }
+        RawSteps::Invalid => (None, true),
+        RawSteps::Missing => {
+            sink.error(
+                table_head(span),
+                label,
+                "missing steps = [ ... ]; add at least one step",
+            );
+            (None, true)
+        }
+    }
 }
 
 /// A cell's `path` and `downgrade`: the path, and whether they are valid.
