@@ -137,6 +137,17 @@ impl Cell<'_> {
             },
             Err(_) => None,
         };
+        // A second look, taken while the hold still keeps the migration
+        // open once the runtimes are up: their rows are visible then, or
+        // held back by the preflight's lock, however late the watcher's
+        // last poll before the commit came.
+        let look = match &watch {
+            Some((_, known)) => super::super::database::connect(&self.db.url)
+                .await
+                .ok()
+                .map(|client| (client, known.clone())),
+            None => None,
+        };
         let watcher = watch.map(|(client, known)| {
             tokio::spawn(watch_registrations(client, version.clone(), known))
         });
@@ -149,6 +160,10 @@ impl Cell<'_> {
             hold.watch();
         }
         let done = self.fleet(&now).await;
+        let seen_held = match &look {
+            Some((client, known)) => registered_now(client, &version, known).await,
+            None => Vec::new(),
+        };
         let held = match self.state.migration_hold.take() {
             Some(hold) => Some(hold.let_go().await),
             None => None,
@@ -156,10 +171,15 @@ impl Cell<'_> {
         let done = done?;
         let processes: Vec<String> =
             self.view(|l| l.procs[first..].iter().map(|p| p.name.clone()).collect());
-        let registered_in_flight = match watcher {
+        let mut registered_in_flight = match watcher {
             Some(w) => w.await.unwrap_or_default(),
             None => Vec::new(),
         };
+        for name in seen_held {
+            if !registered_in_flight.contains(&name) {
+                registered_in_flight.push(name);
+            }
+        }
         let mut text = format!("started inside the migration: {}", done.detail);
         if !inside {
             text.push_str(
@@ -204,6 +224,24 @@ impl Cell<'_> {
             self.cancel().sleep(Duration::from_millis(5)).await?;
         }
         Ok(false)
+    }
+}
+
+/// Names of `version`'s new `runtime_instances` rows visible now, if the
+/// migration is still in flight (none if it is not, or the query fails).
+async fn registered_now(
+    client: &tokio_postgres::Client,
+    version: &str,
+    known: &[String],
+) -> Vec<String> {
+    let (high, low) =
+        super::super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
+    match client
+        .query_one(REGISTERED_IN_FLIGHT, &[&version, &known, &high, &low])
+        .await
+    {
+        Ok(row) if row.get::<_, bool>(0) => row.get(1),
+        _ => Vec::new(),
     }
 }
 
