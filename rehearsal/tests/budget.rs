@@ -2,36 +2,25 @@
 //! its budget is stopped cleanly (every process ended, none left behind),
 //! is inconclusive, says what it was waiting for, and the run exits 3.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+pub mod common;
 
-use serde_json::Value;
+use std::time::Duration;
+
+use common::matrix::{CURRENT, matrix};
+use common::rehearse::{on_scratch, run};
+use common::report::read_report;
+use common::scratch::Scratch;
 
 /// Sleep jobs of a minute under a budget of 25 s: the drain is still
 /// waiting on them when the budget runs out. Only the workspace build is
 /// used (a fresh install), so the test builds nothing else.
-fn matrix(cell: &str) -> String {
-    format!(
-        r#"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 20
+fn budget_matrix(cell: &str) -> String {
+    let workload = "rate_per_s = 20
 backlog = 0
-mix = {{ sleep = 1 }}
-sleep = "60s"
-
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "60s"
-
+mix = { sleep = 1 }
+sleep = \"60s\"";
+    let cells = format!(
+        r#"
 [[cell]]
 name = "{cell}"
 about = "sleep jobs of a minute drained under a budget of 25 s"
@@ -45,16 +34,8 @@ steps = [
   {{ drain = "60s" }},
 ]
 "#
-    )
-}
-
-/// A scratch folder with the matrix and a reports folder, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    );
+    matrix(CURRENT, workload, "60s", &cells)
 }
 
 /// Processes whose environment names `needle` (the cell's database).
@@ -85,55 +66,19 @@ fn processes_naming(needle: &str) -> Vec<String> {
 #[test]
 fn a_cell_past_its_budget_is_stopped_cleanly_inconclusive_and_says_what_it_waited_for() {
     let cell = format!("over-budget-{}", std::process::id());
-    let scratch = Scratch(std::env::temp_dir().join(format!("rehearse-{cell}")));
-    let _ = std::fs::remove_dir_all(&scratch.0);
-    std::fs::create_dir_all(scratch.0.join("reports")).unwrap();
-    std::fs::write(scratch.0.join("matrix.toml"), matrix(&cell)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rehearse"))
-        .arg("--matrix-file")
-        .arg(scratch.0.join("matrix.toml"))
-        .args(["--cell", &cell, "--seed", "5"])
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
-        .env("REHEARSE_REPORTS_DIR", scratch.0.join("reports"))
-        .env("REHEARSE_BACKEND", "process")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start rehearse");
+    let scratch = Scratch::with_matrix("budget", "over", &budget_matrix(&cell));
     // The workspace build may need compiling first; the cell itself is bounded by its budget.
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(1_200) {
-            let _ = child.kill();
-            panic!("rehearse did not finish within 20 minutes");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, _, err) = run(
+        on_scratch(&scratch, &["--cell", &cell, "--seed", "5"]),
+        Duration::from_secs(1_200),
+    );
     assert_eq!(
         status.code(),
         Some(3),
         "exit 3 (inconclusive); stderr:\n{err}"
     );
 
-    let dir = std::fs::read_dir(scratch.0.join("reports"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .expect("a report folder");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let report = read_report(&scratch.report_dir());
     let c = &report["cells"][0];
     assert_eq!(c["verdict"], "inconclusive", "{c}");
     let why = c["harness_error"].as_str().unwrap_or_default();

@@ -4,11 +4,13 @@
 //! defect by name (its expected rule, not merely a red run). The whole
 //! `defects` matrix runs nightly through `rehearse selftest`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+pub mod common;
 
-use serde_json::Value;
+use std::time::Duration;
+
+use common::rehearse::{checkout, rehearse, run};
+use common::report::read_report;
+use common::scratch::Scratch;
 
 /// Cells cheap and deterministic enough for every commit (about 10 to 25 s
 /// each), with the rule each must fire.
@@ -18,63 +20,29 @@ const CHEAP: [(&str, &str); 3] = [
     ("defect-flip-skip-reconcile", "flip_unverified"),
 ];
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rehearse-defects-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("reports")).unwrap();
-    dir
-}
-
 #[test]
 fn the_cheaper_defect_cells_each_catch_their_defect_by_name() {
-    let dir = scratch();
-    let matrix = Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.toml");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
-    cmd.arg("--matrix-file").arg(&matrix).args(["--seed", "5"]);
+    let scratch = Scratch::new("defects", "cheap");
+    let mut cmd = rehearse();
+    cmd.arg("--matrix-file")
+        .arg(checkout().join("matrix.toml"))
+        .args(["--seed", "5"]);
     for (cell, _) in CHEAP {
         cmd.args(["--cell", cell]);
     }
-    let mut child = cmd
-        .current_dir(&dir)
-        .env("REHEARSE_REPORTS_DIR", dir.join("reports"))
+    cmd.current_dir(scratch.path())
+        .env("REHEARSE_REPORTS_DIR", scratch.reports())
         // The same cells on docker are in tests/docker.rs.
-        .env("REHEARSE_BACKEND", "process")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(900) {
-            let _ = child.kill();
-            panic!("rehearse ran longer than 900 s");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let output = child.wait_with_output().unwrap();
-    let (out, err) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    let report_dir = std::fs::read_dir(dir.join("reports"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
+        .env("REHEARSE_BACKEND", "process");
+    let (status, out, err) = run(cmd, Duration::from_secs(900));
+    let report_dir = scratch
+        .report_dirs()
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no report folder\nstdout:\n{out}\nstderr:\n{err}"));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(report_dir.join("report.json")).unwrap())
-            .unwrap();
+    let report = read_report(&report_dir);
     for (cell, rule) in CHEAP {
-        let c = report["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == cell)
-            .unwrap_or_else(|| panic!("{cell} did not run"));
+        let c = common::report::cell(&report, cell);
         assert_eq!(c["expect"]["detect"], rule, "{cell}");
         assert_eq!(
             (c["verdict"].as_str(), c["detection"].as_str()),
@@ -92,5 +60,4 @@ fn the_cheaper_defect_cells_each_catch_their_defect_by_name() {
         );
     }
     assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

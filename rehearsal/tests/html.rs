@@ -8,29 +8,22 @@
 //! Without chromium on PATH the test says so loudly and passes; `.ci/run`
 //! installs it.
 
+pub mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::matrix::current_only;
+use common::rehearse::on_scratch;
+use common::scratch::Scratch;
 use rehearsal::report::REPORT_HTML;
 
-const MATRIX: &str = r#"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 100
+const WORKLOAD: &str = "rate_per_s = 100
 backlog = 50
-mix = { complete = 8, retry_once = 1, sleep = 1 }
+mix = { complete = 8, retry_once = 1, sleep = 1 }";
 
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "30s"
-
+const CELLS: &str = r#"
 [[cell]]
 name = "kept"
 about = "a small fleet with a kill: every job kept"
@@ -58,15 +51,6 @@ steps = [
   { drain = "30s" },
 ]
 "#;
-
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn skipped(what: &str) {
     eprintln!("##################################################################");
@@ -118,29 +102,21 @@ fn headless(browser: &Path, profile: &Path, args: &[String], page: &Path) -> Out
 }
 
 /// Runs the two cells and returns the run's report folder.
-fn run_matrix(scratch: &Path) -> PathBuf {
-    std::fs::write(scratch.join("matrix.toml"), MATRIX).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_rehearse"))
-        .arg("--matrix-file")
-        .arg(scratch.join("matrix.toml"))
-        .args([
+fn run_matrix(scratch: &Scratch) -> PathBuf {
+    let output = on_scratch(
+        scratch,
+        &[
             "--cell", "kept", "--cell", "missed", "--seed", "9", "--quiet",
-        ])
-        // The page, not the backend, is under test here.
-        .args(["--backend", "process"])
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
-        .env("REHEARSE_REPORTS_DIR", scratch.join("reports"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run rehearse");
+        ],
+    )
+    // The page, not the backend, is under test here.
+    .args(["--backend", "process"])
+    .output()
+    .expect("run rehearse");
     let stderr = String::from_utf8_lossy(&output.stderr);
     // "missed" fails by design; "kept" must pass (checked in the page below).
     assert_eq!(output.status.code(), Some(1), "stderr:\n{stderr}");
-    std::fs::read_dir(scratch.join("reports"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .expect("a report folder")
+    scratch.report_dir()
 }
 
 /// The part of the DOM from cell `name`'s section to its end.
@@ -176,13 +152,10 @@ fn the_report_renders_in_headless_chromium_with_a_timeline_per_cell() {
         skipped("report.html in a browser: no chromium on PATH (apt-get install chromium)");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("rehearse-html-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("reports")).unwrap();
-    let scratch = Scratch(dir);
-    let folder = run_matrix(&scratch.0);
+    let scratch = Scratch::with_matrix("html", "run", &current_only(WORKLOAD, CELLS));
+    let folder = run_matrix(&scratch);
     let page = folder.join(REPORT_HTML);
-    let profile = scratch.0.join("chromium-profile");
+    let profile = scratch.path().join("chromium-profile");
 
     // Kept after the test, to look at: target/tmp/report-html/report.png.
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");

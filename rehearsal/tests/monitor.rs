@@ -11,10 +11,13 @@
 //! flip with the poisoned columns from after it. Read in one snapshot, it
 //! sees the flip wholly or not at all.
 
+pub mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use awa_runtime::pgtemp::Cluster;
+use common::database::on_06_schema;
 use rehearsal::matrix::FindingRule;
 use rehearsal::monitor::{Counts, EVENT_EVERY, Live, Monitor, Samples};
 use rehearsal::observe::Observations;
@@ -50,31 +53,7 @@ SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname
 /// A database on the 0.6 schema upgraded by this build's expand migration
 /// (authority `columns`), every ring rotated three times.
 async fn expanded(cluster: &Cluster, name: &str) -> Client {
-    cluster
-        .create_database(name)
-        .await
-        .expect("create database");
-    let mut client = cluster.connect(name).await.expect("connect");
-    client
-        .batch_execute(
-            "CREATE SCHEMA awa;
-             CREATE TABLE awa.schema_version (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await
-        .unwrap();
-    for m in awa_runtime::schema::MIGRATIONS
-        .iter()
-        .filter(|m| m.version <= 2)
-    {
-        client.batch_execute(m.sql).await.unwrap();
-        client
-            .execute(
-                "INSERT INTO awa.schema_version (version) VALUES ($1)",
-                &[&m.version],
-            )
-            .await
-            .unwrap();
-    }
+    let mut client = on_06_schema(cluster, name).await;
     awa_runtime::schema::migrate(&mut client, &Default::default())
         .await
         .expect("expand migration");

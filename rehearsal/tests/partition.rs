@@ -2,7 +2,15 @@
 //! one share, for every strategy and N = 1..8, through the library API
 //! (no PostgreSQL).
 
+pub mod common;
+
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+
+use common::matrix::current_only;
+use common::rehearse::{checkout, rehearse as command};
+use common::scratch::{Scratch, only_report_dir};
 
 use rehearsal::partition::{self, Partition, Strategy};
 use rehearsal::plan::{self, Plan, Selection};
@@ -99,23 +107,8 @@ fn shares_are_the_same_for_the_same_inputs_and_duration_balances() {
     assert_eq!(slices.concat(), (0..ids.len()).collect::<Vec<_>>());
 }
 
-const SMALL: &str = r#"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 100
-backlog = 50
-mix = { complete = 9, retry_once = 1 }
-
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "30s"
-
+/// Three cells named as the matrix `small`.
+const SMALL_CELLS: &str = r#"
 [[cell]]
 name = "one"
 about = "a worker and a producer"
@@ -157,54 +150,30 @@ steps = [
 small = ["one", "two", "three"]
 "#;
 
-struct Scratch(std::path::PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn rehearse(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_rehearse"))
+/// `rehearse ARGS` inside the checkout; the flags say the rest.
+fn rehearse(args: &[&str]) -> Output {
+    command()
         .args(args)
-        .current_dir(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap(),
-        )
-        .stdin(std::process::Stdio::null())
+        .current_dir(checkout())
         .output()
         .expect("run rehearse")
-}
-
-fn only_folder(reports: &std::path::Path) -> std::path::PathBuf {
-    let dirs: Vec<_> = std::fs::read_dir(reports)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs[0].clone()
 }
 
 #[test]
 fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
     use rehearsal::report::{self, REPORT_JSON};
-    let dir = std::env::temp_dir().join(format!("rehearse-partition-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let scratch = Scratch(dir);
-    let matrix = scratch.0.join("matrix.toml");
-    std::fs::write(&matrix, SMALL).unwrap();
-    let m = matrix.display().to_string();
+    let workload = "rate_per_s = 100
+backlog = 50
+mix = { complete = 9, retry_once = 1 }";
+    let scratch = Scratch::with_matrix("partition", "merge", &current_only(workload, SMALL_CELLS));
+    let m = scratch.matrix().display().to_string();
     let mut folders = Vec::new();
     for (tag, extra) in [
         ("whole", None),
         ("p1", Some("hash:1/2")),
         ("p2", Some("hash:2/2")),
     ] {
-        let reports = scratch.0.join(tag);
+        let reports = scratch.path().join(tag);
         let r = reports.display().to_string();
         let mut args = vec![
             "--matrix-file",
@@ -225,14 +194,14 @@ fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
         let output = rehearse(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{tag}: {stderr}");
-        folders.push(only_folder(&reports));
+        folders.push(only_report_dir(&reports));
     }
     let whole = report::read_json(&folders[0].join(REPORT_JSON)).unwrap();
     let (p1, p2) = (
         folders[1].display().to_string(),
         folders[2].display().to_string(),
     );
-    let merged_dir = scratch.0.join("merged");
+    let merged_dir = scratch.path().join("merged");
     let out = merged_dir.display().to_string();
     let output = rehearse(&["merge", &p1, &p2, "--out", &out]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -276,7 +245,7 @@ fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
             assert!(stderr.contains(needle), "{needle} missing from:\n{stderr}");
         }
     };
-    let nowhere = scratch.0.join("never").display().to_string();
+    let nowhere = scratch.path().join("never").display().to_string();
     // fnv1a64 puts all three cells in share 2 of 2: share 1 is an empty run that passed.
     let empty = report::read_json(&folders[1].join(REPORT_JSON)).unwrap();
     assert!(empty.cells.is_empty() && empty.run.partition.is_some());
@@ -303,7 +272,7 @@ fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
         ),
         ("matrix_checksum", "ffff", "different matrix files"),
     ] {
-        let copy = scratch.0.join(format!("copy-{field}"));
+        let copy = scratch.path().join(format!("copy-{field}"));
         std::fs::create_dir_all(&copy).unwrap();
         let mut value_json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(folders[2].join(REPORT_JSON)).unwrap())
@@ -320,7 +289,7 @@ fn two_shares_run_and_merged_equal_one_run_and_bad_merges_are_refused() {
         &["is not a share of a partitioned run"],
     );
     assert!(
-        !std::path::Path::new(&nowhere).exists(),
+        !Path::new(&nowhere).exists(),
         "a refused merge wrote a folder"
     );
 }

@@ -8,30 +8,15 @@
 //! - the same skip forced is caught as `schema_rewritten`, naming the
 //!   0.6.1 migrate that rewrote `schema_version`.
 
+pub mod common;
+
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::rehearse::in_checkout;
+use common::report::{cell, read_report};
+use common::scratch::Scratch;
 use serde_json::Value;
-
-/// A scratch directory for the run's reports, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn cell<'r>(report: &'r Value, name: &str) -> &'r Value {
-    report["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no cell {name}"))
-}
 
 /// The timeline phases of `cell` called `name`, as (step, outcome, detail).
 fn phases<'r>(cell: &'r Value, name: &str) -> Vec<(u64, &'r str, &'r str)> {
@@ -52,23 +37,18 @@ fn phases<'r>(cell: &'r Value, name: &str) -> Vec<(u64, &'r str, &'r str)> {
 
 #[test]
 fn the_paths_matrix_walks_skips_and_catches_the_pre_guard_rewrite() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("rehearse-paths-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&scratch.0);
-    std::fs::create_dir_all(scratch.0.join("reports")).unwrap();
-    let out = File::create(scratch.0.join("stdout")).unwrap();
-    let err = File::create(scratch.0.join("stderr")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rehearse"))
-        .args(["--matrix", "paths", "--seed", "5", "--jobs", "1"])
-        .current_dir(root)
-        .env("REHEARSE_REPORTS_DIR", scratch.0.join("reports"))
-        .env("REHEARSE_BACKEND", "process")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("start rehearse");
+    let scratch = Scratch::new("paths", "matrix");
+    let out = File::create(scratch.path().join("stdout")).unwrap();
+    let err = File::create(scratch.path().join("stderr")).unwrap();
+    // Its output goes to files: a pipe nobody reads while it runs would fill up.
+    let mut child = in_checkout(
+        &scratch.reports(),
+        &["--matrix", "paths", "--seed", "5", "--jobs", "1"],
+    )
+    .stdout(out)
+    .stderr(err)
+    .spawn()
+    .expect("start rehearse");
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -81,20 +61,14 @@ fn the_paths_matrix_walks_skips_and_catches_the_pre_guard_rewrite() {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let stdout = std::fs::read_to_string(scratch.0.join("stdout")).unwrap();
-    let stderr = std::fs::read_to_string(scratch.0.join("stderr")).unwrap();
+    let stdout = std::fs::read_to_string(scratch.path().join("stdout")).unwrap();
+    let stderr = std::fs::read_to_string(scratch.path().join("stderr")).unwrap();
     assert_eq!(
         status.code(),
         Some(0),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let dir = std::fs::read_dir(scratch.0.join("reports"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .expect("a report folder");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let report = read_report(&scratch.report_dir());
 
     let full = cell(&report, "path-through-stepping-stone");
     assert_eq!(full["verdict"], "pass", "{}", full["verdict_reason"]);

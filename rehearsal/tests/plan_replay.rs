@@ -2,29 +2,22 @@
 //! steps and targets, and a plan whose artifact changed is refused (exit 2)
 //! before anything starts.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+pub mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::matrix::current_only;
+use common::rehearse::in_checkout;
+use common::scratch::{Scratch, report_dirs};
 use rehearsal::planfile::{PLAN_JSON, PlanFile};
 use rehearsal::report::{self, REPORT_JSON};
 
-const MATRIX: &str = r#"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 100
+const WORKLOAD: &str = "rate_per_s = 100
 backlog = 100
-mix = { complete = 8, retry_once = 1, sleep = 1 }
+mix = { complete = 8, retry_once = 1, sleep = 1 }";
 
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "30s"
-
+const CELLS: &str = r#"
 [[cell]]
 name = "replayed"
 about = "a small fleet with a kill at a seeded moment, recorded and replayed"
@@ -51,48 +44,16 @@ steps = [
 ]
 "#;
 
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn rehearse(args: &[&str], reports: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-        .args(args)
-        // The process backend is what these runs rehearse, whatever the default.
-        .env("REHEARSE_BACKEND", "process")
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
-        .env("REHEARSE_REPORTS_DIR", reports)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run rehearse")
-}
-
-fn folders(reports: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(reports)
-        .map(|d| {
-            d.map(|e| e.unwrap().path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
+    in_checkout(reports, args).output().expect("run rehearse")
 }
 
 #[test]
 fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused() {
-    let dir = std::env::temp_dir().join(format!("rehearse-plan-replay-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let scratch = Scratch(dir);
-    let matrix = scratch.0.join("matrix.toml");
-    std::fs::write(&matrix, MATRIX).unwrap();
-    let first_reports = scratch.0.join("first");
+    let text = current_only(WORKLOAD, CELLS);
+    let scratch = Scratch::with_matrix("plan", "replay", &text);
+    let matrix = scratch.matrix();
+    let first_reports = scratch.path().join("first");
     let matrix_arg = matrix.display().to_string();
     let output = rehearse(
         &[
@@ -110,14 +71,14 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-    let [first] = <[PathBuf; 1]>::try_from(folders(&first_reports)).unwrap();
+    let [first] = <[PathBuf; 1]>::try_from(report_dirs(&first_reports)).unwrap();
     let recorded = PlanFile::read(&first.join(PLAN_JSON)).unwrap();
     let report = report::read_json(&first.join(REPORT_JSON)).unwrap();
     assert_eq!(recorded.plan.seed, 0x5eed);
     assert_eq!(recorded.plan.matrix_checksum, report.run.matrix_checksum);
     assert_eq!(
         recorded.plan.matrix_checksum,
-        awa_runtime::release::sha256_hex(MATRIX.as_bytes())
+        awa_runtime::release::sha256_hex(text.as_bytes())
     );
     for cell in &report.cells {
         let planned = recorded
@@ -144,11 +105,11 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
     // replay reads the plan, not the file.
     std::fs::write(
         &matrix,
-        MATRIX.replace("{ kill = \"worker\" }", "{ hold = \"9s\" }"),
+        text.replace("{ kill = \"worker\" }", "{ hold = \"9s\" }"),
     )
     .unwrap();
     let plan_arg = first.join(PLAN_JSON).display().to_string();
-    let replay_reports = scratch.0.join("replay");
+    let replay_reports = scratch.path().join("replay");
     let output = rehearse(
         &[
             "--matrix-file",
@@ -163,7 +124,7 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-    let [again] = <[PathBuf; 1]>::try_from(folders(&replay_reports)).unwrap();
+    let [again] = <[PathBuf; 1]>::try_from(report_dirs(&replay_reports)).unwrap();
     let replayed = report::read_json(&again.join(REPORT_JSON)).unwrap();
     assert_eq!(replayed.cells.len(), 1, "only --cell replayed");
     let original = report.cells.iter().find(|c| c.name == "replayed").unwrap();
@@ -198,9 +159,9 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
             a.digest.clone_from(&planned);
         }
     }
-    let tampered_file = scratch.0.join("tampered-plan.json");
+    let tampered_file = scratch.path().join("tampered-plan.json");
     std::fs::write(&tampered_file, tampered.to_json()).unwrap();
-    let refused_reports = scratch.0.join("refused");
+    let refused_reports = scratch.path().join("refused");
     let output = rehearse(
         &["replay", &tampered_file.display().to_string()],
         &refused_reports,
@@ -216,7 +177,7 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
         assert!(stderr.contains(needle), "{needle} missing from:\n{stderr}");
     }
     assert!(
-        folders(&refused_reports).is_empty(),
+        report_dirs(&refused_reports).is_empty(),
         "a report folder was made"
     );
 
@@ -231,5 +192,5 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not a plan.json"));
-    assert!(folders(&refused_reports).is_empty());
+    assert!(report_dirs(&refused_reports).is_empty());
 }

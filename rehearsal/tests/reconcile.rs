@@ -3,7 +3,11 @@
 //! included) reconciles clean, and each fault a broken runtime could
 //! leave behind is caught by its rule and only by it.
 
+pub mod common;
+
 use awa_runtime::pgtemp::Cluster;
+use common::database::on_06_schema;
+use common::matrix::{PREVIOUS_AND_CURRENT, matrix};
 use rehearsal::matrix::{self, FindingRule};
 use rehearsal::observe::{
     AcceptedJob, CronWindow, FenceRecord, Finding, FlipRecord, InFlight, KillRecord, Observations,
@@ -245,31 +249,7 @@ async fn cell() -> Cell {
 /// then upgraded by this build's migrate (which starts in `columns`).
 async fn old_cell(upgrade: bool) -> Cell {
     let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
-    cluster
-        .create_database("cell")
-        .await
-        .expect("create database");
-    let mut client = cluster.connect("cell").await.expect("connect");
-    client
-        .batch_execute(
-            "CREATE SCHEMA awa;
-             CREATE TABLE awa.schema_version (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await
-        .unwrap();
-    for m in awa_runtime::schema::MIGRATIONS
-        .iter()
-        .filter(|m| m.version <= 2)
-    {
-        client.batch_execute(m.sql).await.unwrap();
-        client
-            .execute(
-                "INSERT INTO awa.schema_version (version) VALUES ($1)",
-                &[&m.version],
-            )
-            .await
-            .unwrap();
-    }
+    let mut client = on_06_schema(&cluster, "cell").await;
     if upgrade {
         awa_runtime::schema::migrate(&mut client, &Default::default())
             .await
@@ -282,30 +262,19 @@ async fn old_cell(upgrade: bool) -> Cell {
 }
 
 fn the_plan() -> CellPlan {
-    let text = r#"
-[artifacts.previous]
-release = "0.6.2"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 10
-mix = { complete = 1 }
-
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "60s"
-
+    let cells = r#"
 [[cell]]
 name = "synthetic"
 about = "synthetic history"
 steps = [{ fleet = "current", workers = 1, producers = 1 }, { drain = "10s" }]
 "#;
-    let matrix = matrix::parse("matrix.toml", text).expect("valid matrix");
+    let text = matrix(
+        PREVIOUS_AND_CURRENT,
+        "rate_per_s = 10\nmix = { complete = 1 }",
+        "60s",
+        cells,
+    );
+    let matrix = matrix::parse("matrix.toml", &text).expect("valid matrix");
     let selection = plan::Selection {
         matrix: None,
         cells: vec!["synthetic".into()],

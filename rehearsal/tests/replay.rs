@@ -1,29 +1,19 @@
 //! The event stream is the whole story of a run: the `events.jsonl` a
 //! real run records folds into the same report as the run wrote.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+pub mod common;
 
+use common::matrix::current_only;
+use common::rehearse::on_scratch;
+use common::scratch::Scratch;
 use rehearsal::report::{self, EVENTS_JSONL, REPORT_JSON, REPORT_MD};
 use rehearsal::stream::{Fault, RunEvent};
 
-const MATRIX: &str = r#"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 100
+const WORKLOAD: &str = "rate_per_s = 100
 backlog = 100
-mix = { complete = 8, retry_once = 1, sleep = 1 }
+mix = { complete = 8, retry_once = 1, sleep = 1 }";
 
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "30s"
-
+const CELLS: &str = r#"
 [[cell]]
 name = "replayed"
 about = "a small fleet with a kill, recorded and replayed"
@@ -38,42 +28,15 @@ steps = [
 ]
 "#;
 
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn a_recorded_stream_renders_the_report_the_run_wrote() {
-    let dir = std::env::temp_dir().join(format!("rehearse-replay-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("reports")).unwrap();
-    let scratch = Scratch(dir);
-    std::fs::write(scratch.0.join("matrix.toml"), MATRIX).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_rehearse"))
-        .arg("--matrix-file")
-        .arg(scratch.0.join("matrix.toml"))
-        .args(["--cell", "replayed", "--seed", "5", "--quiet"])
-        .current_dir(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap(),
-        )
-        .env("REHEARSE_REPORTS_DIR", scratch.0.join("reports"))
-        .stdin(Stdio::null())
+    let scratch = Scratch::with_matrix("replay", "stream", &current_only(WORKLOAD, CELLS));
+    let output = on_scratch(&scratch, &["--cell", "replayed", "--seed", "5", "--quiet"])
         .output()
         .expect("run rehearse");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-    let folder = std::fs::read_dir(scratch.0.join("reports"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .expect("a report folder");
+    let folder = scratch.report_dir();
 
     let events = report::read_events(&folder.join(EVENTS_JSONL)).unwrap();
     let replayed = report::replay(&events).expect("the stream has a start and an end");

@@ -8,18 +8,18 @@
 //! comparison must name that index, and reconciliation must turn it into
 //! a `schema_drift` finding.
 
+pub mod common;
+
 use std::time::Instant;
 
 use awa_runtime::pgtemp::Cluster;
 use awa_runtime::schema::{MIGRATIONS, MigrateOptions};
+use common::database::on_06_schema;
+use common::matrix::{PREVIOUS_AND_CURRENT, matrix};
 use rehearsal::matrix::{FindingRule, IntendedDifference};
 use rehearsal::observe::{Observations, SchemaCheck};
 use rehearsal::schema::{self, Difference, Judged, ObjectKind};
 use tokio_postgres::Client;
-
-/// The version table as the runtime's bootstrap creates it.
-const BOOTSTRAP: &str = "CREATE SCHEMA awa;
-CREATE TABLE awa.schema_version (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())";
 
 /// The statement of v3 that the planted omission leaves out.
 const PLANTED: &str =
@@ -41,19 +41,7 @@ fn expand_migration(omit_index: bool) -> String {
 /// A database on the 0.6 schema (v1, v2), expanded later by `v3`, flipped
 /// when `flip` (no runtime is live, so the flip needs no force).
 async fn upgraded(cluster: &Cluster, name: &str, v3: &str, flip: bool) -> Client {
-    cluster.create_database(name).await.unwrap();
-    let mut client = cluster.connect(name).await.unwrap();
-    client.batch_execute(BOOTSTRAP).await.unwrap();
-    for m in MIGRATIONS.iter().filter(|m| m.version <= 2) {
-        client.batch_execute(m.sql).await.unwrap();
-        client
-            .execute(
-                "INSERT INTO awa.schema_version (version) VALUES ($1)",
-                &[&m.version],
-            )
-            .await
-            .unwrap();
-    }
+    let mut client = on_06_schema(cluster, name).await;
     let tx = client.transaction().await.unwrap();
     tx.batch_execute(v3).await.unwrap();
     tx.execute("INSERT INTO awa.schema_version (version) VALUES (3)", &[])
@@ -146,7 +134,8 @@ async fn a_migration_that_forgets_an_index_is_schema_drift_naming_it() {
         ]
     );
     // Reconciliation turns the comparison into a named finding.
-    let matrix = rehearsal::matrix::parse("matrix.toml", MATRIX).unwrap_or_else(|d| panic!("{d}"));
+    let matrix = rehearsal::matrix::parse("matrix.toml", &one_cell_matrix())
+        .unwrap_or_else(|d| panic!("{d}"));
     let selection = rehearsal::plan::Selection {
         matrix: None,
         cells: vec!["schema".into()],
@@ -182,21 +171,8 @@ async fn a_migration_that_forgets_an_index_is_schema_drift_naming_it() {
 }
 
 /// A one-cell matrix that asserts the schema, for a plan to reconcile against.
-const MATRIX: &str = r#"
-[artifacts.previous]
-release = "0.6.2"
-[artifacts.current]
-build = "workspace"
-[workload]
-rate_per_s = 10
-mix = { complete = 1 }
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "60s"
+fn one_cell_matrix() -> String {
+    let cells = r#"
 [[cell]]
 name = "schema"
 about = "migrate, flip, compare"
@@ -206,3 +182,10 @@ steps = [
   { assert = "schema_matches_fresh" },
 ]
 "#;
+    matrix(
+        PREVIOUS_AND_CURRENT,
+        "rate_per_s = 10\nmix = { complete = 1 }",
+        "60s",
+        cells,
+    )
+}

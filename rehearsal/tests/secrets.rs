@@ -4,11 +4,15 @@
 //! of the report folder, nor what rehearse printed, holds the password in
 //! any form: as typed, percent-encoded or decoded.
 
+pub mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use awa_runtime::pgtemp::Cluster;
+use common::matrix::current_only;
+use common::rehearse::{on_scratch, run};
+use common::scratch::Scratch;
 
 /// The role's password: characters a URL must escape (`@`, `#`, `/`), so
 /// the typed and the decoded forms differ.
@@ -19,23 +23,7 @@ const PASSWORD_IN_URL: &str = "Kp7%40vQ%23x2%2FWm";
 const WRONG: &str = "Nope-9rTz4Lq";
 const ROLE: &str = "rehearse_secret";
 
-const MATRIX: &str = r#"
-[artifacts.current]
-build = "workspace"
-
-[workload]
-rate_per_s = 50
-backlog = 50
-mix = { complete = 90, retry_once = 10 }
-
-[timings]
-heartbeat = "200ms"
-stale_after = "1500ms"
-rescue_every = "250ms"
-rotate_every = "1s"
-deadline = "2s"
-drain_timeout = "30s"
-
+const CELLS: &str = r#"
 [[cell]]
 name = "tiny"
 about = "one workspace worker and producer under load, then drained"
@@ -49,57 +37,18 @@ steps = [
 ]
 "#;
 
-/// A scratch directory with the matrix, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("rehearse-secrets-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("reports")).unwrap();
-        std::fs::write(dir.join("matrix.toml"), MATRIX).unwrap();
-        Scratch(dir)
-    }
-
-    /// Runs rehearse with `args`; returns its exit code, stdout and stderr.
-    fn rehearse(&self, args: &[&str]) -> (Option<i32>, String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rehearse"))
-            .arg("--matrix-file")
-            .arg(self.0.join("matrix.toml"))
-            .args(args)
-            .current_dir(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .parent()
-                    .unwrap(),
-            )
-            .env("REHEARSE_REPORTS_DIR", self.0.join("reports"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start rehearse");
-        let start = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if start.elapsed() > Duration::from_secs(600) {
-                let _ = child.kill();
-                panic!("rehearse did not finish within 600 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
+/// A scratch tree with the matrix.
+fn scratch(tag: &str) -> Scratch {
+    let workload = "rate_per_s = 50
+backlog = 50
+mix = { complete = 90, retry_once = 10 }";
+    Scratch::with_matrix("secrets", tag, &current_only(workload, CELLS))
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Runs rehearse with `args`; returns its exit code, stdout and stderr.
+fn rehearse(scratch: &Scratch, args: &[&str]) -> (Option<i32>, String, String) {
+    let (status, out, err) = run(on_scratch(scratch, args), Duration::from_secs(600));
+    (status.code(), out, err)
 }
 
 /// Every file below `dir`, with its bytes.
@@ -201,13 +150,15 @@ fn a_run_against_a_password_dsn_writes_the_password_nowhere() {
         ),
     ];
     for (n, dsn) in dsns.iter().enumerate() {
-        let scratch = Scratch::new(&format!("run{n}"));
-        let (code, out, err) =
-            scratch.rehearse(&["--cell", "tiny", "--seed", "7", "--database-url", dsn]);
+        let scratch = scratch(&format!("run{n}"));
+        let (code, out, err) = rehearse(
+            &scratch,
+            &["--cell", "tiny", "--seed", "7", "--database-url", dsn],
+        );
         assert_eq!(code, Some(0), "{dsn}\nstdout:\n{out}\nstderr:\n{err}");
         assert_absent("stdout", out.as_bytes(), &forms);
         assert_absent("stderr", err.as_bytes(), &forms);
-        let written = files(&scratch.0.join("reports"));
+        let written = files(&scratch.reports());
         let names: Vec<String> = written
             .iter()
             .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -240,15 +191,15 @@ fn a_run_against_a_password_dsn_writes_the_password_nowhere() {
 
     // A wrong password: the run cannot connect and says so (exit 3),
     // without quoting the password it was given.
-    let scratch = Scratch::new("wrong");
+    let scratch = scratch("wrong");
     let dsn = format!("postgres://{ROLE}:{WRONG}@127.0.0.1:{port}/postgres");
-    let (code, out, err) = scratch.rehearse(&["--cell", "tiny", "--database-url", &dsn]);
+    let (code, out, err) = rehearse(&scratch, &["--cell", "tiny", "--database-url", &dsn]);
     assert_eq!(code, Some(3), "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("password authentication failed"), "{err}");
     assert!(err.contains(&format!("{ROLE}:***@")), "{err}");
     assert_absent("stdout", out.as_bytes(), &[WRONG]);
     assert_absent("stderr", err.as_bytes(), &[WRONG]);
-    for (path, bytes) in files(&scratch.0) {
+    for (path, bytes) in files(scratch.path()) {
         assert_absent(&path.display().to_string(), &bytes, &[WRONG]);
     }
     drop(cluster);

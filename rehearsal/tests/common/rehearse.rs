@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use super::scratch::Scratch;
+
 /// The workspace checkout (artifacts are resolved from its manifest).
 pub fn checkout() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,6 +21,27 @@ pub fn rehearse() -> Command {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    cmd
+}
+
+/// `rehearse ARGS` inside the checkout (so artifacts resolve from its
+/// manifest and the workspace build is this tree's), reports into
+/// `reports`, on the process backend whatever the default (tests/docker.rs
+/// has the other).
+pub fn in_checkout(reports: &Path, args: &[&str]) -> Command {
+    let mut cmd = rehearse();
+    cmd.args(args)
+        .current_dir(checkout())
+        .env("REHEARSE_REPORTS_DIR", reports)
+        .env("REHEARSE_BACKEND", "process");
+    cmd
+}
+
+/// `rehearse --matrix-file MATRIX ARGS` on the scratch tree's matrix, as
+/// [`in_checkout`], reports into the scratch tree.
+pub fn on_scratch(scratch: &Scratch, args: &[&str]) -> Command {
+    let mut cmd = in_checkout(&scratch.reports(), &[]);
+    cmd.arg("--matrix-file").arg(scratch.matrix()).args(args);
     cmd
 }
 

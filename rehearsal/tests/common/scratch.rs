@@ -40,14 +40,38 @@ impl Scratch {
 
     /// The report folders written so far, oldest first.
     pub fn report_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.reports())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        dirs
+        report_dirs(&self.reports())
     }
+
+    /// The one report folder written so far (panics if there are more).
+    pub fn report_dir(&self) -> PathBuf {
+        only_report_dir(&self.reports())
+    }
+}
+
+/// The report folders in `reports`, oldest first; none if it is missing.
+pub fn report_dirs(reports: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(reports)
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// The one report folder in `reports`.
+pub fn only_report_dir(reports: &Path) -> PathBuf {
+    let dirs = report_dirs(reports);
+    assert_eq!(
+        dirs.len(),
+        1,
+        "one report folder in {}: {dirs:?}",
+        reports.display()
+    );
+    dirs[0].clone()
 }
 
 impl Drop for Scratch {
