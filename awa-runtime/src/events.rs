@@ -27,7 +27,7 @@ use crate::store::rescue::RescueReason;
 use crate::workload::Mode;
 
 /// One event line, tagged by its `event` field.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The process registered and is running (`worker` or `producer`).

@@ -8,7 +8,8 @@
     reason = "plain data records; fields are named for what they hold and documented where that is not enough"
 )]
 
-use crate::matrix::FindingRule;
+use crate::matrix::{FindingRule, FlipMode, Outcome};
+use awa_runtime::events::Event;
 use awa_runtime::workload::Mode;
 use serde::{Deserialize, Serialize};
 
@@ -62,14 +63,15 @@ pub struct CronWindow {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlipRecord {
     /// `manual`, `force` or `auto`.
-    pub mode: String,
-    /// `ok` or `refused`: what the step expected.
-    pub expected: String,
+    pub mode: FlipMode,
+    /// `ok`, `refused` or `blocked`: what the step expected.
+    pub expected: Outcome,
     /// Process exit code (`None` for an auto-flip observed in the database).
     pub exit_code: Option<i32>,
     pub at_ms: u64,
-    /// The JSON lines the command printed.
-    pub output: Vec<serde_json::Value>,
+    /// The events the command printed (for an auto-flip, the `flipped`
+    /// events the cell's workers printed).
+    pub output: Vec<Event>,
 }
 
 /// An old binary started after the flip to prove the fence.

@@ -5,7 +5,9 @@
 
 pub mod common;
 
+use awa_runtime::events::{Event, Flipped};
 use awa_runtime::pgtemp::Cluster;
+use awa_runtime::store::authority::RingFlip;
 use common::database::on_06_schema;
 use common::matrix::{PREVIOUS_AND_CURRENT, matrix};
 use rehearsal::matrix::{self, FindingRule};
@@ -882,13 +884,23 @@ async fn a_ledger_ahead_of_its_columns_under_columns_authority_is_mixed_discipli
 async fn a_ledger_that_does_not_verify_after_the_flip_is_unverified() {
     let mut obs = observations();
     obs.flips.push(FlipRecord {
-        mode: "manual".into(),
-        expected: "ok".into(),
+        mode: matrix::FlipMode::Manual,
+        expected: matrix::Outcome::Ok,
         exit_code: Some(0),
         at_ms: 2_000,
-        output: vec![serde_json::json!({"event": "flipped", "rings": [
-            {"ring": "queue", "columns_generation": 9, "ledger_generation": 7}
-        ]})],
+        output: vec![Event::Flipped(Flipped {
+            rings: vec![RingFlip {
+                ring: "queue".into(),
+                columns_slot: 1,
+                columns_generation: 9,
+                ledger_slot: 7,
+                ledger_generation: 7,
+                backfilled: 0,
+            }],
+            forced: Some(false),
+            version: Some("0.7.0".into()),
+            ..Default::default()
+        })],
     });
     let found = reconcile_with(
         // the queue ledger misses generation 2; a claim closure was written

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use awa_runtime::events::Event;
 use awa_runtime::store::audit::MAX_IDS;
 
 use super::load::Storage;
@@ -325,8 +326,8 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
     out
 }
 
-/// What each flip printed: `{"event":"flipped","rings":[{"ring":..,
-/// "columns_generation":G,"ledger_generation":L},..]}`; `L < G` means the
+/// What each flip printed: every ring of its `flipped` events, with the
+/// generation of its columns (G) and of its ledger (L); `L < G` means the
 /// ledger was promoted behind the columns.
 fn flip_outputs(obs: &Observations) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -335,22 +336,18 @@ fn flip_outputs(obs: &Observations) -> Vec<Finding> {
         let rings = flip
             .output
             .iter()
-            .filter(|line| line["event"] == "flipped")
-            .filter_map(|line| line["rings"].as_array())
+            .filter_map(|event| match event {
+                Event::Flipped(f) => Some(&f.rings),
+                _ => None,
+            })
             .flatten();
         for ring in rings {
-            let (Some(name), Some(g), Some(l)) = (
-                ring["ring"].as_str(),
-                ring["columns_generation"].as_i64(),
-                ring["ledger_generation"].as_i64(),
-            ) else {
-                continue;
-            };
+            let (name, g, l) = (&ring.ring, ring.columns_generation, ring.ledger_generation);
             if l < g {
                 out.push(finding(
                     FindingRule::FlipUnverified,
                     phase,
-                    format!("the {} flip promoted the {name} ring's ledger at generation {l}, behind its columns at generation {g}", flip.mode),
+                    format!("the {} flip promoted the {name} ring's ledger at generation {l}, behind its columns at generation {g}", flip.mode.name()),
                     vec![l, g],
                     1,
                 ));
@@ -445,9 +442,12 @@ fn flip_end_state(storage: &Storage, obs: &Observations) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use awa_runtime::store::audit::{Ledger, RingColumns};
-    use serde_json::json;
+
+    use awa_runtime::events::{FlipCheck, Flipped};
+    use awa_runtime::store::authority::RingFlip;
 
     use super::*;
+    use crate::matrix::{FlipMode, Outcome};
     use crate::observe::FlipRecord;
 
     fn fence(exit_code: Option<i32>, refused: bool, after: &str) -> FenceRecord {
@@ -508,6 +508,29 @@ mod tests {
         }
     }
 
+    /// A ring as a flip left it: (slot, generation) of its columns and of
+    /// its ledger, and the ledger rows the flip added.
+    fn ring_flip(ring: &str, columns: (i32, i64), ledger: (i32, i64), backfilled: u64) -> RingFlip {
+        RingFlip {
+            ring: ring.into(),
+            columns_slot: columns.0,
+            columns_generation: columns.1,
+            ledger_slot: ledger.0,
+            ledger_generation: ledger.1,
+            backfilled,
+        }
+    }
+
+    /// The `flipped` event of a manual flip that moved these rings.
+    fn flipped(rings: &[RingFlip]) -> Event {
+        Event::Flipped(Flipped {
+            rings: rings.to_vec(),
+            forced: Some(false),
+            version: Some("0.7.0".into()),
+            ..Default::default()
+        })
+    }
+
     /// A cell that flipped cleanly: samples before and after, the flip's
     /// output, and the end state.
     fn clean_flip() -> (Storage, Observations) {
@@ -520,13 +543,11 @@ mod tests {
         let obs = Observations {
             fences: vec![fence(Some(2), true, "abc")],
             flips: vec![FlipRecord {
-                mode: "manual".into(),
-                expected: "ok".into(),
+                mode: FlipMode::Manual,
+                expected: Outcome::Ok,
                 exit_code: Some(0),
                 at_ms: 5_000,
-                output: vec![json!({"event": "flipped", "rings": [
-                    {"ring": "queue", "columns_slot": 4, "columns_generation": 20, "ledger_slot": 4, "ledger_generation": 20, "backfilled": 2}
-                ]})],
+                output: vec![flipped(&[ring_flip("queue", (4, 20), (4, 20), 2)])],
             }],
             rings: vec![
                 sample(4_000, "queue", "columns", (2, 18), Some(17), 0),
@@ -705,11 +726,16 @@ mod tests {
     fn a_flip_that_reports_its_ledger_behind_is_unverified() {
         let (storage, mut obs) = clean_flip();
         obs.flips[0].output = vec![
-            json!({"event": "flip_check", "ready": true}),
-            json!({"event": "flipped", "rings": [
-                {"ring": "queue", "columns_generation": 20, "ledger_generation": 20},
-                {"ring": "claim", "columns_generation": 31, "ledger_generation": 27}
-            ]}),
+            Event::FlipCheck(FlipCheck {
+                authority: None,
+                ready: true,
+                fresh_runtimes: None,
+                blocking: vec![],
+            }),
+            flipped(&[
+                ring_flip("queue", (4, 20), (4, 20), 0),
+                ring_flip("claim", (7, 31), (3, 27), 0),
+            ]),
         ];
         obs.phases = vec![crate::observe::Phase {
             step: 6,

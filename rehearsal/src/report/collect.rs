@@ -11,7 +11,7 @@ use std::path::Path;
 
 use awa_runtime::error::{EXIT_OK, EXIT_REFUSED};
 
-use crate::matrix::Expectation;
+use crate::matrix::{Expectation, FlipMode, Outcome};
 use crate::observe::{Phase, Verdict, agree, count, thousands};
 use crate::reconcile::Detection;
 use crate::stream::{CellRun, RunEnd, RunEvent, RunStart};
@@ -276,15 +276,17 @@ fn flips_and_fences(run: &CellRun) -> Vec<String> {
     let mut out = Vec::new();
     for flip in &run.observations.flips {
         let at = label_at(phases, flip.at_ms);
-        match (flip.mode.as_str(), flip.exit_code) {
-            (_, Some(EXIT_REFUSED)) => {
-                out.push(format!("{at}: a {} flip was refused, as required", flip.mode))
-            }
-            ("auto", None) if flip.expected == "ok" => out.push(format!(
+        match (flip.mode, flip.exit_code) {
+            (_, Some(EXIT_REFUSED)) => out.push(format!(
+                "{at}: a {} flip was refused, as required",
+                flip.mode.name()
+            )),
+            (FlipMode::Auto, None) if flip.expected == Outcome::Ok => out.push(format!(
                 "{at}: the leader auto-flipped the ring-cursor authority to ledger"
             )),
             (mode, Some(EXIT_OK)) => out.push(format!(
-                "{at}: the {mode} flip moved ring-cursor authority to ledger and verified the ledgers"
+                "{at}: the {} flip moved ring-cursor authority to ledger and verified the ledgers",
+                mode.name()
             )),
             _ => {}
         }

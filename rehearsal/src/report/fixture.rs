@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::matrix::{self, FindingRule};
+use awa_runtime::events::{Event, Flipped};
+
+use crate::matrix::{self, FindingRule, FlipMode, Outcome};
 use crate::observe::{
     CensusSample, FenceRecord, Finding, FlipRecord, InFlight, KillRecord, Phase, ProcessRecord,
     RingSample, Verdict,
@@ -280,11 +282,15 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             }],
         }],
         flips: vec![FlipRecord {
-            mode: "manual".into(),
-            expected: "ok".into(),
+            mode: FlipMode::Manual,
+            expected: Outcome::Ok,
             exit_code: Some(0),
             at_ms: 12_000,
-            output: vec![serde_json::json!({"event": "flipped", "authority": "ledger"})],
+            output: vec![Event::Flipped(Flipped {
+                forced: Some(false),
+                version: Some("0.7.0".into()),
+                ..Default::default()
+            })],
         }],
         fences: vec![FenceRecord {
             artifact: "previous".into(),

@@ -83,11 +83,11 @@ impl Cell<'_> {
         let judged = self.run_armed(command, &mut notes).await?;
         let end = self.command_end(judged.id);
         self.state.obs.flips.push(FlipRecord {
-            mode: s.mode.name().into(),
-            expected: outcome_word(s.expect).into(),
+            mode: s.mode,
+            expected: s.expect,
             exit_code: end.code,
             at_ms: judged.at_ms,
-            output: end.output.iter().map(as_json).collect(),
+            output: end.output.clone(),
         });
         let done = self.judge_flip(s, end);
         Ok(with_notes(done, notes))
@@ -217,17 +217,17 @@ impl Cell<'_> {
             self.cancel().sleep(Duration::from_millis(100)).await?;
         }
         let (output, by) = self.view(|l| {
-            let output: Vec<serde_json::Value> = l
+            let output: Vec<Event> = l
                 .flipped
                 .iter()
-                .map(|(_, f)| as_json(&Event::Flipped(f.clone())))
+                .map(|(_, f)| Event::Flipped(f.clone()))
                 .collect();
             let by = l.flipped.last().map(|(id, _)| l.procs[*id].name.clone());
             (output, by)
         });
         self.state.obs.flips.push(FlipRecord {
-            mode: "auto".into(),
-            expected: outcome_word(s.expect).into(),
+            mode: FlipMode::Auto,
+            expected: s.expect,
             exit_code: None,
             at_ms: flipped_at.unwrap_or(start_ms),
             output,
@@ -265,14 +265,6 @@ impl Cell<'_> {
             }
         };
         Ok(with_notes(done, notes))
-    }
-}
-
-fn outcome_word(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Ok => "ok",
-        Outcome::Refused => "refused",
-        Outcome::Blocked => "blocked",
     }
 }
 
@@ -316,11 +308,6 @@ fn holder_lines(blocked: &Blocked) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// An event as the JSON object the flip's record keeps.
-fn as_json(event: &Event) -> serde_json::Value {
-    serde_json::to_value(event).expect("an event serialises")
 }
 
 /// What a flip command printed, in a few words.
