@@ -393,7 +393,15 @@ fn merge_command(
                 .unwrap_or_else(|| env.cwd.join("reports"));
             let sha = partials
                 .first()
-                .map(|p| p.report.run.git_commit.chars().take(7).collect::<String>())
+                .map(|p| {
+                    p.report
+                        .run
+                        .header
+                        .git_commit
+                        .chars()
+                        .take(7)
+                        .collect::<String>()
+                })
                 .unwrap_or_default();
             report::report_dir(&root, &format!("{}-merged", stamp.compact), &sha)
         }
@@ -597,7 +605,7 @@ fn repeat(
         let request = request(cli, env, &path, plan, false, err)?;
         let finished = crate::pipeline::run_report(request, out, err)?;
         rates.add(seed, &finished.report, finished.dir);
-        if finished.report.run.interrupted {
+        if finished.report.run.end.interrupted {
             writeln!(err, "interrupted: no further runs")?;
             break;
         }

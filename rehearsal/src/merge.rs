@@ -60,7 +60,7 @@ pub fn merge(partials: &[Partial], run_id: &str) -> Result<RunReport, MergeError
     let name = |p: &Partial| p.dir.display().to_string();
     let mut infos = Vec::new();
     for p in partials {
-        let Some(info) = &p.report.run.partition else {
+        let Some(info) = &p.report.run.header.partition else {
             return Err(MergeError(format!(
                 "{} is not a share of a partitioned run (its report.json has no partition); merge the folders of runs made with --partition STRATEGY:I/N",
                 name(p)
@@ -79,28 +79,30 @@ pub fn merge(partials: &[Partial], run_id: &str) -> Result<RunReport, MergeError
                 name(p)
             ))
         };
-        if run.git_commit != first_run.git_commit || run.git_dirty != first_run.git_dirty {
+        if run.header.git_commit != first_run.header.git_commit
+            || run.header.git_dirty != first_run.header.git_dirty
+        {
             let show = |r: &report::RunInfo| {
                 format!(
                     "{}{}",
-                    r.git_commit,
-                    if r.git_dirty { " dirty" } else { "" }
+                    r.header.git_commit,
+                    if r.header.git_dirty { " dirty" } else { "" }
                 )
             };
             return Err(differs("git commits", &show(first_run), &show(run)));
         }
-        if run.matrix_checksum != first_run.matrix_checksum {
+        if run.header.matrix_checksum != first_run.header.matrix_checksum {
             return Err(differs(
                 "matrix files (matrix_checksum)",
-                &first_run.matrix_checksum,
-                &run.matrix_checksum,
+                &first_run.header.matrix_checksum,
+                &run.header.matrix_checksum,
             ));
         }
-        if run.seed != first_run.seed {
+        if run.header.seed != first_run.header.seed {
             return Err(differs(
                 "seeds",
-                &first_run.seed.to_string(),
-                &run.seed.to_string(),
+                &first_run.header.seed.to_string(),
+                &run.header.seed.to_string(),
             ));
         }
         if info.strategy != base.strategy || info.count != base.count {
@@ -203,14 +205,14 @@ fn joined(partials: &[Partial], order: &[String], run_id: &str) -> RunReport {
         }
     }
     let mut artifacts = first.artifacts.clone();
-    let mut servers = first.run.servers.clone();
+    let mut servers = first.run.header.servers.clone();
     for p in &partials[1..] {
         for a in &p.report.artifacts {
             if !artifacts.iter().any(|b| b.name == a.name) {
                 artifacts.push(a.clone());
             }
         }
-        for s in &p.report.run.servers {
+        for s in &p.report.run.header.servers {
             if !servers.iter().any(|t| t.major == s.major) {
                 servers.push(s.clone());
             }
@@ -218,48 +220,53 @@ fn joined(partials: &[Partial], order: &[String], run_id: &str) -> RunReport {
     }
     let runs = || partials.iter().map(|p| &p.report.run);
     let mut run = first.run.clone();
-    run.run_id = run_id.to_owned();
-    run.started_at = runs()
-        .map(|r| r.started_at.clone())
+    run.header.run_id = run_id.to_owned();
+    run.header.started_at = runs()
+        .map(|r| r.header.started_at.clone())
         .min()
         .unwrap_or_default();
-    run.finished_at = runs()
-        .map(|r| r.finished_at.clone())
+    run.end.finished_at = runs()
+        .map(|r| r.end.finished_at.clone())
         .max()
         .unwrap_or_default();
     // The shares ran side by side on their own machines: the longest one is the wall time.
-    run.wall_ms = runs().map(|r| r.wall_ms).max().unwrap_or(0);
-    run.harness_cpu_ms = runs().map(|r| r.harness_cpu_ms).sum();
-    run.children_cpu_ms = runs().map(|r| r.children_cpu_ms).sum();
-    run.container_cpu_ms = runs()
-        .filter_map(|r| r.container_cpu_ms)
+    run.end.wall_ms = runs().map(|r| r.end.wall_ms).max().unwrap_or(0);
+    run.end.harness_cpu_ms = runs().map(|r| r.end.harness_cpu_ms).sum();
+    run.end.children_cpu_ms = runs().map(|r| r.end.children_cpu_ms).sum();
+    run.end.container_cpu_ms = runs()
+        .filter_map(|r| r.end.container_cpu_ms)
         .reduce(|a, b| a + b);
-    run.interrupted = runs().any(|r| r.interrupted);
+    run.end.interrupted = runs().any(|r| r.end.interrupted);
     run.start_to_ready = report::model::ReadyTimes::of(&cells);
     // No one machine's cores: the floor of a single run does not apply.
-    run.cores = 0;
-    run.jobs = 0;
-    run.schedule = format!(
+    run.header.cores = 0;
+    run.header.jobs = 0;
+    run.header.schedule = format!(
         "merged from {} of {}",
         report::text::plural(partials.len(), "share"),
-        first.run.partition.as_ref().map_or(0, |p| p.count)
+        first.run.header.partition.as_ref().map_or(0, |p| p.count)
     );
-    run.servers = servers;
-    run.replay = match run.replay.find(" --partition ") {
-        Some(at) => run.replay[..at].to_owned(),
-        None => run.replay,
+    run.header.servers = servers;
+    run.header.replay = match run.header.replay.find(" --partition ") {
+        Some(at) => run.header.replay[..at].to_owned(),
+        None => run.header.replay,
     };
-    run.command_line = std::env::args()
+    run.header.command_line = std::env::args()
         .map(|a| crate::plan::shell_quote(&awa_runtime::redact::redact(&a)))
         .collect::<Vec<_>>()
         .join(" ");
-    run.partition = None;
+    run.header.partition = None;
     let mut from: Vec<(u32, String)> = partials
         .iter()
         .map(|p| {
             (
-                p.report.run.partition.as_ref().map_or(0, |i| i.index),
-                p.report.run.run_id.clone(),
+                p.report
+                    .run
+                    .header
+                    .partition
+                    .as_ref()
+                    .map_or(0, |i| i.index),
+                p.report.run.header.run_id.clone(),
             )
         })
         .collect();
@@ -278,7 +285,7 @@ fn joined(partials: &[Partial], order: &[String], run_id: &str) -> RunReport {
 /// `events.jsonl` to `out/events/<partial run id>.jsonl`.
 pub fn copy_files(partials: &[Partial], out: &Path) -> std::io::Result<()> {
     for p in partials {
-        let id = &p.report.run.run_id;
+        let id = &p.report.run.header.run_id;
         let logs = p.dir.join("logs");
         if logs.is_dir() {
             copy_tree(&logs, &out.join("logs").join(id))?;

@@ -427,7 +427,7 @@ fn write_report(
             )?;
         }
     }
-    if report.run.interrupted {
+    if report.run.end.interrupted {
         writeln!(err, "interrupted: the report covers the cells that ran")?;
     }
     if let Some(score) = &report.selftest {

@@ -115,12 +115,12 @@ impl History {
             .map(|c| (c.name.clone(), c.elapsed_ms))
             .collect();
         let cell_ms: u64 = durations.values().sum();
-        let load = (cell_ms > 0 && !report.run.interrupted).then(|| Load {
-            cpu_ms: report.run.harness_cpu_ms + report.run.children_cpu_ms,
+        let load = (cell_ms > 0 && !report.run.end.interrupted).then(|| Load {
+            cpu_ms: report.run.end.harness_cpu_ms + report.run.end.children_cpu_ms,
             cell_ms,
-            wall_ms: report.run.wall_ms,
-            cores: report.run.cores,
-            jobs: report.run.jobs,
+            wall_ms: report.run.end.wall_ms,
+            cores: report.run.header.cores,
+            jobs: report.run.header.jobs,
         });
         History {
             source: Some(source),

@@ -154,42 +154,16 @@ pub enum Fault {
     },
 }
 
-/// What the run is, once it has started.
+/// What the run is, once it has started: its header, and what only the
+/// stream needs (where the report goes, what it runs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunStart {
-    /// The report folder's name.
-    pub run_id: String,
+    /// Who runs what, when, where, and how to replay it: `report.json`'s
+    /// `run` holds the same header.
+    #[serde(flatten)]
+    pub header: RunHeader,
     /// The report folder.
     pub report_dir: PathBuf,
-    /// RFC 3339 in UTC.
-    pub started_at: String,
-    /// The seed every random choice came from.
-    pub seed: u64,
-    /// The command line as typed, secrets redacted.
-    pub command_line: String,
-    /// The named matrix, if one was selected.
-    pub matrix: Option<String>,
-    /// The command that replays this run.
-    pub replay: String,
-    /// The backend that starts processes (`process`, `docker`).
-    pub backend: String,
-    /// Why that backend.
-    #[serde(default)]
-    pub backend_reason: String,
-    /// The Docker engine, on the docker backend.
-    #[serde(default)]
-    pub engine: Option<String>,
-    /// `server_version` of PostgreSQL (each server's, when several).
-    pub postgres_version: String,
-    /// Every server the cells ran on, by planned major.
-    #[serde(default)]
-    pub servers: Vec<crate::servers::ServerInfo>,
-    /// sha256 of each migration the current build embeds.
-    pub migration_checksums: BTreeMap<String, String>,
-    /// The workspace commit.
-    pub git_commit: String,
-    /// Uncommitted changes in the work tree.
-    pub git_dirty: bool,
     /// Every artifact the run uses.
     pub artifacts: Vec<ArtifactInfo>,
     /// The cells, in plan order.
@@ -197,41 +171,126 @@ pub struct RunStart {
     /// `rehearse selftest`: the report scores the run against the runtime's seeded defects.
     #[serde(default)]
     pub selftest: bool,
-    /// Cores of the machine, as the scheduler counts them.
+}
+
+/// The run as known when it starts: enough to reproduce it and to judge
+/// its environment. Declared once, for the stream's [`RunStart`] and
+/// `report.json`'s `run` (`report::RunInfo`), whose fields it lies flat
+/// among; the "Added in" notes are `report.json` format versions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// Unique name of the run; also the report folder's name (`20261130T014512Z-3f2a9c1`).
+    pub run_id: String,
+    /// When the run started, RFC 3339 in UTC (`2026-11-30T01:45:12Z`).
+    pub started_at: String,
+    /// The seed every random choice came from: written as `seed` (a
+    /// number, for 1.x readers) and `seed_string` (exact in any JSON reader).
+    #[serde(flatten, with = "seed_fields")]
+    pub seed: u64,
+    /// The command line as typed, secrets redacted, for the record.
+    pub command_line: String,
+    /// The named matrix run (`smoke`), if one was selected.
+    pub matrix: Option<String>,
+    /// The command that replays exactly this run.
+    pub replay: String,
+    /// `process` or `docker`, as resolved (never `auto`).
+    pub backend: String,
+    /// Why that backend (`backend auto: docker, because an engine answers: ...`). Added in 1.4.
+    #[serde(default)]
+    pub backend_reason: String,
+    /// The Docker engine's version and address, on the docker backend. Added in 1.4.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// `server_version` of the PostgreSQL the cells ran against
+    /// (`15.18 (pg15), 18.6 (pg18)` for several).
+    pub postgres_version: String,
+    /// Every server the cells ran on: planned major, version, binaries
+    /// and where they were found. Added in 1.5.
+    #[serde(default)]
+    pub servers: Vec<crate::servers::ServerInfo>,
+    /// sha256 (hex) of each migration the current build embeds, by migration name (`v1`).
+    pub migration_checksums: BTreeMap<String, String>,
+    /// The workspace commit (full hex).
+    pub git_commit: String,
+    /// Whether the work tree had uncommitted changes: the commit alone does not describe the build.
+    pub git_dirty: bool,
+    /// Cores of the machine it ran on, as the scheduler counts them (0: not recorded). Added in 1.5.
     #[serde(default)]
     pub cores: u32,
-    /// Cells run at once.
+    /// Cells it ran at once (0: not recorded). Added in 1.5.
     #[serde(default)]
     pub jobs: u32,
-    /// How the concurrency was chosen and the cells ordered, in one line.
+    /// How `--jobs` was chosen and the cells ordered, in one line. Added in 1.5.
     #[serde(default)]
     pub schedule: String,
-    /// sha256 of the matrix file the plan came from.
+    /// sha256 (hex) of the matrix file's bytes (empty: not recorded). Added in 1.10.
     #[serde(default)]
     pub matrix_checksum: String,
-    /// `--partition`: the share this run is, and the whole selection.
+    /// `--partition`: which share of the selection the run covered, and
+    /// every cell of the whole selection (null: the whole selection ran). Added in 1.10.
     #[serde(default)]
     pub partition: Option<crate::partition::PartitionInfo>,
 }
 
-/// How the run ended.
+/// `seed` and `seed_string` (`report.json` 1.3) for one u64.
+mod seed_fields {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Out {
+        seed: u64,
+        seed_string: String,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        seed: Option<u64>,
+        seed_string: Option<String>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+        Out {
+            seed: *seed,
+            seed_string: seed.to_string(),
+        }
+        .serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let read = In::deserialize(d)?;
+        match (read.seed_string, read.seed) {
+            (Some(text), _) => text.parse().map_err(|_| {
+                serde::de::Error::custom(format!("seed_string \"{text}\" is not a u64"))
+            }),
+            (None, Some(seed)) => Ok(seed),
+            (None, None) => Err(serde::de::Error::missing_field("seed")),
+        }
+    }
+}
+
+/// How the run ended: the stream's last event, and the end of
+/// `report.json`'s `run` (`report::RunInfo`), whose fields it lies flat among.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEnd {
-    /// RFC 3339 in UTC.
+    /// When it ended, RFC 3339 in UTC.
     pub finished_at: String,
     /// Wall-clock duration of the whole run.
     pub wall_ms: u64,
-    /// CPU time of rehearse itself.
+    /// CPU time of the harness process itself.
     pub harness_cpu_ms: u64,
-    /// CPU time of its reaped children, plus containers' (engine stats).
+    /// CPU time of what it started: reaped child processes (PostgreSQL;
+    /// workers and producers on the process backend) plus, on the docker
+    /// backend, the containers' CPU (see `container_cpu_source`).
     pub children_cpu_ms: u64,
-    /// The containers' share (docker backend).
+    /// The containers' share of `children_cpu_ms`. Added in 1.4.
     #[serde(default)]
     pub container_cpu_ms: Option<u64>,
-    /// How the containers' CPU was counted (docker backend).
+    /// How it was counted: `cgroup` (the kernel's counter of the run's
+    /// parent cgroup: every container's whole CPU) or `stats` (the engine's
+    /// stats sampled about once a second: a lower bound). Added in 1.9.
     #[serde(default)]
     pub container_cpu_source: Option<crate::fleet::CpuSource>,
-    /// Cut short by Ctrl-C or SIGTERM.
+    /// The run was cut short (Ctrl-C or SIGTERM): cells not listed never ran.
     pub interrupted: bool,
 }
 

@@ -227,8 +227,11 @@ mix = { complete = 9, retry_once = 1 }";
         );
     }
     assert_eq!(merged.run.merged_from.len(), 2);
-    assert!(merged.run.partition.is_none());
-    assert_eq!(merged.run.matrix_checksum, whole.run.matrix_checksum);
+    assert!(merged.run.header.partition.is_none());
+    assert_eq!(
+        merged.run.header.matrix_checksum,
+        whole.run.header.matrix_checksum
+    );
     for name in ["report.md", "junit.xml", "report.html"] {
         assert!(merged_dir.join(name).is_file(), "{name}");
     }
@@ -248,7 +251,7 @@ mix = { complete = 9, retry_once = 1 }";
     let nowhere = scratch.path().join("never").display().to_string();
     // fnv1a64 puts all three cells in share 2 of 2: share 1 is an empty run that passed.
     let empty = report::read_json(&folders[1].join(REPORT_JSON)).unwrap();
-    assert!(empty.cells.is_empty() && empty.run.partition.is_some());
+    assert!(empty.cells.is_empty() && empty.run.header.partition.is_some());
     // A gap: the empty share alone.
     refused(
         &["merge", &p1, "--out", &nowhere],

@@ -75,7 +75,10 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
     let recorded = PlanFile::read(&first.join(PLAN_JSON)).unwrap();
     let report = report::read_json(&first.join(REPORT_JSON)).unwrap();
     assert_eq!(recorded.plan.seed, 0x5eed);
-    assert_eq!(recorded.plan.matrix_checksum, report.run.matrix_checksum);
+    assert_eq!(
+        recorded.plan.matrix_checksum,
+        report.run.header.matrix_checksum
+    );
     assert_eq!(
         recorded.plan.matrix_checksum,
         awa_runtime::release::sha256_hex(text.as_bytes())
@@ -140,9 +143,9 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
             .any(|s| format!("{s:?}").contains("Kill")),
         "the kill of the recorded plan ran, though the matrix file dropped it"
     );
-    assert_eq!(replayed.run.seed, 0x5eed);
+    assert_eq!(replayed.run.header.seed, 0x5eed);
     assert_eq!(
-        replayed.run.replay,
+        replayed.run.header.replay,
         format!("rehearse replay {plan_arg} --cell replayed")
     );
     assert_eq!(replayed.cells[0].kills.len(), 1, "the kill ran");

@@ -27,7 +27,7 @@ use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
 use crate::servers::{Major, ServerInfo, Spec};
-use crate::stream::{Events, Note, RunEnd, RunEvent, RunStart};
+use crate::stream::{Events, Note, RunEnd, RunEvent, RunHeader, RunStart};
 
 /// Overrides where report folders are created (default: `<repo>/reports`).
 pub const REPORTS_DIR_ENV: &str = "REHEARSE_REPORTS_DIR";
@@ -242,29 +242,31 @@ fn versions_line(infos: &[ServerInfo]) -> String {
 
 fn run_start(req: &RunRequest, servers: Vec<ServerInfo>) -> RunStart {
     RunStart {
-        run_id: req.run_id.clone(),
+        header: RunHeader {
+            run_id: req.run_id.clone(),
+            started_at: req.started_at.clone(),
+            seed: req.plan.seed,
+            command_line: req.command_line.clone(),
+            matrix: req.plan.selection.matrix.clone(),
+            replay: req.plan.replay.clone(),
+            backend: req.backend.clone(),
+            backend_reason: req.backend_reason.clone(),
+            engine: req.engine.clone(),
+            postgres_version: versions_line(&servers),
+            servers,
+            migration_checksums: migration_checksums(),
+            git_commit: req.resolution.git.commit.clone(),
+            git_dirty: req.resolution.git.dirty,
+            cores: req.schedule.cores,
+            jobs: req.schedule.jobs,
+            schedule: req.schedule.describe.clone(),
+            matrix_checksum: req.plan.matrix_checksum.clone(),
+            partition: req.plan.partition.clone(),
+        },
         report_dir: req.report_dir.clone(),
-        started_at: req.started_at.clone(),
-        seed: req.plan.seed,
-        command_line: req.command_line.clone(),
-        matrix: req.plan.selection.matrix.clone(),
-        replay: req.plan.replay.clone(),
-        backend: req.backend.clone(),
-        backend_reason: req.backend_reason.clone(),
-        engine: req.engine.clone(),
-        postgres_version: versions_line(&servers),
-        servers,
-        migration_checksums: migration_checksums(),
-        git_commit: req.resolution.git.commit.clone(),
-        git_dirty: req.resolution.git.dirty,
         artifacts: artifact_infos(&req.resolution),
         cells: req.plan.cells.iter().map(|c| c.name.clone()).collect(),
         selftest: req.selftest,
-        cores: req.schedule.cores,
-        jobs: req.schedule.jobs,
-        schedule: req.schedule.describe.clone(),
-        matrix_checksum: req.plan.matrix_checksum.clone(),
-        partition: req.plan.partition.clone(),
     }
 }
 

@@ -14,7 +14,9 @@ use crate::observe::{
 };
 use crate::plan::{self, Selection};
 
-use super::model::{ArtifactInfo, CellReport, FORMAT_VERSION, RunInfo, RunReport};
+use super::model::{
+    ArtifactInfo, CellReport, FORMAT_VERSION, RunEnd, RunHeader, RunInfo, RunReport,
+};
 
 const MATRIX: &str = r#"
 [artifacts.previous]
@@ -106,38 +108,42 @@ pub fn report() -> RunReport {
     RunReport {
         format_version: FORMAT_VERSION.to_owned(),
         run: RunInfo {
-            run_id: "20261130T014512Z-3f2a9c1".into(),
-            started_at: "2026-11-30T01:45:12Z".into(),
-            finished_at: "2026-11-30T01:47:40Z".into(),
-            seed: 42,
-            command_line: "rehearse --matrix smoke --seed 42".into(),
-            matrix: Some("smoke".into()),
-            replay: plan.replay,
-            backend: "process".into(),
-            backend_reason: "backend process (--backend process)".into(),
-            engine: None,
-            postgres_version: "15.18".into(),
-            servers: Vec::new(),
-            migration_checksums: BTreeMap::from([
-                ("v1".into(), "a".repeat(64)),
-                ("v2".into(), "b".repeat(64)),
-            ]),
-            git_commit: "3f2a9c1d0e4b5a69788f00112233445566778899".into(),
-            git_dirty: true,
-            wall_ms: 148_250,
-            harness_cpu_ms: 3_400,
-            children_cpu_ms: 95_120,
-            container_cpu_ms: None,
-            container_cpu_source: None,
+            header: RunHeader {
+                run_id: "20261130T014512Z-3f2a9c1".into(),
+                started_at: "2026-11-30T01:45:12Z".into(),
+                seed: 42,
+                command_line: "rehearse --matrix smoke --seed 42".into(),
+                matrix: Some("smoke".into()),
+                replay: plan.replay,
+                backend: "process".into(),
+                backend_reason: "backend process (--backend process)".into(),
+                engine: None,
+                postgres_version: "15.18".into(),
+                servers: Vec::new(),
+                migration_checksums: BTreeMap::from([
+                    ("v1".into(), "a".repeat(64)),
+                    ("v2".into(), "b".repeat(64)),
+                ]),
+                git_commit: "3f2a9c1d0e4b5a69788f00112233445566778899".into(),
+                git_dirty: true,
+                cores: 2,
+                jobs: 2,
+                schedule:
+                    "jobs 2; longest first, estimated from the plan (no earlier report of these cells)"
+                        .into(),
+                matrix_checksum: String::new(),
+                partition: None,
+            },
+            end: RunEnd {
+                finished_at: "2026-11-30T01:47:40Z".into(),
+                wall_ms: 148_250,
+                harness_cpu_ms: 3_400,
+                children_cpu_ms: 95_120,
+                container_cpu_ms: None,
+                container_cpu_source: None,
+                interrupted: false,
+            },
             start_to_ready: None,
-            cores: 2,
-            jobs: 2,
-            schedule:
-                "jobs 2; longest first, estimated from the plan (no earlier report of these cells)"
-                    .into(),
-            interrupted: false,
-            matrix_checksum: String::new(),
-            partition: None,
             merged_from: Vec::new(),
         },
         artifacts: vec![

@@ -143,7 +143,7 @@ mod tests {
     fn no_file_of_the_report_holds_a_password_wherever_the_model_carried_it() {
         let dir = fixture::Scratch::new("secrets");
         let mut report = fixture::report();
-        report.run.command_line =
+        report.run.header.command_line =
             "rehearse --database-url 'postgres://u:Sekr1t-cmd@h/db' --cell fence".into();
         report.cells[0].verdict_reason =
             "could not connect to postgres://u@h/db?password=Sekr1t-reason".into();
@@ -155,7 +155,7 @@ mod tests {
         }
         let written = read_json(&dir.path().join(REPORT_JSON)).unwrap();
         assert_eq!(
-            written.run.command_line,
+            written.run.header.command_line,
             "rehearse --database-url 'postgres://u:***@h/db' --cell fence"
         );
         assert_eq!(written.cells[0].about, "host=h password=*** dbname=d");

@@ -20,22 +20,22 @@ const NAME: &str = "rehearse";
 
 /// Renders `junit.xml`.
 pub fn render_junit(r: &RunReport) -> String {
-    let classname = r.run.matrix.as_deref().unwrap_or(NAME);
+    let classname = r.run.header.matrix.as_deref().unwrap_or(NAME);
     let mut suite = TestSuite::new(NAME);
-    suite.set_time(Duration::from_millis(r.run.wall_ms));
+    suite.set_time(Duration::from_millis(r.run.end.wall_ms));
     suite.add_properties([
-        Property::new("run_id", r.run.run_id.as_str()),
-        Property::new("seed", r.run.seed.to_string()),
-        Property::new("replay", r.run.replay.as_str()),
-        Property::new("git_commit", r.run.git_commit.as_str()),
-        Property::new("git_dirty", r.run.git_dirty.to_string()),
-        Property::new("postgres_version", r.run.postgres_version.as_str()),
-        Property::new("backend", r.run.backend.as_str()),
+        Property::new("run_id", r.run.header.run_id.as_str()),
+        Property::new("seed", r.run.header.seed.to_string()),
+        Property::new("replay", r.run.header.replay.as_str()),
+        Property::new("git_commit", r.run.header.git_commit.as_str()),
+        Property::new("git_dirty", r.run.header.git_dirty.to_string()),
+        Property::new("postgres_version", r.run.header.postgres_version.as_str()),
+        Property::new("backend", r.run.header.backend.as_str()),
         Property::new("format_version", r.format_version.as_str()),
     ]);
     suite.add_test_cases(r.cells.iter().map(|cell| test_case(cell, classname)));
     let mut report = Report::new(NAME);
-    report.set_time(Duration::from_millis(r.run.wall_ms));
+    report.set_time(Duration::from_millis(r.run.end.wall_ms));
     report.add_test_suite(suite);
     report
         .to_string()
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn without_a_matrix_the_classname_is_rehearse() {
         let mut report = fixture::report();
-        report.run.matrix = None;
+        report.run.header.matrix = None;
         let parsed = Report::deserialize_from_str(&render_junit(&report)).unwrap();
         let case = &parsed.test_suites[0].test_cases[0];
         assert_eq!(case.classname.as_ref().unwrap().as_str(), "rehearse");

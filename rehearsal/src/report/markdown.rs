@@ -48,16 +48,16 @@ fn header(md: &mut String, r: &RunReport) {
         "# Rolling-upgrade rehearsal {}{}\n",
         // Versions are semver words (`awa --version`), nothing to escape.
         versions(r).map_or_else(String::new, |v| format!("{v} ")),
-        text(&run.run_id)
+        text(&run.header.run_id)
     );
     let _ = writeln!(md, "**{verdict}** ({})\n", text(&tally_line(r)));
-    let mut rows: Vec<(&str, String)> = vec![("run", code(&run.run_id))];
+    let mut rows: Vec<(&str, String)> = vec![("run", code(&run.header.run_id))];
     rows.extend(run_rows(r, text, code));
     md.push_str("| | |\n|---|---|\n");
     for (key, value) in rows {
         let _ = writeln!(md, "| {key} | {} |", cell_text(&value));
     }
-    if run.interrupted {
+    if run.end.interrupted {
         md.push_str("\n> **Interrupted:** the run was cut short; cells not listed did not run.\n");
     }
     md.push('\n');
@@ -307,12 +307,12 @@ fn images(md: &mut String, r: &RunReport) {
 
 fn checksums(md: &mut String, r: &RunReport) {
     md.push_str("## Migration checksums\n\n");
-    if r.run.migration_checksums.is_empty() {
+    if r.run.header.migration_checksums.is_empty() {
         md.push_str("(none recorded)\n");
         return;
     }
     md.push_str("| migration | sha256 |\n|---|---|\n");
-    for (name, sum) in &r.run.migration_checksums {
+    for (name, sum) in &r.run.header.migration_checksums {
         let _ = writeln!(
             md,
             "| {} | {} |",
@@ -538,8 +538,8 @@ Harness error: `failed to start worker 1 of cell defect-fence: awa exited with c
         report.cells.truncate(1);
         let md = render_markdown(&report);
         assert!(md.contains("\n**PASS: every cell met its expectation** (1 cell: 1 pass, 0 fail, 0 inconclusive)\n"), "{md}");
-        report.run.interrupted = true;
-        report.run.git_dirty = false;
+        report.run.end.interrupted = true;
+        report.run.header.git_dirty = false;
         let md = render_markdown(&report);
         assert!(md.contains("\n**INCONCLUSIVE: "), "{md}");
         assert!(

@@ -57,5 +57,6 @@ pub use json::{ReportError, from_json, read_json, to_json};
 pub use junit::render_junit;
 pub use markdown::render_markdown;
 pub use model::{
-    ArtifactInfo, CellReport, FORMAT_VERSION, RunInfo, RunReport, Tally, verdict_name,
+    ArtifactInfo, CellReport, FORMAT_VERSION, RunEnd, RunHeader, RunInfo, RunReport, Tally,
+    verdict_name,
 };

@@ -6,8 +6,6 @@
 //! with release engineers' tooling: fields are only ever added, with
 //! `#[serde(default)]`, and each addition bumps [`FORMAT_VERSION`].
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::exit::RunOutcome;
@@ -17,6 +15,7 @@ use crate::observe::{
     Verdict,
 };
 use crate::plan::CellPlan;
+pub use crate::stream::{RunEnd, RunHeader};
 
 pub use crate::observe::ArtifactInfo;
 use crate::reconcile::Detection;
@@ -90,83 +89,19 @@ pub struct RunReport {
     pub selftest: Option<crate::selftest::Score>,
 }
 
-/// The run as a whole: enough to reproduce it and to judge its environment.
+/// The run as a whole: its header (who ran what, when, where, how to
+/// replay it) and how it ended, both as the event stream said them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunInfo {
-    /// Unique name of the run; also the report folder's name (`20261130T014512Z-3f2a9c1`).
-    pub run_id: String,
-    /// When the run started, RFC 3339 in UTC (`2026-11-30T01:45:12Z`).
-    pub started_at: String,
-    /// When it ended, RFC 3339 in UTC.
-    pub finished_at: String,
-    /// The seed every random choice came from: written as `seed` (a
-    /// number, for 1.x readers) and `seed_string` (exact in any JSON reader).
-    #[serde(flatten, with = "seed_fields")]
-    pub seed: u64,
-    /// The command line as typed, for the record.
-    pub command_line: String,
-    /// The named matrix run (`smoke`), if one was selected.
-    pub matrix: Option<String>,
-    /// The command that replays exactly this run.
-    pub replay: String,
-    /// `process` or `docker`, as resolved (never `auto`).
-    pub backend: String,
-    /// Why that backend (`backend auto: docker, because an engine answers: ...`). Added in 1.4.
-    #[serde(default)]
-    pub backend_reason: String,
-    /// The Docker engine's version and address, on the docker backend. Added in 1.4.
-    #[serde(default)]
-    pub engine: Option<String>,
-    /// `server_version` of the PostgreSQL the cells ran against
-    /// (`15.18 (pg15), 18.6 (pg18)` for several).
-    pub postgres_version: String,
-    /// Every server the cells ran on: planned major, version, binaries
-    /// and where they were found. Added in 1.5.
-    #[serde(default)]
-    pub servers: Vec<crate::servers::ServerInfo>,
-    /// sha256 (hex) of each migration the current build embeds, by migration name (`v1`).
-    pub migration_checksums: BTreeMap<String, String>,
-    /// The workspace commit (full hex).
-    pub git_commit: String,
-    /// Whether the work tree had uncommitted changes: the commit alone does not describe the build.
-    pub git_dirty: bool,
-    /// Wall-clock duration of the whole run.
-    pub wall_ms: u64,
-    /// CPU time of the harness process itself.
-    pub harness_cpu_ms: u64,
-    /// CPU time of what it started: reaped child processes (PostgreSQL;
-    /// workers and producers on the process backend) plus, on the docker
-    /// backend, the containers' CPU (see `container_cpu_source`).
-    pub children_cpu_ms: u64,
-    /// The containers' share of `children_cpu_ms`. Added in 1.4.
-    #[serde(default)]
-    pub container_cpu_ms: Option<u64>,
-    /// How it was counted: `cgroup` (the kernel's counter of the run's
-    /// parent cgroup: every container's whole CPU) or `stats` (the engine's
-    /// stats sampled about once a second: a lower bound). Added in 1.9.
-    #[serde(default)]
-    pub container_cpu_source: Option<crate::fleet::CpuSource>,
+    /// The header the run started with, its fields flat in `run`.
+    #[serde(flatten)]
+    pub header: RunHeader,
+    /// How the run ended, its fields flat in `run`.
+    #[serde(flatten)]
+    pub end: RunEnd,
     /// From spawn request to `ready`, over every process that printed it. Added in 1.9.
     #[serde(default)]
     pub start_to_ready: Option<ReadyTimes>,
-    /// The run was cut short (Ctrl-C): cells not listed never ran.
-    pub interrupted: bool,
-    /// Cores of the machine it ran on (0: not recorded). Added in 1.5.
-    #[serde(default)]
-    pub cores: u32,
-    /// Cells it ran at once (0: not recorded). Added in 1.5.
-    #[serde(default)]
-    pub jobs: u32,
-    /// How `--jobs` was chosen and the cells ordered, in one line. Added in 1.5.
-    #[serde(default)]
-    pub schedule: String,
-    /// sha256 (hex) of the matrix file's bytes (empty: not recorded). Added in 1.10.
-    #[serde(default)]
-    pub matrix_checksum: String,
-    /// `--partition`: which share of the selection the run covered, and
-    /// every cell of the whole selection (null: the whole selection ran). Added in 1.10.
-    #[serde(default)]
-    pub partition: Option<crate::partition::PartitionInfo>,
     /// `rehearse merge`: the run ids of the partial runs joined, by share. Added in 1.12.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<String>,
@@ -177,9 +112,9 @@ impl RunInfo {
     /// its longest cell, or its CPU spread over every core, whichever is
     /// longer (`None` when the cores were not recorded).
     pub fn floor_ms(&self, longest_cell_ms: u64) -> Option<u64> {
-        (self.cores > 0).then(|| {
-            let cpu = self.harness_cpu_ms + self.children_cpu_ms;
-            longest_cell_ms.max(cpu / u64::from(self.cores))
+        (self.header.cores > 0).then(|| {
+            let cpu = self.end.harness_cpu_ms + self.end.children_cpu_ms;
+            longest_cell_ms.max(cpu / u64::from(self.header.cores))
         })
     }
 }
@@ -312,7 +247,7 @@ impl RunReport {
     pub fn outcome(&self) -> RunOutcome {
         if let Some(score) = &self.selftest {
             // Also fails for a seeded defect without a cell.
-            return match (score.outcome(), self.run.interrupted) {
+            return match (score.outcome(), self.run.end.interrupted) {
                 (RunOutcome::AllMet, true) => RunOutcome::Inconclusive,
                 (outcome, _) => outcome,
             };
@@ -320,7 +255,7 @@ impl RunReport {
         let tally = self.tally();
         if tally.fail > 0 {
             RunOutcome::CellFailed
-        } else if tally.inconclusive > 0 || self.run.interrupted {
+        } else if tally.inconclusive > 0 || self.run.end.interrupted {
             RunOutcome::Inconclusive
         } else {
             RunOutcome::AllMet
@@ -337,65 +272,29 @@ pub fn verdict_name(verdict: Verdict) -> &'static str {
     }
 }
 
-/// `run.seed` and `run.seed_string` (format 1.3) for one u64.
-mod seed_fields {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize)]
-    struct Out {
-        seed: u64,
-        seed_string: String,
-    }
-
-    #[derive(Deserialize)]
-    struct In {
-        seed: Option<u64>,
-        seed_string: Option<String>,
-    }
-
-    pub(super) fn serialize<S: Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
-        Out {
-            seed: *seed,
-            seed_string: seed.to_string(),
-        }
-        .serialize(s)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        let read = In::deserialize(d)?;
-        match (read.seed_string, read.seed) {
-            (Some(text), _) => text.parse().map_err(|_| {
-                serde::de::Error::custom(format!("seed_string \"{text}\" is not a u64"))
-            }),
-            (None, Some(seed)) => Ok(seed),
-            (None, None) => Err(serde::de::Error::missing_field("seed")),
-        }
-    }
-}
-
 #[cfg(test)]
 mod seed_tests {
     #[test]
     fn a_seed_above_2_pow_53_is_written_exactly_as_a_string_and_read_back() {
         let mut report = crate::report::fixture::report();
-        report.run.seed = u64::MAX - 1;
+        report.run.header.seed = u64::MAX - 1;
         let json = crate::report::to_json(&report).unwrap();
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(value["run"]["seed_string"], "18446744073709551614");
         assert_eq!(value["run"]["seed"].as_u64(), Some(u64::MAX - 1));
         let back = crate::report::from_json(std::path::Path::new("r.json"), &json).unwrap();
-        assert_eq!(back.run.seed, u64::MAX - 1);
+        assert_eq!(back.run.header.seed, u64::MAX - 1);
         // A 1.2 file has only the number; a string wins over a number.
         let mut old = value.clone();
         old["run"].as_object_mut().unwrap().remove("seed_string");
         old["run"]["seed"] = 7.into();
         let back =
             crate::report::from_json(std::path::Path::new("r.json"), &old.to_string()).unwrap();
-        assert_eq!(back.run.seed, 7);
+        assert_eq!(back.run.header.seed, 7);
         old["run"]["seed_string"] = "9".into();
         let back =
             crate::report::from_json(std::path::Path::new("r.json"), &old.to_string()).unwrap();
-        assert_eq!(back.run.seed, 9);
+        assert_eq!(back.run.header.seed, 9);
     }
 }
 

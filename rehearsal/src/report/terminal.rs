@@ -80,7 +80,7 @@ pub fn summary_table(r: &RunReport, color: bool) -> String {
             ));
         }
     }
-    text.push_str(&format!("replay: {}\n", r.run.replay));
+    text.push_str(&format!("replay: {}\n", r.run.header.replay));
     text
 }
 
@@ -91,7 +91,11 @@ pub fn verdict_line(r: &RunReport) -> String {
         RunOutcome::CellFailed => "FAIL",
         RunOutcome::Inconclusive => "INCONCLUSIVE",
     };
-    format!("{word}: {} in {}", tally_line(r), duration(r.run.wall_ms))
+    format!(
+        "{word}: {} in {}",
+        tally_line(r),
+        duration(r.run.end.wall_ms)
+    )
 }
 
 /// `--quiet`: each cell that did not meet its expectation (why, its
@@ -108,7 +112,7 @@ pub fn quiet_summary(r: &RunReport, color: bool) -> String {
         text.push_str(&failure(c, color));
     }
     if !missed.is_empty() {
-        text.push_str(&format!("replay: {}\n", r.run.replay));
+        text.push_str(&format!("replay: {}\n", r.run.header.replay));
     }
     text.push_str(&verdict_line(r));
     text.push('\n');
@@ -701,7 +705,7 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
             },
             RunEvent::Note(crate::stream::Note::always(None, "interrupted")),
             RunEvent::RunFinished(crate::stream::RunEnd {
-                finished_at: run.run.finished_at.clone(),
+                finished_at: run.run.end.finished_at.clone(),
                 wall_ms: 1,
                 harness_cpu_ms: 0,
                 children_cpu_ms: 0,

@@ -102,7 +102,7 @@ pub fn tally_line(report: &super::RunReport) -> String {
         tally.fail,
         tally.inconclusive
     );
-    if report.run.interrupted {
+    if report.run.end.interrupted {
         text.push_str(" (interrupted: cells not listed did not run)");
     }
     text
@@ -240,7 +240,7 @@ pub(crate) fn anchor(name: &str) -> String {
 /// `, of which containers 1m02s (cgroup)`: the containers' share of the
 /// children's CPU and how it was counted, on the docker backend.
 fn containers_cpu(run: &super::model::RunInfo) -> String {
-    match (run.container_cpu_ms, run.container_cpu_source) {
+    match (run.end.container_cpu_ms, run.end.container_cpu_source) {
         (Some(ms), Some(source)) => format!(
             ", of which containers {} ({})",
             duration(ms),
@@ -262,47 +262,53 @@ pub(crate) fn run_rows(
     code: impl Fn(&str) -> String,
 ) -> Vec<(&'static str, String)> {
     let run = &r.run;
-    let dirty = if run.git_dirty {
+    let dirty = if run.header.git_dirty {
         " (dirty: uncommitted changes)"
     } else {
         ""
     };
     vec![
-        ("started", plain(&run.started_at)),
-        ("finished", plain(&run.finished_at)),
+        ("started", plain(&run.header.started_at)),
+        ("finished", plain(&run.end.finished_at)),
         (
             "wall time",
             format!(
                 "{} (harness CPU {}, children CPU {}{})",
-                duration(run.wall_ms),
-                duration(run.harness_cpu_ms),
-                duration(run.children_cpu_ms),
+                duration(run.end.wall_ms),
+                duration(run.end.harness_cpu_ms),
+                duration(run.end.children_cpu_ms),
                 containers_cpu(run)
             ),
         ),
     ]
     .into_iter()
     .chain(floor_row(r).map(|row| ("floor", row)))
-    .chain((!run.schedule.is_empty()).then(|| ("schedule", plain(&run.schedule))))
+    .chain((!run.header.schedule.is_empty()).then(|| ("schedule", plain(&run.header.schedule))))
     .chain([
         (
             "seed",
             format!(
                 "{} (reproduces the plan: every step, target and random choice; not the timing)",
-                code(&run.seed.to_string())
+                code(&run.header.seed.to_string())
             ),
         ),
-        ("replay", code(&run.replay)),
-        ("command line", code(&run.command_line)),
+        ("replay", code(&run.header.replay)),
+        ("command line", code(&run.header.command_line)),
         (
             "matrix",
-            run.matrix
+            run.header
+                .matrix
                 .as_deref()
                 .map_or("(cells named)".to_owned(), &plain),
         ),
-        ("backend", plain(&run.backend)),
+        ("backend", plain(&run.header.backend)),
     ])
-    .chain(run.engine.as_ref().map(|engine| ("engine", plain(engine))))
+    .chain(
+        run.header
+            .engine
+            .as_ref()
+            .map(|engine| ("engine", plain(engine))),
+    )
     .chain(run.start_to_ready.map(|t| {
         (
             "start to ready",
@@ -313,7 +319,8 @@ pub(crate) fn run_rows(
         )
     }))
     .chain(
-        run.partition
+        run.header
+            .partition
             .as_ref()
             .map(|p| ("partition", partition_row(p, r.cells.len()))),
     )
@@ -330,15 +337,18 @@ pub(crate) fn run_rows(
             ),
         )
     }))
-    .chain((!run.matrix_checksum.is_empty()).then(|| {
+    .chain((!run.header.matrix_checksum.is_empty()).then(|| {
         (
             "matrix checksum",
-            code(&format!("sha256 {}", run.matrix_checksum)),
+            code(&format!("sha256 {}", run.header.matrix_checksum)),
         )
     }))
     .chain([
-        ("git commit", format!("{}{dirty}", code(&run.git_commit))),
-        ("PostgreSQL", plain(&run.postgres_version)),
+        (
+            "git commit",
+            format!("{}{dirty}", code(&run.header.git_commit)),
+        ),
+        ("PostgreSQL", plain(&run.header.postgres_version)),
         ("format", code(&r.format_version)),
     ])
     .collect()
@@ -369,14 +379,14 @@ pub(crate) fn floor_row(r: &super::model::RunReport) -> Option<String> {
     let run = &r.run;
     let longest = r.cells.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
     let floor = run.floor_ms(longest)?;
-    let cpu = run.harness_cpu_ms + run.children_cpu_ms;
+    let cpu = run.end.harness_cpu_ms + run.end.children_cpu_ms;
     Some(format!(
         "{} = max(longest cell {}, CPU {} / {} cores); wall time {:.2}x the floor",
         duration(floor),
         duration(longest),
         duration(cpu),
-        run.cores,
-        run.wall_ms as f64 / floor.max(1) as f64
+        run.header.cores,
+        run.end.wall_ms as f64 / floor.max(1) as f64
     ))
 }
 
@@ -397,14 +407,14 @@ mod tests {
                 duration(longest)
             )
         );
-        r.run.cores = 8;
+        r.run.header.cores = 8;
         assert_eq!(r.run.floor_ms(longest), Some(longest));
         assert!(
             floor_row(&r)
                 .unwrap()
                 .starts_with(&format!("{} = ", duration(longest)))
         );
-        r.run.cores = 0;
+        r.run.header.cores = 0;
         assert_eq!(floor_row(&r), None);
     }
 

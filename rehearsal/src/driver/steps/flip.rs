@@ -89,36 +89,30 @@ impl Cell<'_> {
             at_ms: judged.at_ms,
             output: end.output.clone(),
         });
-        let done = self.judge_flip(s, end);
+        let done = self.judge_flip(s, &end);
         Ok(with_notes(done, notes))
     }
 
     /// A manual or forced flip's outcome against the step's `expect`.
-    fn judge_flip(&mut self, s: &FlipStep, end: CommandEnd) -> Done {
-        let CommandEnd {
-            name,
-            code,
-            refused,
-            why,
-            output,
-        } = end;
+    fn judge_flip(&mut self, s: &FlipStep, end: &CommandEnd) -> Done {
+        let (name, why, output) = (&end.name, &end.why, &end.output);
         let version = self.version_of(&s.by);
-        let summary = flip_summary(&output);
-        match (s.expect, code) {
+        let summary = flip_summary(output);
+        match (s.expect, end.code) {
             (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
-                let (fired, evidence) = self.flip_refusal_evidence(&output);
+                let (fired, evidence) = self.flip_refusal_evidence(output);
                 self.record_fault("flip expected refused", fired, evidence.clone());
                 Done::with(
                     StepOutcome::Refused,
                     format!(
                         "{name} ({version}) refused as required: {}; {evidence}",
-                        refused.unwrap_or(why)
+                        end.refusal()
                     ),
                 )
             }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
-                self.refused_against_plan(&name, &version, refused.unwrap_or(why))
+                self.refused_against_plan(name, &version, end.refusal())
             }
             (Outcome::Refused, Some(EXIT_OK)) => {
                 self.state
@@ -129,11 +123,11 @@ impl Cell<'_> {
                 StepOutcome::Blocked,
                 format!(
                     "{name} ({version}) gave up on a held lock, as required: {}",
-                    blocked_summary(&output)
+                    blocked_summary(output)
                 ),
             ),
             (_, Some(EXIT_BLOCKED)) => {
-                let holders = blocked_summary(&output);
+                let holders = blocked_summary(output);
                 self.state
                     .fail(format!("{name} gave up on a held lock: {holders}"));
                 Done::with(

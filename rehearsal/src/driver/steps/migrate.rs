@@ -86,19 +86,13 @@ impl Cell<'_> {
         end: CommandEnd,
         notes: &mut Vec<String>,
     ) -> Result<Done, Abort> {
-        let CommandEnd {
-            name,
-            code,
-            refused,
-            why,
-            output,
-        } = end;
-        let migrated = output.iter().find_map(|e| match e {
+        let (name, why) = (&end.name, &end.why);
+        let migrated = end.output.iter().find_map(|e| match e {
             Event::Migrated(m) => Some(format!("schema v{} -> v{}", m.from, m.to)),
             _ => None,
         });
         let version = self.version_of(&s.artifact);
-        Ok(match (s.expect, code) {
+        Ok(match (s.expect, end.code) {
             (Outcome::Ok, Some(EXIT_OK)) => {
                 self.relaunch_parked(notes).await?;
                 Done::ok(format!(
@@ -107,14 +101,14 @@ impl Cell<'_> {
                 ))
             }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
-                self.refused_against_plan(&name, &version, refused.unwrap_or(why))
+                self.refused_against_plan(name, &version, end.refusal())
             }
             (Outcome::Ok, _) => {
                 self.state.fail(format!("{name} failed ({why})"));
                 Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
             }
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
-                let reason = refused.unwrap_or(why);
+                let reason = end.refusal();
                 self.required_refusal(&s.artifact, &version, &reason);
                 Done::with(
                     StepOutcome::Refused,

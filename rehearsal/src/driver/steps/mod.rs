@@ -80,6 +80,13 @@ struct CommandEnd {
     output: Vec<crate::fleet::Event>,
 }
 
+impl CommandEnd {
+    /// Why it was refused: its `refused` event's reason, else how it ended.
+    fn refusal(&self) -> String {
+        self.refused.clone().unwrap_or_else(|| self.why.clone())
+    }
+}
+
 impl Cell<'_> {
     /// A command the plan expects to succeed was refused: a step failure.
     fn refused_against_plan(&mut self, name: &str, version: &str, reason: String) -> Done {

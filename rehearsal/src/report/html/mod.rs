@@ -77,13 +77,13 @@ fn head(h: &mut String, r: &RunReport) {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>Rehearsal {}{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
         esc(&rehearsed),
-        esc(&run.run_id)
+        esc(&run.header.run_id)
     );
     let _ = writeln!(
         h,
         "<h1>Rolling-upgrade rehearsal {}{}</h1>",
         esc(&rehearsed),
-        esc(&run.run_id)
+        esc(&run.header.run_id)
     );
     let (class, verdict) = match r.outcome() {
         RunOutcome::AllMet => ("v-pass", "PASS: every cell met its expectation"),
@@ -101,7 +101,7 @@ fn head(h: &mut String, r: &RunReport) {
         "<p class=\"outcome {class}\">{verdict} ({})</p>",
         esc(&tally_line(r))
     );
-    if run.interrupted {
+    if run.end.interrupted {
         h.push_str("<p><strong>Interrupted:</strong> the run was cut short; cells not listed did not run.</p>\n");
     }
 }
@@ -123,11 +123,11 @@ fn summary(h: &mut String, r: &RunReport, report_json_sha256: Option<&str>) {
         let _ = writeln!(h, "<tr><th>{key}</th><td>{value}</td></tr>");
     }
     h.push_str("</table></div>\n");
-    if r.run.servers.is_empty() {
+    if r.run.header.servers.is_empty() {
         return;
     }
     h.push_str("<h3>PostgreSQL servers</h3>\n<div class=\"scroll\"><table class=\"servers\">\n<tr><th>major</th><th>version</th><th>found</th></tr>\n");
-    for s in &r.run.servers {
+    for s in &r.run.header.servers {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -181,12 +181,12 @@ fn cells_table(h: &mut String, r: &RunReport) {
 
 fn migration_checksums(h: &mut String, r: &RunReport) {
     h.push_str("<h2>Migration checksums</h2>\n");
-    if r.run.migration_checksums.is_empty() {
+    if r.run.header.migration_checksums.is_empty() {
         h.push_str("<p>(none recorded)</p>\n");
         return;
     }
     h.push_str("<div class=\"scroll\"><table>\n<tr><th>migration</th><th>sha256</th></tr>\n");
-    for (name, sum) in &r.run.migration_checksums {
+    for (name, sum) in &r.run.header.migration_checksums {
         let _ = writeln!(
             h,
             "<tr><td><code>{}</code></td><td><code class=\"digest\">{}</code></td></tr>",
@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn text_from_the_run_is_escaped() {
         let mut report = fixture::report();
-        report.run.run_id = "<script>alert('id')</script>".into();
+        report.run.header.run_id = "<script>alert('id')</script>".into();
         report.cells[0].name = "a\"b<c>".into();
         report.artifacts[0].source = "<img src=x onerror=alert(1)>".into();
         let html = render_html(&report, None);
@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn the_page_has_a_summary_and_a_timeline_per_cell() {
         let mut report = fixture::on_two_servers();
-        report.run.servers = vec![crate::servers::ServerInfo {
+        report.run.header.servers = vec![crate::servers::ServerInfo {
             major: Some(crate::servers::Major(18)),
             version: "18.6".into(),
             bindir: None,
