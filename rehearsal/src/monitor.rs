@@ -320,17 +320,8 @@ async fn read_snapshot(
     stale_ms: f64,
     counts: &CountSource,
 ) -> Result<Snapshot, tokio_postgres::Error> {
-    let row = client.query_one(EXISTING, &[]).await?;
-    let (rings_exist, authority_exists, ledgers_exist, deltas_exist, instances_exist): (
-        bool,
-        bool,
-        bool,
-        bool,
-        bool,
-    ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
-    let mut rings = Vec::new();
-    let mut slot_counts: BTreeMap<String, i32> = BTreeMap::new();
-    let authority = if authority_exists {
+    let exists = Existing::read(client).await?;
+    let authority = if exists.authority {
         client
             .query_opt(AUTHORITY, &[])
             .await?
@@ -338,90 +329,31 @@ async fn read_snapshot(
     } else {
         "none".to_owned()
     };
-    if rings_exist {
-        let mut ledgers: BTreeMap<String, (Option<i64>, Option<i32>, i64, i64)> = BTreeMap::new();
-        if ledgers_exist {
-            for r in client.query(LEDGERS, &[]).await? {
-                ledgers.insert(r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4)));
-            }
-        }
-        for r in client.query(COLUMNS, &[]).await? {
-            let ring: String = r.get(0);
-            let (ledger_generation, ledger_slot, ledger_rows, ledger_gaps) =
-                ledgers.get(&ring).copied().unwrap_or((None, None, 0, 0));
-            slot_counts.insert(ring.clone(), r.get::<_, i32>(3));
-            rings.push(RingSample {
-                at_ms,
-                ring,
-                authority: authority.clone(),
-                column_slot: r.get(1),
-                column_generation: r.get(2),
-                ledger_generation,
-                ledger_slot,
-                ledger_rows,
-                ledger_gaps,
-            });
-        }
-    }
-    let mut fresh_runtimes = BTreeMap::new();
-    let mut leaders = (0, 0);
-    if instances_exist {
-        for r in client.query(FRESH, &[&stale_ms]).await? {
-            fresh_runtimes.insert(r.get::<_, String>(0), r.get::<_, i64>(1) as u64);
-        }
-        let r = client.query_one(LEADERS, &[&stale_ms]).await?;
-        leaders = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
-    }
-    let delta_rows = if deltas_exist {
+    let (rings, slot_counts) = if exists.rings {
+        read_rings(client, at_ms, &authority, exists.ledgers).await?
+    } else {
+        (Vec::new(), BTreeMap::new())
+    };
+    let (fresh_runtimes, leaders) = if exists.instances {
+        read_runtimes(client, stale_ms).await?
+    } else {
+        (BTreeMap::new(), (0, 0))
+    };
+    let delta_rows = if exists.deltas {
         client.query_one(DELTAS, &[]).await?.get(0)
     } else {
         0
     };
     let lock_waits = client.query_one(LOCK_WAITS, &[]).await?.get(0);
-    let liveness = if rings_exist {
-        let cursors: Vec<RingLiveness> = rings
-            .iter()
-            .map(|r| {
-                let (slot, generation) = authoritative(r);
-                RingLiveness {
-                    ring: r.ring.clone(),
-                    slot,
-                    generation,
-                    busy: false,
-                    next_live: false,
-                }
-            })
-            .collect();
-        let next = |name: &str| -> i32 {
-            let n = slot_counts.get(name).copied().unwrap_or(1).max(1);
-            cursors
-                .iter()
-                .find(|c| c.ring == name)
-                .map_or(0, |c| (c.slot + 1).rem_euclid(n))
-        };
-        let row = client
-            .query_one(LIVENESS, &[&next("queue"), &next("claim"), &next("lease")])
-            .await?;
-        let rings = cursors
-            .into_iter()
-            .map(|mut c| {
-                let at = match c.ring.as_str() {
-                    "queue" => 0,
-                    "claim" => 2,
-                    _ => 4,
-                };
-                c.busy = row.get(at);
-                c.next_live = row.get(at + 1);
-                c
-            })
-            .collect();
+    let liveness = if exists.rings {
+        let cursors = read_liveness(client, &rings, &slot_counts).await?;
         Some(LivenessSample {
             at_ms,
             authority,
             leaders: leaders.0,
             flip_aware_leaders: leaders.1,
             lock_waits,
-            rings,
+            rings: cursors,
         })
     } else {
         None
@@ -438,6 +370,124 @@ async fn read_snapshot(
         census,
         liveness,
     })
+}
+
+/// Which of the tables a sample reads exist yet (a cell's database grows
+/// them as its migrations run).
+struct Existing {
+    rings: bool,
+    authority: bool,
+    ledgers: bool,
+    deltas: bool,
+    instances: bool,
+}
+
+impl Existing {
+    async fn read(client: &Client) -> Result<Existing, tokio_postgres::Error> {
+        let row = client.query_one(EXISTING, &[]).await?;
+        Ok(Existing {
+            rings: row.get(0),
+            authority: row.get(1),
+            ledgers: row.get(2),
+            deltas: row.get(3),
+            instances: row.get(4),
+        })
+    }
+}
+
+/// Each ring's cursor columns beside its ledger's top (when the ledgers
+/// exist), and each ring's slot count.
+async fn read_rings(
+    client: &Client,
+    at_ms: u64,
+    authority: &str,
+    ledgers_exist: bool,
+) -> Result<(Vec<RingSample>, BTreeMap<String, i32>), tokio_postgres::Error> {
+    let mut ledgers: BTreeMap<String, (Option<i64>, Option<i32>, i64, i64)> = BTreeMap::new();
+    if ledgers_exist {
+        for r in client.query(LEDGERS, &[]).await? {
+            ledgers.insert(r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4)));
+        }
+    }
+    let mut rings = Vec::new();
+    let mut slot_counts = BTreeMap::new();
+    for r in client.query(COLUMNS, &[]).await? {
+        let ring: String = r.get(0);
+        let (ledger_generation, ledger_slot, ledger_rows, ledger_gaps) =
+            ledgers.get(&ring).copied().unwrap_or((None, None, 0, 0));
+        slot_counts.insert(ring.clone(), r.get::<_, i32>(3));
+        rings.push(RingSample {
+            at_ms,
+            ring,
+            authority: authority.to_owned(),
+            column_slot: r.get(1),
+            column_generation: r.get(2),
+            ledger_generation,
+            ledger_slot,
+            ledger_rows,
+            ledger_gaps,
+        });
+    }
+    Ok((rings, slot_counts))
+}
+
+/// Fresh runtimes by version, and the leaders (all, and flip-aware).
+async fn read_runtimes(
+    client: &Client,
+    stale_ms: f64,
+) -> Result<(BTreeMap<String, u64>, (u64, u64)), tokio_postgres::Error> {
+    let mut fresh_runtimes = BTreeMap::new();
+    for r in client.query(FRESH, &[&stale_ms]).await? {
+        fresh_runtimes.insert(r.get::<_, String>(0), r.get::<_, i64>(1) as u64);
+    }
+    let r = client.query_one(LEADERS, &[&stale_ms]).await?;
+    let leaders = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
+    Ok((fresh_runtimes, leaders))
+}
+
+/// Each ring's authoritative cursor, whether its slot is busy and whether
+/// the next slot still holds live rows.
+async fn read_liveness(
+    client: &Client,
+    rings: &[RingSample],
+    slot_counts: &BTreeMap<String, i32>,
+) -> Result<Vec<RingLiveness>, tokio_postgres::Error> {
+    let cursors: Vec<RingLiveness> = rings
+        .iter()
+        .map(|r| {
+            let (slot, generation) = authoritative(r);
+            RingLiveness {
+                ring: r.ring.clone(),
+                slot,
+                generation,
+                busy: false,
+                next_live: false,
+            }
+        })
+        .collect();
+    let next = |name: &str| -> i32 {
+        let n = slot_counts.get(name).copied().unwrap_or(1).max(1);
+        cursors
+            .iter()
+            .find(|c| c.ring == name)
+            .map_or(0, |c| (c.slot + 1).rem_euclid(n))
+    };
+    let row = client
+        .query_one(LIVENESS, &[&next("queue"), &next("claim"), &next("lease")])
+        .await?;
+    Ok(cursors
+        .into_iter()
+        .map(|mut c| {
+            let at = match c.ring.as_str() {
+                "queue" => 0,
+                "claim" => 2,
+                _ => 4,
+            };
+            c.busy = row.get(at);
+            c.next_live = row.get(at + 1);
+            c
+        })
+        .collect())
 }
 
 #[cfg(test)]

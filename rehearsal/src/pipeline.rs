@@ -127,25 +127,7 @@ pub fn run_report(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let fleet: Arc<dyn Fleet> = match &chosen.engine {
-        None => Arc::new(ProcessFleet),
-        Some(engine) => {
-            let docker = DockerFleet::new(engine.clone(), &run_id, args.keep);
-            if let Err(e) = docker_stage(&args, &docker, &mut resolution, err) {
-                // Nothing ran: no containers and no empty report folder left behind.
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-            if let Some((file, pinned)) = &args.pinned
-                && let Err(e) = pinned.check(file, &resolution)
-            {
-                let _ = one_shot_runtime()?.block_on(docker.shutdown());
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e.into());
-            }
-            Arc::new(docker)
-        }
-    };
+    let fleet = make_fleet(&args, &chosen, &run_id, &dir, &mut resolution, err)?;
     let plan_file = crate::planfile::PlanFile::of(&args.plan, &resolution);
     std::fs::write(dir.join(crate::planfile::PLAN_JSON), plan_file.to_json())
         .map_err(Error::Output)?;
@@ -175,24 +157,66 @@ pub fn run_report(
         command_line: args.command_line.clone(),
         selftest: args.selftest,
     };
+    let report = drive(request, &args, &dir, out, err)?;
+    write_report(&report, &dir, &args, out, err)?;
+    Ok(Finished { report, dir })
+}
+
+/// The backend that starts the processes. On docker, the artifacts are
+/// made images first (and checked against `rehearse replay`'s pins); on
+/// failure nothing is left behind: no containers, no empty report folder.
+fn make_fleet(
+    args: &RunArgs,
+    chosen: &Chosen,
+    run_id: &str,
+    dir: &Path,
+    resolution: &mut Resolution,
+    err: &mut dyn Write,
+) -> Result<Arc<dyn Fleet>, Error> {
+    let Some(engine) = &chosen.engine else {
+        return Ok(Arc::new(ProcessFleet));
+    };
+    let docker = DockerFleet::new(engine.clone(), run_id, args.keep);
+    if let Err(e) = docker_stage(args, &docker, resolution, err) {
+        // Nothing ran: no containers and no empty report folder left behind.
+        let _ = std::fs::remove_dir_all(dir);
+        return Err(e);
+    }
+    if let Some((file, pinned)) = &args.pinned
+        && let Err(e) = pinned.check(file, resolution)
+    {
+        let _ = one_shot_runtime()?.block_on(docker.shutdown());
+        let _ = std::fs::remove_dir_all(dir);
+        return Err(e.into());
+    }
+    Ok(Arc::new(docker))
+}
+
+/// The driver on a thread of its own, its events reported on this one
+/// as they come; the report the stream folds into.
+fn drive(
+    request: RunRequest,
+    args: &RunArgs,
+    dir: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<RunReport, Error> {
     let (events, rx) = crate::stream::channel();
     let driver = std::thread::spawn(move || {
         crate::driver::run::execute(request, events, Arc::new(DatabaseReconcile))
     });
     let stream = (args.format == Format::Json).then_some(&mut *out);
-    let collected = report_events(rx, &dir, args.quiet, stream, err);
+    let collected = report_events(rx, dir, args.quiet, stream, err);
     let ran = driver
         .join()
         .unwrap_or_else(|_| Err(Error::Harness("the driver's thread panicked".into())));
     if let Err(e) = ran {
         // Nothing ran: leave no empty report folder behind.
-        let _ = std::fs::remove_dir(&dir);
+        let _ = std::fs::remove_dir(dir);
         return Err(e);
     }
-    let report = collected?
-        .ok_or_else(|| Error::Harness("the run's event stream ended before the run did".into()))?;
-    write_report(&report, &dir, &args, out, err)?;
-    Ok(Finished { report, dir })
+    collected?
+        .ok_or_else(|| Error::Harness("the run's event stream ended before the run did".into()))
 }
 
 /// `--backend`, resolved: docker needs an engine that answers; auto takes

@@ -95,39 +95,8 @@ impl ProcessFleet {
             });
         };
         let log = open_log(&spec.log)?;
-        let mut cmd = tokio::process::Command::new(&program);
-        cmd.args(&spec.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            // Last resort if the owning task is dropped without reaping.
-            .kill_on_drop(true);
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("AWA_") {
-                cmd.env_remove(key);
-            }
-        }
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        let parent = nix::unistd::getpid();
-        // SAFETY: the hook runs in the forked child before exec and calls
-        // only async-signal-safe functions (prctl, getppid, through nix's
-        // thin wrappers); it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-                if nix::unistd::getppid() != parent {
-                    // rehearse died between fork and prctl: do not run unwatched.
-                    return Err(std::io::Error::other("parent exited before exec"));
-                }
-                Ok(())
-            });
-        }
-        let mut words = vec![program.display().to_string()];
-        words.extend(spec.args.iter().cloned());
-        log_line(&log, &format!("{NOTE_PREFIX}{}", words.join(" ")));
-        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        log_line(&log, &format!("{NOTE_PREFIX}env {}", env.join(" ")));
+        let cmd = command(&program, &spec);
+        log_header(&log, &program, &spec);
         let mut child = spawn_from_spawner_thread(cmd).map_err(|source| {
             log_line(&log, &format!("{NOTE_PREFIX}failed to start: {source}"));
             FleetError::Spawn {
@@ -140,71 +109,144 @@ impl ProcessFleet {
         let id = spec.id;
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
-        {
-            let (sink, log) = (sink.clone(), log.clone());
-            tokio::spawn(async move {
-                let out = read_lines(stdout, id, &sink, &log, false);
-                let err = read_lines(stderr, id, &sink, &log, true);
-                tokio::join!(out, err);
-                let _ = sink.send(FleetMsg {
-                    id,
-                    at: Instant::now(),
-                    report: Report::OutputClosed,
-                });
-            });
-        }
-        let (control, mut controls) = mpsc::unbounded_channel::<Control>();
-        tokio::spawn(async move {
-            let mut listening = true;
-            let status = loop {
-                tokio::select! {
-                    status = child.wait() => break status,
-                    ctl = controls.recv(), if listening => match ctl {
-                        // Not yet reaped (we are the only waiter), so the pid is still this child's.
-                        Some(Control::Terminate) => {
-                            if let Some(pid) = pid {
-                                // The pid is our unreaped child (see above).
-                                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-                                // A suspended process would hold the SIGTERM until resumed: a
-                                // graceful stop must not wait on a cell that left it stopped.
-                                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
-                            }
-                        }
-                        Some(control @ (Control::Suspend | Control::Resume)) => {
-                            if let Some(pid) = pid {
-                                let signal = if control == Control::Suspend { Signal::SIGSTOP } else { Signal::SIGCONT };
-                                // The pid is our unreaped child (see above).
-                                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
-                            }
-                        }
-                        Some(Control::Kill) => {
-                            let _ = child.start_kill();
-                        }
-                        None => listening = false,
-                    },
-                }
-            };
-            let info = match status {
-                Ok(status) => ExitInfo {
-                    code: status.code(),
-                    signal: status.signal(),
-                },
-                Err(e) => {
-                    log_line(&log, &format!("{NOTE_PREFIX}failed to wait: {e}"));
-                    ExitInfo {
-                        code: None,
-                        signal: None,
-                    }
-                }
-            };
-            log_line(&log, &format!("{NOTE_PREFIX}{info}"));
-            let _ = sink.send(FleetMsg {
-                id,
-                at: Instant::now(),
-                report: Report::Exited(info),
-            });
-        });
+        tokio::spawn(forward_output(
+            stdout,
+            stderr,
+            id,
+            sink.clone(),
+            log.clone(),
+        ));
+        let (control, controls) = mpsc::unbounded_channel::<Control>();
+        tokio::spawn(own_child(child, pid, id, controls, sink, log));
         Ok(Handle::new(id, pid, control))
+    }
+}
+
+/// The command for `spec`: its own process group, piped output, only the
+/// `AWA_*` environment the spec gives, and SIGKILL when rehearse dies.
+fn command(program: &Path, spec: &Spec) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        // Last resort if the owning task is dropped without reaping.
+        .kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("AWA_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    let parent = nix::unistd::getpid();
+    // SAFETY: the hook runs in the forked child before exec and calls
+    // only async-signal-safe functions (prctl, getppid, through nix's
+    // thin wrappers); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != parent {
+                // rehearse died between fork and prctl: do not run unwatched.
+                return Err(std::io::Error::other("parent exited before exec"));
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// The log's header: the command line and its environment (redacted by
+/// [`log_line`]).
+fn log_header(log: &Log, program: &Path, spec: &Spec) {
+    let mut words = vec![program.display().to_string()];
+    words.extend(spec.args.iter().cloned());
+    log_line(log, &format!("{NOTE_PREFIX}{}", words.join(" ")));
+    let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    log_line(log, &format!("{NOTE_PREFIX}env {}", env.join(" ")));
+}
+
+/// Reads the child's stdout and stderr to their ends, then says so.
+async fn forward_output(
+    stdout: tokio::process::ChildStdout,
+    stderr: tokio::process::ChildStderr,
+    id: super::ProcId,
+    sink: Sink,
+    log: Log,
+) {
+    let out = read_lines(stdout, id, &sink, &log, false);
+    let err = read_lines(stderr, id, &sink, &log, true);
+    tokio::join!(out, err);
+    let _ = sink.send(FleetMsg {
+        id,
+        at: Instant::now(),
+        report: Report::OutputClosed,
+    });
+}
+
+/// The one task that owns the child: it delivers each control as a
+/// signal until the child is reaped, then logs and reports the exit.
+async fn own_child(
+    mut child: tokio::process::Child,
+    pid: Option<u32>,
+    id: super::ProcId,
+    mut controls: mpsc::UnboundedReceiver<Control>,
+    sink: Sink,
+    log: Log,
+) {
+    let mut listening = true;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            ctl = controls.recv(), if listening => match ctl {
+                Some(control) => deliver(&mut child, pid, control),
+                None => listening = false,
+            },
+        }
+    };
+    let info = match status {
+        Ok(status) => ExitInfo {
+            code: status.code(),
+            signal: status.signal(),
+        },
+        Err(e) => {
+            log_line(&log, &format!("{NOTE_PREFIX}failed to wait: {e}"));
+            ExitInfo {
+                code: None,
+                signal: None,
+            }
+        }
+    };
+    log_line(&log, &format!("{NOTE_PREFIX}{info}"));
+    let _ = sink.send(FleetMsg {
+        id,
+        at: Instant::now(),
+        report: Report::Exited(info),
+    });
+}
+
+/// One control as a signal to the child. Called only by [`own_child`]
+/// before it has reaped the child (it is the only waiter), so `pid` is
+/// still this child's.
+fn deliver(child: &mut tokio::process::Child, pid: Option<u32>, control: Control) {
+    let signal = |signal| {
+        if let Some(pid) = pid {
+            // The pid is our unreaped child (see above).
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+        }
+    };
+    match control {
+        Control::Terminate => {
+            signal(Signal::SIGTERM);
+            // A suspended process would hold the SIGTERM until resumed: a
+            // graceful stop must not wait on a cell that left it stopped.
+            signal(Signal::SIGCONT);
+        }
+        Control::Suspend => signal(Signal::SIGSTOP),
+        Control::Resume => signal(Signal::SIGCONT),
+        Control::Kill => {
+            let _ = child.start_kill();
+        }
     }
 }
 

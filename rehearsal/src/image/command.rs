@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
+use bollard::models::ImageSummary;
 use bollard::query_parameters::ListImagesOptions;
 
 use super::registry::Registry;
@@ -177,6 +178,20 @@ pub fn list(
     let runtime = runtime()?;
     let engine = runtime.block_on(Engine::connect())?;
     writeln!(err, "{}", engine.describe())?;
+    let images = rehearsal_images(&runtime, &engine)?;
+    let local_digests = list_local(&images, out)?;
+    let Some(host) = registry else {
+        return Ok(RunOutcome::AllMet);
+    };
+    list_registry(repo, host, &runtime, &local_digests, out)?;
+    Ok(RunOutcome::AllMet)
+}
+
+/// The images rehearse built or pulled: those with its source-digest label.
+fn rehearsal_images(
+    runtime: &tokio::runtime::Runtime,
+    engine: &Engine,
+) -> Result<Vec<ImageSummary>, Error> {
     let options = ListImagesOptions {
         filters: Some(HashMap::from([(
             "label".to_owned(),
@@ -184,15 +199,23 @@ pub fn list(
         )])),
         ..Default::default()
     };
-    let images = runtime
+    runtime
         .block_on(engine.docker.list_images(Some(options)))
-        .map_err(|e| Error::Harness(format!("listing images failed: {e}")))?;
+        .map_err(|e| Error::Harness(format!("listing images failed: {e}")))
+}
+
+/// Lists the local images, one a line; returns each registry digest they
+/// were pulled or pushed by, with the image's tags.
+fn list_local(
+    images: &[ImageSummary],
+    out: &mut dyn Write,
+) -> Result<Vec<(String, String)>, Error> {
     writeln!(out, "local images:")?;
     if images.is_empty() {
         writeln!(out, "  (none; rehearse artifacts build makes them)")?;
     }
     let mut local_digests: Vec<(String, String)> = Vec::new();
-    for image in &images {
+    for image in images {
         let label = |k: &str| image.labels.get(k).cloned().unwrap_or_default();
         let tags = if image.repo_tags.is_empty() {
             "(untagged)".to_owned()
@@ -213,9 +236,18 @@ pub fn list(
             }
         }
     }
-    let Some(host) = registry else {
-        return Ok(RunOutcome::AllMet);
-    };
+    Ok(local_digests)
+}
+
+/// Lists the registry's tags of the runtime's repository: each one's
+/// digest, the release it is, and the local image of that digest.
+fn list_registry(
+    repo: &Repo,
+    host: &str,
+    runtime: &tokio::runtime::Runtime,
+    local_digests: &[(String, String)],
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).ok();
     let client = Registry::new(host, credentials::lookup(host));
     let registry_error = |e: super::registry::RegistryError| {
@@ -253,7 +285,7 @@ pub fn list(
             .unwrap_or_default();
         writeln!(out, "  {tag}  {digest}  {release}{local}")?;
     }
-    Ok(RunOutcome::AllMet)
+    Ok(())
 }
 
 fn check_registry(registry: &str) -> Result<(), Error> {
@@ -323,18 +355,57 @@ pub fn prune(
     let releases: Vec<String> = awa_runtime::release::load_manifest(&repo.artifacts())
         .map(|m| m.releases.into_iter().map(|r| r.image).collect())
         .unwrap_or_default();
-    let options = ListImagesOptions {
-        filters: Some(HashMap::from([(
-            "label".to_owned(),
-            vec![labels::SOURCE_DIGEST.to_owned()],
-        )])),
-        ..Default::default()
+    let images = rehearsal_images(&runtime, &engine)?;
+    let pruner = Pruner {
+        runtime: &runtime,
+        engine: &engine,
+        releases: &releases,
+        all,
+        repository,
     };
-    let images = runtime
-        .block_on(engine.docker.list_images(Some(options)))
-        .map_err(|e| Error::Harness(format!("listing images failed: {e}")))?;
     let (mut removed, mut freed, mut kept) = (0usize, 0u64, Vec::new());
     for image in &images {
+        if pruner.prune(image, &mut kept, out)? {
+            removed += 1;
+            freed += image.size.max(0) as u64;
+        }
+    }
+    writeln!(
+        out,
+        "pruned {}, {:.1} MB{}",
+        crate::observe::count(removed as u64, "image"),
+        freed as f64 / 1e6,
+        if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; kept {}", kept.join(", "))
+        }
+    )?;
+    Ok(RunOutcome::AllMet)
+}
+
+/// What `prune` was asked to remove, on which engine.
+struct Pruner<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    engine: &'a Engine,
+    /// The release images of the manifest.
+    releases: &'a [String],
+    /// `--all`.
+    all: bool,
+    /// `--repository`.
+    repository: Option<&'a str>,
+}
+
+impl Pruner<'_> {
+    /// Removes the references of `image` the prune takes (its id, when
+    /// untagged), each said on `out`; what stays goes into `kept` with its
+    /// reason. True when every reference went, so the image is gone.
+    fn prune(
+        &self,
+        image: &ImageSummary,
+        kept: &mut Vec<String>,
+        out: &mut dyn Write,
+    ) -> Result<bool, Error> {
         let tags: Vec<&str> = image
             .repo_tags
             .iter()
@@ -348,7 +419,7 @@ pub fn prune(
         };
         let mut gone = 0;
         for name in &names {
-            match prune_choice(*name, &releases, all, repository) {
+            match prune_choice(*name, self.releases, self.all, self.repository) {
                 PruneChoice::Elsewhere => continue,
                 PruneChoice::Release => {
                     kept.push(format!(
@@ -360,7 +431,7 @@ pub fn prune(
                 PruneChoice::Remove => {}
             }
             let reference = name.unwrap_or(&image.id);
-            match runtime.block_on(engine.docker.remove_image(
+            match self.runtime.block_on(self.engine.docker.remove_image(
                 reference,
                 None::<bollard::query_parameters::RemoveImageOptions>,
                 None,
@@ -379,23 +450,8 @@ pub fn prune(
                 }
             }
         }
-        if gone == names.len() {
-            removed += 1;
-            freed += image.size.max(0) as u64;
-        }
+        Ok(gone == names.len())
     }
-    writeln!(
-        out,
-        "pruned {}, {:.1} MB{}",
-        crate::observe::count(removed as u64, "image"),
-        freed as f64 / 1e6,
-        if kept.is_empty() {
-            String::new()
-        } else {
-            format!("; kept {}", kept.join(", "))
-        }
-    )?;
-    Ok(RunOutcome::AllMet)
 }
 
 #[cfg(test)]

@@ -27,16 +27,10 @@ pub async fn version(
     image: &ImageInfo,
     labels: HashMap<String, String>,
 ) -> Result<String, ImageError> {
-    let reference = image.reference.as_str();
-    let wont_start = |detail: String| ImageError::WontStart {
-        artifact: artifact.to_owned(),
-        reference: reference.to_owned(),
-        detail,
-    };
-    let engine_failed = |action: &'static str, e: bollard::errors::Error| ImageError::Engine {
-        artifact: artifact.to_owned(),
-        action,
-        detail: e.to_string(),
+    let probe = Probe {
+        engine,
+        artifact,
+        reference: image.reference.as_str(),
     };
     let body = ContainerCreateBody {
         image: Some(image.id.clone()),
@@ -52,29 +46,90 @@ pub async fn version(
         .docker
         .create_container(None::<CreateContainerOptions>, body)
         .await
-        .map_err(|e| engine_failed("creating the version probe", e))?;
+        .map_err(|e| probe.engine_failed("creating the version probe", e))?;
     let id = created.id;
-    let outcome = async {
-        engine
-            .docker
-            .start_container(
-                &id,
-                None::<bollard::query_parameters::StartContainerOptions>,
-            )
-            .await
-            .map_err(|e| wont_start(e.to_string()))?;
-        let mut wait = engine
-            .docker
-            .wait_container(&id, None::<WaitContainerOptions>);
-        let code = match tokio::time::timeout(PROBE_TIMEOUT, wait.next()).await {
-            Err(_) => return Err(wont_start(format!("no answer within {PROBE_TIMEOUT:?}"))),
-            Ok(Some(Ok(status))) => status.status_code,
-            Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
-            Ok(Some(Err(e))) => return Err(engine_failed("waiting for the version probe", e)),
-            Ok(None) => return Err(wont_start("the wait ended without a status".into())),
-        };
-        let mut logs = engine.docker.logs(
+    let outcome = probe.run(&id).await;
+    let _ = engine
+        .docker
+        .remove_container(
             &id,
+            Some(RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await;
+    outcome
+}
+
+/// One version probe: the image it runs, for the artifact it stands for.
+struct Probe<'a> {
+    engine: &'a Engine,
+    artifact: &'a str,
+    reference: &'a str,
+}
+
+impl Probe<'_> {
+    /// The image's binary did not start, or did not answer.
+    fn wont_start(&self, detail: String) -> ImageError {
+        ImageError::WontStart {
+            artifact: self.artifact.to_owned(),
+            reference: self.reference.to_owned(),
+            detail,
+        }
+    }
+
+    /// The engine failed at `action`.
+    fn engine_failed(&self, action: &'static str, e: bollard::errors::Error) -> ImageError {
+        ImageError::Engine {
+            artifact: self.artifact.to_owned(),
+            action,
+            detail: e.to_string(),
+        }
+    }
+
+    /// Starts container `id`, waits for it and reads what it printed:
+    /// its stdout when it exits 0.
+    async fn run(&self, id: &str) -> Result<String, ImageError> {
+        self.engine
+            .docker
+            .start_container(id, None::<bollard::query_parameters::StartContainerOptions>)
+            .await
+            .map_err(|e| self.wont_start(e.to_string()))?;
+        let code = self.exit_code(id).await?;
+        let (out, err) = self.output(id).await;
+        if code != 0 {
+            let said = err.trim();
+            return Err(self.wont_start(if said.is_empty() {
+                format!("exit code {code}, nothing on stderr")
+            } else {
+                format!("exit code {code}: {said}")
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Container `id`'s exit code, waited for at most [`PROBE_TIMEOUT`].
+    async fn exit_code(&self, id: &str) -> Result<i64, ImageError> {
+        let mut wait = self
+            .engine
+            .docker
+            .wait_container(id, None::<WaitContainerOptions>);
+        match tokio::time::timeout(PROBE_TIMEOUT, wait.next()).await {
+            Err(_) => Err(self.wont_start(format!("no answer within {PROBE_TIMEOUT:?}"))),
+            Ok(Some(Ok(status))) => Ok(status.status_code),
+            Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => {
+                Ok(code)
+            }
+            Ok(Some(Err(e))) => Err(self.engine_failed("waiting for the version probe", e)),
+            Ok(None) => Err(self.wont_start("the wait ended without a status".into())),
+        }
+    }
+
+    /// Container `id`'s stdout and stderr, as far as the engine gives them.
+    async fn output(&self, id: &str) -> (String, String) {
+        let mut logs = self.engine.docker.logs(
+            id,
             Some(LogsOptions {
                 stdout: true,
                 stderr: true,
@@ -90,26 +145,6 @@ pub async fn version(
                 other => err.push_str(&String::from_utf8_lossy(&other.into_bytes())),
             }
         }
-        if code != 0 {
-            let said = err.trim();
-            return Err(wont_start(if said.is_empty() {
-                format!("exit code {code}, nothing on stderr")
-            } else {
-                format!("exit code {code}: {said}")
-            }));
-        }
-        Ok(out)
+        (out, err)
     }
-    .await;
-    let _ = engine
-        .docker
-        .remove_container(
-            &id,
-            Some(RemoveContainerOptions {
-                force: true,
-                ..Default::default()
-            }),
-        )
-        .await;
-    outcome
 }

@@ -14,7 +14,7 @@ use super::credentials;
 use super::registry::{LineQuery, Registry, RegistryError};
 use super::{Engine, ImageError, ImageInfo, REPOSITORY, Reference, probe, pull};
 use crate::artifacts::{GitInfo, Resolved};
-use crate::matrix::{Artifact, ArtifactSource, BuildSource, ImageSource};
+use crate::matrix::{Artifact, ArtifactSource, BuildSource, ImageLine, ImageSource};
 
 /// The image of a binary artifact: its tag, labels and reuse rule.
 pub fn build_request(
@@ -134,27 +134,89 @@ pub async fn from_registry(
         message: why,
     })?;
     let Some(host) = reference.registry.clone() else {
-        // A local reference: the engine must already have it.
-        let found = super::inspect(engine, &source.reference)
-            .await?
-            .ok_or_else(|| ImageError::Selection {
-                artifact: name.to_owned(),
-                message: format!(
-                    "no local image {}; build it (rehearse artifacts build) or name a registry",
-                    source.reference
-                ),
-            })?;
-        return Ok((
-            found.info(&source.reference),
-            format!("local image {}", source.reference),
-        ));
+        return local_image(engine, name, source).await;
     };
     let creds = credentials::lookup(&host);
-    let registry = Registry::new(&host, creds.clone());
-    let image = reference.name();
-    let fail = |e| registry_error(name, &host, &image, e);
+    let lookup = Lookup {
+        registry: Registry::new(&host, creds.clone()),
+        reference: &reference,
+        artifact: name,
+        host: &host,
+    };
     let (tag, digest, how) = if let Some(line) = &source.line {
-        let tags = registry.tags(&reference.repository).await.map_err(fail)?;
+        let (tag, digest) = lookup.by_line(line, progress).await?;
+        (Some(tag), digest, "resolved by line")
+    } else if let Some(pinned) = &reference.digest {
+        let served = lookup.by_digest(pinned, &source.reference).await?;
+        (reference.tag.clone(), served, "pinned by digest")
+    } else {
+        let tag = reference
+            .tag
+            .clone()
+            .expect("validation: a tag, a digest or a line");
+        let digest = lookup.digest_of(&tag).await?;
+        (Some(tag), digest, "resolved by tag")
+    };
+    let mut wanted = reference.clone();
+    wanted.tag = tag;
+    let info = pull::by_digest(engine, name, &wanted, &digest, creds.as_ref(), progress).await?;
+    Ok((info, format!("image {wanted} ({how}), digest {digest}")))
+}
+
+/// A reference with no registry: the engine must already have it.
+async fn local_image(
+    engine: &Engine,
+    name: &str,
+    source: &ImageSource,
+) -> Result<(ImageInfo, String), ImageError> {
+    let found = super::inspect(engine, &source.reference)
+        .await?
+        .ok_or_else(|| ImageError::Selection {
+            artifact: name.to_owned(),
+            message: format!(
+                "no local image {}; build it (rehearse artifacts build) or name a registry",
+                source.reference
+            ),
+        })?;
+    Ok((
+        found.info(&source.reference),
+        format!("local image {}", source.reference),
+    ))
+}
+
+/// An image artifact's reference, looked up in its registry.
+struct Lookup<'a> {
+    registry: Registry,
+    reference: &'a Reference,
+    artifact: &'a str,
+    host: &'a str,
+}
+
+impl Lookup<'_> {
+    fn fail(&self, e: RegistryError) -> ImageError {
+        registry_error(self.artifact, self.host, &self.reference.name(), e)
+    }
+
+    /// The digest the registry serves for `tag` (or a digest).
+    async fn digest_of(&self, tag: &str) -> Result<String, ImageError> {
+        self.registry
+            .manifest_digest(&self.reference.repository, tag)
+            .await
+            .map_err(|e| self.fail(e))
+    }
+
+    /// The newest tag of the release line (at or above its floor), and its digest.
+    async fn by_line(
+        &self,
+        line: &ImageLine,
+        progress: &mut dyn FnMut(String),
+    ) -> Result<(String, String), ImageError> {
+        let (name, reference, host) = (self.artifact, self.reference, self.host);
+        let tags = self
+            .registry
+            .tags(&reference.repository)
+            .await
+            .map_err(|e| self.fail(e))?;
         let query = LineQuery {
             line: (line.major, line.minor),
             floor: line.floor.as_ref().map(|f| f.as_semver().clone()),
@@ -177,40 +239,24 @@ pub async fn from_registry(
             line.major,
             line.minor
         ));
-        let digest = registry
-            .manifest_digest(&reference.repository, &tag)
-            .await
-            .map_err(fail)?;
-        (Some(tag), digest, "resolved by line")
-    } else if let Some(pinned) = &reference.digest {
-        let served = registry
-            .manifest_digest(&reference.repository, pinned)
-            .await
-            .map_err(fail)?;
-        if &served != pinned {
+        let digest = self.digest_of(&tag).await?;
+        Ok((tag, digest))
+    }
+
+    /// The digest the registry serves for `pinned`, which must be `pinned`
+    /// itself (`asked` is the reference as written).
+    async fn by_digest(&self, pinned: &str, asked: &str) -> Result<String, ImageError> {
+        let served = self.digest_of(pinned).await?;
+        if served != pinned {
             return Err(ImageError::DigestMismatch {
-                artifact: name.to_owned(),
-                reference: source.reference.clone(),
-                expected: pinned.clone(),
+                artifact: self.artifact.to_owned(),
+                reference: asked.to_owned(),
+                expected: pinned.to_owned(),
                 actual: served,
             });
         }
-        (reference.tag.clone(), served, "pinned by digest")
-    } else {
-        let tag = reference
-            .tag
-            .clone()
-            .expect("validation: a tag, a digest or a line");
-        let digest = registry
-            .manifest_digest(&reference.repository, &tag)
-            .await
-            .map_err(fail)?;
-        (Some(tag), digest, "resolved by tag")
-    };
-    let mut wanted = reference.clone();
-    wanted.tag = tag;
-    let info = pull::by_digest(engine, name, &wanted, &digest, creds.as_ref(), progress).await?;
-    Ok((info, format!("image {wanted} ({how}), digest {digest}")))
+        Ok(served)
+    }
 }
 
 /// Every artifact of a run as an image: binary artifacts imported (or

@@ -103,15 +103,39 @@ pub(crate) fn convert(
             return None;
         }
     };
+    let step = step_name(raw, entries, cell, index, sink)?;
+    let mut r = Reader {
+        sink,
+        context: step_context(cell, index, Some(step)),
+        step,
+        table: raw.span(),
+        entries,
+        artifacts,
+        ok: true,
+    };
+    r.reject_unknown_options();
+    let step = read_step(step, &mut r);
+    if r.ok { step } else { None }
+}
+
+/// The table's one step key; `None` with the error said when it has none
+/// or several.
+fn step_name(
+    raw: &Spanned<RawStep>,
+    entries: &[(Spanned<String>, Spanned<Value>)],
+    cell: &str,
+    index: usize,
+    sink: &mut Sink<'_>,
+) -> Option<&'static str> {
     let step_keys: Vec<&(Spanned<String>, Spanned<Value>)> = entries
         .iter()
         .filter(|(k, _)| STEP_NAMES.contains(&k.get_ref().as_str()))
         .collect();
-    let step = match step_keys.as_slice() {
-        [(key, _)] => STEP_NAMES.into_iter().find(|s| s == key.get_ref())?,
+    match step_keys.as_slice() {
+        [(key, _)] => STEP_NAMES.into_iter().find(|s| s == key.get_ref()),
         [] => {
             report_missing_step(raw, entries, cell, index, sink);
-            return None;
+            None
         }
         [_, second, ..] => {
             let names: Vec<&str> = step_keys
@@ -127,68 +151,34 @@ pub(crate) fn convert(
                     names.join(", ")
                 ),
             );
-            return None;
+            None
         }
-    };
-    let mut r = Reader {
-        sink,
-        context: step_context(cell, index, Some(step)),
-        step,
-        table: raw.span(),
-        entries,
-        artifacts,
-        ok: true,
-    };
-    r.reject_unknown_options();
-    let step = match step {
-        "fleet" => fleet(&mut r),
+    }
+}
+
+/// The step named `step`, its value and options read by `r`: one arm a
+/// step kind.
+fn read_step(step: &str, r: &mut Reader<'_, '_>) -> Option<Step> {
+    match step {
+        "fleet" => fleet(r),
         "load" => {
             let on = r.head_choice(&[("on", true), ("off", false)]);
             on.map(|on| Step::Load(LoadStep { on }))
         }
-        "migrate" => {
-            let artifact = r.head_artifact();
-            let allow_live_runtimes = r.boolean("allow_live_runtimes", false);
-            let expect = r.choice("expect", &OUTCOME, Outcome::Ok);
-            artifact.map(|artifact| {
-                Step::Migrate(MigrateStep {
-                    artifact,
-                    allow_live_runtimes,
-                    expect,
-                })
-            })
-        }
-        "roll" => roll(&mut r),
-        "rollback" => {
-            let artifact = r.head_artifact();
-            let workers = r.count_opt("workers", 1, MAX_WORKERS);
-            artifact.map(|artifact| {
-                Step::Rollback(RollbackStep {
-                    artifact,
-                    workers: workers.map(to_u32),
-                })
-            })
-        }
-        "kill" => kill(&mut r),
-        "suspend" => suspend(&mut r),
-        "resume" => {
-            let target = r.head_choice(&TARGETS);
-            let of = r.artifact("of");
-            let signal = r.choice(
-                "signal",
-                &[("cont", ResumeSignal::Cont), ("kill", ResumeSignal::Kill)],
-                ResumeSignal::Cont,
-            );
-            target.map(|target| Step::Resume(ResumeStep { target, of, signal }))
-        }
+        "migrate" => migrate(r),
+        "roll" => roll(r),
+        "rollback" => rollback(r),
+        "kill" => kill(r),
+        "suspend" => suspend(r),
+        "resume" => resume(r),
         "pg_crash" => r
             .head_choice(&WHEN)
             .map(|when| Step::PgCrash(PgCrashStep { when })),
-        "flip" => flip(&mut r),
+        "flip" => flip(r),
         "fence" => r
             .head_artifact()
             .map(|artifact| Step::Fence(FenceStep { artifact })),
-        "hold" => hold(&mut r),
+        "hold" => hold(r),
         "drain" => r
             .head_positive_duration()
             .map(|timeout| Step::Drain(DrainStep { timeout })),
@@ -196,8 +186,45 @@ pub(crate) fn convert(
             .head_check()
             .map(|check| Step::Assert(AssertStep { check })),
         _ => None,
-    };
-    if r.ok { step } else { None }
+    }
+}
+
+/// `{ migrate = "current", allow_live_runtimes = false, expect = "ok" }`
+fn migrate(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let artifact = r.head_artifact();
+    let allow_live_runtimes = r.boolean("allow_live_runtimes", false);
+    let expect = r.choice("expect", &OUTCOME, Outcome::Ok);
+    artifact.map(|artifact| {
+        Step::Migrate(MigrateStep {
+            artifact,
+            allow_live_runtimes,
+            expect,
+        })
+    })
+}
+
+/// `{ rollback = "previous", workers = 1 }`
+fn rollback(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let artifact = r.head_artifact();
+    let workers = r.count_opt("workers", 1, MAX_WORKERS);
+    artifact.map(|artifact| {
+        Step::Rollback(RollbackStep {
+            artifact,
+            workers: workers.map(to_u32),
+        })
+    })
+}
+
+/// `{ resume = "worker", of = "previous", signal = "cont" }`
+fn resume(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let target = r.head_choice(&TARGETS);
+    let of = r.artifact("of");
+    let signal = r.choice(
+        "signal",
+        &[("cont", ResumeSignal::Cont), ("kill", ResumeSignal::Kill)],
+        ResumeSignal::Cont,
+    );
+    target.map(|target| Step::Resume(ResumeStep { target, of, signal }))
 }
 
 /// A table without a step key: either a misspelt step, or options alone.

@@ -187,7 +187,25 @@ fn validate_artifact(
     .into_iter()
     .filter_map(|(key, v)| v.as_ref().map(|v| (key, v)))
     .collect();
-    let source = match sources.as_slice() {
+    let source = one_source(name, &sources, context, known, sink);
+    let failpoint = a.failpoint.as_ref().map(|fp| {
+        ok &= failpoint_ok(fp, &sources, context, sink);
+        fp.get_ref().clone()
+    });
+    let source = image_line(a, source, context, sink)?;
+    ok.then_some(Artifact { source, failpoint })
+}
+
+/// The artifact's one source (`release`, `build` or `image`, whichever it
+/// sets), valid and obtainable by this run; `None` with the error said.
+fn one_source(
+    name: &Spanned<String>,
+    sources: &[(&str, &Spanned<String>)],
+    context: &str,
+    known: &Known,
+    sink: &mut Sink<'_>,
+) -> Option<ArtifactSource> {
+    match sources {
         [] => {
             sink.error(
                 Some(name.span()),
@@ -210,40 +228,47 @@ fn validate_artifact(
             );
             None
         }
-    };
-    let failpoint = a.failpoint.as_ref().map(|fp| {
-        if matches!(sources.as_slice(), [(key, _)] if *key != "build") {
-            sink.error(
-                Some(fp.span()),
-                context,
-                "failpoint needs build = \"workspace\": release archives and images are built without failpoints",
-            );
-            ok = false;
-        }
-        if !is_identifier(fp.get_ref(), '_') || fp.get_ref().starts_with(|c: char| c.is_ascii_digit()) {
-            sink.error(
-                Some(fp.span()),
-                context,
-                format!("failpoint \"{}\" is not a failpoint name; use lowercase letters, digits and underscores, like flip_skip_reconcile", fp.get_ref()),
-            );
-            ok = false;
-        } else if !awa_runtime::failpoint::ALL.contains(&fp.get_ref().as_str()) {
-            sink.error(
-                Some(fp.span()),
-                context,
-                format!(
-                    "unknown failpoint \"{}\"{}; the runtime's failpoints are: {}",
-                    fp.get_ref(),
-                    did_you_mean(fp.get_ref(), awa_runtime::failpoint::ALL),
-                    awa_runtime::failpoint::ALL.join(", ")
-                ),
-            );
-            ok = false;
-        }
-        fp.get_ref().clone()
-    });
-    let source = image_line(a, source, context, sink)?;
-    ok.then_some(Artifact { source, failpoint })
+    }
+}
+
+/// An artifact's `failpoint`: on a workspace build only (release archives
+/// and images have none compiled in), and one the runtime defines.
+fn failpoint_ok(
+    fp: &Spanned<String>,
+    sources: &[(&str, &Spanned<String>)],
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> bool {
+    let mut ok = true;
+    if matches!(sources, [(key, _)] if *key != "build") {
+        sink.error(
+            Some(fp.span()),
+            context,
+            "failpoint needs build = \"workspace\": release archives and images are built without failpoints",
+        );
+        ok = false;
+    }
+    if !is_identifier(fp.get_ref(), '_') || fp.get_ref().starts_with(|c: char| c.is_ascii_digit()) {
+        sink.error(
+            Some(fp.span()),
+            context,
+            format!("failpoint \"{}\" is not a failpoint name; use lowercase letters, digits and underscores, like flip_skip_reconcile", fp.get_ref()),
+        );
+        ok = false;
+    } else if !awa_runtime::failpoint::ALL.contains(&fp.get_ref().as_str()) {
+        sink.error(
+            Some(fp.span()),
+            context,
+            format!(
+                "unknown failpoint \"{}\"{}; the runtime's failpoints are: {}",
+                fp.get_ref(),
+                did_you_mean(fp.get_ref(), awa_runtime::failpoint::ALL),
+                awa_runtime::failpoint::ALL.join(", ")
+            ),
+        );
+        ok = false;
+    }
+    ok
 }
 
 /// Checks a well-formed source against what this run can obtain: a
@@ -347,49 +372,109 @@ fn image_line(
     sink: &mut Sink<'_>,
 ) -> Option<ArtifactSource> {
     let Some(ArtifactSource::Image(mut image)) = source else {
-        let stray = [
-            a.line.as_ref().map(|l| ("line", l.span())),
-            a.floor.as_ref().map(|f| ("floor", f.span())),
-            a.prerelease.as_ref().map(|p| ("prerelease", p.span())),
-        ];
-        if let Some((key, span)) = stray.into_iter().flatten().next() {
-            if source.is_some() {
-                sink.error(
-                    Some(span),
-                    context,
-                    format!("{key} belongs to an image artifact (image = \"REGISTRY/REPOSITORY\", line = \"0.6\")"),
-                );
-            }
-            return None;
-        }
-        return source;
+        return without_image(a, source, context, sink);
     };
     let reference = crate::image::Reference::parse(&image.reference).expect("checked by source()");
     let span = a.image.as_ref().expect("an image source").span();
     let Some(line) = &a.line else {
-        for (key, value) in [
-            ("floor", a.floor.as_ref().map(|f| f.span())),
-            ("prerelease", a.prerelease.as_ref().map(|p| p.span())),
-        ] {
-            if let Some(at) = value {
-                sink.error(
-                    Some(at),
-                    context,
-                    format!("{key} needs line = \"X.Y\" (the release line it narrows)"),
-                );
-                return None;
-            }
-        }
-        if reference.tag.is_none() && reference.digest.is_none() {
+        return pinned_image(a, image, &reference, span, context, sink);
+    };
+    let mut ok = line_reference(&image, &reference, span, context, sink);
+    let Some((major, minor)) = release_line(line.get_ref()) else {
+        sink.error(
+            Some(line.span()),
+            context,
+            format!(
+                "line \"{}\" is not a release line; expected two numbers, like \"0.6\"",
+                line.get_ref()
+            ),
+        );
+        return None;
+    };
+    let floor = a.floor.as_ref().and_then(|f| {
+        let floor = line_floor(f, (major, minor), context, sink);
+        ok &= floor.is_some();
+        floor
+    });
+    image.line = Some(ImageLine {
+        major,
+        minor,
+        floor,
+        prerelease: a.prerelease.as_ref().is_some_and(|p| *p.get_ref()),
+    });
+    ok.then_some(ArtifactSource::Image(image))
+}
+
+/// An artifact that is not an image (or has no valid source) keeps its
+/// source, unless it sets `line`, `floor` or `prerelease`.
+fn without_image(
+    a: &RawArtifact,
+    source: Option<ArtifactSource>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<ArtifactSource> {
+    let stray = [
+        a.line.as_ref().map(|l| ("line", l.span())),
+        a.floor.as_ref().map(|f| ("floor", f.span())),
+        a.prerelease.as_ref().map(|p| ("prerelease", p.span())),
+    ];
+    if let Some((key, span)) = stray.into_iter().flatten().next() {
+        if source.is_some() {
             sink.error(
-                Some(span.clone()),
+                Some(span),
                 context,
-                format!("image \"{}\" names no tag, digest or line; add line = \"0.6\" (newest release on the line), a tag (:0.6.2) or a digest (@sha256:...)", image.reference),
+                format!("{key} belongs to an image artifact (image = \"REGISTRY/REPOSITORY\", line = \"0.6\")"),
+            );
+        }
+        return None;
+    }
+    source
+}
+
+/// An image without a line: no `floor` or `prerelease`, and a tag or a
+/// digest that says which image it is.
+fn pinned_image(
+    a: &RawArtifact,
+    image: ImageSource,
+    reference: &crate::image::Reference,
+    span: Range<usize>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<ArtifactSource> {
+    for (key, value) in [
+        ("floor", a.floor.as_ref().map(|f| f.span())),
+        ("prerelease", a.prerelease.as_ref().map(|p| p.span())),
+    ] {
+        if let Some(at) = value {
+            sink.error(
+                Some(at),
+                context,
+                format!("{key} needs line = \"X.Y\" (the release line it narrows)"),
             );
             return None;
         }
-        return Some(ArtifactSource::Image(image));
-    };
+    }
+    if reference.tag.is_none() && reference.digest.is_none() {
+        sink.error(
+            Some(span),
+            context,
+            format!("image \"{}\" names no tag, digest or line; add line = \"0.6\" (newest release on the line), a tag (:0.6.2) or a digest (@sha256:...)", image.reference),
+        );
+        return None;
+    }
+    Some(ArtifactSource::Image(image))
+}
+
+/// The reference of an image with a line: it names a registry (where the
+/// line is resolved) and neither a tag nor a digest (the line picks the
+/// tag). True when it does.
+fn line_reference(
+    image: &ImageSource,
+    reference: &crate::image::Reference,
+    span: Range<usize>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> bool {
     let mut ok = true;
     if reference.registry.is_none() {
         sink.error(Some(span.clone()), context, format!("image \"{}\" names no registry; a line is resolved in a registry, like \"127.0.0.1:5000/awa-runtime\"", image.reference));
@@ -406,56 +491,48 @@ fn image_line(
         );
         ok = false;
     }
-    let parsed = line.get_ref().split_once('.').and_then(|(major, minor)| {
+    ok
+}
+
+/// `"0.6"` as (0, 6): two numbers of digits only, or `None`.
+fn release_line(text: &str) -> Option<(u64, u64)> {
+    text.split_once('.').and_then(|(major, minor)| {
         let number = |p: &str| {
             (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| p.parse::<u64>().ok())
                 .flatten()
         };
         Some((number(major)?, number(minor)?))
-    });
-    let Some((major, minor)) = parsed else {
-        sink.error(
-            Some(line.span()),
-            context,
-            format!(
-                "line \"{}\" is not a release line; expected two numbers, like \"0.6\"",
-                line.get_ref()
-            ),
-        );
-        return None;
-    };
-    let floor = match &a.floor {
-        None => None,
-        Some(f) => match f.get_ref().parse::<Version>() {
-            Ok(v) if (v.as_semver().major, v.as_semver().minor) == (major, minor) => Some(v),
-            Ok(v) => {
-                sink.error(
-                    Some(f.span()),
-                    context,
-                    format!("floor {v} is not on line {major}.{minor}"),
-                );
-                ok = false;
-                None
-            }
-            Err(why) => {
-                sink.error(
-                    Some(f.span()),
-                    context,
-                    format!("floor \"{}\" is not a version: {why}", f.get_ref()),
-                );
-                ok = false;
-                None
-            }
-        },
-    };
-    image.line = Some(ImageLine {
-        major,
-        minor,
-        floor,
-        prerelease: a.prerelease.as_ref().is_some_and(|p| *p.get_ref()),
-    });
-    ok.then_some(ArtifactSource::Image(image))
+    })
+}
+
+/// The `floor` of an image line: a version on that line, or `None` with
+/// the error said.
+fn line_floor(
+    f: &Spanned<String>,
+    (major, minor): (u64, u64),
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<Version> {
+    match f.get_ref().parse::<Version>() {
+        Ok(v) if (v.as_semver().major, v.as_semver().minor) == (major, minor) => Some(v),
+        Ok(v) => {
+            sink.error(
+                Some(f.span()),
+                context,
+                format!("floor {v} is not on line {major}.{minor}"),
+            );
+            None
+        }
+        Err(why) => {
+            sink.error(
+                Some(f.span()),
+                context,
+                format!("floor \"{}\" is not a version: {why}", f.get_ref()),
+            );
+            None
+        }
+    }
 }
 
 /// Parses a required duration key of a section; `min_ms` is the smallest valid length.
@@ -1077,83 +1154,115 @@ fn validate_matrices(
 ) -> BTreeMap<String, NamedMatrix> {
     let mut matrices = BTreeMap::new();
     for (name, list) in raw {
-        let context = format!("matrix \"{}\"", name.get_ref());
-        if !is_identifier(name.get_ref(), '-') {
-            sink.error(
-                Some(name.span()),
-                &context,
-                "a matrix name uses lowercase letters, digits and dashes, like smoke",
-            );
+        if let Some(matrix) = named_matrix(name, list, cells, sink) {
+            matrices.insert(name.get_ref().clone(), matrix);
         }
-        if list.get_ref().is_empty() {
-            sink.error(
-                Some(list.span()),
-                &context,
-                "the matrix lists no cells; list cell names, or \"*\" for every cell",
-            );
-            continue;
-        }
-        let mut selected: Vec<String> = Vec::new();
-        let mut entries = Vec::new();
-        // With "*" present its own message covers the rest; no "listed twice" echoes.
-        let has_star = list.get_ref().iter().any(|e| e.get_ref() == "*");
-        for entry in list.get_ref() {
-            let cell = entry.get_ref();
-            entries.push(cell.clone());
-            if cell == "*" {
-                if list.get_ref().len() > 1 {
-                    sink.error(
-                        Some(entry.span()),
-                        &context,
-                        "\"*\" already means every cell; list it alone",
-                    );
-                }
-                selected.extend(cells.iter().cloned());
-            } else if let Some(prefix) = cell.strip_suffix('*') {
-                // `defect-*`: every cell whose name starts with the prefix.
-                let matching: Vec<&String> =
-                    cells.iter().filter(|c| c.starts_with(prefix)).collect();
-                if matching.is_empty() {
-                    sink.error(
-                        Some(entry.span()),
-                        &context,
-                        format!(
-                            "\"{cell}\" matches no cell; no cell name starts with \"{prefix}\""
-                        ),
-                    );
-                }
-                selected.extend(matching.into_iter().cloned());
-            } else if !cells.contains(cell) {
-                sink.error(
-                    Some(entry.span()),
-                    &context,
-                    format!(
-                        "unknown cell \"{cell}\"{}; expected \"*\" or one of {}",
-                        did_you_mean(cell, cells.iter().map(String::as_str)),
-                        cells.join(", ")
-                    ),
-                );
-            } else if selected.contains(cell) {
-                if !has_star {
-                    sink.error(
-                        Some(entry.span()),
-                        &context,
-                        format!("cell \"{cell}\" is listed twice"),
-                    );
-                }
-            } else {
-                selected.push(cell.clone());
-            }
-        }
-        let mut seen = BTreeSet::new();
-        selected.retain(|c| seen.insert(c.clone()));
-        matrices.insert(
-            name.get_ref().clone(),
-            NamedMatrix {
-                entries,
-                cells: selected,
-            },
-        );
     }
     matrices
+}
+
+/// One named matrix: its name, and the cells its entries select, each
+/// once, in the order listed; `None` when it lists nothing.
+fn named_matrix(
+    name: &Spanned<String>,
+    list: &Spanned<Vec<Spanned<String>>>,
+    cells: &[String],
+    sink: &mut Sink<'_>,
+) -> Option<NamedMatrix> {
+    let context = format!("matrix \"{}\"", name.get_ref());
+    if !is_identifier(name.get_ref(), '-') {
+        sink.error(
+            Some(name.span()),
+            &context,
+            "a matrix name uses lowercase letters, digits and dashes, like smoke",
+        );
+    }
+    if list.get_ref().is_empty() {
+        sink.error(
+            Some(list.span()),
+            &context,
+            "the matrix lists no cells; list cell names, or \"*\" for every cell",
+        );
+        return None;
+    }
+    let mut selected: Vec<String> = Vec::new();
+    let mut entries = Vec::new();
+    // With "*" present its own message covers the rest; no "listed twice" echoes.
+    let listed = Listed {
+        alone: list.get_ref().len() == 1,
+        has_star: list.get_ref().iter().any(|e| e.get_ref() == "*"),
+        context: &context,
+    };
+    for entry in list.get_ref() {
+        entries.push(entry.get_ref().clone());
+        select_entry(entry, &listed, cells, &mut selected, sink);
+    }
+    let mut seen = BTreeSet::new();
+    selected.retain(|c| seen.insert(c.clone()));
+    Some(NamedMatrix {
+        entries,
+        cells: selected,
+    })
+}
+
+/// What an entry of a named matrix is judged beside.
+struct Listed<'a> {
+    /// It is the matrix's only entry.
+    alone: bool,
+    /// The matrix lists `"*"`.
+    has_star: bool,
+    context: &'a str,
+}
+
+/// One entry of a named matrix: `"*"` (every cell), `prefix*` (the cells
+/// it starts), or a cell's name; adds what it selects to `selected`.
+fn select_entry(
+    entry: &Spanned<String>,
+    listed: &Listed<'_>,
+    cells: &[String],
+    selected: &mut Vec<String>,
+    sink: &mut Sink<'_>,
+) {
+    let (cell, context) = (entry.get_ref(), listed.context);
+    if cell == "*" {
+        if !listed.alone {
+            sink.error(
+                Some(entry.span()),
+                context,
+                "\"*\" already means every cell; list it alone",
+            );
+        }
+        selected.extend(cells.iter().cloned());
+    } else if let Some(prefix) = cell.strip_suffix('*') {
+        // `defect-*`: every cell whose name starts with the prefix.
+        let matching: Vec<&String> = cells.iter().filter(|c| c.starts_with(prefix)).collect();
+        if matching.is_empty() {
+            sink.error(
+                Some(entry.span()),
+                context,
+                format!("\"{cell}\" matches no cell; no cell name starts with \"{prefix}\""),
+            );
+        }
+        selected.extend(matching.into_iter().cloned());
+    } else if !cells.contains(cell) {
+        sink.error(
+            Some(entry.span()),
+            context,
+            format!(
+                "unknown cell \"{cell}\"{}; expected \"*\" or one of {}",
+                did_you_mean(cell, cells.iter().map(String::as_str)),
+                cells.join(", ")
+            ),
+        );
+    } else if selected.contains(cell) {
+        if !listed.has_star {
+            sink.error(
+                Some(entry.span()),
+                context,
+                format!("cell \"{cell}\" is listed twice"),
+            );
+        }
+    } else {
+        selected.push(cell.clone());
+    }
 }
