@@ -10,7 +10,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{Check, KillStep, KillTarget, Outcome, ResumeStep, Step, SuspendStep, When};
+use super::model::{
+    Check, FlipStep, KillStep, KillTarget, Outcome, ResumeStep, RollStep, RollbackStep, Step,
+    SuspendStep, When,
+};
 
 /// Lower and upper bound of how many processes of one artifact run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -203,43 +206,8 @@ impl Roster {
                     self.migrated = true;
                 }
             }
-            Step::Roll(s) => {
-                let workers_to_roll = self.workers.has_other_than(&s.artifact);
-                let producers_to_roll = s.producers && self.producers.has_other_than(&s.artifact);
-                if !workers_to_roll && !producers_to_roll {
-                    let what = if s.producers {
-                        "worker and producer"
-                    } else {
-                        "worker"
-                    };
-                    self.problem(
-                        index,
-                        format!(
-                            "nothing to roll: every {what} already runs {} (running workers: {})",
-                            s.artifact,
-                            self.workers.describe()
-                        ),
-                    );
-                }
-                self.workers.replace_all(&s.artifact);
-                if s.producers {
-                    self.producers.replace_all(&s.artifact);
-                }
-                if self.workers.total > 0 {
-                    self.worker_artifacts_seen.insert(s.artifact.clone());
-                }
-            }
-            Step::Rollback(s) => {
-                let workers = s.workers.unwrap_or(self.workers.total);
-                if workers == 0 {
-                    self.problem(index, "rollback leaves no worker running: set workers = N");
-                }
-                self.workers.start_fresh(&s.artifact, workers);
-                self.producers.replace_all(&s.artifact);
-                if workers > 0 {
-                    self.worker_artifacts_seen.insert(s.artifact.clone());
-                }
-            }
+            Step::Roll(s) => self.roll(index, s),
+            Step::Rollback(s) => self.rollback(index, s),
             Step::Kill(k) => match k.when {
                 When::Now => self.kill(index, k),
                 when => self.armed.push((index, when, Some(k.clone()))),
@@ -251,15 +219,7 @@ impl Roster {
                     self.armed.push((index, s.when, None));
                 }
             }
-            Step::Flip(s) => {
-                if s.expect == Outcome::Ok && !self.migrated {
-                    self.problem(index, "flip expected to succeed, but no earlier migrate step expected to succeed has expanded the schema; add { migrate = \"...\" } before it (or expect = \"refused\")");
-                }
-                self.fire_armed(When::DuringFlip);
-                if s.expect == Outcome::Ok {
-                    self.flipped = true;
-                }
-            }
+            Step::Flip(s) => self.flip(index, s),
             Step::Fence(s) => {
                 if !self.flipped && !self.fresh_install {
                     self.problem(index, format!("fence {} needs an earlier flip (or fresh_install = true): before the flip an N-1 binary may run", s.artifact));
@@ -267,6 +227,59 @@ impl Roster {
             }
             Step::Hold(_) | Step::Drain(_) => {}
             Step::Assert(s) => self.check_assert(index, &s.check),
+        }
+    }
+
+    /// `roll`: every worker (and producer, when asked) now runs the
+    /// artifact; a roll that replaces nothing is a problem.
+    fn roll(&mut self, index: usize, s: &RollStep) {
+        let workers_to_roll = self.workers.has_other_than(&s.artifact);
+        let producers_to_roll = s.producers && self.producers.has_other_than(&s.artifact);
+        if !workers_to_roll && !producers_to_roll {
+            let what = if s.producers {
+                "worker and producer"
+            } else {
+                "worker"
+            };
+            self.problem(
+                index,
+                format!(
+                    "nothing to roll: every {what} already runs {} (running workers: {})",
+                    s.artifact,
+                    self.workers.describe()
+                ),
+            );
+        }
+        self.workers.replace_all(&s.artifact);
+        if s.producers {
+            self.producers.replace_all(&s.artifact);
+        }
+        if self.workers.total > 0 {
+            self.worker_artifacts_seen.insert(s.artifact.clone());
+        }
+    }
+
+    /// `rollback`: the fleet restarted on the artifact, with at least one worker.
+    fn rollback(&mut self, index: usize, s: &RollbackStep) {
+        let workers = s.workers.unwrap_or(self.workers.total);
+        if workers == 0 {
+            self.problem(index, "rollback leaves no worker running: set workers = N");
+        }
+        self.workers.start_fresh(&s.artifact, workers);
+        self.producers.replace_all(&s.artifact);
+        if workers > 0 {
+            self.worker_artifacts_seen.insert(s.artifact.clone());
+        }
+    }
+
+    /// `flip`: one expected to succeed needs the schema expanded first.
+    fn flip(&mut self, index: usize, s: &FlipStep) {
+        if s.expect == Outcome::Ok && !self.migrated {
+            self.problem(index, "flip expected to succeed, but no earlier migrate step expected to succeed has expanded the schema; add { migrate = \"...\" } before it (or expect = \"refused\")");
+        }
+        self.fire_armed(When::DuringFlip);
+        if s.expect == Outcome::Ok {
+            self.flipped = true;
         }
     }
 

@@ -130,27 +130,7 @@ impl Cell<'_> {
         };
         let version = self.version_of(&s.artifact);
         let at_ms = self.ms();
-        let watch = match super::super::database::connect(&self.db.url).await {
-            Ok(client) => match client.query_one(INSTANCES_OF, &[&version]).await {
-                Ok(row) => Some((client, row.get::<_, Vec<String>>(0))),
-                Err(_) => None,
-            },
-            Err(_) => None,
-        };
-        // A second look, taken while the hold still keeps the migration
-        // open once the runtimes are up: their rows are visible then, or
-        // held back by the preflight's lock, however late the watcher's
-        // last poll before the commit came.
-        let look = match &watch {
-            Some((_, known)) => super::super::database::connect(&self.db.url)
-                .await
-                .ok()
-                .map(|client| (client, known.clone())),
-            None => None,
-        };
-        let watcher = watch.map(|(client, known)| {
-            tokio::spawn(watch_registrations(client, version.clone(), known))
-        });
+        let (look, watcher) = self.watch_registrations_of(&version).await;
         let first = self.view(|l| l.procs.len());
         let now = FleetStep {
             when: When::Now,
@@ -180,21 +160,7 @@ impl Cell<'_> {
                 registered_in_flight.push(name);
             }
         }
-        let mut text = format!("started inside the migration: {}", done.detail);
-        if !inside {
-            text.push_str(
-                "; the migration was not seen past its preflight, so the start may have missed it",
-            );
-        }
-        if let Some(why) = held {
-            text.push_str(&format!("; the migration was held open until {why}"));
-        }
-        if !registered_in_flight.is_empty() {
-            text.push_str(&format!(
-                "; registered while the migration was in flight: {}",
-                registered_in_flight.join(", ")
-            ));
-        }
+        let text = inside_migration_text(&done.detail, inside, held, &registered_in_flight);
         self.state.obs.mid_migration.push(MidMigrationStart {
             artifact: s.artifact.clone(),
             version,
@@ -204,6 +170,40 @@ impl Cell<'_> {
             registered_in_flight,
         });
         Ok(text)
+    }
+
+    /// The watchers of the runtimes of `version` that register during the
+    /// migration, each on its own connection: a poller (its task), and a
+    /// second look to take while the hold still keeps the migration open
+    /// once the runtimes are up (their rows are visible then, or held back
+    /// by the preflight's lock, however late the poller's last look before
+    /// the commit came). Both with the instances already known; `None`
+    /// where a connection failed.
+    async fn watch_registrations_of(
+        &self,
+        version: &str,
+    ) -> (
+        Option<(tokio_postgres::Client, Vec<String>)>,
+        Option<tokio::task::JoinHandle<Vec<String>>>,
+    ) {
+        let watch = match super::super::database::connect(&self.db.url).await {
+            Ok(client) => match client.query_one(INSTANCES_OF, &[&version]).await {
+                Ok(row) => Some((client, row.get::<_, Vec<String>>(0))),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        let look = match &watch {
+            Some((_, known)) => super::super::database::connect(&self.db.url)
+                .await
+                .ok()
+                .map(|client| (client, known.clone())),
+            None => None,
+        };
+        let watcher = watch.map(|(client, known)| {
+            tokio::spawn(watch_registrations(client, version.to_owned(), known))
+        });
+        (look, watcher)
     }
 
     /// Waits until migration process `id` says it holds its transaction
@@ -225,6 +225,33 @@ impl Cell<'_> {
         }
         Ok(false)
     }
+}
+
+/// What a fleet started inside a migration did, in words: its start,
+/// whether the migration was seen past its preflight, how long it was
+/// held open, and who registered while it was in flight.
+fn inside_migration_text(
+    detail: &str,
+    inside: bool,
+    held: Option<String>,
+    registered_in_flight: &[String],
+) -> String {
+    let mut text = format!("started inside the migration: {detail}");
+    if !inside {
+        text.push_str(
+            "; the migration was not seen past its preflight, so the start may have missed it",
+        );
+    }
+    if let Some(why) = held {
+        text.push_str(&format!("; the migration was held open until {why}"));
+    }
+    if !registered_in_flight.is_empty() {
+        text.push_str(&format!(
+            "; registered while the migration was in flight: {}",
+            registered_in_flight.join(", ")
+        ));
+    }
+    text
 }
 
 /// Names of `version`'s new `runtime_instances` rows visible now, if the
