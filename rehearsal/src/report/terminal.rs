@@ -28,7 +28,7 @@ use crate::observe::Verdict;
 use crate::stream::RunEvent;
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{by_server, duration, findings_summary, first_ids, tally_line};
+use super::text::{by_server, duration, findings_summary, first_ids, no_cells, tally_line};
 use crate::exit::RunOutcome;
 use crate::observe::thousands;
 
@@ -36,6 +36,38 @@ use crate::observe::thousands;
 /// one row per cell, then the verdict line, the reasons for inconclusive
 /// cells, and the replay command. `color` paints verdicts with ANSI escapes.
 pub fn summary_table(r: &RunReport, color: bool) -> String {
+    let mut text = if r.cells.is_empty() {
+        // A header over no rows reads as a table that failed to print.
+        no_cells(r)
+    } else {
+        cell_table(r, color)
+    };
+    text.push('\n');
+    if let Some(rows) = by_server(r) {
+        let mut table = Builder::from_iter(rows).build();
+        table
+            .with(Style::rounded())
+            .modify(Columns::new(1..), Alignment::right());
+        text.push_str(&table.to_string());
+        text.push('\n');
+    }
+    text.push_str(&verdict_line(r));
+    text.push('\n');
+    for c in &r.cells {
+        if let Some(error) = &c.harness_error {
+            text.push_str(&format!(
+                "{} {}: {error}\n",
+                c.name,
+                paint(c.verdict, color)
+            ));
+        }
+    }
+    text.push_str(&format!("replay: {}\n", r.run.header.replay));
+    text
+}
+
+/// One row per cell under the header.
+fn cell_table(r: &RunReport, color: bool) -> String {
     let mut builder = Builder::default();
     builder.push_record([
         "cell",
@@ -59,29 +91,7 @@ pub fn summary_table(r: &RunReport, color: bool) -> String {
     table
         .with(Style::rounded())
         .modify(Columns::new(4..), Alignment::right());
-    let mut text = table.to_string();
-    text.push('\n');
-    if let Some(rows) = by_server(r) {
-        let mut table = Builder::from_iter(rows).build();
-        table
-            .with(Style::rounded())
-            .modify(Columns::new(1..), Alignment::right());
-        text.push_str(&table.to_string());
-        text.push('\n');
-    }
-    text.push_str(&verdict_line(r));
-    text.push('\n');
-    for c in &r.cells {
-        if let Some(error) = &c.harness_error {
-            text.push_str(&format!(
-                "{} {}: {error}\n",
-                c.name,
-                paint(c.verdict, color)
-            ));
-        }
-    }
-    text.push_str(&format!("replay: {}\n", r.run.header.replay));
-    text
+    table.to_string()
 }
 
 /// The run's verdict in one line: `FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s`.
@@ -536,6 +546,28 @@ mod tests {
             .unwrap_or_else(|| panic!("no server header in:\n{text}"));
         assert!(header.starts_with("│ cell"), "{header}");
         assert!(text.contains("│ total"), "{text}");
+    }
+
+    #[test]
+    fn a_share_with_no_cells_says_so_instead_of_a_header_with_no_rows() {
+        let mut r = fixture::report();
+        r.cells.clear();
+        r.run.header.partition = Some(crate::partition::PartitionInfo {
+            strategy: crate::partition::Strategy::Hash,
+            index: 7,
+            count: 8,
+            cells: vec!["one".into(), "two".into(), "three".into()],
+            durations: None,
+        });
+        let text = summary_table(&r, false);
+        assert!(!text.contains("│ cell"), "a table header:\n{text}");
+        assert!(!text.contains('╭'), "a table:\n{text}");
+        let first = text.lines().next().unwrap();
+        assert_eq!(
+            first,
+            "share hash:7/8 has no cells: all 3 selected cells fell in the other 7 shares; nothing ran, and rehearse merge joins the 8 shares"
+        );
+        assert!(text.contains("PASS: 0 cells"), "{text}");
     }
 
     #[test]

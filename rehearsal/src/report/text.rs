@@ -354,6 +354,22 @@ pub(crate) fn run_rows(
     .collect()
 }
 
+/// What a run with no cells says instead of a table with no rows:
+/// `share hash:7/8 has no cells: all 3 selected cells fell in the other
+/// 7 shares; nothing ran, and rehearse merge joins the 8 shares`.
+pub fn no_cells(r: &super::model::RunReport) -> String {
+    match &r.run.header.partition {
+        Some(p) => format!(
+            "share {} has no cells: all {} fell in the other {}; nothing ran, and rehearse merge joins the {} shares",
+            p.spec(),
+            plural(p.cells.len(), "selected cell"),
+            plural(p.count.saturating_sub(1) as usize, "share"),
+            p.count
+        ),
+        None => "no cells ran".to_owned(),
+    }
+}
+
 /// `hash:1/2: 2 of the 3 selected cells; rehearse merge joins the shares`.
 fn partition_row(p: &crate::partition::PartitionInfo, here: usize) -> String {
     let total = plural(p.cells.len(), "selected cell");
