@@ -419,9 +419,13 @@ fn merge_command(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let merged = crate::merge::merge(&partials, &run_id).map_err(bad)?;
+    let crate::merge::Merged {
+        report: merged,
+        plan,
+    } = crate::merge::merge(&partials, &run_id).map_err(bad)?;
     let harness = |e: report::ReportError| Error::Harness(awa_runtime::error::chain(&e));
     report::write_all(&dir, &merged).map_err(harness)?;
+    std::fs::write(dir.join(crate::planfile::PLAN_JSON), plan.to_json()).map_err(Error::Output)?;
     crate::merge::copy_files(&partials, &dir).map_err(Error::Output)?;
     let color = report::terminal::use_color();
     let summary = if cli.global.quiet {

@@ -1,6 +1,7 @@
 //! `--partition`: every cell of the shipped full matrix lands in exactly
 //! one share, for every strategy and N = 1..8, through the library API
-//! (no PostgreSQL).
+//! (no PostgreSQL); and two real shares merged equal one run, with one
+//! plan.json that replays any of their cells.
 
 pub mod common;
 
@@ -9,11 +10,12 @@ use std::path::Path;
 use std::process::Output;
 
 use common::matrix::current_only;
-use common::rehearse::{checkout, rehearse as command};
+use common::rehearse::{checkout, in_checkout, rehearse as command};
 use common::scratch::{Scratch, only_report_dir};
 
 use rehearsal::partition::{self, Partition, Strategy};
 use rehearsal::plan::{self, Plan, Selection};
+use rehearsal::planfile::{PLAN_JSON, PlanFile};
 use rehearsal::servers::{self, Major};
 
 const MATRIX: &str = include_str!("../../matrix.toml");
@@ -239,6 +241,50 @@ mix = { complete = 9, retry_once = 1 }";
     let junit = std::fs::read_to_string(merged_dir.join("junit.xml")).unwrap();
     assert_eq!(junit.matches("<testcase ").count(), 3, "{junit}");
 
+    // One plan.json for the whole run: every share's cells, as they ran.
+    let merged_plan = PlanFile::read(&merged_dir.join(PLAN_JSON)).expect("the merged plan.json");
+    let planned: Vec<&str> = merged_plan
+        .plan
+        .cells
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(planned, ["one", "two", "three"]);
+    for cell in &merged_plan.plan.cells {
+        let single = whole.cells.iter().find(|c| c.name == cell.name).unwrap();
+        assert_eq!(cell, &single.plan, "{}", cell.name);
+    }
+    assert_eq!(merged_plan.plan.seed, 11);
+    assert!(merged_plan.plan.partition.is_none());
+    let current = |artifacts: &[rehearsal::planfile::PinnedArtifact]| {
+        artifacts
+            .iter()
+            .find(|a| a.name == "current")
+            .map(|a| a.digest.clone())
+    };
+    let share_plan = PlanFile::read(&folders[2].join(PLAN_JSON)).unwrap();
+    assert_eq!(
+        current(&merged_plan.artifacts),
+        current(&share_plan.artifacts)
+    );
+    // ... and it replays any cell of the whole run.
+    let replayed_reports = scratch.path().join("replayed");
+    let plan_arg = merged_dir.join(PLAN_JSON).display().to_string();
+    let output = in_checkout(
+        &replayed_reports,
+        &["replay", &plan_arg, "--cell", "two", "-q"],
+    )
+    .output()
+    .expect("run rehearse");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "replay: {stderr}");
+    let replayed =
+        report::read_json(&only_report_dir(&replayed_reports).join(REPORT_JSON)).unwrap();
+    assert_eq!(replayed.cells.len(), 1);
+    assert_eq!(replayed.cells[0].name, "two");
+    let single = whole.cells.iter().find(|c| c.name == "two").unwrap();
+    assert_eq!(replayed.cells[0].plan, single.plan);
+
     // A gap: one share alone.
     let refused = |args: &[&str], needles: &[&str]| {
         let output = rehearse(args);
@@ -285,6 +331,48 @@ mix = { complete = 9, retry_once = 1 }";
         let c = copy.display().to_string();
         refused(&["merge", &p1, &c, "--out", &nowhere], &[says, &p1, &c]);
     }
+    // A share whose plan.json disagrees with the others on the seed, and
+    // one whose plan.json pins another build than its report ran.
+    let zeros = "0".repeat(64);
+    let pins =
+        format!("plan.json pins artifact current at sha256 {zeros} but report.json ran sha256");
+    for (what, says, names_p1) in [
+        (
+            "seed",
+            "different seeds in their plan.json (11 and 12)",
+            true,
+        ),
+        ("digest", pins.as_str(), false),
+    ] {
+        let copy = scratch.path().join(format!("copy-plan-{what}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::copy(folders[2].join(REPORT_JSON), copy.join(REPORT_JSON)).unwrap();
+        let mut plan = PlanFile::read(&folders[2].join(PLAN_JSON)).unwrap();
+        match what {
+            "seed" => plan.plan.seed += 1,
+            _ => {
+                for a in &mut plan.artifacts {
+                    a.digest.clone_from(&zeros);
+                }
+            }
+        }
+        std::fs::write(copy.join(PLAN_JSON), plan.to_json()).unwrap();
+        let c = copy.display().to_string();
+        let mut needles = vec![says, c.as_str()];
+        if names_p1 {
+            needles.push(&p1);
+        }
+        refused(&["merge", &p1, &c, "--out", &nowhere], &needles);
+    }
+    // A share without its plan.json.
+    let bare = scratch.path().join("copy-no-plan");
+    std::fs::create_dir_all(&bare).unwrap();
+    std::fs::copy(folders[2].join(REPORT_JSON), bare.join(REPORT_JSON)).unwrap();
+    let b = bare.display().to_string();
+    refused(
+        &["merge", &p1, &b, "--out", &nowhere],
+        &[&format!("{b} has no plan.json")],
+    );
     // A plain run is not a share.
     let w = folders[0].display().to_string();
     refused(
