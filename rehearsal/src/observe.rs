@@ -482,6 +482,13 @@ pub struct Finding {
     pub ids: Vec<i64>,
     /// How many in all.
     pub count: u64,
+    /// When it was seen, in ms from the cell's start, where its rule
+    /// knows (the sample that showed a breach, a stall's start, the kill
+    /// a rescue follows); `None` for what only the end state shows. The
+    /// timeline pins a finding here, else at its phase. Added in report
+    /// format 1.13.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
 }
 
 /// A cell's verdict.
@@ -555,7 +562,16 @@ impl Finding {
             message: String::new(),
             ids: vec![],
             count: 1,
+            at_ms: None,
         }
+    }
+}
+
+impl Finding {
+    /// The finding, seen `at_ms` from the cell's start.
+    pub fn at(mut self, at_ms: u64) -> Finding {
+        self.at_ms = Some(at_ms);
+        self
     }
 }
 

@@ -133,6 +133,7 @@ fn finding(obs: &Observations, run: &Run, what: &str) -> Finding {
         ),
         ids: vec![run.from, run.to],
         count: u64::try_from(run.to - run.from).unwrap_or(0),
+        at_ms: Some(run.from_ms),
     }
 }
 
@@ -188,6 +189,7 @@ mod tests {
              and was never trimmed, though the leader folds every 2.0s"
         );
         assert_eq!((found[0].ids.clone(), found[0].count), (vec![8, 28], 20));
+        assert_eq!(found[0].at_ms, Some(0), "where the growth began");
     }
 
     #[test]

@@ -144,6 +144,8 @@ fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
             ),
             ids: vec![r.through_generation],
             count: r.rows_left.unsigned_abs(),
+            // Seen when the check stopped waiting for the ring to prune back.
+            at_ms: Some(p.from_ms + p.waited_ms),
         })
         .collect()
 }
@@ -169,6 +171,7 @@ fn stalled(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
             ),
             ids: vec![run.generation],
             count: n,
+            at_ms: Some(run.from_ms),
         })
         .collect()
 }
@@ -226,6 +229,8 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].rule, FindingRule::RingStalled);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[5][..], 1));
+        // Seen from the first sample that stood still.
+        assert_eq!(found[0].at_ms, Some(5_000));
         assert!(
             found[0].message.starts_with(
                 "the claim ring held rows but stood at generation 5 (slot 5) for 12.0s, from 5.0s to 17.0s"
@@ -327,6 +332,8 @@ mod tests {
             (found[0].rule, found[0].ids.as_slice(), found[0].count),
             (FindingRule::RingStalled, &[41][..], 120)
         );
+        // Seen when the check gave up waiting: 30 s plus the 12 s it waited.
+        assert_eq!(found[0].at_ms, Some(42_000));
         assert!(
             found[0].message.starts_with(
                 "the claim ring did not rotate and prune back once the work was done: 120 rows of generation 41 or older"

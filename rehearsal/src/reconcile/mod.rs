@@ -33,6 +33,7 @@
 //!     message: "1 accepted job has no terminal record and no live row".into(),
 //!     ids: vec![7],
 //!     count: 1,
+//!     at_ms: None,
 //! };
 //! assert_eq!(verdict(&Expectation::Pass, &[], &[], None), Verdict::Pass);
 //! assert_eq!(verdict(&Expectation::Pass, &[lost.clone()], &[], None), Verdict::Fail);

@@ -43,6 +43,7 @@ fn finding(rule: FindingRule, phase: &str, message: String, ids: Vec<i64>, count
         message,
         ids: ids.into_iter().take(MAX_IDS).collect(),
         count,
+        at_ms: None,
     }
 }
 
@@ -183,17 +184,20 @@ fn per_ring(
         };
         let mut ids: Vec<i64> = bad.iter().map(|(s, _)| key(s)).collect();
         ids.dedup();
-        out.push(finding(
-            rule,
-            phase_at(obs, first.at_ms).unwrap_or(RECONCILE),
-            format!(
-                "the {ring} ring {why} at {} ({} in all)",
-                observe::duration(first.at_ms),
-                observe::count(bad.len() as u64, "sample")
-            ),
-            ids,
-            bad.len() as u64,
-        ));
+        out.push(
+            finding(
+                rule,
+                phase_at(obs, first.at_ms).unwrap_or(RECONCILE),
+                format!(
+                    "the {ring} ring {why} at {} ({} in all)",
+                    observe::duration(first.at_ms),
+                    observe::count(bad.len() as u64, "sample")
+                ),
+                ids,
+                bad.len() as u64,
+            )
+            .at(first.at_ms),
+        );
     }
     out
 }
@@ -291,9 +295,9 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
                 continue;
             }
             let phase = phase_at(obs, after.at_ms).unwrap_or("flip");
-            match after.ledger_generation {
-                Some(l) if l >= before.column_generation && after.ledger_gaps == 0 => {}
-                Some(l) if l >= before.column_generation => out.push(finding(
+            let found = match after.ledger_generation {
+                Some(l) if l >= before.column_generation && after.ledger_gaps == 0 => None,
+                Some(l) if l >= before.column_generation => Some(finding(
                     FindingRule::FlipUnverified,
                     phase,
                     format!(
@@ -303,7 +307,7 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
                     vec![l],
                     1,
                 )),
-                Some(l) => out.push(finding(
+                Some(l) => Some(finding(
                     FindingRule::FlipUnverified,
                     phase,
                     format!(
@@ -313,14 +317,16 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
                     vec![l, before.column_generation],
                     1,
                 )),
-                None => out.push(finding(
+                None => Some(finding(
                     FindingRule::FlipUnverified,
                     phase,
                     format!("right after the flip the {ring} ring had no ledger"),
                     vec![],
                     1,
                 )),
-            }
+            };
+            // Seen in the first sample under the ledger.
+            out.extend(found.map(|f| f.at(after.at_ms)));
         }
     }
     out
@@ -652,6 +658,11 @@ mod tests {
         ];
         let found = mixed_discipline(&ahead, &obs);
         assert_eq!(rules(&found), [FindingRule::MixedDiscipline]);
+        assert_eq!(
+            found[0].at_ms,
+            Some(2_000),
+            "the first sample that showed it"
+        );
         assert!(found[0].message.starts_with("the claim ring advanced its ledger to generation 11 past its columns (generation 10)"), "{}", found[0].message);
 
         let gaps = [sample(1_000, "lease", "columns", (1, 9), Some(9), 2)];
@@ -705,6 +716,11 @@ mod tests {
         obs.rings[2].ledger_generation = Some(18);
         let found = findings(&storage, &obs);
         assert_eq!(rules(&found), [FindingRule::FlipUnverified]);
+        assert_eq!(
+            found[0].at_ms,
+            Some(5_500),
+            "the first sample under the ledger"
+        );
         assert!(
             found[0]
                 .message

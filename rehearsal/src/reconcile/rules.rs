@@ -103,6 +103,7 @@ fn from_offenders(rule: FindingRule, offenders: &Offenders, what: (&str, &str)) 
         message,
         ids: offenders.ids.iter().copied().take(MAX_IDS).collect(),
         count: count(offenders.count),
+        at_ms: None,
     }
 }
 
@@ -127,9 +128,13 @@ fn rescue_unproven(storage: &Storage, obs: &Observations) -> Option<Finding> {
             .iter()
             .any(|f| f.job_id == first.job_id && f.run_lease == first.run_lease)
     });
-    let (victim, phase) = match kill {
-        Some(k) => (k.process.as_str(), phase_at(obs, k.at_ms).unwrap_or("kill")),
-        None => ("a killed process", "kill"),
+    let (victim, phase, at_ms) = match kill {
+        Some(k) => (
+            k.process.as_str(),
+            phase_at(obs, k.at_ms).unwrap_or("kill"),
+            Some(k.at_ms),
+        ),
+        None => ("a killed process", "kill", None),
     };
     let outcome = match &first.outcome {
         Some(o) => format!("ended {o:?}"),
@@ -158,6 +163,7 @@ fn rescue_unproven(storage: &Storage, obs: &Observations) -> Option<Finding> {
         ),
         ids: ids.into_iter().take(MAX_IDS).collect(),
         count: storage.rescues.len() as u64,
+        at_ms,
     })
 }
 
@@ -179,6 +185,8 @@ fn cron(storage: &Storage) -> Vec<Finding> {
             // Row keys: the fire times.
             ids: missed.iter().map(|f| f.fire_ms).take(MAX_IDS).collect(),
             count: missed.len() as u64,
+            // Fire times are Unix ms; the observations hold no cell start to place them.
+            at_ms: None,
         });
     }
     if let Some(first) = double.first() {
@@ -208,6 +216,7 @@ fn cron(storage: &Storage) -> Vec<Finding> {
             ),
             ids: ids.into_iter().take(MAX_IDS).collect(),
             count: double.len() as u64,
+            at_ms: None,
         });
     }
     out
@@ -237,6 +246,7 @@ fn count_drift(storage: &Storage) -> Option<Finding> {
         ids: vec![],
         // How many terminal outcomes the operator miscounts, all states together.
         count: drift.iter().map(|c| c.truth.abs_diff(c.operator)).sum(),
+        at_ms: None,
     })
 }
 
@@ -329,6 +339,7 @@ mod tests {
             (lost.ids.as_slice(), lost.count, lost.phase.as_str()),
             (&[101, 102, 103][..], 3, "reconcile")
         );
+        assert_eq!(lost.at_ms, None, "only the end state shows a lost job");
         assert!(
             found[4].message.contains("(1 live row, 1 open claim)"),
             "{}",
@@ -408,6 +419,7 @@ mod tests {
         let found = findings(&storage, &obs);
         assert_eq!(rules(&found), [FindingRule::RescueUnproven]);
         assert_eq!(found[0].phase, "kill");
+        assert_eq!(found[0].at_ms, Some(1_500), "the moment of the kill");
         assert_eq!(found[0].ids, [42]);
         assert!(
             found[0].message.ends_with("job 42 attempt 1 (run lease 1) on previous-worker-2 ended \"completed\" and never ran attempt 2"),

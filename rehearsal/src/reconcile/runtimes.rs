@@ -59,6 +59,7 @@ fn floor_bypassed(m: &MidMigrationStart, obs: &Observations) -> Option<Finding> 
         ),
         ids: vec![],
         count: m.registered_in_flight.len() as u64,
+        at_ms: Some(m.at_ms),
     })
 }
 
@@ -103,6 +104,7 @@ fn fenced_flip_aware(obs: &Observations) -> Vec<Finding> {
         ),
         ids: vec![],
         count: hit.len() as u64,
+        at_ms: None,
     }]
 }
 
@@ -133,6 +135,7 @@ fn n1_broken(obs: &Observations) -> Vec<Finding> {
         ),
         ids: vec![],
         count: broken.len() as u64,
+        at_ms: None,
     }]
 }
 
@@ -175,6 +178,7 @@ fn columns_dropped(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         ),
         ids: vec![],
         count: gone.len() as u64,
+        at_ms: None,
     }]
 }
 
@@ -330,6 +334,11 @@ mod tests {
         let found = findings(&Storage::default(), &obs);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].rule, FindingRule::FloorBypassed);
+        assert_eq!(
+            found[0].at_ms,
+            Some(4_000),
+            "when it started inside the migration"
+        );
         assert!(
             found[0]
                 .message

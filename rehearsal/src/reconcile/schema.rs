@@ -103,6 +103,7 @@ fn rewrite_between(
         ),
         count: ids.len() as u64,
         ids,
+        at_ms: None,
     })
 }
 
@@ -119,6 +120,7 @@ fn drift(obs: &Observations) -> Vec<Finding> {
                 ),
                 ids: vec![],
                 count: 1,
+                at_ms: Some(check.at_ms),
             })
         })
         .collect()
@@ -218,6 +220,7 @@ mod tests {
         let obs = Observations {
             schema_checks: vec![SchemaCheck {
                 step: 12,
+                at_ms: 9_250,
                 fresh_by: "current 0.7.0".into(),
                 judged: Judged {
                     undeclared: vec![missing],
@@ -231,6 +234,7 @@ mod tests {
         let found = findings(&obs, &[]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].rule, FindingRule::SchemaDrift);
+        assert_eq!(found[0].at_ms, Some(9_250), "when the comparison ran");
         assert!(
             found[0].message.starts_with(
                 "step 12: index awa.claim_batches_deadline is missing from the upgraded database"

@@ -362,6 +362,7 @@ fn failed(plan: plan::CellPlan) -> CellReport {
                 message: "3 accepted jobs have no terminal record".into(),
                 ids: vec![101, 102, 103],
                 count: 3,
+                at_ms: None,
             },
             Finding {
                 rule: FindingRule::FenceBreached,
@@ -369,6 +370,7 @@ fn failed(plan: plan::CellPlan) -> CellReport {
                 message: "N-1 binary wrote <script>alert(1)</script> | a ring row".into(),
                 ids: (1..=20).collect(),
                 count: 57,
+                at_ms: None,
             },
         ],
         timeline: vec![

@@ -71,7 +71,10 @@ use crate::reconcile::Detection;
 ///   event kinds) and `garbled` (not events); default zeros.
 /// - `1.12`: per run `merged_from`, the partial runs `rehearse merge`
 ///   joined (empty for a run; defaults to empty).
-pub const FORMAT_VERSION: &str = "1.12";
+/// - `1.13`: per finding `at_ms`, when it was seen (ms from the cell's
+///   start) where its rule knows: a breach's sample, a stall, the kill an
+///   unproven rescue follows, a schema check; absent otherwise.
+pub const FORMAT_VERSION: &str = "1.13";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

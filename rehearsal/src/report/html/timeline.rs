@@ -5,8 +5,9 @@
 //! second (one line per version, a version's colour the same in every
 //! cell), and the rings' generations (a colour per ring, solid for the
 //! columns, dashed for the ledger). Upgrade phases are dashed verticals
-//! labelled with their name; findings are red pins at the start of the
-//! phase they name, labelled with their rule, the message in a tooltip.
+//! labelled with their name; findings are red pins at the moment they
+//! were seen (at the start of the phase they name when their rule knows
+//! no moment), labelled with their rule, the message in a tooltip.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -348,10 +349,14 @@ fn phase_markers(s: &mut String, f: &Frame, timeline: &[Phase]) {
     s.push_str("</g>\n");
 }
 
-/// Where a finding is pinned: the start of the phase it names (the first
-/// that did not end ok, else the first), or the cell's end when no phase
-/// of the timeline has that name.
+/// Where a finding is pinned: when it was seen, if its rule recorded
+/// that; else the start of the phase it names (the first that did not
+/// end ok, else the first), or the cell's end when no phase of the
+/// timeline has that name.
 pub fn pinned_at_ms(c: &CellReport, finding: &Finding) -> u64 {
+    if let Some(at_ms) = finding.at_ms {
+        return at_ms;
+    }
     let named = || c.timeline.iter().filter(|p| p.name == finding.phase);
     named()
         .find(|p| p.outcome != StepOutcome::Ok)
@@ -371,8 +376,12 @@ fn finding_pins(s: &mut String, f: &Frame, c: &CellReport) {
         } else {
             ("start", 8.0)
         };
+        let seen = finding
+            .at_ms
+            .map(|t| format!(" at {}", duration(t)))
+            .unwrap_or_default();
         let title = format!(
-            "{} in {}: {}",
+            "{} in {}{seen}: {}",
             finding.rule.name(),
             finding.phase,
             finding.message
@@ -581,6 +590,28 @@ mod tests {
         two.timeline.push(again);
         finding.phase = "fence".into();
         assert_eq!(pinned_at_ms(&two, &finding), 5_000);
+    }
+
+    #[test]
+    fn a_finding_that_knows_when_it_was_seen_is_pinned_there() {
+        let report = fixture::report();
+        let mut cell = report.cells[1].clone();
+        // fence_breached names the fence phase (2.0s) but was seen at 3.3s.
+        cell.findings[1].at_ms = Some(3_300);
+        let svg = timeline_svg(&cell, &Colours::of_run(&report));
+        let f = Frame {
+            t_max: cell.elapsed_ms,
+            pins: cell.findings.len(),
+        };
+        let marker = "<g class=\"finding\" data-rule=\"fence_breached\">";
+        assert_eq!(attr(&svg, marker, "x1"), format!("{:.1}", f.x(3_300)));
+        assert_ne!(f.x(3_300), f.x(2_000));
+        assert!(
+            svg.contains("<title>fence_breached in fence at 3.3s: N-1 binary"),
+            "{svg}"
+        );
+        // The one without a time keeps its phase: lost, reconcile at 6.0s.
+        assert_eq!(pinned_at_ms(&cell, &cell.findings[0]), 6_000);
     }
 
     #[test]
