@@ -5,7 +5,8 @@
 //! second (one line per version, a version's colour the same in every
 //! cell), and the rings' generations (a colour per ring, solid for the
 //! columns, dashed for the ledger). Upgrade phases are dashed verticals
-//! labelled with their name; findings are red pins at the moment they
+//! labelled with their name (labels of phases close together staggered
+//! over up to three rows, and elided past that, so none overlap); findings are red pins at the moment they
 //! were seen (at the start of the phase they name when their rule knows
 //! no moment), labelled with their rule, the message in a tooltip.
 
@@ -47,6 +48,58 @@ const RIGHT: f64 = 16.0;
 const PIN_ROW: f64 = 16.0;
 const PANEL: f64 = 78.0;
 const GAP: f64 = 18.0;
+/// How many rows of phase labels there may be above the panels; a label
+/// that fits in none is elided (its marker and tooltip stay).
+const LABEL_ROWS: usize = 3;
+/// Height of one row of phase labels.
+const LABEL_ROW: f64 = 13.0;
+/// The advance of one character of an 11 px sans-serif label, a little
+/// over the average so estimates err towards room to spare.
+const LABEL_CHAR: f64 = 6.6;
+/// The least space between two labels of one row.
+const LABEL_GAP: f64 = 6.0;
+
+/// A phase label as laid out: where its text starts, and its row (0 the
+/// nearest the panels), `None` when no row has room for it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Placed {
+    left: f64,
+    row: Option<usize>,
+}
+
+/// Lays out labels `(centre x, width)` so none overlap: each centred on
+/// its marker but kept inside the drawing, in the lowest row where it
+/// clears the label before it, in order of x; one that clears no row is
+/// elided. Labels far apart all stay in row 0.
+fn place_labels(labels: &[(f64, f64)]) -> Vec<Placed> {
+    let mut order: Vec<usize> = (0..labels.len()).collect();
+    order.sort_by(|&a, &b| labels[a].0.total_cmp(&labels[b].0));
+    // Where each row is free from.
+    let mut free = [f64::NEG_INFINITY; LABEL_ROWS];
+    let mut placed = vec![
+        Placed {
+            left: 0.0,
+            row: None
+        };
+        labels.len()
+    ];
+    for i in order {
+        let (centre, width) = labels[i];
+        let left = (centre - width / 2.0).clamp(0.0, (WIDTH - width).max(0.0));
+        let row = free.iter().position(|&from| left >= from);
+        if let Some(r) = row {
+            free[r] = left + width + LABEL_GAP;
+        }
+        placed[i] = Placed { left, row };
+    }
+    placed
+}
+
+/// The estimated width of a phase label.
+fn label_width(name: &str) -> f64 {
+    name.chars().count() as f64 * LABEL_CHAR
+}
+
 /// Below the last panel: the time axis, then the legend.
 const AXIS: f64 = 30.0;
 const LEGEND: f64 = 40.0;
@@ -88,6 +141,8 @@ impl Colours {
 struct Frame {
     t_max: u64,
     pins: usize,
+    /// Rows of phase labels (at least one).
+    label_rows: usize,
 }
 
 impl Frame {
@@ -97,7 +152,10 @@ impl Frame {
 
     /// Top of panel `i` (0: accepted, 1: started, 2: finished, 3: rings).
     fn panel_top(&self, i: usize) -> f64 {
-        PIN_ROW * self.pins.max(1) as f64 + 34.0 + i as f64 * (PANEL + GAP)
+        PIN_ROW * self.pins.max(1) as f64
+            + 34.0
+            + LABEL_ROW * self.label_rows.saturating_sub(1) as f64
+            + i as f64 * (PANEL + GAP)
     }
 
     fn bottom(&self) -> f64 {
@@ -121,10 +179,27 @@ pub fn timeline_svg(c: &CellReport, colours: &Colours) -> String {
         .chain([c.elapsed_ms, 1])
         .max()
         .unwrap_or(1);
-    let f = Frame {
+    let mut f = Frame {
         t_max,
         pins: c.findings.len(),
+        label_rows: 1,
     };
+    let marked: Vec<&Phase> = c
+        .timeline
+        .iter()
+        .filter(|p| MARKED_PHASES.contains(&p.name.as_str()))
+        .collect();
+    let labels = place_labels(
+        &marked
+            .iter()
+            .map(|p| (f.x(p.start_ms), label_width(&p.name)))
+            .collect::<Vec<_>>(),
+    );
+    f.label_rows = labels
+        .iter()
+        .filter_map(|l| l.row)
+        .max()
+        .map_or(1, |r| r + 1);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -138,7 +213,7 @@ pub fn timeline_svg(c: &CellReport, colours: &Colours) -> String {
     }
     ring_panel(&mut s, &f, f.panel_top(3), &rings);
     time_axis(&mut s, &f);
-    phase_markers(&mut s, &f, &c.timeline);
+    phase_markers(&mut s, &f, &marked, &labels);
     finding_pins(&mut s, &f, c);
     legend(&mut s, &f, &series, &rings, colours);
     s.push_str("</svg>");
@@ -315,14 +390,12 @@ fn time_axis(s: &mut String, f: &Frame) {
 }
 
 /// A dashed vertical through every panel at each upgrade phase's start,
-/// labelled with its name; hovering shows the step and its detail.
-fn phase_markers(s: &mut String, f: &Frame, timeline: &[Phase]) {
+/// labelled with its name where [`place_labels`] found room (up from the
+/// panels, a row per stagger); hovering shows the step and its detail.
+fn phase_markers(s: &mut String, f: &Frame, marked: &[&Phase], labels: &[Placed]) {
     let (top, bottom) = (f.panel_top(0), f.bottom());
     s.push_str("<g class=\"phases\" font-size=\"11\">\n");
-    for p in timeline
-        .iter()
-        .filter(|p| MARKED_PHASES.contains(&p.name.as_str()))
-    {
+    for (p, label) in marked.iter().zip(labels) {
         let colour = match p.name.as_str() {
             "kill" | "pg_crash" | "suspend" | "resume" => "#c0392b",
             "flip" | "fence" => "#8e44ad",
@@ -337,12 +410,21 @@ fn phase_markers(s: &mut String, f: &Frame, timeline: &[Phase]) {
             p.outcome
         );
         let xx = f.x(p.start_ms);
+        let row = label.row.unwrap_or(0) as f64;
+        let text = match label.row {
+            Some(_) => format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>",
+                label.left,
+                top - 22.0 - row * LABEL_ROW,
+                esc(&p.name)
+            ),
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            "<g data-phase=\"{name}\"><title>{}</title><line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{bottom:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"/><text x=\"{xx:.1}\" y=\"{:.1}\" fill=\"{colour}\" text-anchor=\"middle\">{name}</text></g>",
+            "<g data-phase=\"{name}\"><title>{}</title><line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{bottom:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"/>{text}</g>",
             esc(&title),
-            top - 20.0,
-            top - 22.0,
+            top - 20.0 - row * LABEL_ROW,
             name = esc(&p.name),
         );
     }
@@ -562,6 +644,7 @@ mod tests {
         let f = Frame {
             t_max: cell.elapsed_ms,
             pins: cell.findings.len(),
+            label_rows: 1,
         };
         // fence_breached: the fence phase at 2.0s; lost: reconcile at 6.0s.
         for (rule, at_ms) in [("fence_breached", 2_000), ("lost", 6_000)] {
@@ -602,6 +685,7 @@ mod tests {
         let f = Frame {
             t_max: cell.elapsed_ms,
             pins: cell.findings.len(),
+            label_rows: 1,
         };
         let marker = "<g class=\"finding\" data-rule=\"fence_breached\">";
         assert_eq!(attr(&svg, marker, "x1"), format!("{:.1}", f.x(3_300)));
@@ -612,6 +696,88 @@ mod tests {
         );
         // The one without a time keeps its phase: lost, reconcile at 6.0s.
         assert_eq!(pinned_at_ms(&cell, &cell.findings[0]), 6_000);
+    }
+
+    /// Whether two placed labels of widths `wa` and `wb` share a row and overlap.
+    fn overlap(a: &Placed, wa: f64, b: &Placed, wb: f64) -> bool {
+        a.row.is_some() && a.row == b.row && a.left < b.left + wb && b.left < a.left + wa
+    }
+
+    #[test]
+    fn phase_labels_are_staggered_then_elided_and_never_overlap() {
+        let rows = |labels: &[(f64, f64)]| -> Vec<Option<usize>> {
+            place_labels(labels).iter().map(|p| p.row).collect()
+        };
+        // Far apart: one row, each centred on its marker.
+        let far = [(100.0, 40.0), (300.0, 40.0), (500.0, 40.0)];
+        assert_eq!(rows(&far), [Some(0); 3]);
+        assert_eq!(place_labels(&far)[1].left, 280.0);
+        // Close together: a row each, whatever order they come in.
+        assert_eq!(
+            rows(&[(420.0, 50.0), (400.0, 50.0), (410.0, 30.0)]),
+            [Some(2), Some(0), Some(1)]
+        );
+        // A fourth clears row 0 again once past the first.
+        assert_eq!(
+            rows(&[(400.0, 50.0), (410.0, 30.0), (420.0, 50.0), (460.0, 20.0)]),
+            [Some(0), Some(1), Some(2), Some(0)]
+        );
+        // More in one place than there are rows: the rest are elided.
+        let crowd: Vec<(f64, f64)> = (0..5).map(|i| (600.0 + f64::from(i), 40.0)).collect();
+        assert_eq!(rows(&crowd), [Some(0), Some(1), Some(2), None, None]);
+        // Kept inside the drawing at both edges.
+        let edges = place_labels(&[(WIDTH - 2.0, 60.0), (3.0, 60.0)]);
+        assert_eq!((edges[0].left, edges[1].left), (WIDTH - 60.0, 0.0));
+        // Many labels at every spacing: no two that are drawn overlap.
+        let many: Vec<(f64, f64)> = (0..60)
+            .map(|i| {
+                (
+                    80.0 + f64::from(i * 37 % 800),
+                    20.0 + f64::from(i % 5) * 12.0,
+                )
+            })
+            .collect();
+        let placed = place_labels(&many);
+        for (i, a) in placed.iter().enumerate() {
+            for (j, b) in placed.iter().enumerate().skip(i + 1) {
+                assert!(
+                    !overlap(a, many[i].1, b, many[j].1),
+                    "labels {i} {a:?} and {j} {b:?} overlap"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn close_phases_get_rows_of_their_own_and_the_panels_make_room() {
+        let report = fixture::report();
+        let cell = &report.cells[0];
+        let colours = Colours::of_run(&report);
+        let y_of = |svg: &str, name: &str| -> String {
+            let at = svg.find(&format!("<g data-phase=\"{name}\">")).unwrap();
+            attr(&svg[at..], "<text ", "y").to_owned()
+        };
+        let apart = timeline_svg(cell, &colours);
+        let mut close = cell.clone();
+        // Move the roll onto the kill, 10 ms later.
+        let kill = close
+            .timeline
+            .iter()
+            .find(|p| p.name == "kill")
+            .unwrap()
+            .start_ms;
+        for p in close.timeline.iter_mut().filter(|p| p.name == "roll") {
+            p.start_ms = kill + 10;
+        }
+        let svg = timeline_svg(&close, &colours);
+        assert_ne!(y_of(&svg, "kill"), y_of(&svg, "roll"), "{svg}");
+        assert_eq!(y_of(&apart, "kill"), y_of(&apart, "roll"), "{apart}");
+        // The panels moved down a row to make room: the drawing is taller.
+        let height = |svg: &str| -> f64 {
+            let view = attr(svg, "<svg ", "viewBox");
+            view.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(height(&svg), height(&apart) + LABEL_ROW);
     }
 
     #[test]
