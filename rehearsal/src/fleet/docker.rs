@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig};
@@ -41,10 +41,10 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use super::cgroup::RunCgroup;
-use super::process::{Log, NOTE_PREFIX, log_line, open_log, report_line};
+use super::process::{Log, NOTE_PREFIX, log_env, log_line, open_log, report_exit, report_line};
 use super::{
-    ContainerCpu, Control, CpuSource, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Prepared,
-    Report, Runnable, Shutdown, Sink, Spec,
+    ContainerCpu, Control, CpuSource, ExitInfo, Fleet, FleetError, Handle, Prepared, Report,
+    Runnable, Shutdown, Sink, Spec, send_report,
 };
 use crate::image::Engine;
 
@@ -281,21 +281,24 @@ impl DockerFleet {
             });
         };
         let log = open_log(&spec.log)?;
-        let spawn_error = |e: bollard::errors::Error| FleetError::Spawn {
-            name: spec.name.clone(),
-            runnable: spec.runnable.clone(),
-            source: std::io::Error::other(e.to_string()),
-        };
+        let container = self.create_and_start(&spec, reference, image, &log).await?;
+        let control = self.watch_container(&container, spec.id, sink, log);
+        Ok(Handle::container(spec.id, container, control))
+    }
+
+    /// What the engine creates for `spec`: its image, command, environment
+    /// and labels, on the host network, under the run's cgroup if any.
+    fn container_body(&self, spec: &Spec, image: &str) -> ContainerCreateBody {
         let mut labels = self.run_labels(&spec.labels.cell, &spec.labels.role);
         labels.extend([
             (label::VERSION.to_owned(), spec.labels.version.clone()),
             (label::ARTIFACT.to_owned(), spec.labels.artifact.clone()),
             (label::NAME.to_owned(), spec.name.clone()),
         ]);
-        let body = ContainerCreateBody {
-            image: Some(image.clone()),
+        ContainerCreateBody {
+            image: Some(image.to_owned()),
             cmd: Some(spec.args.clone()),
-            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            env: Some(spec.env_words()),
             labels: Some(labels),
             host_config: Some(HostConfig {
                 network_mode: Some("host".into()),
@@ -303,17 +306,33 @@ impl DockerFleet {
                 ..Default::default()
             }),
             ..Default::default()
+        }
+    }
+
+    /// Creates and starts the container of `spec`, noting each step (and
+    /// a failure) in its log; a container that fails to start is removed.
+    /// Returns the container's id.
+    async fn create_and_start(
+        &self,
+        spec: &Spec,
+        reference: &str,
+        image: &str,
+        log: &Log,
+    ) -> Result<String, FleetError> {
+        let spawn_error = |e: bollard::errors::Error| FleetError::Spawn {
+            name: spec.name.clone(),
+            runnable: spec.runnable.clone(),
+            source: std::io::Error::other(e.to_string()),
         };
         let name = container_name(&self.run_id, &spec.labels.cell, &spec.name);
         log_line(
-            &log,
+            log,
             &format!(
                 "{NOTE_PREFIX}container {name} of image {reference} ({image}): awa {}",
                 spec.args.join(" ")
             ),
         );
-        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        log_line(&log, &format!("{NOTE_PREFIX}env {}", env.join(" ")));
+        log_env(log, spec);
         let created = self
             .engine
             .docker
@@ -322,11 +341,11 @@ impl DockerFleet {
                     name: Some(name),
                     ..Default::default()
                 }),
-                body,
+                self.container_body(spec, image),
             )
             .await
             .map_err(|e| {
-                log_line(&log, &format!("{NOTE_PREFIX}failed to create: {e}"));
+                log_line(log, &format!("{NOTE_PREFIX}failed to create: {e}"));
                 spawn_error(e)
             })?;
         let container = created.id;
@@ -336,32 +355,43 @@ impl DockerFleet {
             .start_container(&container, None::<StartContainerOptions>)
             .await
         {
-            log_line(&log, &format!("{NOTE_PREFIX}failed to start: {e}"));
+            log_line(log, &format!("{NOTE_PREFIX}failed to start: {e}"));
             let _ = self.remove(&container).await;
             return Err(spawn_error(e));
         }
-        log_line(&log, &format!("{NOTE_PREFIX}container id {container}"));
-        let id = spec.id;
+        log_line(log, &format!("{NOTE_PREFIX}container id {container}"));
+        Ok(container)
+    }
+
+    /// Starts the tasks that follow a started container (its log stream,
+    /// its CPU where the kernel's counter is not readable, its end) and
+    /// returns where the driver's controls for it go.
+    fn watch_container(
+        &self,
+        container: &str,
+        id: usize,
+        sink: Sink,
+        log: Log,
+    ) -> mpsc::UnboundedSender<Control> {
         let logs = tokio::spawn(read_logs(
             self.engine.clone(),
-            container.clone(),
+            container.to_owned(),
             id,
             sink.clone(),
             log.clone(),
         ));
-        // Sampled only where the kernel's counter is not readable.
-        let counted = self.run_cgroup().is_some_and(|c| c.holds(&container));
+        let counted = self.run_cgroup().is_some_and(|c| c.holds(container));
         let stats = (!counted).then(|| {
             tokio::spawn(sample_cpu(
                 self.engine.clone(),
-                container.clone(),
+                container.to_owned(),
                 self.cpu_ns.clone(),
             ))
         });
         let (control, controls) = mpsc::unbounded_channel::<Control>();
         tokio::spawn(watch(
             self.clone(),
-            container.clone(),
+            container.to_owned(),
             id,
             sink,
             log,
@@ -369,7 +399,7 @@ impl DockerFleet {
             logs,
             stats,
         ));
-        Ok(Handle::container(id, container, control))
+        control
     }
 
     async fn signal(&self, container: &str, signal: &str) {
@@ -426,9 +456,9 @@ async fn watch(
         }
     };
     let info = match status {
-        Some(Ok(response)) => ExitInfo::from_container_status(response.status_code),
+        Some(Ok(response)) => Ok(ExitInfo::from_container_status(response.status_code)),
         Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
-            ExitInfo::from_container_status(code)
+            Ok(ExitInfo::from_container_status(code))
         }
         other => {
             // The wait failed (the engine restarted?): ask for the state instead.
@@ -440,23 +470,12 @@ async fn watch(
                 .ok()
                 .and_then(|c| c.state);
             match state.and_then(|s| s.exit_code) {
-                Some(code) => ExitInfo::from_container_status(code),
-                None => {
-                    log_line(&log, &format!("{NOTE_PREFIX}failed to wait: {other:?}"));
-                    ExitInfo {
-                        code: None,
-                        signal: None,
-                    }
-                }
+                Some(code) => Ok(ExitInfo::from_container_status(code)),
+                None => Err(format!("{other:?}")),
             }
         }
     };
-    log_line(&log, &format!("{NOTE_PREFIX}{info}"));
-    let _ = sink.send(FleetMsg {
-        id,
-        at: Instant::now(),
-        report: Report::Exited(info),
-    });
+    report_exit(info, id, &sink, &log);
     let _ = tokio::time::timeout(LOG_DRAIN, logs).await;
     if let Some(stats) = stats {
         stats.abort();
@@ -496,11 +515,7 @@ async fn read_logs(engine: Engine, container: String, id: usize, sink: Sink, log
             drain_lines(buf, is_stderr, id, &sink, &log);
         }
     }
-    let _ = sink.send(FleetMsg {
-        id,
-        at: Instant::now(),
-        report: Report::OutputClosed,
-    });
+    send_report(&sink, id, Report::OutputClosed);
 }
 
 /// Sends (and logs) every complete line in `buf`, keeping the rest.

@@ -91,6 +91,13 @@ pub struct Spec {
     pub log: PathBuf,
 }
 
+impl Spec {
+    /// Its environment as `KEY=value` words (a container's env, a log's note).
+    fn env_words(&self) -> Vec<String> {
+        self.env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    }
+}
+
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExitInfo {
@@ -158,6 +165,16 @@ pub struct FleetMsg {
 
 /// Where a backend sends its reports: the cell's ledger reads the other end.
 pub type Sink = mpsc::UnboundedSender<FleetMsg>;
+
+/// Sends `report` about process `id`, stamped now: every backend reports
+/// through this. A closed sink (the cell is over) drops it.
+fn send_report(sink: &Sink, id: ProcId, report: Report) {
+    let _ = sink.send(FleetMsg {
+        id,
+        at: Instant::now(),
+        report,
+    });
+}
 
 /// What the driver may ask of a running process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,7 +23,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -33,7 +32,7 @@ use tokio::sync::mpsc;
 use futures_util::future::BoxFuture;
 
 use super::{
-    Control, ExitInfo, Fleet, FleetError, FleetMsg, Handle, Report, Runnable, Sink, Spec, events,
+    Control, ExitInfo, Fleet, FleetError, Handle, Report, Runnable, Sink, Spec, events, send_report,
 };
 
 /// Prefix of stderr lines in a log file.
@@ -162,8 +161,15 @@ fn log_header(log: &Log, program: &Path, spec: &Spec) {
     let mut words = vec![program.display().to_string()];
     words.extend(spec.args.iter().cloned());
     log_line(log, &format!("{NOTE_PREFIX}{}", words.join(" ")));
-    let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    log_line(log, &format!("{NOTE_PREFIX}env {}", env.join(" ")));
+    log_env(log, spec);
+}
+
+/// The log's note of the environment (redacted by [`log_line`]).
+pub(super) fn log_env(log: &Log, spec: &Spec) {
+    log_line(
+        log,
+        &format!("{NOTE_PREFIX}env {}", spec.env_words().join(" ")),
+    );
 }
 
 /// Reads the child's stdout and stderr to their ends, then says so.
@@ -177,11 +183,7 @@ async fn forward_output(
     let out = read_lines(stdout, id, &sink, &log, false);
     let err = read_lines(stderr, id, &sink, &log, true);
     tokio::join!(out, err);
-    let _ = sink.send(FleetMsg {
-        id,
-        at: Instant::now(),
-        report: Report::OutputClosed,
-    });
+    send_report(&sink, id, Report::OutputClosed);
 }
 
 /// The one task that owns the child: it delivers each control as a
@@ -204,25 +206,11 @@ async fn own_child(
             },
         }
     };
-    let info = match status {
-        Ok(status) => ExitInfo {
-            code: status.code(),
-            signal: status.signal(),
-        },
-        Err(e) => {
-            log_line(&log, &format!("{NOTE_PREFIX}failed to wait: {e}"));
-            ExitInfo {
-                code: None,
-                signal: None,
-            }
-        }
-    };
-    log_line(&log, &format!("{NOTE_PREFIX}{info}"));
-    let _ = sink.send(FleetMsg {
-        id,
-        at: Instant::now(),
-        report: Report::Exited(info),
+    let info = status.map(|status| ExitInfo {
+        code: status.code(),
+        signal: status.signal(),
     });
+    report_exit(info, id, &sink, &log);
 }
 
 /// One control as a signal to the child. Called only by [`own_child`]
@@ -332,17 +320,33 @@ pub(super) fn report_line(raw: &[u8], is_stderr: bool, id: usize, sink: &Sink, l
         log_line(log, &line);
         Report::Line(events::parse(&line))
     };
-    let _ = sink.send(FleetMsg {
-        id,
-        at: Instant::now(),
-        report,
+    send_report(sink, id, report);
+}
+
+/// Logs how process `id` ended and reports it to the driver; `Err` says
+/// why its status could not be read (logged; reported as an exit without
+/// a status). Both backends report their processes' exits through this.
+pub(super) fn report_exit(
+    info: Result<ExitInfo, impl std::fmt::Display>,
+    id: usize,
+    sink: &Sink,
+    log: &Log,
+) {
+    let info = info.unwrap_or_else(|e| {
+        log_line(log, &format!("{NOTE_PREFIX}failed to wait: {e}"));
+        ExitInfo {
+            code: None,
+            signal: None,
+        }
     });
+    log_line(log, &format!("{NOTE_PREFIX}{info}"));
+    send_report(sink, id, Report::Exited(info));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::{Event, Parsed};
+    use crate::fleet::{Event, FleetMsg, Parsed};
     use std::time::Duration;
 
     fn scratch(tag: &str) -> std::path::PathBuf {
