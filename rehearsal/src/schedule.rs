@@ -13,13 +13,21 @@
 //! never more than an earlier run that saturated the machine had, since
 //! its cells' CPU per second is then understated, and timing-sensitive
 //! cells (heartbeats, deadlines) start to feel the queueing.
+//!
+//! A cell that must catch a seeded defect is timing-sensitive: its
+//! defect shows only inside a race window (a flip landing in a
+//! rotation's stale read, a rotator falling behind a cron period) that
+//! CPU queueing shifts, so with more cells than cores it goes unseen
+//! now and then. [`Admission`] therefore never runs such a cell beside
+//! more than one other cell per core: `--jobs auto` fills the machine
+//! with the other cells, and a sensitive cell waits for room.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::matrix::{FlipMode, Step};
+use crate::matrix::{Expectation, FlipMode, Step};
 use crate::plan::CellPlan;
 use crate::report::RunReport;
 
@@ -264,6 +272,61 @@ pub fn auto_jobs(cores: u32, cells: usize, load: Option<&Load>) -> Pick {
     }
 }
 
+/// Whether a cell's verdict depends on a race window that CPU queueing
+/// shifts: every cell that must catch a seeded defect.
+pub fn timing_sensitive(plan: &CellPlan) -> bool {
+    matches!(plan.expect, Expectation::Detect(_))
+}
+
+/// Which waiting cell may start next, given the ones running: at most
+/// `jobs` at once, and while a timing-sensitive cell runs (or to start
+/// one), at most one cell per core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admission {
+    /// Cells at once.
+    pub jobs: u32,
+    /// Cells at once while a timing-sensitive cell runs: the cores, or
+    /// `jobs` when that is fewer.
+    pub sensitive_jobs: u32,
+    /// Per cell of the plan, whether it is timing-sensitive.
+    pub sensitive: Vec<bool>,
+}
+
+impl Admission {
+    /// The rule for `cells` at `jobs` at once on `cores`.
+    pub fn new(cells: &[CellPlan], jobs: u32, cores: u32) -> Admission {
+        let jobs = jobs.max(1);
+        Admission {
+            jobs,
+            sensitive_jobs: cores.clamp(1, jobs),
+            sensitive: cells.iter().map(timing_sensitive).collect(),
+        }
+    }
+
+    /// The first of `waiting` (in start order) that may start beside
+    /// `running`; `None`: wait until a running cell ends. A sensitive
+    /// cell that does not fit lets the plain cells behind it pass: held
+    /// back, they would leave the cores idle until it fits, and at the
+    /// end of a run the sensitive cells still run side by side, one per
+    /// core.
+    pub fn next(&self, waiting: &[usize], running: &[usize]) -> Option<usize> {
+        let sensitive = |i: usize| self.sensitive.get(i).copied().unwrap_or(false);
+        let room = if running.iter().any(|&i| sensitive(i)) {
+            self.sensitive_jobs
+        } else {
+            self.jobs
+        };
+        waiting.iter().copied().find(|&i| {
+            let room = if sensitive(i) {
+                self.sensitive_jobs
+            } else {
+                room
+            };
+            (running.len() as u32) < room
+        })
+    }
+}
+
 /// How a run's cells are scheduled: how many at once, and in which order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
@@ -273,6 +336,8 @@ pub struct Schedule {
     pub jobs: u32,
     /// Indices into the plan's cells, in the order they start.
     pub order: Vec<usize>,
+    /// Which cell may start beside which.
+    pub admission: Admission,
     /// How both were chosen, in one line (printed, and in the report).
     pub describe: String,
 }
@@ -310,11 +375,28 @@ impl Schedule {
             _ => "longest first, estimated from the plan (no earlier report of these cells)"
                 .to_owned(),
         };
+        let admission = Admission::new(cells, jobs, cores);
+        let sensitive = admission.sensitive.iter().filter(|&&s| s).count();
+        let room = if sensitive > 0 && admission.sensitive_jobs < admission.jobs {
+            format!(
+                "; {} beside at most {} other{}",
+                crate::observe::count(sensitive as u64, "timing-sensitive cell"),
+                admission.sensitive_jobs - 1,
+                if admission.sensitive_jobs == 2 {
+                    ""
+                } else {
+                    "s"
+                }
+            )
+        } else {
+            String::new()
+        };
         Schedule {
             cores,
             jobs,
             order,
-            describe: format!("{why}; {by}"),
+            admission,
+            describe: format!("{why}{room}; {by}"),
         }
     }
 }
@@ -418,6 +500,48 @@ mod tests {
             why,
             "jobs auto: 3 (2 cores; earlier cells kept 0.70 cores busy each)"
         );
+    }
+
+    fn admission(jobs: u32, cores: u32, sensitive: &[bool]) -> Admission {
+        Admission {
+            jobs,
+            sensitive_jobs: cores.clamp(1, jobs),
+            sensitive: sensitive.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_timing_sensitive_cell_never_runs_beside_more_than_one_cell_per_core() {
+        // Cells 0 and 1 are sensitive; 2, 3 and 4 are not. 4 at once on 2 cores.
+        let a = admission(4, 2, &[true, true, false, false, false]);
+        // Nothing runs: the head starts, whatever it is.
+        assert_eq!(a.next(&[0, 2, 3], &[]), Some(0));
+        assert_eq!(a.next(&[2, 0, 3], &[]), Some(2));
+        // A sensitive cell runs: one more fits (2 cores), then nothing.
+        assert_eq!(a.next(&[2, 3], &[0]), Some(2));
+        assert_eq!(a.next(&[1, 3], &[0]), Some(1));
+        assert_eq!(a.next(&[3, 4], &[0, 2]), None);
+        // Only plain cells run: up to 4 of them.
+        assert_eq!(a.next(&[3, 4], &[2]), Some(3));
+        assert_eq!(a.next(&[4], &[2, 3]), Some(4));
+        assert_eq!(a.next(&[4], &[2, 3, 4, 4]), None);
+        // A sensitive cell waits for room beside plain cells...
+        assert_eq!(a.next(&[0], &[2, 3]), None);
+        assert_eq!(a.next(&[0], &[2]), Some(0));
+        // ...and lets the plain cells behind it pass.
+        assert_eq!(a.next(&[0, 4], &[2, 3]), Some(4));
+        assert_eq!(a.next(&[0, 1], &[2, 3]), None);
+        // With jobs at or below the cores, sensitivity changes nothing.
+        let narrow = admission(2, 2, &[true, false, false]);
+        assert_eq!(narrow.next(&[2], &[0]), Some(2));
+        assert_eq!(narrow.next(&[1], &[0]), Some(1));
+        assert_eq!(narrow.next(&[2], &[0, 1]), None);
+        // One core: a sensitive cell runs alone.
+        let one = admission(3, 1, &[true, false, false]);
+        assert_eq!(one.next(&[1], &[0]), None);
+        assert_eq!(one.next(&[0], &[1]), None);
+        assert_eq!(one.next(&[1, 2], &[]), Some(1));
+        assert_eq!(one.next(&[2], &[1]), Some(2));
     }
 
     #[test]

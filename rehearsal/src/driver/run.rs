@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use awa_runtime::pgtemp::Cluster;
 use nix::sys::resource::UsageWho;
-use tokio::sync::{Mutex, Semaphore, watch};
+use tokio::sync::{Mutex, watch};
 
 use super::CellContext;
 use super::cell::Reconcile;
@@ -300,8 +300,7 @@ async fn run_cells(
         expand_version: req.resolution.expand_version,
         events: events.clone(),
     };
-    let tasks = start_cells(req, &ctx, &servers, reconcile).await;
-    let notes = join_cells(req, tasks).await;
+    let notes = run_each_cell(req, &ctx, &servers, reconcile).await;
     signals.abort();
     drop(ctx);
     Ok(Ran {
@@ -311,57 +310,62 @@ async fn run_cells(
     })
 }
 
-/// Starts the cells in the schedule's order, `--jobs` at a time, each on
-/// its server; stops starting when the run is interrupted. Each task
-/// yields its cell's index.
-async fn start_cells(
+/// Starts the cells in the schedule's order as the schedule's admission
+/// lets them (`--jobs` at a time, timing-sensitive cells with room to
+/// spare), each on its server, and waits for every one; stops starting
+/// when the run is interrupted. Notes a task that failed and the cells
+/// that never started.
+async fn run_each_cell(
     req: &RunRequest,
     ctx: &CellContext,
     servers: &Servers,
     reconcile: Arc<dyn Reconcile>,
-) -> tokio::task::JoinSet<usize> {
-    let permits = Arc::new(Semaphore::new(req.schedule.jobs.max(1) as usize));
-    let mut tasks = tokio::task::JoinSet::new();
-    for &index in &req.schedule.order {
-        let plan = req.plan.cells[index].clone();
-        // Cells start in the schedule's order: the next waits here for a free permit.
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-            _ = ctx.cancel.fired() => break,
-        };
-        if ctx.cancel.is_set() {
-            break;
-        }
-        let (mut ctx, reconcile) = (ctx.clone(), reconcile.clone());
-        if let Some(server) = servers.get(&plan.server) {
-            ctx.server = server.clone();
-        }
-        tasks.spawn(async move {
-            let _permit = permit;
-            // The budget runs from the cell's start (not while it queued for a permit).
-            ctx.cancel = ctx.cancel.with_budget(plan.timings.budget.to_std());
-            ctx.events.send(RunEvent::CellStarted {
-                index,
-                cell: plan.name.clone(),
-                phases: plan.steps.len() as u64 + 2,
-            });
-            let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
-            ctx.events.send(RunEvent::CellFinished(Box::new(run)));
-            index
-        });
-    }
-    tasks
-}
-
-/// Waits for every started cell; notes a task that failed and the cells
-/// that never started.
-async fn join_cells(req: &RunRequest, mut tasks: tokio::task::JoinSet<usize>) -> Vec<String> {
+) -> Vec<String> {
+    let admission = &req.schedule.admission;
+    let mut waiting: Vec<usize> = req.schedule.order.clone();
+    let mut running: Vec<usize> = Vec::new();
     let mut ran: Vec<usize> = Vec::new();
     let mut notes = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut task_cell = std::collections::HashMap::new();
+    loop {
+        while !ctx.cancel.is_set()
+            && let Some(index) = admission.next(&waiting, &running)
+        {
+            waiting.retain(|&i| i != index);
+            running.push(index);
+            let task = tasks.spawn(run_one_cell(
+                ctx.clone(),
+                servers,
+                req.plan.cells[index].clone(),
+                index,
+                reconcile.clone(),
+            ));
+            task_cell.insert(task.id(), index);
+        }
+        if running.is_empty() {
+            break;
+        }
+        let joined = tokio::select! {
+            joined = tasks.join_next() => joined,
+            // Interrupted: start nothing more, then wait for the running cells.
+            _ = ctx.cancel.fired(), if !waiting.is_empty() => {
+                waiting.clear();
+                continue;
+            }
+        };
         match joined {
-            Ok(index) => ran.push(index),
-            Err(e) => notes.push(format!("a cell's task failed: {e}")),
+            Some(Ok(index)) => {
+                running.retain(|&i| i != index);
+                ran.push(index);
+            }
+            Some(Err(e)) => {
+                let cell = task_cell.get(&e.id()).copied();
+                running.retain(|&i| Some(i) != cell);
+                let name = cell.map_or("?", |i| req.plan.cells[i].name.as_str());
+                notes.push(format!("the task of cell {name} failed: {e}"));
+            }
+            None => break,
         }
     }
     let not_run: Vec<&str> = req
@@ -376,6 +380,32 @@ async fn join_cells(req: &RunRequest, mut tasks: tokio::task::JoinSet<usize>) ->
         notes.push(format!("not run: {}", not_run.join(", ")));
     }
     notes
+}
+
+/// One cell on its server, within its budget, from its start event to
+/// its finish event; yields its index.
+fn run_one_cell(
+    mut ctx: CellContext,
+    servers: &Servers,
+    plan: crate::plan::CellPlan,
+    index: usize,
+    reconcile: Arc<dyn Reconcile>,
+) -> impl std::future::Future<Output = usize> + Send + 'static {
+    if let Some(server) = servers.get(&plan.server) {
+        ctx.server = server.clone();
+    }
+    async move {
+        // The budget runs from the cell's start (not while it waited its turn).
+        ctx.cancel = ctx.cancel.with_budget(plan.timings.budget.to_std());
+        ctx.events.send(RunEvent::CellStarted {
+            index,
+            cell: plan.name.clone(),
+            phases: plan.steps.len() as u64 + 2,
+        });
+        let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
+        ctx.events.send(RunEvent::CellFinished(Box::new(run)));
+        index
+    }
 }
 
 /// Stops the throwaway cluster (or keeps it); returns a note for the user.
