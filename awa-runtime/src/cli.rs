@@ -23,6 +23,9 @@ pub struct Cli {
     // `--help` must not print the password the environment carries.
     #[arg(long, env = "AWA_DATABASE_URL", global = true, hide_env_values = true)]
     database_url: Option<String>,
+    /// Before the command, wait until this advisory lock can be shared (its holder starts the command ahead and lets it go at the moment it must act).
+    #[arg(long, env = "AWA_START_GATE_KEY", global = true)]
+    start_gate: Option<i64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -286,6 +289,9 @@ async fn dispatch(cli: Cli) -> Result<()> {
             "no database given; pass --database-url or set AWA_DATABASE_URL".into(),
         ));
     };
+    if let Some(key) = cli.start_gate {
+        crate::gate::wait(&url, key).await?;
+    }
     match cli.command {
         Command::Migrate {
             allow_live_runtimes,

@@ -27,6 +27,7 @@ pub mod duration;
 pub mod error;
 pub mod events;
 pub mod failpoint;
+pub mod gate;
 pub mod maintenance;
 pub mod pgtemp;
 pub mod producer;

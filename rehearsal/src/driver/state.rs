@@ -51,6 +51,15 @@ pub(super) struct Seat {
     pub dead: bool,
 }
 
+/// A flip started ahead of its step and already let go at the start gate:
+/// the flip step judges this process instead of starting one.
+#[derive(Clone, Debug)]
+pub(super) struct GatedFlip {
+    pub id: crate::fleet::ProcId,
+    /// When the gate opened (ms since the cell started).
+    pub opened_ms: u64,
+}
+
 /// Everything a cell keeps between its steps.
 pub(super) struct CellState {
     /// The fleet's seats, in the order they were added.
@@ -75,6 +84,8 @@ pub(super) struct CellState {
     pub obs: Observations,
     /// What the cell proved, for the report's sentences.
     pub facts: ProvedFacts,
+    /// A flip a `hold` with `until` started ahead and let go (see steps/gate.rs).
+    pub gated_flip: Option<GatedFlip>,
     /// The step running (1-based; 0 for setup and the end).
     pub step_index: usize,
     pub step_name: &'static str,
@@ -95,6 +106,7 @@ impl CellState {
             reported_exits: BTreeSet::new(),
             obs: Observations::default(),
             facts: ProvedFacts::default(),
+            gated_flip: None,
             step_index: 0,
             step_name: "setup",
         }

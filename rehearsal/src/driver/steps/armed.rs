@@ -38,6 +38,9 @@ pub(super) struct ArmedCommand<'s> {
     /// A transaction the command waits on so that the faults land inside
     /// it; rolled back once they have fired.
     pub holder: Option<tokio_postgres::Client>,
+    /// The command already started (a flip let go at the start gate), and
+    /// when: judged instead of starting one.
+    pub started: Option<(ProcId, u64)>,
 }
 
 /// The run of an armed command that is judged: after a PostgreSQL crash
@@ -58,15 +61,20 @@ impl Cell<'_> {
         cmd: ArmedCommand<'_>,
         notes: &mut Vec<String>,
     ) -> Result<Judged, Abort> {
-        let at_ms = self.ms();
-        let id = match self
-            .spawn(cmd.artifact, cmd.role, cmd.args.clone(), cmd.env)
-            .await
-        {
-            Ok(id) => id,
-            Err(e) => {
-                self.state.migration_hold = None;
-                return Err(e);
+        let (id, at_ms) = match cmd.started {
+            Some(started) => started,
+            None => {
+                let at_ms = self.ms();
+                match self
+                    .spawn(cmd.artifact, cmd.role, cmd.args.clone(), cmd.env)
+                    .await
+                {
+                    Ok(id) => (id, at_ms),
+                    Err(e) => {
+                        self.state.migration_hold = None;
+                        return Err(e);
+                    }
+                }
             }
         };
         let fired = self

@@ -41,11 +41,10 @@ impl Cell<'_> {
         if s.mode == FlipMode::Auto {
             return self.flip_auto(s).await;
         }
-        let mut args = vec!["storage".to_owned(), "flip-ring-authority".to_owned()];
-        if s.mode == FlipMode::Force {
-            args.push("--force".into());
-        }
+        let args = super::gate::flip_args(s.mode);
         let armed = self.state.armed.iter().any(|(w, _)| *w == When::DuringFlip);
+        // Started by the hold before this step and let go when its condition held.
+        let started = self.state.gated_flip.take().map(|g| (g.id, g.opened_ms));
         // To land a fault inside the flip's transaction, hold the authority
         // row it locks last: the flip then waits, singletons locked, until
         // the fault has fired (a crash ends the wait; after a kill the row
@@ -79,6 +78,7 @@ impl Cell<'_> {
             detect,
             before,
             holder: holder.map(|(client, _)| client),
+            started,
         };
         let judged = self.run_armed(command, &mut notes).await?;
         let end = self.command_end(judged.id);

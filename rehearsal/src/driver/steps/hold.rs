@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::super::cell::Cell;
+use super::super::state::GatedFlip;
 use super::super::{Abort, Done};
 use crate::matrix::{HoldStep, Until};
 use crate::observe::StepOutcome;
@@ -89,24 +90,46 @@ impl Cell<'_> {
         let sql = match until {
             Until::SlotZeroFree => slot_zero_free_sql(),
         };
+        let gate = self.start_next_flip_gated().await?;
         let start = std::time::Instant::now();
         while start.elapsed() < s.duration.to_std() {
             if let Ok(row) = client.query_one(sql.as_str(), &[]).await
                 && row.get::<_, bool>(0)
             {
-                return Ok(Done::ok(format!(
-                    "{until} after {} ms",
-                    start.elapsed().as_millis()
-                )));
+                let held_ms = start.elapsed().as_millis();
+                match gate {
+                    // Not at the gate yet: the condition must hold once it is.
+                    Some(ref g) if !g.ready().await => {}
+                    gate => {
+                        let note = self.let_go(gate).await;
+                        return Ok(Done::ok(format!("{until} after {held_ms} ms{note}")));
+                    }
+                }
             }
             self.cancel()
                 .sleep(std::time::Duration::from_millis(50))
                 .await?;
         }
+        let note = self.let_go(gate).await;
         Ok(Done::with(
             StepOutcome::TimedOut,
-            format!("{until} did not hold within {}; going on", s.duration),
+            format!("{until} did not hold within {}; going on{note}", s.duration),
         ))
+    }
+
+    /// Opens the gate of a flip started ahead (it goes on now; its step
+    /// judges it) and says so for the hold's detail.
+    async fn let_go(&mut self, gate: Option<super::gate::StartGate>) -> String {
+        let Some(gate) = gate else {
+            return String::new();
+        };
+        gate.open().await;
+        self.state.gated_flip = Some(GatedFlip {
+            id: gate.id,
+            opened_ms: self.ms(),
+        });
+        let name = self.proc(gate.id, |p| p.name.clone());
+        format!("; {name}, started with the hold, let go at the start gate")
     }
 }
 

@@ -71,6 +71,7 @@ impl Cell<'_> {
             detect: Detector::Migration,
             before,
             holder: None,
+            started: None,
         };
         let judged = self.run_armed(command, &mut notes).await?;
         let end = self.command_end(judged.id);

@@ -10,6 +10,7 @@ mod evidence;
 mod fence;
 mod fleet;
 mod flip;
+mod gate;
 mod hold;
 mod kill;
 mod load;
