@@ -443,14 +443,20 @@ fn faults_that_cannot_fire_make_their_cells_inconclusive() {
         (
             "idle-kill",
             2,
-            "with no attempt in flight: not a kill of a busy worker",
+            &["with no attempt in flight: not a kill of a busy worker"][..],
         ),
         // The crash armed at step 2 fires in the migrate of step 3, which
         // has nothing to do and commits before the crash can land in it.
+        // Which of the two ways of saying so comes first depends on
+        // whether the migrate's exit is seen before the crash's evidence
+        // is read (regression: the test failed 1 run in 4 under load).
         (
             "crash-outside-migration",
             3,
-            "the migration ended before the armed fault could fire inside it",
+            &[
+                "the migration ended before the armed fault could fire inside it",
+                "the schema was already at v3 before the migration: with nothing to migrate",
+            ][..],
         ),
     ] {
         let c = cell(name);
@@ -458,7 +464,7 @@ fn faults_that_cannot_fire_make_their_cells_inconclusive() {
         let error = c["harness_error"].as_str().unwrap_or_default();
         assert!(
             error.starts_with(&format!("a fault did not do what it declares: step {step}"))
-                && error.contains(why),
+                && why.iter().any(|w| error.contains(w)),
             "{name}: {error}"
         );
     }
