@@ -1,6 +1,7 @@
-//! Cell budgets, end to end: a real cell whose drain cannot finish within
-//! its budget is stopped cleanly (every process ended, none left behind),
-//! is inconclusive, says what it was waiting for, and the run exits 3.
+//! Cells stopped part way, end to end: a real cell whose drain cannot
+//! finish within its budget is stopped cleanly (every process ended, none
+//! left behind), is inconclusive, says what it was waiting for, and the run
+//! exits 3; a cell interrupted in a hold kills the flip it started ahead.
 
 pub mod common;
 
@@ -128,4 +129,84 @@ fn a_cell_past_its_budget_is_stopped_cleanly_inconclusive_and_says_what_it_waite
     let database = cell.replace('-', "_");
     assert_eq!(processes_naming(&database), Vec::<String>::new());
     assert!(err.contains("inconclusive"), "{err}");
+}
+
+/// A flip started with a `hold` that never sees its condition, and Ctrl-C
+/// during the hold: the flip waiting at the start gate must be killed
+/// before the hold's connection (and with it the gate's lock) goes, not
+/// let through to flip while the cell stops.
+#[test]
+fn a_flip_waiting_at_the_start_gate_is_killed_when_ctrl_c_ends_the_hold() {
+    let cell = format!("gated-interrupted-{}", std::process::id());
+    // No producer and no backlog: the claim rings stay empty, so slot_zero_free never holds.
+    let workload = "rate_per_s = 1\nbacklog = 0\nmix = { complete = 1 }";
+    let cells = format!(
+        r#"
+[[cell]]
+name = "{cell}"
+about = "a hold whose condition never holds, a manual flip after it"
+fresh_install = true
+steps = [
+  {{ fleet = "current", workers = 1, leader = true }},
+  {{ hold = "60s", until = "slot_zero_free" }},
+  {{ flip = "manual" }},
+]
+"#
+    );
+    let scratch =
+        Scratch::with_matrix("budget", "gated", &matrix(CURRENT, workload, "30s", &cells));
+    let mut child = on_scratch(&scratch, &["--cell", &cell, "--seed", "5"])
+        .spawn()
+        .expect("start rehearse");
+    // Wait until the flip started with the hold has a log (it is waiting at the gate).
+    let start = std::time::Instant::now();
+    let report_dir = loop {
+        if let Some(dir) = scratch.report_dirs().into_iter().next()
+            && dir.join(format!("logs/{cell}/current-flip-1.log")).exists()
+        {
+            break dir;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+            panic!("rehearse ended before the hold ({status}):\n{err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(900),
+            "no flip was started with the hold"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    assert_eq!(
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT),
+        Ok(())
+    );
+    let (status, _, err) = common::rehearse::wait(&mut child, Duration::from_secs(60));
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "exit 3 (interrupted); stderr:\n{err}"
+    );
+    let report = read_report(&report_dir);
+    let c = &report["cells"][0];
+    assert_eq!(c["verdict"], "inconclusive", "{c}");
+    let processes = c["processes"].as_array().unwrap();
+    let flip = processes
+        .iter()
+        .find(|p| p["role"] == "flip")
+        .unwrap_or_else(|| panic!("no flip started with the hold: {processes:?}"));
+    // Killed at the gate: no exit code of its own, never let through.
+    assert_eq!(flip["signal"], 9, "{flip}");
+    assert!(flip["exit_code"].is_null(), "{flip}");
+    assert_eq!(flip["killed"], true, "{flip}");
+    let log = std::fs::read_to_string(report_dir.join(flip["log"].as_str().unwrap())).unwrap();
+    assert!(log.contains("waiting at the start gate"), "{log}");
+    assert!(
+        !log.contains("the start gate opened"),
+        "the flip was let through:\n{log}"
+    );
+    let database = cell.replace('-', "_");
+    assert_eq!(processes_naming(&database), Vec::<String>::new());
 }

@@ -173,7 +173,8 @@ impl Cell<'_> {
         Ok(())
     }
 
-    async fn kill_quietly(&mut self, id: ProcId) {
+    /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
+    pub(super) async fn kill_quietly(&mut self, id: ProcId) {
         let handle = {
             let mut l = self.shared.lock();
             l.procs[id].killed = true;

@@ -92,29 +92,59 @@ impl Cell<'_> {
         };
         let gate = self.start_next_flip_gated().await?;
         let start = std::time::Instant::now();
-        while start.elapsed() < s.duration.to_std() {
-            if let Ok(row) = client.query_one(sql.as_str(), &[]).await
+        let held = self
+            .poll_until(&client, &sql, s.duration.to_std(), gate.as_ref())
+            .await;
+        let held_ms = start.elapsed().as_millis();
+        match held {
+            Ok(true) => {
+                let note = self.let_go(gate).await;
+                Ok(Done::ok(format!("{until} after {held_ms} ms{note}")))
+            }
+            Ok(false) => {
+                let note = self.let_go(gate).await;
+                Ok(Done::with(
+                    StepOutcome::TimedOut,
+                    format!("{until} did not hold within {}; going on{note}", s.duration),
+                ))
+            }
+            Err(abort) => {
+                // The gate's lock goes with its connection: the flip
+                // waiting behind it must be gone first, or an interrupted
+                // cell would flip while it stops.
+                if let Some(gate) = gate {
+                    self.kill_quietly(gate.id).await;
+                }
+                Err(abort)
+            }
+        }
+    }
+
+    /// Polls `sql` every 50 ms until it holds with the gated flip (if
+    /// any) waiting at the gate (true), or `within` passes (false).
+    async fn poll_until(
+        &self,
+        client: &tokio_postgres::Client,
+        sql: &str,
+        within: std::time::Duration,
+        gate: Option<&super::gate::StartGate>,
+    ) -> Result<bool, Abort> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < within {
+            if let Ok(row) = client.query_one(sql, &[]).await
                 && row.get::<_, bool>(0)
             {
-                let held_ms = start.elapsed().as_millis();
                 match gate {
                     // Not at the gate yet: the condition must hold once it is.
-                    Some(ref g) if !g.ready().await => {}
-                    gate => {
-                        let note = self.let_go(gate).await;
-                        return Ok(Done::ok(format!("{until} after {held_ms} ms{note}")));
-                    }
+                    Some(g) if !g.ready().await => {}
+                    _ => return Ok(true),
                 }
             }
             self.cancel()
                 .sleep(std::time::Duration::from_millis(50))
                 .await?;
         }
-        let note = self.let_go(gate).await;
-        Ok(Done::with(
-            StepOutcome::TimedOut,
-            format!("{until} did not hold within {}; going on{note}", s.duration),
-        ))
+        Ok(false)
     }
 
     /// Opens the gate of a flip started ahead (it goes on now; its step
