@@ -86,6 +86,12 @@ pub struct HandlerTimings {
     pub snooze: Duration,
 }
 
+/// How long the first attempt of an `overrun_deadline` job runs at least
+/// when no deadline rescue takes it. The 0.6 releases run it for 30
+/// deadlines (30 s at a 1 s deadline), which a cell's N-1 leadership could
+/// outlast: the attempt then completed unrescued, as if rescue were optional.
+pub const OVERRUN_HOLD: Duration = Duration::from_secs(600);
+
 /// Run one attempt of a `rehearsal` job.
 pub async fn run(
     args: &serde_json::Value,
@@ -128,9 +134,12 @@ pub async fn run(
             // Keep heartbeating (the worker does) while running far past
             // the deadline: only deadline rescue can take this attempt,
             // however long the rescue takes to come (a 0.6 leader never
-            // deadline-rescues a 0.7 claim batch).
+            // deadline-rescues a 0.7 claim batch, so a 0.7 claim waits
+            // for a 0.7 leader). Longer than any rehearsal cell: an attempt
+            // that ends on its own was never rescued, and shows as a job
+            // still running, not as a completion on the wrong attempt.
             let d = u64::try_from(deadline_ms.unwrap_or(1000)).unwrap_or(1000);
-            tokio::time::sleep(Duration::from_millis(d.saturating_mul(30).min(60_000))).await;
+            tokio::time::sleep(OVERRUN_HOLD.max(Duration::from_millis(d.saturating_mul(30)))).await;
             Outcome::Completed
         }
         Mode::OverrunDeadline => Outcome::Completed,

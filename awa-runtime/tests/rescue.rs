@@ -205,3 +205,53 @@ async fn a_worker_stops_handlers_whose_lease_was_rescued_and_frees_their_slot() 
         .await;
     assert_eq!(worker.terminate().await, 0);
 }
+
+/// Regression: an overrunning first attempt used to end on its own after
+/// 30 deadlines, so a cell whose N-1 leader outlasted that saw it complete
+/// on attempt 1, unrescued. With no leader at all it must still be running
+/// long after 30 deadlines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overrunning_first_attempt_waits_for_deadline_rescue_past_thirty_deadlines() {
+    let db = Db::migrated("overrun_hold").await;
+    let client = db.client().await;
+    // No maintenance anywhere: nothing can rescue the attempt.
+    let worker = spawn(
+        awa_bin(),
+        &db.url,
+        &["worker", "--no-maintenance", "--name", "alone"],
+        &[],
+    );
+    let overrun = NewJob {
+        kind: "rehearsal".into(),
+        queue: "default".into(),
+        args: json!({ "mode": "overrun_deadline" }),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: Some(50),
+        run_at_ms: None,
+    };
+    let id = enqueue::enqueue(&client, &[overrun]).await.unwrap()[0];
+    worker
+        .wait_for("the overrun to start", Duration::from_secs(10), |ev| {
+            ev.iter()
+                .any(|e| e["event"] == "started" && e["job_id"] == id)
+        })
+        .await;
+    // 30 deadlines are 1.5 s.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !worker.named("finished").iter().any(|e| e["job_id"] == id),
+        "the attempt ended without a rescue: {:?}",
+        worker.named("finished")
+    );
+    let outcome: Option<String> = client
+        .query_one(
+            "SELECT outcome FROM awa.executions WHERE job_id = $1 AND attempt = 1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(outcome, None, "still running, waiting for deadline rescue");
+    assert_eq!(worker.terminate().await, 0);
+}

@@ -143,6 +143,18 @@ impl Cell<'_> {
         let rescue_margin = self.rescue_margin_ms();
         let deadline_ms = self.plan.timings.deadline.as_millis() as f64;
         let jobs = self.overrun_jobs();
+        // Attempts that were overdue before the leader took over are due
+        // from its takeover on: give a new leader the margin first.
+        let since = self.view(|l| l.current_leader().and_then(|id| l.procs[id].leader_at_ms));
+        if let Some(since) = since {
+            let due_at = since + rescue_margin as u64;
+            let now = self.ms();
+            if now < due_at {
+                self.cancel()
+                    .sleep(Duration::from_millis(due_at - now))
+                    .await?;
+            }
+        }
         let t = self
             .probe
             .deadline_rescued(&jobs, deadline_ms, rescue_margin)
