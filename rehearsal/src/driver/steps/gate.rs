@@ -6,8 +6,9 @@
 //! 0 again within the second. A container takes most of a second to
 //! start (a process, a few dozen ms; more on a busy machine), so the flip
 //! is started when the hold begins, with `AWA_START_GATE_KEY`: it
-//! connects and waits on a shared advisory lock the hold keeps, and the
-//! hold lets go of the lock when the condition holds. The flip step then
+//! connects, shows it has arrived (the arrival key) and waits until it can
+//! share an advisory lock the hold keeps, and the hold lets go of the lock
+//! when the condition holds. The flip step then
 //! judges that process instead of starting one.
 
 use std::time::{Duration, Instant};
@@ -22,9 +23,11 @@ use crate::matrix::{FlipMode, Step, When};
 const KEY: i64 = awa_runtime::gate::START_GATE_KEY;
 const CLOSE: &str = "SELECT pg_advisory_lock($1)";
 const OPEN: &str = "SELECT pg_advisory_unlock($1)";
-/// Whether a session waits on the gate's key.
+/// The key a command holds while it waits at the gate (the runtime's).
+const ARRIVED: i64 = awa_runtime::gate::arrival_key(KEY);
+/// Whether a session holds the arrival key (a gated command waits at the gate).
 const WAITING: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-     AND NOT granted AND objsubid = 1 AND classid = ($1::bigint >> 32)::oid \
+     AND granted AND objsubid = 1 AND classid = ($1::bigint >> 32)::oid \
      AND objid = ($1::bigint & 4294967295)::oid)";
 /// How long a gated command may take to reach the gate before the gate
 /// opens without it (a binary that does not know the gate goes straight on).
@@ -44,7 +47,7 @@ impl StartGate {
     pub async fn ready(&self) -> bool {
         let waiting = self
             .holder
-            .query_one(WAITING, &[&KEY])
+            .query_one(WAITING, &[&ARRIVED])
             .await
             .is_ok_and(|row| row.get::<_, bool>(0));
         waiting || self.spawned.elapsed() >= REACH
