@@ -27,7 +27,7 @@ Exit codes:
 Environment (the flag wins over its variable):
   REHEARSE_MATRIX_FILE   the matrix file, as --matrix-file (wins over a matrix.toml found above)
   REHEARSE_REPORTS_DIR   where run folders go, as --reports-dir [default: reports/ of the repository]
-  REHEARSE_BACKEND       as --backend (process, docker, auto) [default: process]
+  REHEARSE_BACKEND       as --backend (process, docker, auto) [default: auto]
   REHEARSE_DATABASE_URL  as --database-url (keeps a password out of the command line)
   REHEARSE_FORMAT        as --format
   REHEARSE_REGISTRY_USER, REHEARSE_REGISTRY_PASSWORD  registry credentials [default: ~/.docker/config.json]
@@ -202,7 +202,7 @@ struct ExecArgs {
     servers: ServerArgs,
 
     /// How runtime processes are started: containers (docker), child processes (process), or docker when an engine answers, else process (auto; the run says which and why).
-    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
+    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Auto)]
     backend: Backend,
 
     /// Where run folders go [default: reports/ of the repository].
@@ -324,7 +324,7 @@ struct PlanArgs {
     json: bool,
 
     /// The backend the plan is checked for (image artifacts need docker; auto accepts them).
-    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Process)]
+    #[arg(long, value_enum, env = BACKEND_ENV, default_value_t = Backend::Auto)]
     backend: Backend,
 
     /// Plan every cell once per PostgreSQL major (e.g. 15,18), as `run --postgres`.
@@ -534,7 +534,7 @@ impl Line {
             quiet: self.common.quiet,
             json: false,
             format: Format::Human,
-            backend: Backend::Process,
+            backend: Backend::Auto,
             reports_dir: None,
             color: self.common.color,
             postgres: Vec::new(),
@@ -742,7 +742,7 @@ mod tests {
         let cli = parse(&["--matrix", "smoke"]).unwrap();
         assert!(cli.command.is_none());
         assert_eq!(cli.global.matrix.as_deref(), Some("smoke"));
-        assert_eq!(cli.global.backend, Backend::Process);
+        assert_eq!(cli.global.backend, Backend::Auto);
         assert_eq!(cli.global.jobs, Jobs::Fixed(2));
         let cli = parse(&["-m", "full", "-j", "4", "-q", "--repeat", "5"]).unwrap();
         assert_eq!(cli.global.matrix.as_deref(), Some("full"));

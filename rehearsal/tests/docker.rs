@@ -410,12 +410,9 @@ fn no_container_outlives_a_failing_or_interrupted_run_and_leftovers_are_removed_
     };
     let scratch = with_previous("lifecycle", "release = \"0.6.2\"");
 
-    // A failing run, on auto, which takes the engine.
+    // A failing run, on the default backend: auto, which takes the engine.
     let (status, _, err) = run(
-        rehearse(
-            &scratch,
-            &["--cell", "fails", "--seed", "2", "--backend", "auto"],
-        ),
+        rehearse(&scratch, &["--cell", "fails", "--seed", "2"]),
         Duration::from_secs(1800),
     );
     assert_eq!(status.code(), Some(1), "{err}");
