@@ -99,20 +99,37 @@ const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the 0.7 migration prints once its preflight is done and it holds
 /// the transaction open (`AWA_MIGRATE_PAUSE`).
 const HOLDING_OPEN: &str = "holding the migration open";
-/// In one statement (one snapshot): whether the migration still holds its
-/// transaction-scoped advisory lock (the runtime's `MIGRATE_LOCK_KEY` as
-/// pg_locks splits it: `$3` high, `$4` low), and the `runtime_instances`
-/// rows of `version` not among the ids given. A row is visible only once its
-/// insert committed; under the preflight's lock that can only be after the
-/// migration committed, which releases the advisory lock with it.
+/// In one statement (one snapshot): whether the migration is still in
+/// flight, and the `runtime_instances` rows of `version` not among the ids
+/// given. In flight means it holds its transaction-scoped advisory lock
+/// (the runtime's `MIGRATE_LOCK_KEY` as pg_locks splits it: `$3` high, `$4`
+/// low) and its commit is not visible in this snapshot: the schema version
+/// is still `$5`, the one from before it. The lock alone is not enough: at
+/// commit PostgreSQL releases table locks before advisory locks, so a
+/// runtime the preflight's lock held back can register, commit and be seen
+/// while pg_locks still shows the advisory lock of a migration that has
+/// committed. A row is visible only once its insert committed; under the
+/// preflight's lock that can only be after the migration committed, and
+/// then this snapshot sees the new schema version too.
 const REGISTERED_IN_FLIGHT: &str = "
 SELECT EXISTS (SELECT 1 FROM pg_locks
                WHERE locktype = 'advisory' AND granted
-                 AND classid = $3::oid AND objid = $4::oid AND objsubid = 1),
+                 AND classid = $3::oid AND objid = $4::oid AND objsubid = 1)
+         AND (SELECT coalesce(max(version), 0) FROM awa.schema_version) = $5,
        coalesce((SELECT array_agg(name ORDER BY name) FROM awa.runtime_instances
                  WHERE version = $1 AND NOT (instance_id = ANY($2))), '{}')";
-const INSTANCES_OF: &str =
-    "SELECT coalesce(array_agg(instance_id), '{}') FROM awa.runtime_instances WHERE version = $1";
+/// The instances of `$1` and the schema version, before the fleet starts.
+const BEFORE_FLEET: &str = "
+SELECT coalesce((SELECT array_agg(instance_id) FROM awa.runtime_instances WHERE version = $1), '{}'),
+       (SELECT coalesce(max(version), 0) FROM awa.schema_version)";
+
+/// What a registration watcher compares with: the instances of the
+/// fleet's version and the schema version from before the fleet started.
+#[derive(Clone)]
+struct Before {
+    instances: Vec<String>,
+    schema_version: i32,
+}
 
 impl Cell<'_> {
     /// An armed fleet, started inside the migration of process `migration`
@@ -141,7 +158,7 @@ impl Cell<'_> {
         }
         let done = self.fleet(&now).await;
         let seen_held = match &look {
-            Some((client, known)) => registered_now(client, &version, known).await,
+            Some((client, before)) => registered_now(client, &version, before).await,
             None => Vec::new(),
         };
         let held = match self.state.migration_hold.take() {
@@ -183,25 +200,31 @@ impl Cell<'_> {
         &self,
         version: &str,
     ) -> (
-        Option<(tokio_postgres::Client, Vec<String>)>,
+        Option<(tokio_postgres::Client, Before)>,
         Option<tokio::task::JoinHandle<Vec<String>>>,
     ) {
         let watch = match super::super::database::connect(&self.db.url).await {
-            Ok(client) => match client.query_one(INSTANCES_OF, &[&version]).await {
-                Ok(row) => Some((client, row.get::<_, Vec<String>>(0))),
+            Ok(client) => match client.query_one(BEFORE_FLEET, &[&version]).await {
+                Ok(row) => Some((
+                    client,
+                    Before {
+                        instances: row.get(0),
+                        schema_version: row.get(1),
+                    },
+                )),
                 Err(_) => None,
             },
             Err(_) => None,
         };
         let look = match &watch {
-            Some((_, known)) => super::super::database::connect(&self.db.url)
+            Some((_, before)) => super::super::database::connect(&self.db.url)
                 .await
                 .ok()
-                .map(|client| (client, known.clone())),
+                .map(|client| (client, before.clone())),
             None => None,
         };
-        let watcher = watch.map(|(client, known)| {
-            tokio::spawn(watch_registrations(client, version.to_owned(), known))
+        let watcher = watch.map(|(client, before)| {
+            tokio::spawn(watch_registrations(client, version.to_owned(), before))
         });
         (look, watcher)
     }
@@ -259,17 +282,32 @@ fn inside_migration_text(
 async fn registered_now(
     client: &tokio_postgres::Client,
     version: &str,
-    known: &[String],
+    before: &Before,
 ) -> Vec<String> {
-    let (high, low) =
-        super::super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
-    match client
-        .query_one(REGISTERED_IN_FLIGHT, &[&version, &known, &high, &low])
-        .await
-    {
-        Ok(row) if row.get::<_, bool>(0) => row.get(1),
+    match in_flight_registrations(client, version, before).await {
+        Some((true, names)) => names,
         _ => Vec::new(),
     }
+}
+
+/// One look: whether the migration is in flight, and `version`'s rows
+/// registered since `before` (`None` when the query fails).
+async fn in_flight_registrations(
+    client: &tokio_postgres::Client,
+    version: &str,
+    before: &Before,
+) -> Option<(bool, Vec<String>)> {
+    let (high, low) =
+        super::super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+        &version,
+        &before.instances,
+        &high,
+        &low,
+        &before.schema_version,
+    ];
+    let row = client.query_one(REGISTERED_IN_FLIGHT, &params).await.ok()?;
+    Some((row.get(0), row.get(1)))
 }
 
 /// Names of `version`'s new `runtime_instances` rows seen while the
@@ -277,23 +315,14 @@ async fn registered_now(
 async fn watch_registrations(
     client: tokio_postgres::Client,
     version: String,
-    known: Vec<String>,
+    before: Before,
 ) -> Vec<String> {
-    let (high, low) =
-        super::super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen: Vec<String> = Vec::new();
     while Instant::now() < deadline {
-        let Ok(row) = client
-            .query_one(REGISTERED_IN_FLIGHT, &[&version, &known, &high, &low])
-            .await
-        else {
+        let Some((true, names)) = in_flight_registrations(&client, &version, &before).await else {
             break;
         };
-        let (in_flight, names): (bool, Vec<String>) = (row.get(0), row.get(1));
-        if !in_flight {
-            break;
-        }
         for name in names {
             if !seen.contains(&name) {
                 seen.push(name);
@@ -302,4 +331,75 @@ async fn watch_registrations(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use awa_runtime::pgtemp::Cluster;
+    use awa_runtime::schema::{MigrateOptions, migrate};
+    use awa_runtime::version::SCHEMA_VERSION;
+
+    /// Regression: on docker a clean cell read `floor_bypassed` because a
+    /// runtime the preflight's lock held back registered in the moment
+    /// between the migration's commit releasing its table lock and its
+    /// advisory lock. Here that moment is held open: the advisory key stays
+    /// taken (a session lock, as pg_locks shows the migration's) after the
+    /// "migration" commits a newer schema version.
+    #[tokio::test]
+    async fn a_registration_after_the_migration_committed_is_not_in_flight_though_its_lock_shows() {
+        let cluster = Cluster::start().await.expect("a throwaway cluster");
+        cluster.create_database("watch").await.unwrap();
+        let mut setup = cluster.connect("watch").await.unwrap();
+        migrate(&mut setup, &MigrateOptions::default())
+            .await
+            .unwrap();
+        let migration = cluster.connect("watch").await.unwrap();
+        migration
+            .execute(
+                "SELECT pg_advisory_lock($1)",
+                &[&awa_runtime::schema::MIGRATE_LOCK_KEY],
+            )
+            .await
+            .unwrap();
+        let watcher = cluster.connect("watch").await.unwrap();
+        let row = watcher.query_one(BEFORE_FLEET, &[&"0.6.2"]).await.unwrap();
+        let before = Before {
+            instances: row.get(0),
+            schema_version: row.get(1),
+        };
+        assert_eq!(before.schema_version, SCHEMA_VERSION);
+        assert_eq!(
+            in_flight_registrations(&watcher, "0.6.2", &before).await,
+            Some((true, vec![]))
+        );
+        awa_runtime::store::instances::register(&setup, "i-1", "w-1", "0.6.2", "worker")
+            .await
+            .unwrap();
+        // Before the migration commits: a registration in flight.
+        assert_eq!(
+            in_flight_registrations(&watcher, "0.6.2", &before).await,
+            Some((true, vec!["w-1".to_owned()]))
+        );
+        setup
+            .execute(
+                "INSERT INTO awa.schema_version (version) VALUES ($1)",
+                &[&(SCHEMA_VERSION + 1)],
+            )
+            .await
+            .unwrap();
+        // Committed, the lock still showing: not in flight.
+        assert_eq!(
+            in_flight_registrations(&watcher, "0.6.2", &before).await,
+            Some((false, vec!["w-1".to_owned()]))
+        );
+        assert_eq!(
+            registered_now(&watcher, "0.6.2", &before).await,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            watch_registrations(watcher, "0.6.2".into(), before).await,
+            Vec::<String>::new()
+        );
+    }
 }
