@@ -194,8 +194,11 @@ mix = { complete = 9, retry_once = 1 }";
             args.extend(["--partition", p]);
         }
         let output = rehearse(&args);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(0), "{tag}: {stderr}");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+        assert_eq!(output.status.code(), Some(0), "{tag}: {stdout}\n{stderr}");
         folders.push(only_report_dir(&reports));
     }
     let whole = report::read_json(&folders[0].join(REPORT_JSON)).unwrap();

@@ -43,7 +43,7 @@ use tokio::sync::mpsc;
 use super::cgroup::RunCgroup;
 use super::process::{Log, NOTE_PREFIX, log_env, log_line, open_log, report_exit, report_line};
 use super::{
-    ContainerCpu, Control, CpuSource, ExitInfo, Fleet, FleetError, Handle, Prepared, Report,
+    ContainerCpu, Control, CpuSource, ExitInfo, Fleet, FleetError, Handle, Order, Prepared, Report,
     Runnable, Shutdown, Sink, Spec, send_report,
 };
 use crate::image::Engine;
@@ -372,7 +372,7 @@ impl DockerFleet {
         id: usize,
         sink: Sink,
         log: Log,
-    ) -> mpsc::UnboundedSender<Control> {
+    ) -> mpsc::UnboundedSender<Order> {
         let logs = tokio::spawn(read_logs(
             self.engine.clone(),
             container.to_owned(),
@@ -388,7 +388,7 @@ impl DockerFleet {
                 self.cpu_ns.clone(),
             ))
         });
-        let (control, controls) = mpsc::unbounded_channel::<Control>();
+        let (control, controls) = mpsc::unbounded_channel::<Order>();
         tokio::spawn(watch(
             self.clone(),
             container.to_owned(),
@@ -400,6 +400,22 @@ impl DockerFleet {
             stats,
         ));
         control
+    }
+
+    /// One control through the engine's API.
+    async fn apply(&self, container: &str, control: Control) {
+        match control {
+            Control::Terminate => self.signal(container, "SIGTERM").await,
+            Control::Kill => self.signal(container, "SIGKILL").await,
+            // The engine's pause freezes the container's cgroup: the
+            // process keeps its state and resumes where it stopped.
+            Control::Suspend => {
+                let _ = self.engine.docker.pause_container(container).await;
+            }
+            Control::Resume => {
+                let _ = self.engine.docker.unpause_container(container).await;
+            }
+        }
     }
 
     async fn signal(&self, container: &str, signal: &str) {
@@ -428,7 +444,7 @@ async fn watch(
     id: usize,
     sink: Sink,
     log: Log,
-    mut controls: mpsc::UnboundedReceiver<Control>,
+    mut controls: mpsc::UnboundedReceiver<Order>,
     logs: tokio::task::JoinHandle<()>,
     stats: Option<tokio::task::JoinHandle<()>>,
 ) {
@@ -440,16 +456,10 @@ async fn watch(
     let status = loop {
         tokio::select! {
             status = wait.next() => break status,
-            ctl = controls.recv(), if listening => match ctl {
-                Some(Control::Terminate) => fleet.signal(&container, "SIGTERM").await,
-                Some(Control::Kill) => fleet.signal(&container, "SIGKILL").await,
-                // The engine's pause freezes the container's cgroup: the
-                // process keeps its state and resumes where it stopped.
-                Some(Control::Suspend) => {
-                    let _ = fleet.engine.docker.pause_container(&container).await;
-                }
-                Some(Control::Resume) => {
-                    let _ = fleet.engine.docker.unpause_container(&container).await;
+            order = controls.recv(), if listening => match order {
+                Some(order) => {
+                    fleet.apply(&container, order.control).await;
+                    order.applied();
                 }
                 None => listening = false,
             },

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use futures_util::future::BoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 pub use docker::DockerFleet;
 pub use events::{Event, Parsed};
@@ -190,6 +190,24 @@ pub enum Control {
     Resume,
 }
 
+/// A control on its way to a backend, and whom to tell once the backend
+/// has applied it (the signal sent, the engine's call returned).
+#[derive(Debug)]
+pub struct Order {
+    /// What to do.
+    pub control: Control,
+    applied: Option<oneshot::Sender<()>>,
+}
+
+impl Order {
+    /// Tells the sender, if it waits, that the control has been applied.
+    pub fn applied(self) {
+        if let Some(tell) = self.applied {
+            let _ = tell.send(());
+        }
+    }
+}
+
 /// The driver's grip on one started process. Signals to a process that
 /// already ended are dropped, never sent to a recycled pid.
 #[derive(Clone, Debug)]
@@ -200,12 +218,12 @@ pub struct Handle {
     pub pid: Option<u32>,
     /// The container id, on the docker backend.
     pub container: Option<String>,
-    control: mpsc::UnboundedSender<Control>,
+    control: mpsc::UnboundedSender<Order>,
 }
 
 impl Handle {
     /// A handle that forwards controls to `control` (for backends).
-    pub fn new(id: ProcId, pid: Option<u32>, control: mpsc::UnboundedSender<Control>) -> Self {
+    pub fn new(id: ProcId, pid: Option<u32>, control: mpsc::UnboundedSender<Order>) -> Self {
         Handle {
             id,
             pid,
@@ -215,11 +233,7 @@ impl Handle {
     }
 
     /// A handle for a container (for the docker backend).
-    pub fn container(
-        id: ProcId,
-        container: String,
-        control: mpsc::UnboundedSender<Control>,
-    ) -> Self {
+    pub fn container(id: ProcId, container: String, control: mpsc::UnboundedSender<Order>) -> Self {
         Handle {
             id,
             pid: None,
@@ -228,24 +242,44 @@ impl Handle {
         }
     }
 
+    fn send(&self, control: Control) {
+        let _ = self.control.send(Order {
+            control,
+            applied: None,
+        });
+    }
+
     /// Sends SIGTERM (no-op once the process has ended).
     pub fn terminate(&self) {
-        let _ = self.control.send(Control::Terminate);
+        self.send(Control::Terminate);
     }
 
     /// Sends SIGKILL (no-op once the process has ended).
     pub fn kill(&self) {
-        let _ = self.control.send(Control::Kill);
+        self.send(Control::Kill);
     }
 
     /// Stops the process where it is, without ending it (no-op once ended).
     pub fn suspend(&self) {
-        let _ = self.control.send(Control::Suspend);
+        self.send(Control::Suspend);
+    }
+
+    /// Suspends the process and returns once it is stopped: the signal
+    /// delivered, or the engine's pause returned (at once if it ended).
+    pub async fn suspended(&self) {
+        let (tell, told) = oneshot::channel();
+        let order = Order {
+            control: Control::Suspend,
+            applied: Some(tell),
+        };
+        if self.control.send(order).is_ok() {
+            let _ = told.await;
+        }
     }
 
     /// Lets a suspended process run again (no-op once ended, or when running).
     pub fn resume(&self) {
-        let _ = self.control.send(Control::Resume);
+        self.send(Control::Resume);
     }
 }
 

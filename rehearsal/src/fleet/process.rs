@@ -32,7 +32,8 @@ use tokio::sync::mpsc;
 use futures_util::future::BoxFuture;
 
 use super::{
-    Control, ExitInfo, Fleet, FleetError, Handle, Report, Runnable, Sink, Spec, events, send_report,
+    Control, ExitInfo, Fleet, FleetError, Handle, Order, Report, Runnable, Sink, Spec, events,
+    send_report,
 };
 
 /// Prefix of stderr lines in a log file.
@@ -115,7 +116,7 @@ impl ProcessFleet {
             sink.clone(),
             log.clone(),
         ));
-        let (control, controls) = mpsc::unbounded_channel::<Control>();
+        let (control, controls) = mpsc::unbounded_channel::<Order>();
         tokio::spawn(own_child(child, pid, id, controls, sink, log));
         Ok(Handle::new(id, pid, control))
     }
@@ -192,7 +193,7 @@ async fn own_child(
     mut child: tokio::process::Child,
     pid: Option<u32>,
     id: super::ProcId,
-    mut controls: mpsc::UnboundedReceiver<Control>,
+    mut controls: mpsc::UnboundedReceiver<Order>,
     sink: Sink,
     log: Log,
 ) {
@@ -201,7 +202,10 @@ async fn own_child(
         tokio::select! {
             status = child.wait() => break status,
             ctl = controls.recv(), if listening => match ctl {
-                Some(control) => deliver(&mut child, pid, control),
+                Some(order) => {
+                    deliver(&mut child, pid, order.control);
+                    order.applied();
+                }
                 None => listening = false,
             },
         }

@@ -18,6 +18,21 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// while that command is still in flight (a migration armed for a fault
 /// pauses 750 ms inside its transaction; a flip waits at the held lock).
 const BUSY_TIMEOUT_INSIDE: Duration = Duration::from_millis(300);
+/// How long a frozen victim's output must stay still before it is judged:
+/// lines it printed before it stopped are still on their way through a
+/// pipe (or an engine's log stream).
+const SETTLE_QUIET: Duration = Duration::from_millis(150);
+/// The most a frozen victim is waited on for its output to settle.
+const SETTLE_MAX: Duration = Duration::from_secs(2);
+
+/// Whether `victim` has an attempt in flight (or has ended), as the
+/// ledger has it.
+fn busy(victim: ProcId) -> impl FnMut(&super::super::ledger::FleetView) -> Option<()> {
+    move |l| {
+        let p = &l.procs[victim];
+        (!p.in_flight.is_empty() || !p.alive()).then_some(())
+    }
+}
 
 impl Cell<'_> {
     /// `kill`: now, or armed to fire inside the next migrate or flip.
@@ -133,25 +148,70 @@ impl Cell<'_> {
         }
     }
 
-    /// Waits up to `patience` for `victim` to have an attempt in flight;
-    /// returns a note when it had to wait.
+    /// Waits up to `patience` for `victim` to have an attempt in flight,
+    /// and leaves it frozen there (suspended, its output read to the
+    /// moment it stopped); returns a note when it had to wait. The ledger
+    /// follows the process through its output, which lags: a worker it
+    /// shows busy may already have finished that attempt, and SIGKILLed
+    /// then it rescues nothing. So the victim is frozen first and judged
+    /// on what it had printed by then: busy, it stays frozen for the kill
+    /// (SIGKILL ends a stopped process, and an engine kills a paused
+    /// container); idle after all, it runs on and is watched again.
     async fn until_busy(&mut self, victim: ProcId, patience: Duration) -> Result<String, Abort> {
-        let busy = |l: &super::super::ledger::FleetView| {
-            let p = &l.procs[victim];
-            (!p.in_flight.is_empty() || !p.alive()).then_some(())
-        };
-        if self.view(busy).is_some() {
-            return Ok(String::new());
-        }
+        // A process a suspend step stopped prints nothing more: judge it as it is.
+        let frozen_already = self.state.suspended.iter().any(|s| s.id == victim);
         let start = std::time::Instant::now();
-        let seen = self.shared.wait_for(patience, &self.cancel(), busy).await?;
-        Ok(match seen {
-            Some(()) => format!(
-                ", once it had an attempt in flight ({} ms later)",
-                start.elapsed().as_millis()
-            ),
-            None => format!(", idle for all of {}s", BUSY_TIMEOUT.as_secs()),
-        })
+        let mut thawed: u64 = 0;
+        loop {
+            let left = patience.saturating_sub(start.elapsed());
+            let seen = self
+                .shared
+                .wait_for(left, &self.cancel(), busy(victim))
+                .await?;
+            if seen.is_none() {
+                return Ok(format!(", idle for all of {}s", patience.as_secs_f64()));
+            }
+            let seen_at = start.elapsed();
+            let handle = self.proc(victim, |p| p.alive().then(|| p.handle.clone()).flatten());
+            let Some(handle) = handle.filter(|_| !frozen_already) else {
+                return Ok(String::new());
+            };
+            handle.suspended().await;
+            if let Err(stopped) = self.settle(victim).await {
+                handle.resume();
+                return Err(stopped);
+            }
+            if self.proc(victim, |p| !p.in_flight.is_empty() || !p.alive()) {
+                let ms = seen_at.as_millis();
+                return Ok(match thawed {
+                    0 if ms == 0 => String::new(),
+                    0 => format!(", once it had an attempt in flight ({ms} ms later)"),
+                    n => format!(
+                        ", once it had an attempt in flight ({ms} ms later; idle when frozen {})",
+                        crate::observe::count(n, "time")
+                    ),
+                });
+            }
+            handle.resume();
+            thawed += 1;
+        }
+    }
+
+    /// Waits until a frozen `victim`'s output has caught up: no attempt
+    /// started or finished for [`SETTLE_QUIET`], at most [`SETTLE_MAX`].
+    async fn settle(&mut self, victim: ProcId) -> Result<(), Abort> {
+        let tally = |p: &super::super::ledger::Proc| (p.started, p.finished);
+        let until = std::time::Instant::now() + SETTLE_MAX;
+        let mut last = self.proc(victim, tally);
+        while std::time::Instant::now() < until {
+            self.cancel().sleep(SETTLE_QUIET).await?;
+            let now = self.proc(victim, tally);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        Ok(())
     }
 }
 
