@@ -387,14 +387,9 @@ impl Schedule {
         let sensitive = admission.sensitive.iter().filter(|&&s| s).count();
         let room = if sensitive > 0 && admission.sensitive_jobs < admission.jobs {
             format!(
-                "; {} beside at most {} other{}",
+                "; {} beside at most {}",
                 crate::observe::count(sensitive as u64, "timing-sensitive cell"),
-                admission.sensitive_jobs - 1,
-                if admission.sensitive_jobs == 2 {
-                    ""
-                } else {
-                    "s"
-                }
+                crate::observe::count(u64::from(admission.sensitive_jobs - 1), "other"),
             )
         } else {
             String::new()

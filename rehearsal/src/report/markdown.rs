@@ -12,7 +12,8 @@ use crate::observe::{Verdict, thousands};
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
-    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, short_digest, tally_line,
+    anchor, cell_counts, duration, findings_summary, first_ids, found_in, run_rows, short_digest,
+    tally_line,
 };
 
 /// Renders `report.md`.
@@ -197,7 +198,7 @@ fn cell_section(md: &mut String, c: &CellReport) {
             md,
             "| {} | {} | {} | {} | {} |",
             cell_text(&code(f.rule.name())),
-            cell_text(&text(&f.phase)),
+            cell_text(&text(&found_in(f))),
             cell_text(&text(&f.message)),
             cell_text(&text(&first_ids(f))),
             thousands(f.count)
@@ -439,7 +440,10 @@ mod tests {
 
     #[test]
     fn the_fixture_renders_to_the_expected_text() {
-        let md = redact_durations(&render_markdown(&fixture::report()));
+        let mut report = fixture::report();
+        // A finding whose rule knows when it was seen says so beside its phase.
+        report.cells[1].findings[1].at_ms = Some(1_100);
+        let md = redact_durations(&render_markdown(&report));
         let expected = r#"# Rolling-upgrade rehearsal 0.6.2 -> 0.7.0: 20261130T014512Z-3f2a9c1
 
 **FAIL: at least one cell did not meet its expectation** (3 cells: 1 pass, 1 fail, 1 inconclusive)
@@ -502,7 +506,7 @@ Findings:
 | rule | phase | message | first ids | count |
 |---|---|---|---|--:|
 | `lost` | reconcile | 3 accepted jobs have no terminal record | 101, 102, 103 | 3 |
-| `fence_breached` | fence | N-1 binary wrote \<script\>alert(1)\</script\> \| a ring row | 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ... | 57 |
+| `fence_breached` | fence at [duration] | N-1 binary wrote \<script\>alert(1)\</script\> \| a ring row | 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ... | 57 |
 
 <a id="cell-defect-fence"></a>
 ### defect-fence: inconclusive

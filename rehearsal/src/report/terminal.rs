@@ -28,7 +28,9 @@ use crate::observe::Verdict;
 use crate::stream::RunEvent;
 
 use super::model::{CellReport, RunReport, verdict_name};
-use super::text::{by_server, duration, findings_summary, first_ids, no_cells, tally_line};
+use super::text::{
+    by_server, duration, findings_summary, first_ids, found_in, no_cells, tally_line,
+};
 use crate::exit::RunOutcome;
 use crate::observe::thousands;
 
@@ -147,7 +149,7 @@ fn failure(c: &CellReport, color: bool) -> String {
         text.push_str(&format!(
             "  {} in {}: {}{ids}\n",
             f.rule.name(),
-            f.phase,
+            found_in(f),
             f.message
         ));
     }
@@ -592,12 +594,14 @@ replay: rehearse --matrix smoke --seed 42
 
     #[test]
     fn quiet_prints_the_failures_and_the_verdict_line_only() {
-        let quiet = quiet_summary(&fixture::report(), false);
+        let mut report = fixture::report();
+        report.cells[1].findings[1].at_ms = Some(1_100);
+        let quiet = quiet_summary(&report, false);
         let expected = "\
 fence fail: expected pass, got lost, fence_breached and 1 step failure
   step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip
   lost in reconcile: 3 accepted jobs have no terminal record (first: 101, 102, 103)
-  fence_breached in fence: N-1 binary wrote <script>alert(1)</script> | a ring row (first: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ...)
+  fence_breached in fence at 1.1s: N-1 binary wrote <script>alert(1)</script> | a ring row (first: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ...)
 defect-fence inconclusive: failed to start worker 1 of cell defect-fence: awa exited with code 127
 replay: rehearse --matrix smoke --seed 42
 FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s

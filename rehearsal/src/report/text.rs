@@ -16,6 +16,15 @@ pub fn duration(ms: u64) -> String {
     crate::observe::duration(ms)
 }
 
+/// Where a finding was seen: its phase, and the time into the cell when
+/// its rule knows it (`flip at 12.3s`).
+pub fn found_in(finding: &Finding) -> String {
+    match finding.at_ms {
+        Some(ms) => format!("{} at {}", finding.phase, duration(ms)),
+        None => finding.phase.clone(),
+    }
+}
+
 /// The first 12 hex digits of a digest: enough to compare by eye, short enough for a table.
 pub fn short_digest(digest: &str) -> &str {
     match digest.char_indices().nth(12) {
