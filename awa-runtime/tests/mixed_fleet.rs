@@ -136,26 +136,14 @@ async fn compat_rotation_and_the_flip_catch_up_with_an_old_rotator_then_fence_it
     .await;
 
     // The flip refuses while the 0.6.2 runtime heartbeats, naming it.
-    let (code, out, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority"],
-        &fast,
-    )
-    .await;
+    let (code, out, err) = flip(&db.url, &[], &fast).await;
     assert_eq!(code, 2, "{out} {err}");
     assert!(
         err.contains("old-leader") && err.contains("version 0.6.2") && err.contains("--force"),
         "{err}"
     );
     assert_eq!(db.authority().await, "columns");
-    let (code, out, _) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority", "--check"],
-        &fast,
-    )
-    .await;
+    let (code, out, _) = flip(&db.url, &["--check"], &fast).await;
     assert_eq!(code, 2);
     assert!(out.contains("\"ready\":false"), "{out}");
 
@@ -163,13 +151,7 @@ async fn compat_rotation_and_the_flip_catch_up_with_an_old_rotator_then_fence_it
     let columns_at_death = queue_columns_generation(&db).await;
     old.kill().await;
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let (code, out, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority"],
-        &fast,
-    )
-    .await;
+    let (code, out, err) = flip(&db.url, &[], &fast).await;
     assert_eq!(code, 0, "{err}");
     let flipped: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let queue = flipped["rings"]
@@ -191,13 +173,7 @@ async fn compat_rotation_and_the_flip_catch_up_with_an_old_rotator_then_fence_it
         assert_eq!((columns, gaps), (-1, 0), "{ring} poisoned and verified");
     }
     // Idempotent.
-    let (code, out, _) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority"],
-        &fast,
-    )
-    .await;
+    let (code, out, _) = flip(&db.url, &[], &fast).await;
     assert_eq!(code, 0);
     assert!(out.contains("\"already\":true"), "{out}");
 
@@ -244,19 +220,9 @@ async fn a_forced_flip_under_a_running_n1_fleet_makes_it_fail_loudly_and_loses_n
         ],
         &fast,
     );
-    producer
-        .wait_for("load", Duration::from_secs(10), |ev| {
-            ev.iter().filter(|e| e["event"] == "accepted").count() > 300
-        })
-        .await;
+    producer.wait_accepted("load", 300).await;
 
-    let (code, _, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority", "--force"],
-        &fast,
-    )
-    .await;
+    let (code, _, err) = flip(&db.url, &["--force"], &fast).await;
     assert_eq!(code, 0, "{err}");
     // The old worker's next terminal write or rotation meets the fence.
     let (code, stderr) = old.exit_code(Duration::from_secs(15)).await;
@@ -467,14 +433,7 @@ async fn deadline_claims_of_n_wait_for_an_n_leader() {
         .get(0);
     assert_eq!(batches, 1, "the deadline went to a compact claim batch");
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    let outcome: Option<String> = client
-        .query_one(
-            "SELECT outcome FROM awa.executions WHERE job_id = $1 AND attempt = 1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let outcome = first_attempt_outcome(&client, id).await;
     assert_eq!(
         outcome, None,
         "a 0.6 leader must not (cannot) deadline-rescue a 0.7 claim batch"

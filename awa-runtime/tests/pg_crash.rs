@@ -29,11 +29,7 @@ async fn runtimes_survive_a_server_crash_and_every_job_ends_once() {
         ],
         &[],
     );
-    producer
-        .wait_for("some accepted jobs", Duration::from_secs(10), |ev| {
-            ev.iter().filter(|e| e["event"] == "accepted").count() > 800
-        })
-        .await;
+    producer.wait_accepted("some accepted jobs", 800).await;
     db.cluster.crash().expect("crash");
     tokio::time::sleep(Duration::from_millis(500)).await;
     db.cluster.restart().await.expect("restart");

@@ -244,14 +244,7 @@ async fn an_overrunning_first_attempt_waits_for_deadline_rescue_past_thirty_dead
         "the attempt ended without a rescue: {:?}",
         worker.named("finished")
     );
-    let outcome: Option<String> = client
-        .query_one(
-            "SELECT outcome FROM awa.executions WHERE job_id = $1 AND attempt = 1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let outcome = first_attempt_outcome(&client, id).await;
     assert_eq!(outcome, None, "still running, waiting for deadline rescue");
     assert_eq!(worker.terminate().await, 0);
 }

@@ -171,13 +171,7 @@ async fn freeze_flip_and_resume(name: &str, unfence: bool, old_leads: bool) -> R
     freeze_between_transactions(&old, &client).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // Unforced: the frozen 0.6.2 is no longer fresh, the 0.7 worker is flip-aware.
-    let (code, _, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority"],
-        &fast,
-    )
-    .await;
+    let (code, _, err) = flip(&db.url, &[], &fast).await;
     assert_eq!(code, 0, "the unforced flip: {err}");
     assert_eq!(new.terminate().await, 0);
     // Ready work for the returning binary, enqueued through the flip-aware resolver.
@@ -313,18 +307,8 @@ async fn producer_across_a_forced_flip(name: &str, mix: &str) {
         ],
         &fast,
     );
-    producer
-        .wait_for("load", Duration::from_secs(10), |ev| {
-            ev.iter().filter(|e| e["event"] == "accepted").count() > 50
-        })
-        .await;
-    let (code, _, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority", "--force"],
-        &fast,
-    )
-    .await;
+    producer.wait_accepted("load", 50).await;
+    let (code, _, err) = flip(&db.url, &["--force"], &fast).await;
     assert_eq!(code, 0, "{err}");
     // Every transaction that starts from now on sees the flip committed.
     let flip_done: f64 = client

@@ -125,13 +125,7 @@ async fn the_flip_and_status_behind_a_frozen_n1_prune_give_up_naming_it_then_pro
     tokio::time::sleep(Duration::from_millis(1200)).await;
 
     let start = Instant::now();
-    let (code, out, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority"],
-        &fast,
-    )
-    .await;
+    let (code, out, err) = flip(&db.url, &[], &fast).await;
     assert_eq!(code, 3, "the flip gives up, exit 3: {out} {err}");
     assert!(
         start.elapsed() < Duration::from_secs(4),
@@ -161,13 +155,7 @@ async fn the_flip_and_status_behind_a_frozen_n1_prune_give_up_naming_it_then_pro
     old.kill().await;
     let (code, out, err) = run(awa_bin(), &db.url, &["status", "--json"], &fast).await;
     assert_eq!(code, 0, "{out} {err}");
-    let (code, _, err) = run(
-        awa_bin(),
-        &db.url,
-        &["storage", "flip-ring-authority"],
-        &fast,
-    )
-    .await;
+    let (code, _, err) = flip(&db.url, &[], &fast).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(db.authority().await, "ledger");
 }

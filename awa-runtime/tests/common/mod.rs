@@ -145,6 +145,14 @@ impl Proc {
         }
     }
 
+    /// Wait until more than `n` jobs were accepted, or panic after 10 s.
+    pub async fn wait_accepted(&self, what: &str, n: usize) {
+        self.wait_for(what, Duration::from_secs(10), |ev| {
+            ev.iter().filter(|e| e["event"] == "accepted").count() > n
+        })
+        .await;
+    }
+
     /// Send SIGTERM and wait for the exit code.
     pub async fn terminate(mut self) -> i32 {
         if let Some(pid) = self.child.id() {
@@ -274,4 +282,24 @@ impl Db {
         }
         out
     }
+}
+
+/// `awa storage flip-ring-authority` with `extra` flags, to completion;
+/// returns (exit code, stdout, stderr).
+pub async fn flip(url: &str, extra: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut args = vec!["storage", "flip-ring-authority"];
+    args.extend_from_slice(extra);
+    run(awa_bin(), url, &args, env).await
+}
+
+/// The outcome of job `id`'s first attempt, if it has ended.
+pub async fn first_attempt_outcome(client: &Client, id: i64) -> Option<String> {
+    client
+        .query_one(
+            "SELECT outcome FROM awa.executions WHERE job_id = $1 AND attempt = 1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
