@@ -81,6 +81,8 @@ pub struct Proc {
     pub spawned_ms: u64,
     /// The backend's handle.
     pub handle: Option<Handle>,
+    /// Its `runtime_instances` key, from its `ready`.
+    pub instance_id: Option<String>,
     /// It printed `ready`.
     pub ready: bool,
     /// When it first printed `ready` (ms since the cell started).
@@ -238,6 +240,7 @@ impl FleetView {
             log,
             spawned_ms,
             handle: None,
+            instance_id: None,
             ready: false,
             ready_ms: None,
             refused: None,
@@ -308,7 +311,8 @@ impl FleetView {
         let proc = &mut self.procs[id];
         let kind = event.name();
         match event {
-            Event::Ready(_) => {
+            Event::Ready(r) => {
+                proc.instance_id.get_or_insert(r.instance_id);
                 proc.ready = true;
                 proc.ready_ms.get_or_insert(at_ms);
             }

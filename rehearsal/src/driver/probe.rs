@@ -92,11 +92,17 @@ SELECT a.pid, extract(epoch FROM a.xact_start)::float8,
                JOIN pg_class c ON c.oid = l.relation
                JOIN pg_namespace n ON n.oid = c.relnamespace
                WHERE l.pid = a.pid AND l.granted AND n.nspname = 'awa' AND l.mode <> 'AccessShareLock'
-                 AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state'))
+                 AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state')),
+       coalesce(a.application_name, '')
 FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
   AND a.state = 'idle in transaction' AND a.application_name !~ '^awa [0-9.]+$'
 ORDER BY a.pid";
+/// Whether a session names runtime `$1` (`awa <version> <instance_id>`).
+const NAMES_SESSIONS: &str = "
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+               WHERE datname = current_database() AND $1 <> ''
+                 AND right(application_name, length($1) + 1) = ' ' || $1)";
 /// Live jobs by state, and the age (ms) of the oldest open claim of a
 /// running job: what a drain that does not end is waiting for.
 const LIVE_JOBS_WAITING: &str = "
@@ -136,6 +142,34 @@ pub struct RescueTally {
     pub not_rescued: Vec<i64>,
     /// The outcomes seen (`rescued_deadline,rescued_crash`).
     pub outcomes: String,
+}
+
+/// A session idle inside a transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdleSession {
+    /// Its backend's pid.
+    pub pid: i32,
+    /// When its transaction started (epoch seconds).
+    pub xact_start: f64,
+    /// It holds a ring-singleton lock.
+    pub ring_locks: bool,
+    /// Its `application_name` (empty for 0.6, which sets none).
+    pub application_name: String,
+}
+
+impl IdleSession {
+    /// Whether this can be a session of the runtime `instance_id`: one
+    /// that names it, or, for a runtime that names none of its sessions
+    /// (`names_sessions` false: 0.6), one that names nothing.
+    pub fn of(&self, instance_id: Option<&str>, names_sessions: bool) -> bool {
+        match instance_id {
+            Some(id) if names_sessions => self
+                .application_name
+                .strip_suffix(id)
+                .is_some_and(|rest| rest.ends_with(' ')),
+            _ => self.application_name.is_empty(),
+        }
+    }
 }
 
 impl Probe {
@@ -375,15 +409,25 @@ impl Probe {
         Ok(dump)
     }
 
-    /// Sessions idle inside a transaction: (pid, transaction start as
-    /// epoch seconds, holds a ring-singleton lock).
-    pub async fn idle_in_transaction(&mut self) -> Result<Vec<(i32, f64, bool)>, String> {
+    /// Sessions idle inside a transaction (but the one-shot commands').
+    pub async fn idle_in_transaction(&mut self) -> Result<Vec<IdleSession>, String> {
         Ok(self
             .rows(IDLE_IN_TRANSACTION, &[])
             .await?
             .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .map(|r| IdleSession {
+                pid: r.get(0),
+                xact_start: r.get(1),
+                ring_locks: r.get(2),
+                application_name: r.get(3),
+            })
             .collect())
+    }
+
+    /// Whether any session of this database names runtime `instance_id`
+    /// in its `application_name` (0.7 does, 0.6 names none).
+    pub async fn names_sessions(&mut self, instance_id: &str) -> Result<bool, String> {
+        Ok(self.one(NAMES_SESSIONS, &[&instance_id]).await?.get(0))
     }
 
     /// Live jobs: (running, available, scheduled, oldest open claim in ms).
@@ -441,6 +485,36 @@ pub(super) fn advisory_key_halves(key: i64) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_idle_session_is_a_runtimes_own_by_its_name_or_by_naming_nothing() {
+        let session = |app: &str| IdleSession {
+            pid: 1,
+            xact_start: 0.0,
+            ring_locks: true,
+            application_name: app.to_owned(),
+        };
+        let id = "3f2a-worker";
+        for (app, victim, names, own) in [
+            // A 0.7 runtime names its sessions: only those count.
+            ("awa 0.7.0 3f2a-worker", Some(id), true, true),
+            ("awa 0.7.0 9c1d-worker", Some(id), true, false),
+            ("awa 0.7.0 x3f2a-worker", Some(id), true, false),
+            ("", Some(id), true, false),
+            // A 0.6 runtime names none: sessions that name nothing count.
+            ("", Some(id), false, true),
+            ("awa 0.7.0 9c1d-worker", Some(id), false, false),
+            // No instance id (it never said ready): likewise.
+            ("", None, false, true),
+            ("awa 0.7.0 9c1d-worker", None, true, false),
+        ] {
+            assert_eq!(
+                session(app).of(victim, names),
+                own,
+                "{app:?} {victim:?} {names}"
+            );
+        }
+    }
 
     #[test]
     fn advisory_keys_split_as_pg_locks_shows_them() {

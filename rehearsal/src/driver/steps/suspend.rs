@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::cell::Cell;
+use super::super::probe::IdleSession;
 use super::super::state::Suspension;
 use super::super::{Abort, Done};
 use crate::fleet::Handle;
@@ -36,13 +37,14 @@ impl Cell<'_> {
                 format!("nothing to suspend: {what}"),
             ));
         };
-        let (handle, name, version, in_flight, started) = self.proc(victim, |p| {
+        let (handle, name, version, in_flight, started, instance_id) = self.proc(victim, |p| {
             (
                 p.handle.clone(),
                 p.name.clone(),
                 p.version.clone(),
                 p.in_flight().len(),
                 p.started,
+                p.instance_id.clone(),
             )
         });
         let Some(handle) = handle else {
@@ -53,7 +55,7 @@ impl Cell<'_> {
                 format!("{name} has no handle"),
             ));
         };
-        let caught = match self.stop_at(&handle, s.at).await? {
+        let caught = match self.stop_at(&handle, instance_id.as_deref(), s.at).await? {
             Ok(caught) => caught,
             Err(missed) => {
                 self.state
@@ -102,12 +104,21 @@ impl Cell<'_> {
     /// the database twice 30 ms apart (a session of a stopped client stays
     /// idle in the same transaction), and if the moment is wrong let it go
     /// and try again a little later, for up to [`CATCH_TIMEOUT`]. Returns
-    /// how it was caught, or what it waited for in vain.
+    /// how it was caught, or what it waited for in vain. Only sessions that
+    /// can be the process's own count (by `instance_id` in their
+    /// `application_name`, or, for a runtime that names none, sessions
+    /// that name nothing): under CPU pressure another runtime's session
+    /// can sit idle in a transaction holding a ring lock for 30 ms too.
     async fn stop_at(
         &mut self,
         handle: &Handle,
+        instance_id: Option<&str>,
         at: SuspendAt,
     ) -> Result<Result<String, String>, Abort> {
+        let names_sessions = match instance_id {
+            Some(id) => self.probe.names_sessions(id).await.unwrap_or(false),
+            None => false,
+        };
         handle.suspend();
         if at == SuspendAt::Any {
             return Ok(Ok(String::new()));
@@ -121,14 +132,18 @@ impl Cell<'_> {
             self.cancel().sleep(Duration::from_millis(30)).await?;
             let second = self.probe.idle_in_transaction().await;
             if let (Ok(first), Ok(second)) = (first, second) {
-                let stuck: Vec<&(i32, f64, bool)> =
-                    second.iter().filter(|s| first.contains(s)).collect();
+                let own = |s: &&IdleSession| s.of(instance_id, names_sessions);
+                let stuck: Vec<&IdleSession> = second
+                    .iter()
+                    .filter(own)
+                    .filter(|s| first.contains(s))
+                    .collect();
                 match at {
-                    SuspendAt::BetweenTransactions if second.is_empty() => {
+                    SuspendAt::BetweenTransactions if !second.iter().any(|s| own(&s)) => {
                         return Ok(Ok(format!(" between transactions (try {tries})")));
                     }
                     SuspendAt::HoldingRingLocks => {
-                        if let Some((pid, ..)) = stuck.iter().find(|s| s.2) {
+                        if let Some(IdleSession { pid, .. }) = stuck.iter().find(|s| s.ring_locks) {
                             return Ok(Ok(format!(
                                 " inside a transaction holding ring-singleton locks (backend pid {pid}, try {tries})"
                             )));
