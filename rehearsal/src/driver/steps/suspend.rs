@@ -119,7 +119,7 @@ impl Cell<'_> {
             Some(id) => self.probe.names_sessions(id).await.unwrap_or(false),
             None => false,
         };
-        handle.suspend();
+        handle.suspended().await;
         if at == SuspendAt::Any {
             return Ok(Ok(String::new()));
         }
@@ -164,7 +164,7 @@ impl Cell<'_> {
             self.cancel()
                 .sleep(Duration::from_millis(5 + (tries * 7) % 31))
                 .await?;
-            handle.suspend();
+            handle.suspended().await;
         }
     }
 
