@@ -24,10 +24,13 @@
 //! more than [`SENSITIVE_CELLS_PER_CORE`] cells per core in all: `--jobs
 //! auto` may fill the machine further with the other cells, and a
 //! sensitive cell waits for room. The bound was one cell per core while
-//! detections still missed under load (a start gate that pinned the
-//! MVCC horizon, a suspend that caught the wrong session); with those
-//! fixed, the full matrix at 4 cells on 2 cores with no admission at
-//! all caught all 13 seeded defects in two runs out of two.
+//! detections still missed under load (among them a start gate that
+//! pinned the MVCC horizon); once that was fixed, the full matrix at 4
+//! cells on 2 cores with no admission at all caught all 13 seeded
+//! defects in two runs out of two. One detection is still decided by a
+//! margin that load can close (defect-rotate-idle-on-current-slot: the
+//! defective rotator's cron-driven advances against the prune-back
+//! bound), and was missed once at 4 cells on 2 cores.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -259,13 +259,9 @@ impl Handle {
         self.send(Control::Kill);
     }
 
-    /// Stops the process where it is, without ending it (no-op once ended).
-    pub fn suspend(&self) {
-        self.send(Control::Suspend);
-    }
-
-    /// Suspends the process and returns once it is stopped: the signal
-    /// delivered, or the engine's pause returned (at once if it ended).
+    /// Stops the process where it is, without ending it, and returns once
+    /// it is stopped: the signal delivered, or the engine's pause returned
+    /// (at once if it ended).
     pub async fn suspended(&self) {
         let (tell, told) = oneshot::channel();
         let order = Order {

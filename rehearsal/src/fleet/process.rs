@@ -480,7 +480,7 @@ mod tests {
             state == Some('T')
         };
         tokio::time::sleep(Duration::from_millis(150)).await;
-        handle.suspend();
+        handle.suspended().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(stopped(pid), "SIGSTOP reached the child");
         while rx.try_recv().is_ok() {}
@@ -491,7 +491,7 @@ mod tests {
         assert!(!stopped(pid), "SIGCONT let it go on");
         assert!(rx.try_recv().is_ok(), "it prints again");
         // A graceful stop of a suspended child does not wait for a resume.
-        handle.suspend();
+        handle.suspended().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         handle.terminate();
         let reports = collect(rx).await;

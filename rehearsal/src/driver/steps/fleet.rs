@@ -131,6 +131,20 @@ struct Before {
     schema_version: i32,
 }
 
+impl Before {
+    /// Reads both now, for the runtimes of `version`.
+    async fn read(
+        client: &tokio_postgres::Client,
+        version: &str,
+    ) -> Result<Before, tokio_postgres::Error> {
+        let row = client.query_one(BEFORE_FLEET, &[&version]).await?;
+        Ok(Before {
+            instances: row.get(0),
+            schema_version: row.get(1),
+        })
+    }
+}
+
 impl Cell<'_> {
     /// An armed fleet, started inside the migration of process `migration`
     /// once it has passed its preflight. A watcher on its own connection
@@ -204,14 +218,8 @@ impl Cell<'_> {
         Option<tokio::task::JoinHandle<Vec<String>>>,
     ) {
         let watch = match super::super::database::connect(&self.db.url).await {
-            Ok(client) => match client.query_one(BEFORE_FLEET, &[&version]).await {
-                Ok(row) => Some((
-                    client,
-                    Before {
-                        instances: row.get(0),
-                        schema_version: row.get(1),
-                    },
-                )),
+            Ok(client) => match Before::read(&client, version).await {
+                Ok(before) => Some((client, before)),
                 Err(_) => None,
             },
             Err(_) => None,
@@ -363,11 +371,7 @@ mod tests {
             .await
             .unwrap();
         let watcher = cluster.connect("watch").await.unwrap();
-        let row = watcher.query_one(BEFORE_FLEET, &[&"0.6.2"]).await.unwrap();
-        let before = Before {
-            instances: row.get(0),
-            schema_version: row.get(1),
-        };
+        let before = Before::read(&watcher, "0.6.2").await.unwrap();
         assert_eq!(before.schema_version, SCHEMA_VERSION);
         assert_eq!(
             in_flight_registrations(&watcher, "0.6.2", &before).await,

@@ -181,7 +181,7 @@ impl Cell<'_> {
                 handle.resume();
                 return Err(stopped);
             }
-            if self.proc(victim, |p| !p.in_flight.is_empty() || !p.alive()) {
+            if self.view(busy(victim)).is_some() {
                 let ms = seen_at.as_millis();
                 return Ok(match thawed {
                     0 if ms == 0 => String::new(),
