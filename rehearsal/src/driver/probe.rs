@@ -85,14 +85,20 @@ WHERE e.job_id = ANY($1) AND e.attempt = 1
 /// client's look), other than the orchestrator's own (`awa X.Y.Z` with no
 /// instance): pid, transaction start, and whether it holds a ring
 /// singleton's row lock (`FOR UPDATE`: a rotation or prune), which the
-/// flip must wait for; a plain read's ACCESS SHARE does not count.
+/// flip must wait for.
+///
+/// The row lock is read from the row itself: a ring singleton whose
+/// `xmax` is the session's transaction id. The table lock `pg_locks`
+/// shows is not enough: PostgreSQL takes `ROW SHARE` on the table when it
+/// parses a `FOR UPDATE`, so a client stopped between preparing the
+/// statement and executing it (tokio-postgres prepares first) sits idle
+/// in its transaction with that table lock and no row locked, and the
+/// flip goes through.
 const IDLE_IN_TRANSACTION: &str = "
 SELECT a.pid, extract(epoch FROM a.xact_start)::float8,
-       EXISTS (SELECT 1 FROM pg_locks l
-               JOIN pg_class c ON c.oid = l.relation
-               JOIN pg_namespace n ON n.oid = c.relnamespace
-               WHERE l.pid = a.pid AND l.granted AND n.nspname = 'awa' AND l.mode <> 'AccessShareLock'
-                 AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state')),
+       coalesce(a.backend_xid IN (SELECT xmax FROM awa.queue_ring_state
+                                  UNION ALL SELECT xmax FROM awa.claim_ring_state
+                                  UNION ALL SELECT xmax FROM awa.lease_ring_state), false),
        coalesce(a.application_name, '')
 FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
@@ -151,7 +157,7 @@ pub struct IdleSession {
     pub pid: i32,
     /// When its transaction started (epoch seconds).
     pub xact_start: f64,
-    /// It holds a ring-singleton lock.
+    /// It holds a ring singleton's row lock (a rotation or prune inside).
     pub ring_locks: bool,
     /// Its `application_name` (empty for 0.6, which sets none).
     pub application_name: String,

@@ -145,7 +145,7 @@ impl Cell<'_> {
                     SuspendAt::HoldingRingLocks => {
                         if let Some(IdleSession { pid, .. }) = stuck.iter().find(|s| s.ring_locks) {
                             return Ok(Ok(format!(
-                                " inside a transaction holding ring-singleton locks (backend pid {pid}, try {tries})"
+                                " inside a transaction holding a ring singleton's row lock (backend pid {pid}, try {tries})"
                             )));
                         }
                     }

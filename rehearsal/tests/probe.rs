@@ -1,0 +1,93 @@
+//! The driver's probe against a real PostgreSQL: what `suspend at =
+//! "holding_ring_locks"` takes for a process caught inside a rotation or
+//! prune must be a session the flip cannot get past.
+//!
+//! A client stopped between preparing `SELECT ... FOR UPDATE` of a ring
+//! singleton and executing it is idle in its transaction with the table's
+//! `ROW SHARE` lock (taken when the statement is parsed) and no row locked:
+//! another session's `FOR UPDATE NOWAIT` of the row goes through, so the
+//! probe must not count it. Once the statement ran, the row is locked and
+//! the probe must count it.
+
+pub mod common;
+
+use awa_runtime::pgtemp::Cluster;
+use common::database::on_06_schema;
+use rehearsal::driver::probe::Probe;
+use tokio_postgres::Client;
+
+/// What 0.6's rotator and pruner run first in their transaction.
+const LOCK_CURSOR: &str = "SELECT current_slot FROM awa.claim_ring_state FOR UPDATE";
+/// What the flip needs: the same row, without waiting.
+const TAKE_NOWAIT: &str = "SELECT current_slot FROM awa.claim_ring_state FOR UPDATE NOWAIT";
+
+/// Whether a third session can lock the claim ring's singleton now.
+async fn row_is_free(client: &mut Client) -> bool {
+    let tx = client.transaction().await.unwrap();
+    let free = match tx.query(TAKE_NOWAIT, &[]).await {
+        Ok(_) => true,
+        Err(e) if e.code().is_some_and(|c| c.code() == "55P03") => false,
+        Err(e) => panic!("{e}"),
+    };
+    tx.rollback().await.unwrap();
+    free
+}
+
+/// The probe's verdict on the one session idle in a transaction.
+async fn holds_ring_locks(probe: &mut Probe) -> bool {
+    let idle = probe.idle_in_transaction().await.unwrap();
+    assert_eq!(idle.len(), 1, "{idle:?}");
+    idle[0].ring_locks
+}
+
+#[tokio::test]
+async fn a_session_counts_as_holding_ring_locks_only_once_it_locked_the_row() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let mut caught = on_06_schema(&cluster, "probe").await;
+    let mut other = cluster.connect("probe").await.unwrap();
+    let mut probe = Probe::new(&cluster.url("probe"));
+
+    let tx = caught.transaction().await.unwrap();
+    // Parsed, not run: the table lock is there, the row lock is not.
+    let statement = tx.prepare(LOCK_CURSOR).await.unwrap();
+    assert!(
+        row_is_free(&mut other).await,
+        "a parsed FOR UPDATE locked the row"
+    );
+    assert!(
+        !holds_ring_locks(&mut probe).await,
+        "a session that only parsed its FOR UPDATE was taken as holding the ring's row"
+    );
+
+    // Run: the row is locked, and the probe says so.
+    tx.query(&statement, &[]).await.unwrap();
+    assert!(
+        !row_is_free(&mut other).await,
+        "the FOR UPDATE did not lock the row"
+    );
+    assert!(
+        holds_ring_locks(&mut probe).await,
+        "a session holding the ring's row lock was not seen"
+    );
+
+    // An advance (an UPDATE after the lock) still holds it.
+    tx.execute(
+        "UPDATE awa.claim_ring_state SET generation = generation",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert!(!row_is_free(&mut other).await);
+    assert!(holds_ring_locks(&mut probe).await);
+    tx.rollback().await.unwrap();
+
+    // A plain read inside a transaction holds nothing the flip waits for.
+    let tx = caught.transaction().await.unwrap();
+    tx.query("SELECT current_slot FROM awa.claim_ring_state", &[])
+        .await
+        .unwrap();
+    assert!(row_is_free(&mut other).await);
+    assert!(!holds_ring_locks(&mut probe).await);
+    tx.rollback().await.unwrap();
+    probe.close();
+}
