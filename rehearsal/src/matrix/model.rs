@@ -239,6 +239,8 @@ pub struct WorkloadOverride {
     pub mix: Option<BTreeMap<JobMode, u32>>,
     /// Replaces `sleep`.
     pub sleep: Option<Duration>,
+    /// Replaces the cron schedule's period.
+    pub cron: Option<Cron>,
 }
 
 impl Workload {
@@ -248,7 +250,7 @@ impl Workload {
             rate_per_s: o.rate_per_s.unwrap_or(self.rate_per_s),
             backlog: o.backlog.unwrap_or(self.backlog),
             mix: o.mix.clone().unwrap_or_else(|| self.mix.clone()),
-            cron: self.cron,
+            cron: o.cron.or(self.cron),
             sleep: o.sleep.unwrap_or(self.sleep),
         }
     }

@@ -420,13 +420,19 @@ fn unknown_key_in_an_artifact() {
 }
 
 #[test]
-fn a_cell_may_change_the_workload_but_not_cron() {
+fn a_cell_may_change_the_workload_and_its_cron_period() {
     let text = doc(
         r#"
 [[cell]]
 name = "held"
 about = "long sleepers"
 workload = { backlog = 10, mix = { sleep = 1 }, sleep = "12s" }
+steps = [{ fleet = "previous", workers = 1 }]
+
+[[cell]]
+name = "quiet"
+about = "cron seldom"
+workload = { cron = { every = "1m" } }
 steps = [{ fleet = "previous", workers = 1 }]
 "#,
         &[],
@@ -445,12 +451,19 @@ steps = [{ fleet = "previous", workers = 1 }]
     assert_eq!(matrix.workload.sleep, DEFAULT_SLEEP);
     let ok = matrix.cell("ok").unwrap();
     assert_eq!(matrix.workload.with(&ok.workload), matrix.workload);
+    // Only the cron period changes; the rest stays the matrix's.
+    let quiet = matrix
+        .workload
+        .with(&matrix.cell("quiet").unwrap().workload);
+    assert_eq!(quiet.cron.map(|c| c.every), Some(Duration::from_secs(60)));
+    assert_ne!(quiet.cron, matrix.workload.cron);
+    assert_eq!(quiet.mix, matrix.workload.mix);
 
     assert_cells(
-        "[[cell]]\nname = \"c\"\nabout = \"a\"\nworkload = { cron = { every = \"1s\" }, sleep = \"soon\" }\nsteps = [{ hold = \"1s\" }]\n",
+        "[[cell]]\nname = \"c\"\nabout = \"a\"\nworkload = { cron = { every = \"never\" }, sleep = \"soon\" }\nsteps = [{ hold = \"1s\" }]\n",
         &[
-            "matrix.toml:4:21: cell \"c\", workload: cron is set for the whole matrix in [workload]; a cell cannot change it",
-            "matrix.toml:4:47: cell \"c\", workload: sleep: invalid duration \"soon\": a unit needs a number before it; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\"",
+            "matrix.toml:4:31: cell \"c\", workload.cron: every: invalid duration \"never\": a unit needs a number before it; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\"",
+            "matrix.toml:4:50: cell \"c\", workload: sleep: invalid duration \"soon\": a unit needs a number before it; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\"",
         ],
     );
 }

@@ -663,7 +663,7 @@ fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -> Option<Wo
 }
 
 /// A cell's `workload = { ... }`: each key given is checked as in
-/// `[workload]`; cron stays the matrix's.
+/// `[workload]`.
 fn validate_override(
     w: &Spanned<RawWorkload>,
     label: &str,
@@ -672,15 +672,17 @@ fn validate_override(
     let context = format!("{label}, workload");
     let span = w.span();
     let w = w.get_ref();
-    let mut ok = true;
-    if let Some(cron) = &w.cron {
-        sink.error(
-            Some(cron.span()),
-            &context,
-            "cron is set for the whole matrix in [workload]; a cell cannot change it",
-        );
-        ok = false;
-    }
+    let cron = match &w.cron {
+        Some(cron) => duration_key(
+            &cron.get_ref().every,
+            "every",
+            &cron.span(),
+            &format!("{context}.cron"),
+            sink,
+        )
+        .map(|every| Some(Cron { every })),
+        None => Some(None),
+    };
     let rate = match &w.rate_per_s {
         Some(_) => integer_key(
             &w.rate_per_s,
@@ -713,13 +715,13 @@ fn validate_override(
         Some(_) => duration_key(&w.sleep, "sleep", &span, &context, sink).map(Some),
         None => Some(None),
     };
-    let o = WorkloadOverride {
+    Some(WorkloadOverride {
         rate_per_s: rate?,
         backlog: backlog?,
         mix: mix?,
         sleep: sleep?,
-    };
-    ok.then_some(o)
+        cron: cron?,
+    })
 }
 
 fn validate_mix(mix: &RawMix, sink: &mut Sink<'_>) -> Option<BTreeMap<JobMode, u32>> {
