@@ -271,11 +271,6 @@ pub(crate) fn run_rows(
     code: impl Fn(&str) -> String,
 ) -> Vec<(&'static str, String)> {
     let run = &r.run;
-    let dirty = if run.header.git_dirty {
-        " (dirty: uncommitted changes)"
-    } else {
-        ""
-    };
     vec![
         ("started", plain(&run.header.started_at)),
         ("finished", plain(&run.end.finished_at)),
@@ -293,7 +288,24 @@ pub(crate) fn run_rows(
     .into_iter()
     .chain(floor_row(r).map(|row| ("floor", row)))
     .chain((!run.header.schedule.is_empty()).then(|| ("schedule", plain(&run.header.schedule))))
-    .chain([
+    .chain(identity_rows(r, plain, code))
+    .collect()
+}
+
+/// The rows of [`run_rows`] that say what ran and how to run it again:
+/// seed, replay, command line, matrix, backend, shares, commit, server.
+fn identity_rows(
+    r: &super::model::RunReport,
+    plain: impl Fn(&str) -> String,
+    code: impl Fn(&str) -> String,
+) -> Vec<(&'static str, String)> {
+    let run = &r.run;
+    let dirty = if run.header.git_dirty {
+        " (dirty: uncommitted changes)"
+    } else {
+        ""
+    };
+    [
         (
             "seed",
             format!(
@@ -311,7 +323,8 @@ pub(crate) fn run_rows(
                 .map_or("(cells named)".to_owned(), &plain),
         ),
         ("backend", plain(&run.header.backend)),
-    ])
+    ]
+    .into_iter()
     .chain(
         run.header
             .engine
