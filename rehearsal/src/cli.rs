@@ -592,9 +592,11 @@ impl Line {
     }
 }
 
-/// `--jobs` when not given: two cells keep two cores busy, one cell alone
-/// leaves the machine half idle while it holds.
-const DEFAULT_JOBS: Jobs = Jobs::Fixed(2);
+/// `--jobs` when not given: `auto`, one cell per core on a first run (two
+/// keep two cores busy; one alone leaves the machine half idle while it
+/// holds), then as many as the last report's CPU leaves room for, with
+/// the timing-sensitive cells admitted by the schedule.
+const DEFAULT_JOBS: Jobs = Jobs::Auto;
 
 /// `--jobs N|auto`.
 fn parse_jobs(s: &str) -> Result<Jobs, String> {
@@ -743,7 +745,7 @@ mod tests {
         assert!(cli.command.is_none());
         assert_eq!(cli.global.matrix.as_deref(), Some("smoke"));
         assert_eq!(cli.global.backend, Backend::Auto);
-        assert_eq!(cli.global.jobs, Jobs::Fixed(2));
+        assert_eq!(cli.global.jobs, Jobs::Auto);
         let cli = parse(&["-m", "full", "-j", "4", "-q", "--repeat", "5"]).unwrap();
         assert_eq!(cli.global.matrix.as_deref(), Some("full"));
         assert_eq!((cli.global.jobs, cli.global.quiet), (Jobs::Fixed(4), true));
