@@ -320,6 +320,7 @@ fn request(
         command_line: command_line(),
         selftest,
         pinned: None,
+        history_from: cli.global.durations.as_ref().map(|f| env.cwd.join(f)),
     })
 }
 

@@ -28,7 +28,7 @@ use crate::matrix::{Artifact, ArtifactSource};
 use crate::observe::{Finding, Observations, StepOutcome, Verdict};
 use crate::plan::{CellPlan, Plan};
 use crate::report::{self, Collector, RunReport, terminal::Terminal};
-use crate::schedule::Schedule;
+use crate::schedule::{History, Schedule};
 use crate::servers::Spec;
 use crate::stream::RunEvent;
 use awa_runtime::pgtemp::Search;
@@ -64,6 +64,11 @@ pub struct RunArgs {
     pub selftest: bool,
     /// `rehearse replay`: the plan.json whose artifact digests the run must match.
     pub pinned: Option<(PathBuf, crate::planfile::PlanFile)>,
+    /// `--durations FILE`: the report the schedule orders and sizes the run
+    /// by, instead of the newest under `reports_root` (a share of a
+    /// `--partition duration` run starts its cells longest first by the
+    /// same times that split it).
+    pub history_from: Option<PathBuf>,
 }
 
 /// A finished run: its report and the folder it was written to.
@@ -121,7 +126,11 @@ pub fn run_report(
         pinned.check(file, &resolution)?;
     }
     // Read before this run's folder exists, so the history is an earlier run.
-    let schedule = Schedule::new(&args.plan.cells, args.jobs, &args.reports_root);
+    let history = match &args.history_from {
+        Some(file) => History::read(file),
+        None => History::latest(&args.reports_root),
+    };
+    let schedule = Schedule::new(&args.plan.cells, args.jobs, &history);
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
     let run_id = dir
         .file_name()

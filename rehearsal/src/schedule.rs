@@ -161,12 +161,19 @@ impl History {
         dirs.sort();
         dirs.iter()
             .rev()
-            .map(|d| d.join("report.json"))
-            .find_map(|file| {
-                let report = crate::report::read_json(&file).ok()?;
-                Some(History::of(&report, file))
-            })
+            .find_map(|d| History::of_file(&d.join("report.json")))
             .unwrap_or_default()
+    }
+
+    /// What the report.json `file` says; none when it cannot be read
+    /// (`--durations` was read and checked before the run started).
+    pub fn read(file: &Path) -> History {
+        History::of_file(file).unwrap_or_default()
+    }
+
+    fn of_file(file: &Path) -> Option<History> {
+        let report = crate::report::read_json(file).ok()?;
+        Some(History::of(&report, file.to_owned()))
     }
 }
 
@@ -357,10 +364,10 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The schedule of `cells` under `--jobs`, from the newest report
-    /// under `reports_root` (if there is one) and the machine's cores.
-    pub fn new(cells: &[CellPlan], jobs: Jobs, reports_root: &Path) -> Schedule {
-        Schedule::with(cells, jobs, &History::latest(reports_root), cores())
+    /// The schedule of `cells` under `--jobs`, from an earlier run's
+    /// `history` and the machine's cores.
+    pub fn new(cells: &[CellPlan], jobs: Jobs, history: &History) -> Schedule {
+        Schedule::with(cells, jobs, history, cores())
     }
 
     /// [`Schedule::new`] with the history and cores given.

@@ -288,6 +288,40 @@ mix = { complete = 9, retry_once = 1 }";
     let single = whole.cells.iter().find(|c| c.name == "two").unwrap();
     assert_eq!(replayed.cells[0].plan, single.plan);
 
+    // A share of a duration partition starts its cells longest first by
+    // the times that split it, not by whatever its reports folder holds.
+    let durations = folders[0].join(REPORT_JSON).display().to_string();
+    let timed_reports = scratch.path().join("timed");
+    let r = timed_reports.display().to_string();
+    let output = rehearse(&[
+        "--matrix-file",
+        &m,
+        "--matrix",
+        "small",
+        "--seed",
+        "11",
+        "-q",
+        "--backend",
+        "process",
+        "--reports-dir",
+        &r,
+        "--partition",
+        "duration:1/1",
+        "--durations",
+        &durations,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "duration:1/1: {stderr}");
+    let timed = report::read_json(&only_report_dir(&timed_reports).join(REPORT_JSON)).unwrap();
+    let whole_id = folders[0].file_name().unwrap().to_string_lossy();
+    assert!(
+        timed.run.header.schedule.contains(&format!(
+            "longest first: 3 of 3 cells by their time in run {whole_id}"
+        )),
+        "{}",
+        timed.run.header.schedule
+    );
+
     // A gap: one share alone.
     let refused = |args: &[&str], needles: &[&str]| {
         let output = rehearse(args);
