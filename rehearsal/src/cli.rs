@@ -209,6 +209,13 @@ struct ExecArgs {
     #[arg(long, value_name = "DIR", env = crate::driver::run::REPORTS_DIR_ENV)]
     reports_dir: Option<PathBuf>,
 
+    /// Pull release artifact NAME from a registry instead of its archive, as
+    /// production does: REPOSITORY on the release's line at or above it (the
+    /// newest 0.6.x for release 0.6.2), or exactly REPOSITORY:TAG or
+    /// REPOSITORY@sha256:...; resolved to a digest and pulled by it (repeatable; containers only).
+    #[arg(long, value_name = "NAME=REPOSITORY", value_parser = parse_pull)]
+    from_registry: Vec<(String, String)>,
+
     /// Print report.json on stdout at the end, instead of the summary table
     /// (which goes to stderr); for the events as they happen, --format json.
     #[arg(long, conflicts_with = "format")]
@@ -467,6 +474,8 @@ pub struct GlobalArgs {
     pub partition: Option<crate::partition::Partition>,
     /// `--durations FILE` (run, plan).
     pub durations: Option<PathBuf>,
+    /// `--from-registry NAME=REPOSITORY`, repeatable (run, selftest).
+    pub from_registry: Vec<(String, String)>,
 }
 
 impl Cli {
@@ -541,6 +550,7 @@ impl Line {
             pg_bindirs: Vec::new(),
             partition: None,
             durations: None,
+            from_registry: Vec::new(),
         };
         let command = match self.command {
             None => {
@@ -603,6 +613,19 @@ fn parse_jobs(s: &str) -> Result<Jobs, String> {
     s.parse()
 }
 
+/// `--from-registry NAME=REPOSITORY`; the reference itself is checked
+/// with the matrix, where the artifact it replaces is known.
+fn parse_pull(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, reference)) if !name.is_empty() && !reference.is_empty() => {
+            Ok((name.to_owned(), reference.to_owned()))
+        }
+        _ => Err(format!(
+            "\"{s}\" is not NAME=REPOSITORY; give an artifact of the matrix and where it is published, like previous=127.0.0.1:5000/awa-runtime"
+        )),
+    }
+}
+
 impl GlobalArgs {
     fn take_select(&mut self, s: SelectArgs) {
         self.matrix = s.matrix;
@@ -618,6 +641,7 @@ impl GlobalArgs {
         self.pg_bindirs = e.servers.bindirs.dirs();
         self.backend = e.backend;
         self.reports_dir = e.reports_dir;
+        self.from_registry = e.from_registry;
         self.json = e.json;
         self.format = e.format;
     }
@@ -806,6 +830,26 @@ mod tests {
         assert!(cli.global.keep && cli.global.quiet);
         let cli = parse(&["--matrix", "smoke", "--jobs", "auto"]).unwrap();
         assert_eq!(cli.global.jobs, Jobs::Auto);
+        let cli = parse(&[
+            "--from-registry",
+            "previous=127.0.0.1:5000/awa-runtime",
+            "--from-registry",
+            "pre_guard=127.0.0.1:5000/awa-runtime:0.6.1",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.global.from_registry,
+            [
+                (
+                    "previous".to_owned(),
+                    "127.0.0.1:5000/awa-runtime".to_owned()
+                ),
+                (
+                    "pre_guard".to_owned(),
+                    "127.0.0.1:5000/awa-runtime:0.6.1".to_owned()
+                )
+            ]
+        );
         let cli = parse(&["--matrix", "smoke", "--seed", "11", "--json", "--quiet"]).unwrap();
         assert!(cli.global.json && cli.global.quiet);
         let cli = parse(&["selftest", "--seed", "3", "-j", "1"]).unwrap();
@@ -882,6 +926,10 @@ mod tests {
             &["--seed", "18446744073709551616"],
             &["--seed", "0xg"],
             &["--jobs", "0"],
+            &["--from-registry", "previous"],
+            &["--from-registry", "=127.0.0.1:5000/awa-runtime"],
+            &["--from-registry", "previous="],
+            &["plan", "--from-registry", "previous=r/awa"],
             &["--repeat", "0"],
             &["--repeat", "101"],
             &["--backend", "podman"],

@@ -111,6 +111,7 @@ fn known(cli: &Cli, env: &Environment, matrix_file: &Path) -> Result<matrix::Kno
         manifest,
         images: backend != crate::cli::Backend::Process,
         backend: backend.name(),
+        from_registry: cli.global.from_registry.clone(),
     })
 }
 
@@ -218,6 +219,9 @@ fn replay(cli: &Cli, seed: u64) -> String {
     if !cli.global.postgres.is_empty() {
         line.push_str(" --postgres ");
         line.push_str(&crate::servers::list(&cli.global.postgres));
+    }
+    for (name, reference) in &cli.global.from_registry {
+        line.push_str(&format!(" --from-registry {name}={reference}"));
     }
     line
 }

@@ -80,6 +80,9 @@ pub struct Known {
     pub images: bool,
     /// The backend's name, for messages.
     pub backend: &'static str,
+    /// `--from-registry NAME=REPOSITORY`: release artifacts taken from a
+    /// registry instead of their archives.
+    pub from_registry: Vec<(String, String)>,
 }
 
 impl Default for Known {
@@ -89,6 +92,7 @@ impl Default for Known {
             manifest: None,
             images: true,
             backend: "docker",
+            from_registry: Vec::new(),
         }
     }
 }

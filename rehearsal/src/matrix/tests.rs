@@ -1429,6 +1429,7 @@ fn releases_are_checked_against_the_manifest_and_images_against_the_backend() {
         }),
         images: false,
         backend: "process",
+        from_registry: Vec::new(),
     };
     let lines = super::parse_against("matrix.toml", &text, &known)
         .unwrap_err()
@@ -1966,6 +1967,95 @@ fn bad_budgets_are_located() {
         errors(&text),
         [
             "matrix.toml:8:10: timings: budget: invalid duration \"1x\": unknown unit; expected a whole number and a unit (ms, s, m, h), like \"250ms\", \"2s\" or \"1m30s\""
+        ]
+    );
+}
+
+#[test]
+fn from_registry_takes_a_release_on_its_line_or_exactly_and_refuses_what_it_cannot() {
+    use super::model::{ArtifactSource, ImageLine};
+    let text = doc(
+        "[artifacts.pinned]\nrelease = \"0.6.1\"\n[artifacts.built]\nbuild = \"workspace\"\n",
+        &[],
+    );
+    let known = |images: bool, pulls: &[(&str, &str)]| super::Known {
+        manifest: None,
+        images,
+        backend: if images { "docker" } else { "process" },
+        from_registry: pulls
+            .iter()
+            .map(|(n, r)| ((*n).to_owned(), (*r).to_owned()))
+            .collect(),
+    };
+    let registry = "127.0.0.1:5000/awa-runtime";
+    let image = |m: &Matrix, name: &str| match &m.artifacts[name].source {
+        ArtifactSource::Image(i) => (i.reference.clone(), i.line.clone()),
+        other => panic!("{name} is {other}"),
+    };
+    // A bare repository: the release's line, at or above the release.
+    let m = super::parse_against(
+        "matrix.toml",
+        &text,
+        &known(true, &[("previous", registry)]),
+    )
+    .unwrap();
+    assert_eq!(
+        image(&m, "previous"),
+        (
+            registry.to_owned(),
+            Some(ImageLine {
+                major: 0,
+                minor: 6,
+                floor: Some("0.6.2".parse().unwrap()),
+                prerelease: false
+            })
+        )
+    );
+    // A tag: exactly that image; the other releases keep their archives.
+    let tagged = format!("{registry}:0.6.1");
+    let m =
+        super::parse_against("matrix.toml", &text, &known(true, &[("pinned", &tagged)])).unwrap();
+    assert_eq!(image(&m, "pinned"), (tagged.clone(), None));
+    assert!(matches!(
+        m.artifacts["previous"].source,
+        ArtifactSource::Release(_)
+    ));
+    // What it cannot do is refused, each problem named.
+    let lines = super::parse_against(
+        "matrix.toml",
+        &text,
+        &known(
+            true,
+            &[
+                ("previus", registry),
+                ("built", registry),
+                ("pinned", "Bad Ref"),
+                ("pinned", registry),
+            ],
+        ),
+    )
+    .unwrap_err()
+    .lines();
+    assert_eq!(
+        lines,
+        [
+            "matrix.toml:2:11: artifact \"pinned\" (--from-registry pinned=Bad Ref): invalid image \"Bad Ref\": an image reference has no spaces, like \"127.0.0.1:5000/awa-runtime:0.6.2\"; expected a reference like \"127.0.0.1:5000/awa-runtime:0.6.2\"",
+            "matrix.toml:3:12: artifact \"built\" (--from-registry built=127.0.0.1:5000/awa-runtime): --from-registry takes a release artifact from a registry, and this one is a build; name a release artifact such as previous",
+            "matrix.toml: --from-registry previus=127.0.0.1:5000/awa-runtime: no artifact \"previus\" in the matrix (did you mean \"previous\"?); its artifacts: pinned, built, previous, current",
+            "matrix.toml: --from-registry pinned=127.0.0.1:5000/awa-runtime: \"pinned\" is taken from a registry twice; give it once",
+        ]
+    );
+    let lines = super::parse_against(
+        "matrix.toml",
+        &text,
+        &known(false, &[("previous", registry)]),
+    )
+    .unwrap_err()
+    .lines();
+    assert_eq!(
+        lines,
+        [
+            "matrix.toml:7:11: artifact \"previous\" (--from-registry previous=127.0.0.1:5000/awa-runtime): image \"127.0.0.1:5000/awa-runtime\" cannot run on the process backend, which starts binaries; use --backend docker, or release = \"X.Y.Z\" / build = \"workspace\""
         ]
     );
 }

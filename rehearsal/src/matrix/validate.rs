@@ -150,9 +150,29 @@ fn validate_artifacts(
     sink: &mut Sink<'_>,
 ) -> Option<BTreeMap<String, Artifact>> {
     let mut artifacts = BTreeMap::new();
-    let mut ok = !raw.broken.contains(&"artifacts");
+    let mut ok = !raw.broken.contains(&"artifacts") && pulls_known(raw, known, sink);
     for (name, a) in &raw.artifacts {
-        let context = format!("artifact \"{}\"", name.get_ref());
+        let mut context = format!("artifact \"{}\"", name.get_ref());
+        let pulled = known
+            .from_registry
+            .iter()
+            .find(|(n, _)| n == name.get_ref())
+            .map(|(_, reference)| {
+                context.push_str(&format!(
+                    " (--from-registry {name}={reference})",
+                    name = name.get_ref()
+                ));
+                from_registry(a, reference)
+            });
+        let a = match pulled {
+            None => a,
+            Some(Ok(ref pulled)) => pulled,
+            Some(Err(message)) => {
+                sink.error(Some(name.span()), &context, message);
+                ok = false;
+                continue;
+            }
+        };
         match validate_artifact(name, a, &context, known, sink) {
             Some(artifact) => {
                 artifacts.insert(name.get_ref().clone(), artifact);
@@ -161,6 +181,78 @@ fn validate_artifacts(
         }
     }
     ok.then_some(artifacts)
+}
+
+/// Every `--from-registry` names an artifact of the matrix, once.
+fn pulls_known(raw: &RawMatrix, known: &Known, sink: &mut Sink<'_>) -> bool {
+    let names: Vec<&str> = raw
+        .artifacts
+        .iter()
+        .map(|(n, _)| n.get_ref().as_str())
+        .collect();
+    let mut ok = true;
+    for (i, (name, reference)) in known.from_registry.iter().enumerate() {
+        let context = format!("--from-registry {name}={reference}");
+        if !names.contains(&name.as_str()) {
+            sink.error(
+                None,
+                &context,
+                format!(
+                    "no artifact \"{name}\" in the matrix{}; its artifacts: {}",
+                    did_you_mean(name, names.iter().copied()),
+                    names.join(", ")
+                ),
+            );
+            ok = false;
+        } else if known.from_registry[..i].iter().any(|(n, _)| n == name) {
+            sink.error(
+                None,
+                &context,
+                format!("\"{name}\" is taken from a registry twice; give it once"),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// A release artifact as the image it is published as, for
+/// `--from-registry`: `reference` on the release's line at or above the
+/// release (the newest patch, as a fleet's next pull would get), or,
+/// when `reference` has a tag or digest, exactly that image. Every key
+/// points at the release's value, so the image checks read as usual.
+fn from_registry(a: &RawArtifact, reference: &str) -> Result<RawArtifact, String> {
+    let Some(release) = &a.release else {
+        let what = if a.build.is_some() {
+            "a build"
+        } else {
+            "an image already"
+        };
+        return Err(format!(
+            "--from-registry takes a release artifact from a registry, and this one is {what}; name a release artifact such as previous"
+        ));
+    };
+    let span = release.span();
+    let at = |value: String| Some(Spanned::new(span.clone(), value));
+    let exact = crate::image::Reference::parse(reference)
+        .is_ok_and(|r| r.tag.is_some() || r.digest.is_some());
+    let line = (!exact).then(|| {
+        let parts: Vec<&str> = release.get_ref().splitn(3, '.').collect();
+        parts[..parts.len().min(2)].join(".")
+    });
+    Ok(RawArtifact {
+        release: None,
+        build: None,
+        image: at(reference.to_owned()),
+        line: line.and_then(at),
+        floor: if exact {
+            None
+        } else {
+            at(release.get_ref().clone())
+        },
+        prerelease: None,
+        failpoint: a.failpoint.clone(),
+    })
 }
 
 fn validate_artifact(
