@@ -169,13 +169,8 @@ backlog = 50
 mix = { complete = 9, retry_once = 1 }";
     let scratch = Scratch::with_matrix("partition", "merge", &current_only(workload, SMALL_CELLS));
     let m = scratch.matrix().display().to_string();
-    let mut folders = Vec::new();
-    for (tag, extra) in [
-        ("whole", None),
-        ("p1", Some("hash:1/2")),
-        ("p2", Some("hash:2/2")),
-    ] {
-        let reports = scratch.path().join(tag);
+    // The small matrix, seed 11, on processes, into `reports`, plus `extra`.
+    let small = |reports: &Path, extra: &[&str]| {
         let r = reports.display().to_string();
         let mut args = vec![
             "--matrix-file",
@@ -190,10 +185,17 @@ mix = { complete = 9, retry_once = 1 }";
             "--reports-dir",
             &r,
         ];
-        if let Some(p) = extra {
-            args.extend(["--partition", p]);
-        }
-        let output = rehearse(&args);
+        args.extend(extra);
+        rehearse(&args)
+    };
+    let mut folders = Vec::new();
+    for (tag, extra) in [
+        ("whole", &[][..]),
+        ("p1", &["--partition", "hash:1/2"][..]),
+        ("p2", &["--partition", "hash:2/2"][..]),
+    ] {
+        let reports = scratch.path().join(tag);
+        let output = small(&reports, extra);
         let (stdout, stderr) = (
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr),
@@ -292,24 +294,10 @@ mix = { complete = 9, retry_once = 1 }";
     // the times that split it, not by whatever its reports folder holds.
     let durations = folders[0].join(REPORT_JSON).display().to_string();
     let timed_reports = scratch.path().join("timed");
-    let r = timed_reports.display().to_string();
-    let output = rehearse(&[
-        "--matrix-file",
-        &m,
-        "--matrix",
-        "small",
-        "--seed",
-        "11",
-        "-q",
-        "--backend",
-        "process",
-        "--reports-dir",
-        &r,
-        "--partition",
-        "duration:1/1",
-        "--durations",
-        &durations,
-    ]);
+    let output = small(
+        &timed_reports,
+        &["--partition", "duration:1/1", "--durations", &durations],
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "duration:1/1: {stderr}");
     let timed = report::read_json(&only_report_dir(&timed_reports).join(REPORT_JSON)).unwrap();

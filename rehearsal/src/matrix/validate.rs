@@ -728,19 +728,7 @@ fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -> Option<Wo
             None
         }
     };
-    let cron = match &w.cron {
-        None => Some(None),
-        Some(cron) => {
-            let every = duration_key(
-                &cron.get_ref().every,
-                "every",
-                &cron.span(),
-                "workload.cron",
-                sink,
-            );
-            every.map(|every| Some(Cron { every }))
-        }
-    };
+    let cron = cron_of(w, "workload", sink);
     let sleep = match &w.sleep {
         Some(_) => duration_key(&w.sleep, "sleep", &span, context, sink),
         None => Some(DEFAULT_SLEEP),
@@ -754,6 +742,22 @@ fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -> Option<Wo
     })
 }
 
+/// `cron = { every = "DURATION" }` of a workload (`context`: its table),
+/// `Some(None)` when it has none; `None` with the error said.
+fn cron_of(w: &RawWorkload, context: &str, sink: &mut Sink<'_>) -> Option<Option<Cron>> {
+    let Some(cron) = &w.cron else {
+        return Some(None);
+    };
+    duration_key(
+        &cron.get_ref().every,
+        "every",
+        &cron.span(),
+        &format!("{context}.cron"),
+        sink,
+    )
+    .map(|every| Some(Cron { every }))
+}
+
 /// A cell's `workload = { ... }`: each key given is checked as in
 /// `[workload]`.
 fn validate_override(
@@ -764,17 +768,7 @@ fn validate_override(
     let context = format!("{label}, workload");
     let span = w.span();
     let w = w.get_ref();
-    let cron = match &w.cron {
-        Some(cron) => duration_key(
-            &cron.get_ref().every,
-            "every",
-            &cron.span(),
-            &format!("{context}.cron"),
-            sink,
-        )
-        .map(|every| Some(Cron { every })),
-        None => Some(None),
-    };
+    let cron = cron_of(w, &context, sink);
     let rate = match &w.rate_per_s {
         Some(_) => integer_key(
             &w.rate_per_s,
