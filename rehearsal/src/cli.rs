@@ -211,8 +211,8 @@ struct ExecArgs {
 
     /// Pull release artifact NAME from a registry instead of its archive, as
     /// production does: REPOSITORY on the release's line at or above it (the
-    /// newest 0.6.x for release 0.6.2), or exactly REPOSITORY:TAG or
-    /// REPOSITORY@sha256:...; resolved to a digest and pulled by it (repeatable; containers only).
+    /// newest 0.6.x for release 0.6.2), or exactly REPOSITORY:X.Y.Z[@sha256:...];
+    /// resolved to a digest and pulled by it (repeatable; containers only).
     #[arg(long, value_name = "NAME=REPOSITORY", value_parser = parse_pull)]
     from_registry: Vec<(String, String)>,
 

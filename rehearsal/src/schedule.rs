@@ -134,7 +134,10 @@ impl History {
             .collect();
         let cell_ms: u64 = durations.values().sum();
         let load = (cell_ms > 0 && !report.run.end.interrupted).then(|| Load {
-            cpu_ms: report.run.end.harness_cpu_ms + report.run.end.children_cpu_ms,
+            // Containers run outside the harness's children: their CPU counts too.
+            cpu_ms: report.run.end.harness_cpu_ms
+                + report.run.end.children_cpu_ms
+                + report.run.end.container_cpu_ms.unwrap_or(0),
             cell_ms,
             wall_ms: report.run.end.wall_ms,
             cores: report.run.header.cores,

@@ -87,18 +87,25 @@ WHERE e.job_id = ANY($1) AND e.attempt = 1
 /// singleton's row lock (`FOR UPDATE`: a rotation or prune), which the
 /// flip must wait for.
 ///
-/// The row lock is read from the row itself: a ring singleton whose
-/// `xmax` is the session's transaction id. The table lock `pg_locks`
-/// shows is not enough: PostgreSQL takes `ROW SHARE` on the table when it
-/// parses a `FOR UPDATE`, so a client stopped between preparing the
-/// statement and executing it (tokio-postgres prepares first) sits idle
-/// in its transaction with that table lock and no row locked, and the
-/// flip goes through.
+/// A ring lock is a ring-state table lock stronger than a read's that
+/// came with a row lock:
+/// PostgreSQL takes `ROW SHARE` on the table already when it *parses* a
+/// `FOR UPDATE`, and tokio-postgres prepares a statement before it runs
+/// it, so a client stopped in between sits idle in its transaction with
+/// the table lock and no row locked (the flip then goes through). Locking
+/// the row is what gives the transaction its id (`backend_xid`), and a
+/// rotation or prune locks the ring's row first, so the id tells the two
+/// apart without reading the ring tables (a read that could queue behind
+/// a migration's `ACCESS EXCLUSIVE`).
 const IDLE_IN_TRANSACTION: &str = "
 SELECT a.pid, extract(epoch FROM a.xact_start)::float8,
-       coalesce(a.backend_xid IN (SELECT xmax FROM awa.queue_ring_state
-                                  UNION ALL SELECT xmax FROM awa.claim_ring_state
-                                  UNION ALL SELECT xmax FROM awa.lease_ring_state), false),
+       a.backend_xid IS NOT NULL
+         AND EXISTS (SELECT 1 FROM pg_locks l
+                     JOIN pg_class c ON c.oid = l.relation
+                     JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE l.pid = a.pid AND l.granted AND n.nspname = 'awa'
+                       AND l.mode <> 'AccessShareLock'
+                       AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state')),
        coalesce(a.application_name, '')
 FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()

@@ -69,16 +69,30 @@ fn config_path() -> Option<PathBuf> {
 
 /// The credentials for `registry` (`HOST:PORT`), if any are configured.
 pub fn lookup(registry: &str) -> Option<Credentials> {
-    if let (Ok(user), Ok(password)) = (std::env::var(USER_ENV), std::env::var(PASSWORD_ENV)) {
-        return Some(Credentials {
-            user,
-            password,
-            origin: USER_ENV.into(),
-        });
+    if let Some(given) = from_env(
+        std::env::var(USER_ENV).ok(),
+        std::env::var(PASSWORD_ENV).ok(),
+    ) {
+        return Some(given);
     }
     let path = config_path()?;
     let text = std::fs::read_to_string(&path).ok()?;
     from_config(&text, registry, &path.display().to_string())
+}
+
+/// The credentials the two variables give: both set and not empty (a CI
+/// secret that is not configured still sets its variable, to nothing;
+/// the config file then decides).
+fn from_env(user: Option<String>, password: Option<String>) -> Option<Credentials> {
+    let (user, password) = (
+        user.filter(|v| !v.is_empty())?,
+        password.filter(|v| !v.is_empty())?,
+    );
+    Some(Credentials {
+        user,
+        password,
+        origin: USER_ENV.into(),
+    })
 }
 
 /// The `auths` entry of a Docker config file for `registry`.
@@ -121,6 +135,28 @@ pub fn from_config(text: &str, registry: &str, origin: &str) -> Option<Credentia
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn empty_variables_are_no_credentials() {
+        let some = |v: &str| Some(v.to_owned());
+        let given = from_env(some("ci"), some("s3cret")).expect("both set");
+        assert_eq!(
+            (given.user.as_str(), given.origin.as_str()),
+            ("ci", USER_ENV)
+        );
+        for (user, password) in [
+            (some(""), some("")),
+            (some("ci"), some("")),
+            (some(""), some("s3cret")),
+            (None, some("s3cret")),
+            (some("ci"), None),
+        ] {
+            assert!(
+                from_env(user.clone(), password.clone()).is_none(),
+                "{user:?} {password:?}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

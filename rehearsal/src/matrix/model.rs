@@ -239,7 +239,7 @@ pub struct WorkloadOverride {
     pub mix: Option<BTreeMap<JobMode, u32>>,
     /// Replaces `sleep`.
     pub sleep: Option<Duration>,
-    /// Replaces the cron schedule's period.
+    /// Replaces the cron schedule's period (a cell cannot turn cron off).
     pub cron: Option<Cron>,
 }
 

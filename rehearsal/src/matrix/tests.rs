@@ -2021,6 +2021,7 @@ fn from_registry_takes_a_release_on_its_line_or_exactly_and_refuses_what_it_cann
         ArtifactSource::Release(_)
     ));
     // What it cannot do is refused, each problem named.
+    let pinned_digest = format!("{registry}@sha256:{}", "a".repeat(64));
     let lines = super::parse_against(
         "matrix.toml",
         &text,
@@ -2031,6 +2032,7 @@ fn from_registry_takes_a_release_on_its_line_or_exactly_and_refuses_what_it_cann
                 ("built", registry),
                 ("pinned", "Bad Ref"),
                 ("pinned", registry),
+                ("previous", &pinned_digest),
             ],
         ),
     )
@@ -2041,6 +2043,7 @@ fn from_registry_takes_a_release_on_its_line_or_exactly_and_refuses_what_it_cann
         [
             "matrix.toml:2:11: artifact \"pinned\" (--from-registry pinned=Bad Ref): invalid image \"Bad Ref\": an image reference has no spaces, like \"127.0.0.1:5000/awa-runtime:0.6.2\"; expected a reference like \"127.0.0.1:5000/awa-runtime:0.6.2\"",
             "matrix.toml:3:12: artifact \"built\" (--from-registry built=127.0.0.1:5000/awa-runtime): --from-registry takes a release artifact from a registry, and this one is a build; name a release artifact such as previous",
+            "matrix.toml:6:12: artifact \"previous\" (--from-registry previous=127.0.0.1:5000/awa-runtime@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa): a pinned digest needs its version tag, 127.0.0.1:5000/awa-runtime:0.6.2@sha256:..., so the release can be ordered among the others; or give 127.0.0.1:5000/awa-runtime alone for the newest on its line",
             "matrix.toml: --from-registry previus=127.0.0.1:5000/awa-runtime: no artifact \"previus\" in the matrix (did you mean \"previous\"?); its artifacts: pinned, built, previous, current",
             "matrix.toml: --from-registry pinned=127.0.0.1:5000/awa-runtime: \"pinned\" is taken from a registry twice; give it once",
         ]

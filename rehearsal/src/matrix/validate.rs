@@ -234,8 +234,18 @@ fn from_registry(a: &RawArtifact, reference: &str) -> Result<RawArtifact, String
     };
     let span = release.span();
     let at = |value: String| Some(Spanned::new(span.clone(), value));
-    let exact = crate::image::Reference::parse(reference)
-        .is_ok_and(|r| r.tag.is_some() || r.digest.is_some());
+    let parsed = crate::image::Reference::parse(reference).ok();
+    if parsed
+        .as_ref()
+        .is_some_and(|r| r.tag.is_none() && r.digest.is_some())
+    {
+        return Err(format!(
+            "a pinned digest needs its version tag, {repository}:{version}@sha256:..., so the release can be ordered among the others; or give {repository} alone for the newest on its line",
+            repository = reference.split('@').next().unwrap_or(reference),
+            version = release.get_ref()
+        ));
+    }
+    let exact = parsed.is_some_and(|r| r.tag.is_some());
     let line = (!exact).then(|| {
         let parts: Vec<&str> = release.get_ref().splitn(3, '.').collect();
         parts[..parts.len().min(2)].join(".")
