@@ -135,6 +135,8 @@ pub fn from_config(text: &str, registry: &str, origin: &str) -> Option<Credentia
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn empty_variables_are_no_credentials() {
         let some = |v: &str| Some(v.to_owned());
@@ -156,8 +158,6 @@ mod tests {
             );
         }
     }
-
-    use super::*;
 
     #[test]
     fn config_auths_are_read_and_the_password_never_printed() {

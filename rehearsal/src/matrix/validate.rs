@@ -152,18 +152,19 @@ fn validate_artifacts(
     let mut artifacts = BTreeMap::new();
     let mut ok = !raw.broken.contains(&"artifacts") && pulls_known(raw, known, sink);
     for (name, a) in &raw.artifacts {
-        let mut context = format!("artifact \"{}\"", name.get_ref());
-        let pulled = known
+        let reference = known
             .from_registry
             .iter()
             .find(|(n, _)| n == name.get_ref())
-            .map(|(_, reference)| {
-                context.push_str(&format!(
-                    " (--from-registry {name}={reference})",
-                    name = name.get_ref()
-                ));
-                from_registry(a, reference)
-            });
+            .map(|(_, reference)| reference);
+        let context = match reference {
+            Some(r) => format!(
+                "artifact \"{n}\" (--from-registry {n}={r})",
+                n = name.get_ref()
+            ),
+            None => format!("artifact \"{}\"", name.get_ref()),
+        };
+        let pulled = reference.map(|r| from_registry(a, r));
         let a = match pulled {
             None => a,
             Some(Ok(ref pulled)) => pulled,
@@ -219,8 +220,9 @@ fn pulls_known(raw: &RawMatrix, known: &Known, sink: &mut Sink<'_>) -> bool {
 /// A release artifact as the image it is published as, for
 /// `--from-registry`: `reference` on the release's line at or above the
 /// release (the newest patch, as a fleet's next pull would get), or,
-/// when `reference` has a tag or digest, exactly that image. Every key
-/// points at the release's value, so the image checks read as usual.
+/// when `reference` has a version tag (and perhaps a digest), exactly
+/// that image; a digest without its tag is refused. Every key points at
+/// the release's value, so the image checks read as usual.
 fn from_registry(a: &RawArtifact, reference: &str) -> Result<RawArtifact, String> {
     let Some(release) = &a.release else {
         let what = if a.build.is_some() {
