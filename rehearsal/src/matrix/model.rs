@@ -281,7 +281,8 @@ pub struct Timings {
     pub rotate_every: Duration,
     /// Claim deadline for jobs (deadline rescue).
     pub deadline: Duration,
-    /// How long a graceful stop may take before the driver gives up.
+    /// How long a drain (or a kill's wait for its trigger) waits without
+    /// progress before the driver gives up.
     pub drain_timeout: Duration,
     /// How long a cell may run, setup to final drain, before it is
     /// stopped and called inconclusive: `[timings] budget`, or the
@@ -920,7 +921,8 @@ impl fmt::Display for Until {
 /// `{ drain = "60s" }`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainStep {
-    /// Longest wait for the queue to empty and processes to stop.
+    /// Longest wait without progress (no job finishing) for the queue to
+    /// empty; a drain that keeps finishing jobs goes on, within the budget.
     pub timeout: Duration,
 }
 
@@ -1138,7 +1140,7 @@ impl<K: fmt::Display, S: fmt::Display> fmt::Display for Step<K, S> {
                 }
                 Ok(())
             }
-            Step::Drain(s) => write!(f, "drain, up to {}", s.timeout),
+            Step::Drain(s) => write!(f, "drain, until {} without progress", s.timeout),
             Step::Assert(s) => write!(f, "assert {}", s.check),
         }
     }

@@ -14,6 +14,10 @@ const MOPUP_TIMEOUT: Duration = Duration::from_secs(20);
 impl Cell<'_> {
     /// `drain`: load off, wait until no job is live (`awa.jobs` is empty:
     /// every accepted and fired job terminal), then SIGTERM every worker.
+    /// `timeout` bounds a wait without progress, not the whole drain: a
+    /// loaded machine drains a deep queue slowly, and jobs that are still
+    /// being worked through are not stuck (the cell's budget bounds the
+    /// rest).
     /// Cron jobs the leader fires while the fleet stops are finished by one
     /// maintenance-free worker (it cannot fire more); any other job left
     /// live is for reconciliation to report as stuck.
@@ -27,26 +31,24 @@ impl Cell<'_> {
         }
         let start = Instant::now();
         let mut live = (0, 0);
+        let mut progress = Progress::new(start);
         loop {
             live = self.probe.live_jobs().await.unwrap_or(live);
             if live.0 == 0 && start.elapsed() > Duration::from_millis(100) {
                 break;
             }
-            if start.elapsed() >= timeout.to_std() {
+            if progress.stalled(live.0, Instant::now(), timeout.to_std()) {
                 break;
             }
             self.cancel().sleep(Duration::from_millis(250)).await?;
         }
-        let waited = start.elapsed().as_millis();
+        let waited = crate::observe::duration(start.elapsed().as_millis() as u64);
         if live.0 == 0 {
-            parts.push(format!(
-                "no live job after {}",
-                crate::observe::duration(waited as u64)
-            ));
+            parts.push(format!("no live job after {waited}"));
         } else {
             let n = live.0.unsigned_abs();
             parts.push(format!(
-                "{} still live after {timeout}",
+                "{} still live after {waited}, none finished in the last {timeout}",
                 crate::observe::count(n, "job")
             ));
         }
@@ -119,5 +121,70 @@ impl Cell<'_> {
             ),
         );
         Ok(text.join("; "))
+    }
+}
+
+/// Whether a drain still makes progress: the live count reached a new
+/// low within the last `timeout`. A cron job the leader fires meanwhile
+/// raises the count for a moment; only a new low counts.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Progress {
+    lowest: Option<i64>,
+    since: Instant,
+}
+
+impl Progress {
+    pub(super) fn new(start: Instant) -> Progress {
+        Progress {
+            lowest: None,
+            since: start,
+        }
+    }
+
+    /// Takes the live count read `now`; true once no new low came for `timeout`.
+    pub(super) fn stalled(&mut self, live: i64, now: Instant, timeout: Duration) -> bool {
+        if self.lowest.is_none_or(|low| live < low) {
+            self.lowest = Some(live);
+            self.since = now;
+        }
+        now.duration_since(self.since) >= timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_drain_that_keeps_finishing_jobs_is_not_stalled() {
+        let t0 = Instant::now();
+        let mut p = Progress::new(t0);
+        // 1,000 jobs falling by 10 every 5 s: 100 s, ten times the timeout.
+        for i in 0..20 {
+            let now = t0 + Duration::from_secs(5 * i);
+            assert!(!p.stalled(1_000 - 10 * i as i64, now, T), "stalled at {i}");
+        }
+    }
+
+    #[test]
+    fn a_count_that_stops_falling_stalls_after_the_timeout() {
+        let t0 = Instant::now();
+        let mut p = Progress::new(t0);
+        assert!(!p.stalled(100, t0, T));
+        assert!(!p.stalled(40, t0 + Duration::from_secs(3), T));
+        // A cron fire lifts it, a finish brings it back: no new low.
+        assert!(!p.stalled(41, t0 + Duration::from_secs(6), T));
+        assert!(!p.stalled(40, t0 + Duration::from_secs(12), T));
+        assert!(p.stalled(40, t0 + Duration::from_secs(13), T));
+    }
+
+    #[test]
+    fn a_count_that_never_falls_stalls_a_timeout_after_the_first_reading() {
+        let t0 = Instant::now();
+        let mut p = Progress::new(t0);
+        assert!(!p.stalled(7, t0 + Duration::from_secs(9), T));
+        assert!(p.stalled(7, t0 + Duration::from_secs(19), T));
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::super::Abort;
 use super::super::cell::Cell;
 use super::assert::{Held, unreadable};
+use super::drain::Progress;
 use crate::observe::{PrunedBack, RingPrunedBack};
 
 /// Slots per ring in every schema this rehearsal knows.
@@ -31,15 +32,17 @@ impl Cell<'_> {
     pub(super) async fn rings_pruned_back(&mut self) -> Result<Held, Abort> {
         let drain = self.plan.timings.drain_timeout.to_std();
         let start = Instant::now();
+        let mut progress = Progress::new(start);
         loop {
             let (_, workload) = self.probe.live_jobs().await.map_err(unreadable)?;
             if workload == 0 {
                 break;
             }
-            if start.elapsed() >= drain {
+            if progress.stalled(workload, Instant::now(), drain) {
                 return Ok(Err(format!(
-                    "{} still live after {}",
+                    "{} still live after {}, none finished in the last {}",
                     crate::observe::count(workload.unsigned_abs(), "workload job"),
+                    crate::observe::duration(start.elapsed().as_millis() as u64),
                     crate::observe::duration(drain.as_millis() as u64)
                 )));
             }
