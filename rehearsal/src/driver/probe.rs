@@ -71,16 +71,16 @@ SELECT count(*), coalesce((array_agg(e.job_id ORDER BY e.job_id))[1:10], '{}')
 FROM awa.executions e
 WHERE e.job_id = ANY($1) AND e.version = $2 AND e.outcome IS NULL
   AND e.started_at < now() - ($4::float8 + $3::float8) * interval '1 millisecond'";
-/// First attempts of overrun-deadline jobs started long enough ago that a
-/// working leader must have rescued them, and how many were.
+/// First attempts of overrun-deadline jobs started before `$2` (Unix
+/// seconds on the server's clock: long enough ago that a working leader
+/// must have rescued them), and how many were.
 const DEADLINE_RESCUED: &str = "
 SELECT count(*),
        count(*) FILTER (WHERE e.outcome LIKE 'rescued\\_%'),
        coalesce((array_agg(e.job_id ORDER BY e.job_id) FILTER (WHERE e.outcome IS NULL OR e.outcome NOT LIKE 'rescued\\_%'))[1:10], '{}'),
        coalesce(string_agg(DISTINCT e.outcome, ','), '')
 FROM awa.executions e
-WHERE e.job_id = ANY($1) AND e.attempt = 1
-  AND e.started_at < now() - ($3::float8 + $2::float8) * interval '1 millisecond'";
+WHERE e.job_id = ANY($1) AND e.attempt = 1 AND e.started_at < to_timestamp($2::float8)";
 /// Sessions of the cell's database idle inside a transaction (a stopped
 /// client's look), other than the orchestrator's own (`awa X.Y.Z` with no
 /// instance): pid, transaction start, and whether it holds a ring
@@ -363,16 +363,15 @@ impl Probe {
         Ok((row.get(0), row.get(1)))
     }
 
-    /// First attempts of `jobs` that must have been rescued, and how many were.
+    /// First attempts of `jobs` started before `before` (Unix seconds on
+    /// the server's clock, [`Probe::server_epoch`]), and how many of them
+    /// a rescue closed.
     pub async fn deadline_rescued(
         &mut self,
         jobs: &[i64],
-        deadline_ms: f64,
-        margin_ms: f64,
+        before: f64,
     ) -> Result<RescueTally, String> {
-        let row = self
-            .one(DEADLINE_RESCUED, &[&jobs, &deadline_ms, &margin_ms])
-            .await?;
+        let row = self.one(DEADLINE_RESCUED, &[&jobs, &before]).await?;
         Ok(RescueTally {
             due: row.get(0),
             rescued: row.get(1),

@@ -1,11 +1,14 @@
 //! `assert`: check a named condition now.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::super::cell::Cell;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Check};
 use crate::observe::StepOutcome;
+
+/// How often `deadline_rescued` looks again while a rescue is late.
+const RESCUE_POLL: Duration = Duration::from_millis(250);
 
 /// A check's result: `Ok(what held)` or `Err(what did not)`.
 pub(super) type Held = Result<String, String>;
@@ -139,6 +142,10 @@ impl Cell<'_> {
         })
     }
 
+    /// Every overrun first attempt that was overdue once the N leader had
+    /// its margin is closed by a rescue. The set is fixed then; a rescue
+    /// running late on a loaded machine gets `takeover_wait` to
+    /// close it, a leader that never rescues fails after it.
     async fn deadline_rescued(&mut self) -> Result<Held, Abort> {
         let rescue_margin = self.rescue_margin_ms();
         let deadline_ms = self.plan.timings.deadline.as_millis() as f64;
@@ -155,31 +162,56 @@ impl Cell<'_> {
                     .await?;
             }
         }
-        let t = self
-            .probe
-            .deadline_rescued(&jobs, deadline_ms, rescue_margin)
-            .await
-            .map_err(unreadable)?;
+        let now = self.probe.server_epoch().await.map_err(unreadable)?;
+        let before = now - (deadline_ms + rescue_margin) / 1_000.0;
+        let patience = self.takeover_wait();
+        let start = Instant::now();
+        let mut waited = false;
+        let t = loop {
+            let t = self
+                .probe
+                .deadline_rescued(&jobs, before)
+                .await
+                .map_err(unreadable)?;
+            if t.rescued == t.due || start.elapsed() >= patience {
+                break t;
+            }
+            waited = true;
+            self.cancel().sleep(RESCUE_POLL).await?;
+        };
+        let late = if waited {
+            let late = crate::observe::duration(start.elapsed().as_millis() as u64);
+            format!("; the last {late} after the margin")
+        } else {
+            String::new()
+        };
         Ok(if t.due > 0 && t.rescued == t.due {
             Ok(format!(
-                "all {} overdue first attempts were rescued ({})",
+                "all {} overdue first attempts were rescued ({}{late})",
                 t.due, t.outcomes
             ))
         } else if t.due == 0 {
             Err("no overrun_deadline first attempt is old enough to judge".into())
         } else {
             Err(format!(
-                "{} of {} overdue first attempts were not rescued (first: {:?}; outcomes seen: {})",
+                "{} of {} overdue first attempts were not rescued {} after the margin (first: {:?}; outcomes seen: {})",
                 t.due - t.rescued,
                 t.due,
+                crate::observe::duration(patience.as_millis() as u64),
                 t.not_rescued,
                 t.outcomes
             ))
         })
     }
 
+    /// How long a leader takeover (and the rescues it owes) may take:
+    /// two stale periods and 3 s, for a loaded machine.
+    fn takeover_wait(&self) -> Duration {
+        self.plan.timings.stale_after.to_std() * 2 + Duration::from_secs(3)
+    }
+
     async fn leader_is(&mut self, artifact: &str) -> Result<Held, Abort> {
-        let wait = self.plan.timings.stale_after.to_std() * 2 + Duration::from_secs(3);
+        let wait = self.takeover_wait();
         let leader = self
             .shared
             .wait_for(wait, &self.cancel(), |l| l.current_leader())
