@@ -106,9 +106,24 @@ SELECT EXISTS (SELECT 1 FROM awa.queue_entries),
            SELECT 1 FROM awa.claim_closures k WHERE k.job_id = r.job_id AND k.run_lease = r.run_lease)),
        EXISTS (SELECT 1 FROM awa.leases),
        EXISTS (SELECT 1 FROM awa.leases WHERE slot = $3)";
-const LOCK_WAITS: &str = "
-SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND datname = current_database()";
+/// Sessions of the cell's database waiting on a lock that rotation or
+/// prune can be behind: a table lock (a migration's or a prune's
+/// `ACCESS EXCLUSIVE`, a held partition), an advisory lock, or any lock a
+/// session waits for while it holds a ring-state or authority table (a
+/// rotation's or a flip's `FOR UPDATE` queued behind the other's row
+/// lock). A worker waiting on a job's row is not counted: under CPU
+/// pressure such waits come every few seconds and say nothing about
+/// rotation.
+const ROTATION_LOCK_WAITS: &str = "
+SELECT count(DISTINCT w.pid) FROM pg_locks w
+JOIN pg_stat_activity a ON a.pid = w.pid AND a.datname = current_database()
+WHERE NOT w.granted
+  AND (w.locktype IN ('relation', 'advisory')
+       OR EXISTS (SELECT 1 FROM pg_locks h
+                  JOIN pg_class c ON c.oid = h.relation
+                  JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE h.pid = w.pid AND h.granted AND h.locktype = 'relation' AND n.nspname = 'awa'
+                    AND (c.relname LIKE '%\\_ring\\_state' OR c.relname = 'ring_cursor_authority')))";
 
 /// What the monitor recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -141,17 +156,7 @@ impl Monitor {
     ) -> Monitor {
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
-            let mut sampler = Sampler {
-                url,
-                client: None,
-                t0,
-                stale_ms: stale_after.as_millis() as f64,
-                counts,
-                last: BTreeMap::new(),
-                samples: Samples::default(),
-                live,
-                sent_ms: None,
-            };
+            let mut sampler = Sampler::new(url, t0, stale_after, counts, live);
             let mut tick = tokio::time::interval(INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
@@ -185,9 +190,32 @@ struct Sampler {
     live: Live,
     /// When the last sample went into the stream.
     sent_ms: Option<u64>,
+    /// A tick was skipped since the last sample.
+    outage: bool,
 }
 
 impl Sampler {
+    fn new(
+        url: String,
+        t0: Instant,
+        stale_after: Duration,
+        counts: CountSource,
+        live: Live,
+    ) -> Sampler {
+        Sampler {
+            url,
+            client: None,
+            t0,
+            stale_ms: stale_after.as_millis() as f64,
+            counts,
+            last: BTreeMap::new(),
+            samples: Samples::default(),
+            live,
+            sent_ms: None,
+            outage: false,
+        }
+    }
+
     async fn tick(&mut self) {
         let at_ms = self.t0.elapsed().as_millis() as u64;
         if self.client.as_ref().is_none_or(Client::is_closed) {
@@ -200,6 +228,7 @@ impl Sampler {
         }
         let Some(client) = self.client.as_ref() else {
             self.samples.skipped += 1;
+            self.outage = true;
             return;
         };
         match sample(client, at_ms, self.stale_ms, &self.counts).await {
@@ -213,10 +242,14 @@ impl Sampler {
                     self.record_ring(ring);
                 }
                 self.samples.census.push(census);
-                self.samples.liveness.extend(liveness);
+                let after_outage = std::mem::take(&mut self.outage);
+                self.samples
+                    .liveness
+                    .extend(liveness.map(|l| LivenessSample { after_outage, ..l }));
             }
             Err(_) => {
                 self.samples.skipped += 1;
+                self.outage = true;
                 self.client = None;
             }
         }
@@ -344,7 +377,7 @@ async fn read_snapshot(
     } else {
         0
     };
-    let lock_waits = client.query_one(LOCK_WAITS, &[]).await?.get(0);
+    let lock_waits = client.query_one(ROTATION_LOCK_WAITS, &[]).await?.get(0);
     let liveness = if exists.rings {
         let cursors = read_liveness(client, &rings, &slot_counts).await?;
         Some(LivenessSample {
@@ -353,6 +386,7 @@ async fn read_snapshot(
             leaders: leaders.0,
             flip_aware_leaders: leaders.1,
             lock_waits,
+            after_outage: false,
             rings: cursors,
         })
     } else {
@@ -495,20 +529,16 @@ mod tests {
     use super::*;
 
     fn sampler() -> Sampler {
-        Sampler {
-            url: String::new(),
-            client: None,
-            t0: Instant::now(),
-            stale_ms: 1500.0,
-            counts: Arc::new(Counts::new),
-            last: BTreeMap::new(),
-            samples: Samples::default(),
-            live: Live {
+        Sampler::new(
+            String::new(),
+            Instant::now(),
+            Duration::from_millis(1_500),
+            Arc::new(Counts::new),
+            Live {
                 events: Events::discard(),
                 cell: "c".into(),
             },
-            sent_ms: None,
-        }
+        )
     }
 
     #[test]

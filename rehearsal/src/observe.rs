@@ -276,7 +276,7 @@ pub struct CensusSample {
     pub fresh_runtimes: std::collections::BTreeMap<String, u64>,
     /// Rows in queue_terminal_rollup_deltas (0 before it exists).
     pub delta_rows: i64,
-    /// Sessions waiting on a lock at sample time.
+    /// Sessions waiting on a lock that rotation can be behind, at sample time.
     pub lock_waits: i64,
 }
 
@@ -345,8 +345,13 @@ pub struct LivenessSample {
     /// report a `binary_version` (flip-aware: able to rotate ledgers).
     pub leaders: u64,
     pub flip_aware_leaders: u64,
-    /// Sessions waiting on a lock at sample time.
+    /// Sessions waiting on a lock that rotation can be behind, at sample
+    /// time (see the monitor's `ROTATION_LOCK_WAITS`).
     pub lock_waits: i64,
+    /// The database did not answer the tick (or ticks) before this one (a
+    /// `pg_crash`): what happened in between is unknown.
+    #[serde(default)]
+    pub after_outage: bool,
     pub rings: Vec<RingLiveness>,
 }
 

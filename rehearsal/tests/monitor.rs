@@ -80,6 +80,11 @@ fn start_streaming(cluster: &Cluster, name: &str, events: stream::Events) -> Mon
 
 /// Waits until some session of `name` waits on a lock.
 async fn until_blocked(observer: &Client, name: &str) {
+    until_waiting(observer, name, 1).await;
+}
+
+/// Waits until `at_least` sessions of `name` wait on a lock.
+async fn until_waiting(observer: &Client, name: &str, at_least: i64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let n: i64 = observer
@@ -87,7 +92,7 @@ async fn until_blocked(observer: &Client, name: &str) {
             .await
             .unwrap()
             .get(0);
-        if n > 0 {
+        if n >= at_least {
             return;
         }
         assert!(
@@ -273,4 +278,106 @@ async fn a_fresh_install_is_sampled() {
         last.rings.iter().all(|r| r.slot >= 0 && !r.busy),
         "{last:?}"
     );
+}
+
+/// Starts `sql` on a connection of its own, where it blocks; returns once
+/// `waiting` sessions of the database (the blocked one among them) wait
+/// on a lock. The task keeps the connection until the test ends.
+async fn blocked(
+    cluster: &Cluster,
+    name: &str,
+    observer: &Client,
+    sql: &'static str,
+    waiting: i64,
+) {
+    let client = cluster.connect(name).await.unwrap();
+    tokio::spawn(async move {
+        let _ = client.batch_execute(sql).await;
+        // Keep the transaction (and its locks) open.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    });
+    until_waiting(observer, name, waiting).await;
+}
+
+/// The most lock waits a monitor counted over a few samples.
+async fn counted_waits(cluster: &Cluster, name: &str) -> i64 {
+    let monitor = start_monitor(cluster, name);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let samples = monitor.stop().await;
+    assert!(!samples.liveness.is_empty(), "{samples:?}");
+    samples.liveness.iter().map(|s| s.lock_waits).max().unwrap()
+}
+
+/// Rotation liveness stands down while a session waits on a lock rotation
+/// can be behind. A worker waiting on a job's row lock is not one: under
+/// CPU pressure such waits come every few seconds, and counted, they
+/// broke every run of stalled samples, so a stopped rotator went unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_waits_count_only_what_rotation_can_be_behind() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let observer = expanded(&cluster, "waits").await;
+    observer
+        .batch_execute(
+            "CREATE TABLE public.work (id int PRIMARY KEY); INSERT INTO public.work VALUES (1)",
+        )
+        .await
+        .unwrap();
+    let holder = cluster.connect("waits").await.unwrap();
+    holder
+        .batch_execute("BEGIN; SELECT id FROM public.work WHERE id = 1 FOR UPDATE")
+        .await
+        .unwrap();
+    blocked(
+        &cluster,
+        "waits",
+        &observer,
+        "BEGIN; UPDATE public.work SET id = 1 WHERE id = 1",
+        1,
+    )
+    .await;
+    assert_eq!(
+        counted_waits(&cluster, "waits").await,
+        0,
+        "a wait on a work row was counted as one rotation can be behind"
+    );
+
+    // A rotation's FOR UPDATE of a ring's row queued behind a flip's.
+    let flip = cluster.connect("waits").await.unwrap();
+    flip.batch_execute("BEGIN; SELECT current_slot FROM awa.claim_ring_state FOR UPDATE")
+        .await
+        .unwrap();
+    blocked(
+        &cluster,
+        "waits",
+        &observer,
+        "BEGIN; SELECT current_slot FROM awa.claim_ring_state FOR UPDATE",
+        2,
+    )
+    .await;
+    assert_eq!(
+        counted_waits(&cluster, "waits").await,
+        1,
+        "a rotation waiting behind the flip's ring lock was not counted"
+    );
+
+    // A table lock (as a prune's or a migration's): counted too.
+    let migration = cluster.connect("waits").await.unwrap();
+    // Created first: statements before a BEGIN in one simple query join its transaction.
+    migration
+        .batch_execute("CREATE TABLE public.parts (n int)")
+        .await
+        .unwrap();
+    migration
+        .batch_execute("BEGIN; LOCK TABLE public.parts IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    blocked(
+        &cluster,
+        "waits",
+        &observer,
+        "SELECT count(*) FROM public.parts",
+        3,
+    )
+    .await;
+    assert_eq!(counted_waits(&cluster, "waits").await, 2);
 }

@@ -10,10 +10,14 @@
 //! never archived, and a ring that fills up strands work.
 //!
 //! The monitor's [`LivenessSample`]s are each one snapshot; a run of them
-//! counts only while every sample is eligible, samples are no further
-//! apart than [`MAX_GAP_MS`] (a skipped tick, such as a PostgreSQL crash,
-//! breaks the run) and no session waits on a lock (rotation and prune
-//! legitimately wait behind a flip, a migration or a held partition).
+//! counts only while every sample is eligible, the database answered
+//! every tick in between (a PostgreSQL crash breaks the run), samples are
+//! no further apart than [`max_gap_ms`] and no session waits on a lock
+//! rotation can be behind (rotation and prune legitimately wait behind a
+//! flip, a migration or a held partition). A tick that comes late on a
+//! loaded machine (the monitor's 250 ms stretched past a second) does not
+//! break a run: the generation is the same at both ends, so the ring did
+//! not rotate in between.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +25,6 @@ use super::rules::{RECONCILE, phase_at};
 use crate::matrix::{FindingRule, Timings};
 use crate::observe::{self, Finding, LivenessSample, Observations};
 
-/// Two samples further apart than this (ticks skipped) break a run.
-pub(super) const MAX_GAP_MS: u64 = 1_000;
 /// The shortest stall worth a finding, whatever the rotation cadence.
 const MIN_STALL_MS: u64 = 5_000;
 /// Slots per ring in every schema this rehearsal knows.
@@ -32,6 +34,13 @@ const SLOTS: u64 = 8;
 /// one full wrap of rotations, at least [`MIN_STALL_MS`].
 pub(super) fn stall_after_ms(timings: &Timings) -> u64 {
     (timings.rotate_every.as_millis() * SLOTS).max(MIN_STALL_MS)
+}
+
+/// Two samples further apart than this break a run: half the stall
+/// bound, so that a run of a stall's length rests on at least three
+/// looks, however late the ticks came.
+pub(super) fn max_gap_ms(stall_after_ms: u64) -> u64 {
+    stall_after_ms / 2
 }
 
 /// A run of eligible samples of one ring at one generation.
@@ -87,7 +96,8 @@ fn stalls(samples: &[LivenessSample], stall_after_ms: u64) -> BTreeMap<String, (
         let mut run: Option<Run> = None;
         let mut prev_ms: Option<u64> = None;
         for s in &ordered {
-            let gap_ok = prev_ms.is_none_or(|p| s.at_ms - p <= MAX_GAP_MS);
+            let gap_ok = !s.after_outage
+                && prev_ms.is_none_or(|p| s.at_ms - p <= max_gap_ms(stall_after_ms));
             prev_ms = Some(s.at_ms);
             let here = s.rings.iter().find(|r| r.ring == ring);
             let eligible = here
@@ -189,6 +199,7 @@ mod tests {
             leaders: 1,
             flip_aware_leaders: 1,
             lock_waits: 0,
+            after_outage: false,
             rings: vec![RingLiveness {
                 ring: "claim".into(),
                 slot: (generation % 8) as i32,
@@ -291,12 +302,27 @@ mod tests {
 
     #[test]
     fn a_gap_in_the_samples_or_a_short_pause_breaks_the_run() {
-        // 6 s still, 2 s without samples (a crash), 6 s still: no run of 8 s.
-        let samples = ticks(0, 6_000)
-            .chain(ticks(8_000, 14_000))
+        // 6 s still, 2 s in which the database did not answer (a crash),
+        // 6 s still: no run of 8 s.
+        let crashed = |t: u64| {
+            let mut s = at(t, 4, true, false);
+            s.after_outage = t == 8_000;
+            s
+        };
+        let samples: Vec<_> = ticks(0, 6_000).chain(ticks(8_000, 14_000)).collect();
+        assert_eq!(
+            findings(&obs(samples.iter().map(|&t| crashed(t)).collect()), 8_000),
+            []
+        );
+        // The same samples with every tick answered: the ring stood still throughout.
+        let answered = samples.iter().map(|&t| at(t, 4, true, false)).collect();
+        assert_eq!(findings(&obs(answered), 8_000).len(), 1);
+        // 6 s, then no look for more than half the bound, then 6 s: broken.
+        let unseen = ticks(0, 6_000)
+            .chain(ticks(10_250, 16_250))
             .map(|t| at(t, 4, true, false))
             .collect();
-        assert_eq!(findings(&obs(samples), 8_000), []);
+        assert_eq!(findings(&obs(unseen), 8_000), []);
         // Two stalls; the longest is reported, both are counted.
         let samples = ticks(0, 9_000)
             .map(|t| at(t, 1, true, false))
@@ -304,6 +330,18 @@ mod tests {
             .collect();
         let found = findings(&obs(samples), 8_000);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[2][..], 2));
+    }
+
+    #[test]
+    fn late_ticks_on_a_loaded_machine_still_show_a_stall() {
+        // The monitor's ticks come 1,250 ms apart (six cells on two cores)
+        // while the ring stands at generation 0 for 18 s.
+        let samples = (0..15u64)
+            .map(|i| at(800 + i * 1_250, 0, true, false))
+            .collect();
+        let found = findings(&obs(samples), 8_000);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].ids, [0]);
     }
 
     #[test]
