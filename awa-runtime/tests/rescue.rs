@@ -248,3 +248,81 @@ async fn an_overrunning_first_attempt_waits_for_deadline_rescue_past_thirty_dead
     assert_eq!(outcome, None, "still running, waiting for deadline rescue");
     assert_eq!(worker.terminate().await, 0);
 }
+
+/// One rescue pass closes every attempt it found in one transaction: an
+/// attempt with attempts left is re-queued, one that spent its last is
+/// dead-lettered, and a lease whose attempt is closed already is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pass_requeues_dead_letters_and_drops_orphan_leases() {
+    use awa_runtime::store::claim;
+    use awa_runtime::store::rescue::{self, RescueReason};
+    let db = Db::migrated("rescue_pass").await;
+    let mut c = db.client().await;
+    let job = |max_attempts: i32| NewJob {
+        kind: "rehearsal".into(),
+        queue: "q".into(),
+        args: json!({"mode": "sleep", "ms": 60_000}),
+        priority: 0,
+        max_attempts,
+        deadline_ms: None,
+        run_at_ms: None,
+    };
+    let ids = enqueue::enqueue(&c, &[job(3), job(1), job(3), job(3)])
+        .await
+        .unwrap();
+    // Claimed by a runtime that never registered: crash rescue takes them all.
+    let claimed = claim::claim(&c, "q", 4, "ghost", "0.7.0").await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    let lease_of = |id: i64| claimed.iter().find(|a| a.job_id == id).unwrap().run_lease;
+    // The fourth job closed (terminal jobs leave awa.jobs), but its lease
+    // was left behind: an orphan.
+    c.execute(
+        "DELETE FROM awa.jobs WHERE job_id = $1",
+        &[&ids[3]],
+    )
+    .await
+    .unwrap();
+
+    let mut rescued = rescue::rescue(&mut c, 60_000.0).await.unwrap();
+    rescued.sort_by_key(|r| r.job_id);
+    let got: Vec<(i64, i64, RescueReason, bool)> = rescued
+        .iter()
+        .map(|r| (r.job_id, r.run_lease, r.reason, r.dead))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (ids[0], lease_of(ids[0]), RescueReason::Crash, false),
+            (ids[1], lease_of(ids[1]), RescueReason::Crash, true),
+            (ids[2], lease_of(ids[2]), RescueReason::Crash, false),
+        ]
+    );
+    let count = |sql: &'static str| {
+        let c = &c;
+        async move { c.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(
+        count("SELECT count(*) FROM awa.leases").await,
+        0,
+        "a lease was left"
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM awa.jobs WHERE state = 'available'").await,
+        2
+    );
+    assert_eq!(count("SELECT count(*) FROM awa.queue_entries").await, 2);
+    assert_eq!(
+        count("SELECT count(*) FROM awa.dead_letters WHERE reason = 'attempts exhausted: crash rescue'").await,
+        1
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM awa.claim_closures WHERE outcome = 'rescued_crash'").await,
+        3
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM awa.executions WHERE outcome = 'rescued_crash'").await,
+        3
+    );
+    // Nothing is left to rescue: a second pass finds nothing.
+    assert_eq!(rescue::rescue(&mut c, 60_000.0).await.unwrap(), []);
+}

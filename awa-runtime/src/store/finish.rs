@@ -11,7 +11,8 @@ use tokio_postgres::{Client, ToStatement};
 
 /// The tail every close shares: given a CTE `j` of closed attempts
 /// (job_id, run_lease, attempt, queue, priority, kind, outcome), append closure
-/// evidence, release the lease and finish the execution row.
+/// evidence, release the lease and finish the execution row; returns the
+/// closed (job_id, run_lease) pairs.
 macro_rules! close_claim {
     ($terminal:literal) => {
         concat!(
@@ -28,7 +29,7 @@ macro_rules! close_claim {
     UPDATE awa.executions x SET finished_at = now(), outcome = j.outcome
     FROM j WHERE x.job_id = j.job_id AND x.run_lease = j.run_lease AND x.finished_at IS NULL
 )
-SELECT j.job_id FROM j"
+SELECT j.job_id, j.run_lease FROM j"
         )
     };
 }
