@@ -11,7 +11,8 @@
 //! cells used before: a cell spends most of its time in holds, so two
 //! cells on two cores leave the machine half idle. Without history it
 //! takes one cell per core (what `--jobs 2` does on the reference
-//! machine); with history, as many cells as keep the cores busy, but
+//! machine); with history, as many cells as ask half again the cores'
+//! CPU (their CPU comes in bursts between holds), but
 //! never more than an earlier run that saturated the machine had, since
 //! its cells' CPU per second is then understated, and timing-sensitive
 //! cells (heartbeats, deadlines) start to feel the queueing.
@@ -169,12 +170,6 @@ impl History {
             .unwrap_or_default()
     }
 
-    /// What the report.json `file` says; none when it cannot be read
-    /// (`--durations` was read and checked before the run started).
-    pub fn read(file: &Path) -> History {
-        History::of_file(file).unwrap_or_default()
-    }
-
     fn of_file(file: &Path) -> Option<History> {
         let report = crate::report::read_json(file).ok()?;
         Some(History::of(&report, file.to_owned()))
@@ -249,8 +244,17 @@ pub struct Pick {
 /// it the fleets' processes alone outnumber the cores many times over.
 pub const MAX_CELLS_PER_CORE: u32 = 3;
 
+/// How much CPU `--jobs auto` asks of the cores, as a share of them: a
+/// cell's CPU comes in bursts (setup, migrate, roll, drain) with holds
+/// between them, so cells that would keep the cores busy on average
+/// leave them idle through the holds. Measured on 2 cores, the full
+/// matrix (cells at 0.61 cores each at 2 at once): 4 at once (1.2 times
+/// the cores) sat at 1.19x its floor, 6 at once at 1.06x.
+const OFFERED: f64 = 1.5;
+
 /// `--jobs auto`: enough cells to keep `cores` busy given the CPU a
-/// running cell used before, within 1 and the smaller of the cell count
+/// running cell used before ([`OFFERED`] times the cores, rounded up),
+/// within 1 and the smaller of the cell count
 /// and [`MAX_CELLS_PER_CORE`] per core; one cell per core without
 /// history; never above the concurrency of a history that saturated its
 /// machine.
@@ -261,12 +265,8 @@ pub fn auto_jobs(cores: u32, cells: usize, load: Option<&Load>) -> Pick {
         None => (cores, "no earlier report: one cell per core".to_owned()),
         Some(load) => {
             let per_cell = load.cores_per_cell();
-            // Up, not to the nearest: a cell's CPU comes in bursts (setup,
-            // migrate, drain) with holds between them, and one cell too few
-            // leaves the cores idle through the holds (the full matrix at 5
-            // at once sat at 1.29x its floor, at 6 at 1.06x).
             let fill = if per_cell > 0.0 {
-                (f64::from(cores) / per_cell)
+                (OFFERED * f64::from(cores) / per_cell)
                     .ceil()
                     .min(f64::from(MAX_JOBS)) as u32
             } else {
@@ -498,7 +498,7 @@ mod tests {
             (0, 35, None, 1),
             (2, 1, None, 1),
             (2, 0, None, 1),
-            (2, 35, Some(&issue), 3),
+            (2, 35, Some(&issue), 5),
             (2, 2, Some(&issue), 2),
             (2, 35, Some(&full), 3),
             (4, 35, Some(&full), 6),
@@ -528,7 +528,7 @@ mod tests {
         let why = auto_jobs(2, 35, Some(&issue)).why;
         assert_eq!(
             why,
-            "jobs auto: 3 (2 cores; earlier cells kept 0.70 cores busy each)"
+            "jobs auto: 5 (2 cores; earlier cells kept 0.70 cores busy each)"
         );
     }
 
