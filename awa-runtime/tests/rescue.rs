@@ -276,12 +276,9 @@ async fn one_pass_requeues_dead_letters_and_drops_orphan_leases() {
     let lease_of = |id: i64| claimed.iter().find(|a| a.job_id == id).unwrap().run_lease;
     // The fourth job closed (terminal jobs leave awa.jobs), but its lease
     // was left behind: an orphan.
-    c.execute(
-        "DELETE FROM awa.jobs WHERE job_id = $1",
-        &[&ids[3]],
-    )
-    .await
-    .unwrap();
+    c.execute("DELETE FROM awa.jobs WHERE job_id = $1", &[&ids[3]])
+        .await
+        .unwrap();
 
     let mut rescued = rescue::rescue(&mut c, 60_000.0).await.unwrap();
     rescued.sort_by_key(|r| r.job_id);
