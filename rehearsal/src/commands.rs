@@ -5,6 +5,7 @@
 //! anything would start. Output goes to the writers passed in, so tests
 //! read it as text.
 
+use crate::schedule::History;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -128,14 +129,16 @@ fn make_plan(cli: &Cli, env: &Environment) -> Result<Plan, Error> {
     Ok(make_plan_at(cli, env)?.1)
 }
 
-/// [`make_plan`], with the matrix file it read.
-fn make_plan_at(cli: &Cli, env: &Environment) -> Result<(PathBuf, Plan), Error> {
+/// [`make_plan`], with the matrix file it read and the `--durations`
+/// report (read once: it splits the shares and orders the run).
+fn make_plan_at(cli: &Cli, env: &Environment) -> Result<(PathBuf, Plan, Option<History>), Error> {
     let (path, matrix) = load(cli, env)?;
-    let durations = durations(cli, env)?;
+    let history = durations(cli, env)?;
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
     let mut plan = plan_with_seed(cli, &matrix, seed)?;
     plan.matrix_checksum = matrix_checksum(&path)?;
-    Ok((path.clone(), partition(cli, plan, &durations)))
+    let plan = partition(cli, plan, history.as_ref());
+    Ok((path.clone(), plan, history))
 }
 
 /// sha256 (hex) of the matrix file's bytes: partial runs and replays
@@ -150,13 +153,12 @@ fn matrix_checksum(path: &Path) -> Result<String, Error> {
     Ok(awa_runtime::release::sha256_hex(&bytes))
 }
 
-/// `--durations FILE`, read before anything starts (only with `--partition duration:I/N`).
-fn durations(
-    cli: &Cli,
-    env: &Environment,
-) -> Result<std::collections::BTreeMap<String, u64>, Error> {
+/// `--durations FILE`, read before anything starts (only with
+/// `--partition duration:I/N`): the cell times the shares are balanced
+/// by, and the history the share's schedule starts longest first by.
+fn durations(cli: &Cli, env: &Environment) -> Result<Option<History>, Error> {
     let Some(file) = &cli.global.durations else {
-        return Ok(Default::default());
+        return Ok(None);
     };
     match cli.global.partition {
         Some(p) if p.strategy == crate::partition::Strategy::Duration => {}
@@ -171,19 +173,22 @@ fn durations(
             });
         }
     }
-    crate::partition::read_durations(&env.cwd.join(file)).map_err(|e| Error::BadFlag {
+    let path = env.cwd.join(file);
+    let report = crate::partition::read_durations(&path).map_err(|e| Error::BadFlag {
         flag: "--durations",
         message: e.message,
-    })
+    })?;
+    Ok(Some(History::of(&report, path)))
 }
 
 /// The plan cut to `--partition`'s share (unchanged without one); the
 /// replay line names the share.
-fn partition(cli: &Cli, plan: Plan, durations: &std::collections::BTreeMap<String, u64>) -> Plan {
+fn partition(cli: &Cli, plan: Plan, history: Option<&History>) -> Plan {
     let Some(p) = cli.global.partition else {
         return plan;
     };
-    let mut plan = crate::partition::apply(plan, p, durations, cli.global.durations.as_ref());
+    let durations = history.map(|h| h.durations.clone()).unwrap_or_default();
+    let mut plan = crate::partition::apply(plan, p, &durations, cli.global.durations.as_ref());
     plan.replay.push_str(&format!(" --partition {p}"));
     if let Some(file) = cli
         .global
@@ -245,8 +250,8 @@ fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
-    let (matrix_file, plan) = make_plan_at(cli, env)?;
-    let request = request(cli, env, &matrix_file, plan, false, err)?;
+    let (matrix_file, plan, history) = make_plan_at(cli, env)?;
+    let request = request(cli, env, &matrix_file, plan, history, false, err)?;
     crate::pipeline::run(request, out, err)
 }
 
@@ -274,6 +279,7 @@ fn request(
     env: &Environment,
     matrix_file: &Path,
     plan: Plan,
+    history: Option<History>,
     selftest: bool,
     err: &mut dyn Write,
 ) -> Result<crate::pipeline::RunArgs, Error> {
@@ -324,7 +330,7 @@ fn request(
         command_line: command_line(),
         selftest,
         pinned: None,
-        history_from: cli.global.durations.as_ref().map(|f| env.cwd.join(f)),
+        history,
     })
 }
 
@@ -362,7 +368,7 @@ fn replay_command(
         plan.cells.retain(|c| cli.global.cells.contains(&c.name));
     }
     plan.replay = replay_of(&file, &cli.global.cells);
-    let mut request = request(cli, env, &file, plan, false, err)?;
+    let mut request = request(cli, env, &file, plan, None, false, err)?;
     request.pinned = Some((file, recorded));
     crate::pipeline::run(request, out, err)
 }
@@ -555,7 +561,7 @@ fn selftest(
         plan.replay
             .push_str(&crate::servers::list(&cli.global.postgres));
     }
-    let request = request(cli, env, &path, plan, true, err)?;
+    let request = request(cli, env, &path, plan, None, true, err)?;
     crate::pipeline::run(request, out, err)
 }
 
@@ -581,7 +587,7 @@ fn repeat(
     err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
     let (path, matrix) = load(cli, env)?;
-    let durations = durations(cli, env)?;
+    let history = durations(cli, env)?;
     let checksum = matrix_checksum(&path)?;
     let base = cli.global.seed.unwrap_or_else(plan::random_seed);
     let seeds = crate::repeat::seeds(base, n);
@@ -590,7 +596,7 @@ fn repeat(
     for &seed in &seeds {
         let mut plan = plan_with_seed(cli, &matrix, seed)?;
         plan.matrix_checksum.clone_from(&checksum);
-        plans.push(partition(cli, plan, &durations));
+        plans.push(partition(cli, plan, history.as_ref()));
     }
     writeln!(
         err,
@@ -611,7 +617,7 @@ fn repeat(
     for (i, plan) in plans.into_iter().enumerate() {
         writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
         let seed = plan.seed;
-        let request = request(cli, env, &path, plan, false, err)?;
+        let request = request(cli, env, &path, plan, history.clone(), false, err)?;
         let finished = crate::pipeline::run_report(request, out, err)?;
         rates.add(seed, &finished.report, finished.dir);
         if finished.report.run.end.interrupted {

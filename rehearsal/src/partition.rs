@@ -210,19 +210,15 @@ pub struct DurationsError {
     pub message: String,
 }
 
-/// Wall time of each cell by id, from a report.json (a single run's or a merged one).
-pub fn read_durations(path: &Path) -> Result<BTreeMap<String, u64>, DurationsError> {
-    let report = crate::report::read_json(path).map_err(|e| DurationsError {
+/// The report.json `--durations` names (of one run, or merged): its cell
+/// times balance the shares.
+pub fn read_durations(path: &Path) -> Result<crate::report::RunReport, DurationsError> {
+    crate::report::read_json(path).map_err(|e| DurationsError {
         message: format!(
             "{}; pass the report.json of an earlier run of this matrix (a merged one works too), or leave --durations out to place cells by hash",
             awa_runtime::error::chain(&e)
         ),
-    })?;
-    Ok(report
-        .cells
-        .iter()
-        .map(|c| (c.name.clone(), c.elapsed_ms))
-        .collect())
+    })
 }
 
 /// `plan` cut down to `partition`'s share, recording the whole selection.

@@ -64,11 +64,11 @@ pub struct RunArgs {
     pub selftest: bool,
     /// `rehearse replay`: the plan.json whose artifact digests the run must match.
     pub pinned: Option<(PathBuf, crate::planfile::PlanFile)>,
-    /// `--durations FILE`: the report the schedule orders and sizes the run
-    /// by, instead of the newest under `reports_root` (a share of a
-    /// `--partition duration` run starts its cells longest first by the
-    /// same times that split it).
-    pub history_from: Option<PathBuf>,
+    /// `--durations FILE`, as read: the history the schedule orders and
+    /// sizes the run by, instead of the newest under `reports_root` (a
+    /// share of a `--partition duration` run starts its cells longest
+    /// first by the same times that split it).
+    pub history: Option<History>,
 }
 
 /// A finished run: its report and the folder it was written to.
@@ -126,8 +126,8 @@ pub fn run_report(
         pinned.check(file, &resolution)?;
     }
     // Read before this run's folder exists, so the history is an earlier run.
-    let history = match &args.history_from {
-        Some(file) => History::read(file),
+    let history = match &args.history {
+        Some(history) => history.clone(),
         None => History::latest(&args.reports_root),
     };
     let schedule = Schedule::new(&args.plan.cells, args.jobs, &history);
