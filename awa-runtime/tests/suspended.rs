@@ -203,7 +203,9 @@ async fn a_07_runtime_frozen_inside_a_transaction_loses_the_session_after_the_bo
         ev.iter().filter(|e| e["event"] == "finished").count() > before
     })
     .await;
-    assert_eq!(w.terminate().await, 0);
+    let stderr = w.stderr.clone();
+    let code = w.terminate().await;
+    assert_eq!(code, 0, "stderr: {}", stderr.lock().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
