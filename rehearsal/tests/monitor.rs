@@ -280,23 +280,26 @@ async fn a_fresh_install_is_sampled() {
     );
 }
 
-/// Starts `sql` on a connection of its own, where it blocks; returns once
-/// `waiting` sessions of the database (the blocked one among them) wait
-/// on a lock. The task keeps the connection until the test ends.
-async fn blocked(
+/// Runs `hold` on a connection of its own (returned, so its transaction
+/// and locks stay), then starts `wait` on another, where it blocks behind
+/// them; returns once `waiting` sessions of the database wait on a lock.
+async fn contend(
     cluster: &Cluster,
-    name: &str,
     observer: &Client,
-    sql: &'static str,
+    hold: &str,
+    wait: &'static str,
     waiting: i64,
-) {
-    let client = cluster.connect(name).await.unwrap();
+) -> Client {
+    let holder = cluster.connect("waits").await.unwrap();
+    holder.batch_execute(hold).await.unwrap();
+    let client = cluster.connect("waits").await.unwrap();
     tokio::spawn(async move {
-        let _ = client.batch_execute(sql).await;
+        let _ = client.batch_execute(wait).await;
         // Keep the transaction (and its locks) open.
         tokio::time::sleep(Duration::from_secs(60)).await;
     });
-    until_waiting(observer, name, waiting).await;
+    until_waiting(observer, "waits", waiting).await;
+    holder
 }
 
 /// The most lock waits a monitor counted over a few samples.
@@ -316,21 +319,19 @@ async fn counted_waits(cluster: &Cluster, name: &str) -> i64 {
 async fn lock_waits_count_only_what_rotation_can_be_behind() {
     let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
     let observer = expanded(&cluster, "waits").await;
+    // Created first: statements before a BEGIN in one simple query join its transaction.
     observer
         .batch_execute(
-            "CREATE TABLE public.work (id int PRIMARY KEY); INSERT INTO public.work VALUES (1)",
+            "CREATE TABLE public.work (id int PRIMARY KEY); INSERT INTO public.work VALUES (1);
+             CREATE TABLE public.parts (n int)",
         )
         .await
         .unwrap();
-    let holder = cluster.connect("waits").await.unwrap();
-    holder
-        .batch_execute("BEGIN; SELECT id FROM public.work WHERE id = 1 FOR UPDATE")
-        .await
-        .unwrap();
-    blocked(
+    // A worker waiting on a job's row: not counted.
+    let _worker = contend(
         &cluster,
-        "waits",
         &observer,
+        "BEGIN; SELECT id FROM public.work WHERE id = 1 FOR UPDATE",
         "BEGIN; UPDATE public.work SET id = 1 WHERE id = 1",
         1,
     )
@@ -340,16 +341,11 @@ async fn lock_waits_count_only_what_rotation_can_be_behind() {
         0,
         "a wait on a work row was counted as one rotation can be behind"
     );
-
     // A rotation's FOR UPDATE of a ring's row queued behind a flip's.
-    let flip = cluster.connect("waits").await.unwrap();
-    flip.batch_execute("BEGIN; SELECT current_slot FROM awa.claim_ring_state FOR UPDATE")
-        .await
-        .unwrap();
-    blocked(
+    let _flip = contend(
         &cluster,
-        "waits",
         &observer,
+        "BEGIN; SELECT current_slot FROM awa.claim_ring_state FOR UPDATE",
         "BEGIN; SELECT current_slot FROM awa.claim_ring_state FOR UPDATE",
         2,
     )
@@ -359,22 +355,11 @@ async fn lock_waits_count_only_what_rotation_can_be_behind() {
         1,
         "a rotation waiting behind the flip's ring lock was not counted"
     );
-
     // A table lock (as a prune's or a migration's): counted too.
-    let migration = cluster.connect("waits").await.unwrap();
-    // Created first: statements before a BEGIN in one simple query join its transaction.
-    migration
-        .batch_execute("CREATE TABLE public.parts (n int)")
-        .await
-        .unwrap();
-    migration
-        .batch_execute("BEGIN; LOCK TABLE public.parts IN ACCESS EXCLUSIVE MODE")
-        .await
-        .unwrap();
-    blocked(
+    let _migration = contend(
         &cluster,
-        "waits",
         &observer,
+        "BEGIN; LOCK TABLE public.parts IN ACCESS EXCLUSIVE MODE",
         "SELECT count(*) FROM public.parts",
         3,
     )
