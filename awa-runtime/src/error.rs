@@ -139,13 +139,11 @@ fn is_transient(e: &tokio_postgres::Error) -> bool {
     match e.code() {
         Some(code) => {
             let c = code.code();
-            // 25P03/25P04: the server ended a session left idle in (or
-            // too long inside) a transaction: the process was stopped
-            // there, and a new connection carries on. Whether the client
-            // reads that FATAL or only sees the socket close is a race.
-            c.starts_with("08")
-                || c.starts_with("57")
-                || matches!(c, "40001" | "40P01" | "25P03" | "25P04")
+            // 25P03: the server ended a session left idle in a
+            // transaction (the process was stopped there); a new
+            // connection carries on. Whether the client reads that FATAL
+            // or only sees the socket close is a race.
+            c.starts_with("08") || c.starts_with("57") || matches!(c, "40001" | "40P01" | "25P03")
         }
         None => true,
     }

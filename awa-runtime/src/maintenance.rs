@@ -136,7 +136,7 @@ async fn lead(
             due.cron = now + t.cron_every;
         }
         if now >= due.rescue {
-            for r in rescue::rescue(conn.client_mut().await?, t.stale_ms()).await? {
+            for r in rescue_pass(conn, t).await? {
                 emit(&Event::Rescued(events::Rescued {
                     job_id: r.job_id,
                     run_lease: r.run_lease,
@@ -181,6 +181,21 @@ async fn lead(
                 .max(std::time::Duration::from_millis(5)),
         )
         .await;
+    }
+}
+
+/// One rescue pass. A pass that lost a deadlock (or a serialization
+/// conflict) to a worker closing or heartbeating the same attempts has
+/// rolled back and is tried again at the next tick: dropping the
+/// connection for it would drop leadership too, and leave the fleet
+/// without rotation and rescue until another runtime leads.
+async fn rescue_pass(conn: &mut Conn, t: &Timings) -> Result<Vec<rescue::Rescued>> {
+    match rescue::rescue(conn.client_mut().await?, t.stale_ms()).await {
+        Err(e) if matches!(e.sqlstate(), Some("40P01" | "40001")) => {
+            eprintln!("awa: a rescue pass lost a lock conflict, trying again next tick: {e}");
+            Ok(Vec::new())
+        }
+        other => other,
     }
 }
 

@@ -27,10 +27,11 @@ WHERE (l.deadline_at IS NOT NULL AND l.deadline_at < now())
    OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
 LIMIT 500";
 
-/// The attempts of one rescue pass (`$1` job ids, `$2` run leases, `$3`
-/// outcomes), their job rows locked in job order: a pass takes them one
-/// order, so two passes (an old leader's last and a new one's first)
-/// never deadlock on each other.
+/// The job rows of one rescue pass (`$1` job ids, `$2` run leases),
+/// locked up front in job order. Workers close and heartbeat in their own
+/// order, so a pass can still meet one in a deadlock; PostgreSQL then
+/// rolls one side back, and the leader tries its pass again at the next
+/// tick (`maintenance::rescue_pass`).
 const LOCK: &str = "
 SELECT j.job_id FROM awa.jobs j
 JOIN unnest($1::int8[], $2::int8[]) AS i(job_id, run_lease)
