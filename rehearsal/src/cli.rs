@@ -604,8 +604,8 @@ impl Line {
 
 /// `--jobs` when not given: `auto`, one cell per core on a first run (two
 /// keep two cores busy; one alone leaves the machine half idle while it
-/// holds), then as many as the last report's CPU leaves room for, with
-/// the timing-sensitive cells admitted by the schedule.
+/// holds), then as many as ask half again the cores' CPU by the last
+/// report's (`schedule::auto_jobs`).
 const DEFAULT_JOBS: Jobs = Jobs::Auto;
 
 /// `--jobs N|auto`.

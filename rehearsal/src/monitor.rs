@@ -109,11 +109,12 @@ SELECT EXISTS (SELECT 1 FROM awa.queue_entries),
 /// Sessions of the cell's database waiting on a lock that rotation or
 /// prune can be behind: a table lock (a migration's or a prune's
 /// `ACCESS EXCLUSIVE`, a held partition), an advisory lock, or any lock a
-/// session waits for while it holds a ring-state or authority table (a
-/// rotation's or a flip's `FOR UPDATE` queued behind the other's row
-/// lock). A worker waiting on a job's row is not counted: under CPU
-/// pressure such waits come every few seconds and say nothing about
-/// rotation.
+/// session waits for while it holds a ring-state or authority table more
+/// strongly than a read does (a rotation's or a flip's `FOR UPDATE`
+/// queued behind the other's row lock; the same test as the probe's
+/// `IDLE_IN_TRANSACTION`). A worker waiting on a job's row is not
+/// counted, even after it read a ring cursor: under CPU pressure such
+/// waits come every few seconds and say nothing about rotation.
 const ROTATION_LOCK_WAITS: &str = "
 SELECT count(DISTINCT w.pid) FROM pg_locks w
 JOIN pg_stat_activity a ON a.pid = w.pid AND a.datname = current_database()
@@ -122,8 +123,10 @@ WHERE NOT w.granted
        OR EXISTS (SELECT 1 FROM pg_locks h
                   JOIN pg_class c ON c.oid = h.relation
                   JOIN pg_namespace n ON n.oid = c.relnamespace
-                  WHERE h.pid = w.pid AND h.granted AND h.locktype = 'relation' AND n.nspname = 'awa'
-                    AND (c.relname LIKE '%\\_ring\\_state' OR c.relname = 'ring_cursor_authority')))";
+                  WHERE h.pid = w.pid AND h.granted AND h.locktype = 'relation'
+                    AND h.mode <> 'AccessShareLock' AND n.nspname = 'awa'
+                    AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state',
+                                      'ring_cursor_authority')))";
 
 /// What the monitor recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -218,6 +221,11 @@ impl Sampler {
 
     async fn tick(&mut self) {
         let at_ms = self.t0.elapsed().as_millis() as u64;
+        if self.client.as_ref().is_some_and(Client::is_closed) {
+            // The server went away since the last tick (a crash), however
+            // fast it is back.
+            self.outage = true;
+        }
         if self.client.as_ref().is_none_or(Client::is_closed) {
             // A short connect timeout: a crashed server must not stall the monitor.
             let connect = crate::pg::connect(&self.url);

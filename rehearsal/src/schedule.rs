@@ -236,7 +236,7 @@ pub fn longest_first(durations: &[u64]) -> Vec<usize> {
 pub struct Pick {
     /// Cells at once.
     pub jobs: u32,
-    /// `jobs auto: 3 (2 cores; earlier cells kept 0.70 cores busy each)`.
+    /// `jobs auto: 5 (2 cores; earlier cells kept 0.70 cores busy each)`.
     pub why: String,
 }
 

@@ -327,12 +327,13 @@ async fn lock_waits_count_only_what_rotation_can_be_behind() {
         )
         .await
         .unwrap();
-    // A worker waiting on a job's row: not counted.
+    // A worker waiting on a job's row, after it read a ring cursor in the
+    // same transaction (as a claim does): not counted.
     let _worker = contend(
         &cluster,
         &observer,
         "BEGIN; SELECT id FROM public.work WHERE id = 1 FOR UPDATE",
-        "BEGIN; UPDATE public.work SET id = 1 WHERE id = 1",
+        "BEGIN; SELECT current_slot FROM awa.claim_ring_state; UPDATE public.work SET id = 1 WHERE id = 1",
         1,
     )
     .await;

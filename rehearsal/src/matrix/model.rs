@@ -281,8 +281,9 @@ pub struct Timings {
     pub rotate_every: Duration,
     /// Claim deadline for jobs (deadline rescue).
     pub deadline: Duration,
-    /// How long a drain (or a kill's wait for its trigger) waits without
-    /// progress before the driver gives up.
+    /// How long a drain (and `rings_pruned_back`'s wait for the workload)
+    /// waits without progress, and a kill waits for its trigger, before
+    /// the driver gives up.
     pub drain_timeout: Duration,
     /// How long a cell may run, setup to final drain, before it is
     /// stopped and called inconclusive: `[timings] budget`, or the

@@ -48,7 +48,7 @@ impl Cell<'_> {
         } else {
             let n = live.0.unsigned_abs();
             parts.push(format!(
-                "{} still live after {waited}, none finished in the last {timeout}",
+                "{} still live after {waited}, the count no lower for the last {timeout}",
                 crate::observe::count(n, "job")
             ));
         }

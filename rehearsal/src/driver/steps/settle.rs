@@ -40,7 +40,7 @@ impl Cell<'_> {
             }
             if progress.stalled(workload, Instant::now(), drain) {
                 return Ok(Err(format!(
-                    "{} still live after {}, none finished in the last {}",
+                    "{} still live after {}, the count no lower for the last {}",
                     crate::observe::count(workload.unsigned_abs(), "workload job"),
                     crate::observe::duration(start.elapsed().as_millis() as u64),
                     crate::observe::duration(drain.as_millis() as u64)
