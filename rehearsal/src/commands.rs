@@ -187,8 +187,9 @@ fn partition(cli: &Cli, plan: Plan, history: Option<&History>) -> Plan {
     let Some(p) = cli.global.partition else {
         return plan;
     };
-    let durations = history.map(|h| h.durations.clone()).unwrap_or_default();
-    let mut plan = crate::partition::apply(plan, p, &durations, cli.global.durations.as_ref());
+    let none = std::collections::BTreeMap::new();
+    let durations = history.map_or(&none, |h| &h.durations);
+    let mut plan = crate::partition::apply(plan, p, durations, cli.global.durations.as_ref());
     plan.replay.push_str(&format!(" --partition {p}"));
     if let Some(file) = cli
         .global
