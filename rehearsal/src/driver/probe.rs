@@ -116,6 +116,17 @@ const NAMES_SESSIONS: &str = "
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity
                WHERE datname = current_database() AND $1 <> ''
                  AND right(application_name, length($1) + 1) = ' ' || $1)";
+/// Runtime `$1`'s heartbeat and the server's clock, in Unix ms, and how
+/// many sessions name it (0.7 names its sessions; 0.6 names none): the
+/// evidence a suspend, resume or kill took that does not come from the
+/// process. No heartbeat row reads as NULL (never registered, or gone).
+const HEARTBEAT_OF: &str = "
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8,
+       (SELECT (extract(epoch FROM heartbeat_at) * 1000)::int8
+        FROM awa.runtime_instances WHERE instance_id = $1),
+       (SELECT count(*) FROM pg_stat_activity
+        WHERE datname = current_database() AND $1 <> ''
+          AND right(application_name, length($1) + 1) = ' ' || $1)";
 /// Live jobs by state, and the age (ms) of the oldest open claim of a
 /// running job: what a drain that does not end is waiting for.
 const LIVE_JOBS_WAITING: &str = "
@@ -440,6 +451,16 @@ impl Probe {
     /// in its `application_name` (0.7 does, 0.6 names none).
     pub async fn names_sessions(&mut self, instance_id: &str) -> Result<bool, String> {
         Ok(self.one(NAMES_SESSIONS, &[&instance_id]).await?.get(0))
+    }
+
+    /// One look at runtime `instance_id`'s heartbeat, by the server's clock.
+    pub async fn heartbeat_of(&mut self, instance_id: &str) -> Result<super::steps::Beat, String> {
+        let row = self.one(HEARTBEAT_OF, &[&instance_id]).await?;
+        Ok(super::steps::Beat {
+            server_ms: row.get(0),
+            beat_ms: row.get(1),
+            sessions: row.get::<_, i64>(2).max(0) as u64,
+        })
     }
 
     /// Live jobs: (running, available, scheduled, oldest open claim in ms).

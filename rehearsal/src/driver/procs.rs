@@ -15,6 +15,11 @@ use crate::observe::KillRecord;
 use crate::plan::Pick;
 use crate::stream::{Fault, RunEvent};
 
+/// How long a killed process has, after the backend's own wait, to show
+/// it is gone (reaped, no session naming it): the server notices a closed
+/// socket at once, so this is only for its answer on a loaded machine.
+const KILL_PROOF: Duration = Duration::from_secs(5);
+
 /// How a runtime's start went.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Start {
@@ -396,6 +401,9 @@ impl Cell<'_> {
     pub(super) async fn kill_proc(&mut self, id: ProcId, role: &str) -> Result<KillRecord, Abort> {
         let at_ms = self.ms();
         self.kill_quietly(id).await;
+        // A kill the cell cannot see land is no kill to judge rescue by.
+        self.prove(id, super::steps::Effect::Gone, None, KILL_PROOF)
+            .await?;
         let record = {
             let l = self.shared.lock();
             let p = &l.procs[id];

@@ -402,25 +402,68 @@ impl DockerFleet {
         control
     }
 
-    /// One control through the engine's API.
-    async fn apply(&self, container: &str, control: Control) {
+    /// One control through the engine's API. A pause or unpause is
+    /// checked against the engine's own view of the container afterwards:
+    /// an engine can fail to freeze a cgroup under load (and say so only
+    /// in the call's error), and a step that goes on believing the
+    /// process stopped judges a cell on something that did not happen.
+    async fn apply(&self, container: &str, control: Control) -> Result<(), String> {
+        let docker = &self.engine.docker;
         match control {
-            Control::Terminate => self.signal(container, "SIGTERM").await,
+            Control::Terminate => {
+                let sent = self.signal(container, "SIGTERM").await;
+                // A paused container would hold the SIGTERM until unpaused:
+                // a graceful stop must not wait on a cell that left it so.
+                let _ = docker.unpause_container(container).await;
+                sent
+            }
             Control::Kill => self.signal(container, "SIGKILL").await,
             // The engine's pause freezes the container's cgroup: the
             // process keeps its state and resumes where it stopped.
             Control::Suspend => {
-                let _ = self.engine.docker.pause_container(container).await;
+                docker
+                    .pause_container(container)
+                    .await
+                    .map_err(|e| format!("the engine could not pause it: {e}"))?;
+                self.paused_is(container, true).await
             }
             Control::Resume => {
-                let _ = self.engine.docker.unpause_container(container).await;
+                docker
+                    .unpause_container(container)
+                    .await
+                    .map_err(|e| format!("the engine could not unpause it: {e}"))?;
+                self.paused_is(container, false).await
             }
         }
     }
 
-    async fn signal(&self, container: &str, signal: &str) {
-        let _ = self
+    /// Whether the engine reports the container paused as `want`.
+    async fn paused_is(&self, container: &str, want: bool) -> Result<(), String> {
+        let state = self
             .engine
+            .docker
+            .inspect_container(container, None)
+            .await
+            .map_err(|e| format!("the engine could not say whether it is paused: {e}"))?
+            .state;
+        let paused = state.as_ref().and_then(|s| s.paused);
+        let running = state.as_ref().and_then(|s| s.running);
+        match (paused, running) {
+            (Some(p), Some(true)) if p == want => Ok(()),
+            (_, Some(false)) => Err("the engine reports it no longer running".into()),
+            (p, _) => Err(format!(
+                "the engine reports it {} after the call",
+                match p {
+                    Some(true) => "paused",
+                    Some(false) => "not paused",
+                    None => "in no known pause state",
+                }
+            )),
+        }
+    }
+
+    async fn signal(&self, container: &str, signal: &str) -> Result<(), String> {
+        self.engine
             .docker
             .kill_container(
                 container,
@@ -428,7 +471,8 @@ impl DockerFleet {
                     signal: signal.to_owned(),
                 }),
             )
-            .await;
+            .await
+            .map_err(|e| format!("the engine could not send {signal}: {e}"))
     }
 }
 
@@ -458,8 +502,8 @@ async fn watch(
             status = wait.next() => break status,
             order = controls.recv(), if listening => match order {
                 Some(order) => {
-                    fleet.apply(&container, order.control).await;
-                    order.applied();
+                    let result = fleet.apply(&container, order.control).await;
+                    order.applied(result);
                 }
                 None => listening = false,
             },

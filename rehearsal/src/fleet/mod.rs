@@ -191,20 +191,28 @@ pub enum Control {
 }
 
 /// A control on its way to a backend, and whom to tell once the backend
-/// has applied it (the signal sent, the engine's call returned).
+/// has applied it and checked that it took (for a suspend: every thread
+/// of the process stopped, or the engine reports the container paused).
 #[derive(Debug)]
 pub struct Order {
     /// What to do.
     pub control: Control,
-    applied: Option<oneshot::Sender<()>>,
+    applied: Option<oneshot::Sender<Result<(), String>>>,
 }
 
 impl Order {
-    /// Tells the sender, if it waits, that the control has been applied.
-    pub fn applied(self) {
+    /// Tells the sender, if it waits, whether the control took effect
+    /// (`Err` says what the backend saw instead).
+    pub fn applied(self, result: Result<(), String>) {
         if let Some(tell) = self.applied {
-            let _ = tell.send(());
+            let _ = tell.send(result);
         }
+    }
+
+    /// Whether the sender waits to hear how it went: only then is it
+    /// worth checking that the control took.
+    pub fn awaited(&self) -> bool {
+        self.applied.is_some()
     }
 }
 
@@ -260,22 +268,37 @@ impl Handle {
     }
 
     /// Stops the process where it is, without ending it, and returns once
-    /// it is stopped: the signal delivered, or the engine's pause returned
-    /// (at once if it ended).
-    pub async fn suspended(&self) {
-        let (tell, told) = oneshot::channel();
-        let order = Order {
-            control: Control::Suspend,
-            applied: Some(tell),
-        };
-        if self.control.send(order).is_ok() {
-            let _ = told.await;
-        }
+    /// the backend has seen it stopped (every thread of the process in
+    /// the stopped state; the engine reporting the container paused).
+    /// `Err` says why it is not: the signal or the engine's call failed,
+    /// the process did not stop within the backend's bound, or it had
+    /// already ended.
+    pub async fn suspended(&self) -> Result<(), String> {
+        self.order(Control::Suspend).await
     }
 
     /// Lets a suspended process run again (no-op once ended, or when running).
     pub fn resume(&self) {
         self.send(Control::Resume);
+    }
+
+    /// Lets a suspended process run again and returns once the backend has
+    /// seen it running (no thread left stopped; the container unpaused).
+    pub async fn resumed(&self) -> Result<(), String> {
+        self.order(Control::Resume).await
+    }
+
+    async fn order(&self, control: Control) -> Result<(), String> {
+        let (tell, told) = oneshot::channel();
+        let order = Order {
+            control,
+            applied: Some(tell),
+        };
+        if self.control.send(order).is_err() {
+            return Err("it had already ended".into());
+        }
+        told.await
+            .unwrap_or_else(|_| Err("it ended before the backend could apply it".into()))
     }
 }
 

@@ -23,6 +23,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -203,8 +204,21 @@ async fn own_child(
             status = child.wait() => break status,
             ctl = controls.recv(), if listening => match ctl {
                 Some(order) => {
-                    deliver(&mut child, pid, order.control);
-                    order.applied();
+                    let sent = deliver(&mut child, pid, order.control);
+                    let check = match (order.control, pid) {
+                        (Control::Suspend, Some(pid)) => Some((pid, true)),
+                        (Control::Resume, Some(pid)) => Some((pid, false)),
+                        _ => None,
+                    };
+                    match check {
+                        // Checked on the side: the child may end meanwhile.
+                        Some((pid, stopped)) if sent.is_ok() && order.awaited() => {
+                            tokio::spawn(async move {
+                                order.applied(confirm(pid, stopped).await);
+                            });
+                        }
+                        _ => order.applied(sent),
+                    }
                 }
                 None => listening = false,
             },
@@ -220,26 +234,96 @@ async fn own_child(
 /// One control as a signal to the child. Called only by [`own_child`]
 /// before it has reaped the child (it is the only waiter), so `pid` is
 /// still this child's.
-fn deliver(child: &mut tokio::process::Child, pid: Option<u32>, control: Control) {
-    let signal = |signal| {
-        if let Some(pid) = pid {
-            // The pid is our unreaped child (see above).
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
-        }
+fn deliver(
+    child: &mut tokio::process::Child,
+    pid: Option<u32>,
+    control: Control,
+) -> Result<(), String> {
+    let signal = |signal: Signal| match pid {
+        // The pid is our unreaped child (see above).
+        Some(pid) => nix::sys::signal::kill(Pid::from_raw(pid as i32), signal)
+            .map_err(|e| format!("{signal} to pid {pid} failed: {e}")),
+        None => Err("it has no pid to signal".into()),
     };
     match control {
         Control::Terminate => {
-            signal(Signal::SIGTERM);
+            let sent = signal(Signal::SIGTERM);
             // A suspended process would hold the SIGTERM until resumed: a
             // graceful stop must not wait on a cell that left it stopped.
-            signal(Signal::SIGCONT);
+            let _ = signal(Signal::SIGCONT);
+            sent
         }
         Control::Suspend => signal(Signal::SIGSTOP),
         Control::Resume => signal(Signal::SIGCONT),
-        Control::Kill => {
-            let _ = child.start_kill();
+        Control::Kill => child
+            .start_kill()
+            .map_err(|e| format!("SIGKILL failed: {e}")),
+    }
+}
+
+/// How long a signalled process has to show the state a suspend or resume
+/// asked for: the kernel stops a thread the next time it runs, which on a
+/// starved machine can take a while, but not seconds.
+const CONFIRM_BOUND: Duration = Duration::from_secs(2);
+
+/// Waits until every thread of `pid` is stopped (`stopped`) or none is,
+/// as `/proc` shows it: the evidence a suspend or resume took that does
+/// not come from the process itself.
+async fn confirm(pid: u32, stopped: bool) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    loop {
+        let states = match thread_states(pid) {
+            Ok(states) if !states.is_empty() => states,
+            Ok(_) | Err(_) => return Err(format!("pid {pid} is gone from /proc: it ended")),
+        };
+        let held = states.iter().filter(|&&c| is_stopped(c)).count();
+        let done = if stopped {
+            held == states.len()
+        } else {
+            held == 0
+        };
+        if done {
+            return Ok(());
+        }
+        if start.elapsed() >= CONFIRM_BOUND {
+            let (want, signal) = if stopped {
+                ("stopped", "SIGSTOP")
+            } else {
+                ("running", "SIGCONT")
+            };
+            return Err(format!(
+                "{} of {} threads of pid {pid} were not {want} {} ms after {signal}",
+                if stopped { states.len() - held } else { held },
+                states.len(),
+                start.elapsed().as_millis()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The scheduler state of each thread of `pid` (`R`, `S`, `T`, ...).
+fn thread_states(pid: u32) -> std::io::Result<Vec<char>> {
+    let mut states = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let stat = std::fs::read_to_string(entry?.path().join("stat"));
+        // A thread that ended between the listing and the read is no thread.
+        if let Some(state) = stat.ok().as_deref().and_then(stat_state) {
+            states.push(state);
         }
     }
+    Ok(states)
+}
+
+/// The state letter of a `/proc/.../stat` line: the first field after the
+/// command name, which is in parentheses and may itself hold `)` or spaces.
+fn stat_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Stopped by a signal (`T`) or, under a tracer, at a trace stop (`t`).
+fn is_stopped(state: char) -> bool {
+    matches!(state, 'T' | 't')
 }
 
 /// A spawn request for the spawner thread: the command, the runtime it
@@ -351,7 +435,6 @@ pub(super) fn report_exit(
 mod tests {
     use super::*;
     use crate::fleet::{Event, FleetMsg, Parsed};
-    use std::time::Duration;
 
     fn scratch(tag: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("rehearse-fleet-{tag}-{}", std::process::id()));
@@ -480,18 +563,20 @@ mod tests {
             state == Some('T')
         };
         tokio::time::sleep(Duration::from_millis(150)).await;
-        handle.suspended().await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(stopped(pid), "SIGSTOP reached the child");
+        handle.suspended().await.unwrap();
+        assert!(
+            stopped(pid),
+            "suspended() returns once the child is stopped"
+        );
         while rx.try_recv().is_ok() {}
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(rx.try_recv().is_err(), "a suspended child prints nothing");
-        handle.resume();
+        handle.resumed().await.unwrap();
+        assert!(!stopped(pid), "resumed() returns once the child runs");
         tokio::time::sleep(Duration::from_millis(150)).await;
-        assert!(!stopped(pid), "SIGCONT let it go on");
         assert!(rx.try_recv().is_ok(), "it prints again");
         // A graceful stop of a suspended child does not wait for a resume.
-        handle.suspended().await;
+        handle.suspended().await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         handle.terminate();
         let reports = collect(rx).await;
@@ -506,6 +591,32 @@ mod tests {
             "{reports:?}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_suspend_of_a_child_that_ended_is_an_error_not_a_stop() {
+        let dir = scratch("suspend-ended");
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = ProcessFleet.spawn(spec(&dir, "exit 0"), tx).await.unwrap();
+        let _ = collect(rx).await;
+        let err = handle.suspended().await.unwrap_err();
+        assert!(err.contains("ended"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stat_lines_give_the_state_after_the_command_name() {
+        for (stat, state) in [
+            ("1234 (awa) S 1 1234 1234 0 -1", Some('S')),
+            ("1234 (a) b) T 1 1234", Some('T')),
+            ("1234 (tokio-runtime-w) t 1", Some('t')),
+            ("1234 (awa", None),
+            ("", None),
+        ] {
+            assert_eq!(stat_state(stat), state, "{stat}");
+        }
+        assert!(is_stopped('T') && is_stopped('t'));
+        assert!(!is_stopped('S') && !is_stopped('R') && !is_stopped('D'));
     }
 
     #[tokio::test]

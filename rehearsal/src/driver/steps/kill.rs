@@ -176,7 +176,12 @@ impl Cell<'_> {
             let Some(handle) = handle.filter(|_| !frozen_already) else {
                 return Ok(String::new());
             };
-            handle.suspended().await;
+            // Judging a victim that did not freeze would be judging the past.
+            handle.suspended().await.map_err(|e| {
+                Abort::Harness(format!(
+                    "kill: could not freeze its victim to judge it busy: {e}"
+                ))
+            })?;
             if let Err(stopped) = self.settle(victim).await {
                 handle.resume();
                 return Err(stopped);

@@ -6,6 +6,7 @@
 mod armed;
 mod assert;
 mod drain;
+mod effect;
 mod evidence;
 mod fence;
 mod fleet;
@@ -26,6 +27,7 @@ use super::cell::Cell;
 use super::{Abort, Done};
 use crate::matrix::Step;
 pub(super) use armed::MigrationHold;
+pub(super) use effect::{Beat, Effect};
 
 impl Cell<'_> {
     /// Executes one planned step.

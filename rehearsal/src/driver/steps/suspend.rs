@@ -12,6 +12,7 @@ use super::super::cell::Cell;
 use super::super::probe::IdleSession;
 use super::super::state::Suspension;
 use super::super::{Abort, Done};
+use super::effect::Effect;
 use crate::fleet::Handle;
 use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
 use crate::observe::StepOutcome;
@@ -19,6 +20,10 @@ use crate::plan::PlannedSuspend;
 
 /// How long a suspension may take to catch its process at the right moment.
 const CATCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// What a suspend or resume proof may take beyond `stale_after` (the
+/// heartbeat's own tolerance) before the step gives up: the database's
+/// answers and the process's first beat are late on a loaded machine.
+const PROOF_SLACK: Duration = Duration::from_secs(3);
 
 impl Cell<'_> {
     /// `suspend`: chooses the process (the leader when the step runs, else
@@ -55,17 +60,16 @@ impl Cell<'_> {
                 format!("{name} has no handle"),
             ));
         };
-        let caught = match self.stop_at(&handle, instance_id.as_deref(), s.at).await? {
-            Ok(caught) => caught,
-            Err(missed) => {
-                self.state
-                    .fail(format!("suspend {}: {name}: {missed}", s.target.name()));
-                return Ok(Done::with(
-                    StepOutcome::TimedOut,
-                    format!("{name}: {missed}"),
-                ));
-            }
-        };
+        // Not catching the moment the step names is the harness missing
+        // its interleaving, not the product failing: inconclusive.
+        let caught = self
+            .stop_at(&handle, &name, instance_id.as_deref(), s.at)
+            .await?
+            .map_err(|missed| {
+                Abort::Harness(format!("suspend {}: {name}: {missed}", s.target.name()))
+            })?;
+        let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
+        let proof = self.prove(victim, Effect::Stopped, None, bound).await?;
         self.state.suspended.push(Suspension {
             target: s.target,
             of: s.of.clone(),
@@ -78,7 +82,7 @@ impl Cell<'_> {
         } else {
             ""
         };
-        let mut text = format!("SIGSTOPped {name} ({version}{leader}){caught}");
+        let mut text = format!("SIGSTOPped {name} ({version}{leader}){caught} ({proof})");
         if s.target != KillTarget::Producer {
             text.push_str(&format!(
                 " with {in_flight} attempts in flight ({started} started)"
@@ -112,6 +116,7 @@ impl Cell<'_> {
     async fn stop_at(
         &mut self,
         handle: &Handle,
+        name: &str,
         instance_id: Option<&str>,
         at: SuspendAt,
     ) -> Result<Result<String, String>, Abort> {
@@ -119,7 +124,13 @@ impl Cell<'_> {
             Some(id) => self.probe.names_sessions(id).await.unwrap_or(false),
             None => false,
         };
-        handle.suspended().await;
+        let stop = || async {
+            handle
+                .suspended()
+                .await
+                .map_err(|e| Abort::Harness(format!("suspend: could not stop {name}: {e}")))
+        };
+        stop().await?;
         if at == SuspendAt::Any {
             return Ok(Ok(String::new()));
         }
@@ -164,7 +175,7 @@ impl Cell<'_> {
             self.cancel()
                 .sleep(Duration::from_millis(5 + (tries * 7) % 31))
                 .await?;
-            handle.suspended().await;
+            stop().await?;
         }
     }
 
@@ -201,10 +212,21 @@ impl Cell<'_> {
         }
         let text = match s.signal {
             ResumeSignal::Cont => {
-                if let Some(handle) = handle {
-                    handle.resume();
-                }
-                format!("SIGCONTed {name} ({version}) after {stopped_ms} ms stopped")
+                let Some(handle) = handle else {
+                    return Err(Abort::Harness(format!(
+                        "resume: {name} has no handle to signal"
+                    )));
+                };
+                let instance_id = self.proc(susp.id, |p| p.instance_id.clone());
+                let before = self.look(susp.id, instance_id.as_deref()).await;
+                handle.resumed().await.map_err(|e| {
+                    Abort::Harness(format!("resume: could not let {name} go on: {e}"))
+                })?;
+                let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
+                let proof = self
+                    .prove(susp.id, Effect::Running, Some(before), bound)
+                    .await?;
+                format!("SIGCONTed {name} ({version}) after {stopped_ms} ms stopped ({proof})")
             }
             ResumeSignal::Kill => {
                 let record = self.kill_proc(susp.id, s.target.name()).await?;
