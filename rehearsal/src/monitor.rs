@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
-use crate::observe::{CensusSample, LivenessSample, RingLiveness, RingSample};
+use crate::observe::{CensusSample, LateSample, LivenessSample, RingLiveness, RingSample};
 use crate::stream::{Events, RunEvent};
 
 /// Sampling interval.
@@ -55,6 +55,21 @@ pub type Counts = BTreeMap<String, BTreeMap<String, u64>>;
 
 /// Where the monitor reads the fleet's counts from.
 pub type CountSource = Arc<dyn Fn() -> Counts + Send + Sync>;
+
+/// The runtimes that should be beating now, by `instance_id`, with their
+/// process names: ready, not asked to stop, not killed, not held stopped
+/// by the driver (nor let go only just). Their heartbeats' lateness is
+/// starvation; anyone else's is the plan's doing.
+pub type BeatingSource = Arc<dyn Fn() -> BTreeMap<String, String> + Send + Sync>;
+
+/// What the monitor watches for starvation: who should be beating, and
+/// how often they beat.
+pub struct Beating {
+    /// The runtimes that should be beating.
+    pub source: BeatingSource,
+    /// Their heartbeat interval.
+    pub heartbeat: Duration,
+}
 
 const EXISTING: &str = "
 SELECT to_regclass('awa.queue_ring_state') IS NOT NULL,
@@ -83,6 +98,10 @@ SELECT version, count(*) FROM awa.runtime_instances
 WHERE heartbeat_at > now() - $1::float8 * interval '1 millisecond'
 GROUP BY version";
 const DELTAS: &str = "SELECT count(*) FROM awa.queue_terminal_rollup_deltas";
+/// Every runtime's heartbeat age at the snapshot, in ms.
+const HEARTBEAT_AGES: &str = "
+SELECT instance_id, (extract(epoch FROM now() - heartbeat_at) * 1000)::int8
+FROM awa.runtime_instances";
 /// Opens the snapshot every statement of a sample shares.
 const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 const END: &str = "COMMIT";
@@ -139,7 +158,14 @@ pub struct Samples {
     pub liveness: Vec<LivenessSample>,
     /// Ticks skipped because the database did not answer.
     pub skipped: u64,
+    /// Ticks that found the monitor itself or a runtime that should be
+    /// beating late by more than [`LATE_ENOUGH_TO_RECORD`].
+    pub late: Vec<LateSample>,
 }
+
+/// Lateness below this is noise and not recorded: a tick or a heartbeat
+/// a fifth of a second behind its due time changes no decision.
+pub const LATE_ENOUGH_TO_RECORD: Duration = Duration::from_millis(200);
 
 /// A running monitor; [`Monitor::stop`] ends it and hands back its samples.
 pub struct Monitor {
@@ -155,11 +181,13 @@ impl Monitor {
         t0: Instant,
         stale_after: Duration,
         counts: CountSource,
+        beating: Beating,
         live: Live,
     ) -> Monitor {
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             let mut sampler = Sampler::new(url, t0, stale_after, counts, live);
+            sampler.beating = Some(beating);
             let mut tick = tokio::time::interval(INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
@@ -195,6 +223,10 @@ struct Sampler {
     sent_ms: Option<u64>,
     /// A tick was skipped since the last sample.
     outage: bool,
+    /// Who should be beating (none: lateness is not watched).
+    beating: Option<Beating>,
+    /// When the last tick began.
+    last_tick: Option<Instant>,
 }
 
 impl Sampler {
@@ -216,11 +248,17 @@ impl Sampler {
             live,
             sent_ms: None,
             outage: false,
+            beating: None,
+            last_tick: None,
         }
     }
 
     async fn tick(&mut self) {
         let at_ms = self.t0.elapsed().as_millis() as u64;
+        let now = Instant::now();
+        let tick_late = self.last_tick.replace(now).map_or(Duration::ZERO, |last| {
+            now.duration_since(last).saturating_sub(INTERVAL)
+        });
         if self.client.as_ref().is_some_and(Client::is_closed) {
             // The server went away since the last tick (a crash), however
             // fast it is back.
@@ -244,7 +282,9 @@ impl Sampler {
                 rings,
                 census,
                 liveness,
+                beats,
             }) => {
+                self.record_lateness(at_ms, tick_late, &beats);
                 self.send(&census, &rings);
                 for ring in rings {
                     self.record_ring(ring);
@@ -279,6 +319,34 @@ impl Sampler {
             cell: self.live.cell.clone(),
             census: census.clone(),
             rings: rings.to_vec(),
+        });
+    }
+
+    /// Records the tick when it or a runtime that should be beating ran
+    /// late: the monitor's tick against its interval, each heartbeat's
+    /// age against the heartbeat interval.
+    fn record_lateness(&mut self, at_ms: u64, tick_late: Duration, beats: &[(String, i64)]) {
+        let Some(beating) = &self.beating else {
+            return;
+        };
+        let expected = (beating.source)();
+        let interval = beating.heartbeat.as_millis() as i64;
+        let worst = beats
+            .iter()
+            .filter_map(|(id, age)| Some((expected.get(id)?, (age - interval).max(0) as u64)))
+            .max_by_key(|(_, late)| *late);
+        let (runtime, beat_late_ms) =
+            worst.map_or((None, 0), |(name, late)| (Some(name.clone()), late));
+        let tick_late_ms = tick_late.as_millis() as u64;
+        let floor = LATE_ENOUGH_TO_RECORD.as_millis() as u64;
+        if tick_late_ms < floor && beat_late_ms < floor {
+            return;
+        }
+        self.samples.late.push(LateSample {
+            at_ms,
+            tick_late_ms,
+            beat_late_ms,
+            runtime: (beat_late_ms >= floor).then_some(runtime).flatten(),
         });
     }
 
@@ -339,6 +407,8 @@ struct Snapshot {
     rings: Vec<RingSample>,
     census: CensusSample,
     liveness: Option<LivenessSample>,
+    /// Every runtime's heartbeat age (ms), by `instance_id`.
+    beats: Vec<(String, i64)>,
 }
 
 /// One sample, read in one snapshot. A failed statement aborts the
@@ -380,6 +450,16 @@ async fn read_snapshot(
     } else {
         (BTreeMap::new(), (0, 0))
     };
+    let beats = if exists.instances {
+        client
+            .query(HEARTBEAT_AGES, &[])
+            .await?
+            .iter()
+            .filter_map(|r| Some((r.get(0), r.get::<_, Option<i64>>(1)?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let delta_rows = if exists.deltas {
         client.query_one(DELTAS, &[]).await?.get(0)
     } else {
@@ -411,6 +491,7 @@ async fn read_snapshot(
         rings,
         census,
         liveness,
+        beats,
     })
 }
 

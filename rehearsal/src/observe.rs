@@ -280,6 +280,23 @@ pub struct CensusSample {
     pub lock_waits: i64,
 }
 
+/// A monitor tick that found the harness or a runtime late, by more than
+/// the monitor's recording floor: the starvation a cell's timings met.
+/// Added in report format 1.14.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateSample {
+    pub at_ms: u64,
+    /// How far behind its interval the monitor's own tick ran.
+    pub tick_late_ms: u64,
+    /// How far past its due time the latest heartbeat of the most
+    /// overdue runtime that should have been beating was (its age less
+    /// the heartbeat interval); 0 when none was late.
+    pub beat_late_ms: u64,
+    /// That runtime's process name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+}
+
 /// A fault step and the evidence that it did what it declares: a kill
 /// interrupted in-flight attempts, a crash landed inside an open
 /// migration or flip transaction, a required refusal came for the
@@ -436,6 +453,10 @@ pub struct Observations {
     /// Every `schema_matches_fresh` comparison. Added in 1.6.
     #[serde(default)]
     pub schema_checks: Vec<SchemaCheck>,
+    /// Monitor ticks that found the harness or a runtime late (see
+    /// [`LateSample`]). Added in 1.14.
+    #[serde(default)]
+    pub late: Vec<LateSample>,
 }
 
 /// One row of `awa.schema_version`.

@@ -13,13 +13,14 @@
 
 pub mod common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use awa_runtime::pgtemp::Cluster;
 use common::database::on_06_schema;
 use rehearsal::matrix::FindingRule;
-use rehearsal::monitor::{Counts, EVENT_EVERY, Live, Monitor, Samples};
+use rehearsal::monitor::{Beating, Counts, EVENT_EVERY, Live, Monitor, Samples};
 use rehearsal::observe::Observations;
 use rehearsal::reconcile::sample_findings;
 use rehearsal::stream::{self, RunEvent};
@@ -66,11 +67,26 @@ fn start_monitor(cluster: &Cluster, name: &str) -> Monitor {
 }
 
 fn start_streaming(cluster: &Cluster, name: &str, events: stream::Events) -> Monitor {
+    start_watching(cluster, name, events, BTreeMap::new())
+}
+
+/// A monitor that expects the runtimes of `beating` (instance id to
+/// name) to heartbeat every 200 ms.
+fn start_watching(
+    cluster: &Cluster,
+    name: &str,
+    events: stream::Events,
+    beating: BTreeMap<String, String>,
+) -> Monitor {
     Monitor::start(
         cluster.url(name),
         Instant::now(),
         Duration::from_millis(1_500),
         Arc::new(Counts::new),
+        Beating {
+            source: Arc::new(move || beating.clone()),
+            heartbeat: Duration::from_millis(200),
+        },
         Live {
             events,
             cell: name.to_owned(),
@@ -366,4 +382,65 @@ async fn lock_waits_count_only_what_rotation_can_be_behind() {
     )
     .await;
     assert_eq!(counted_waits(&cluster, "waits").await, 2);
+}
+
+/// Starvation: a runtime that should be beating but whose heartbeat is
+/// 3 s old is recorded late by about 2.8 s, naming it; the same runtime
+/// held stopped on purpose (not in the beating set) is not, and neither
+/// is one that beats on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_that_should_beat_and_does_not_is_recorded_late() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let client = on_06_schema(&cluster, "late").await;
+    client
+        .batch_execute(
+            "INSERT INTO awa.runtime_instances (instance_id, name, version, role, heartbeat_at)
+             VALUES ('starved-1', 'previous-worker-1', '0.6.2', 'worker', now() - interval '3 s'),
+                    ('beating-1', 'current-worker-1', '0.7.0', 'worker', now())",
+        )
+        .await
+        .unwrap();
+    let both: BTreeMap<String, String> = [
+        ("starved-1".to_owned(), "previous-worker-1".to_owned()),
+        ("beating-1".to_owned(), "current-worker-1".to_owned()),
+    ]
+    .into();
+    let monitor = start_watching(&cluster, "late", stream::Events::discard(), both);
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        client
+            .batch_execute("UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = 'beating-1'")
+            .await
+            .unwrap();
+    }
+    let samples = monitor.stop().await;
+    let worst = samples
+        .late
+        .iter()
+        .max_by_key(|l| l.beat_late_ms)
+        .unwrap_or_else(|| panic!("nothing recorded late: {samples:?}"));
+    assert_eq!(
+        worst.runtime.as_deref(),
+        Some("previous-worker-1"),
+        "{worst:?}"
+    );
+    assert!((2_700..6_000).contains(&worst.beat_late_ms), "{worst:?}");
+
+    // Held stopped on purpose: only the one beating on time is expected.
+    let only_beating: BTreeMap<String, String> =
+        [("beating-1".to_owned(), "current-worker-1".to_owned())].into();
+    let monitor = start_watching(&cluster, "late", stream::Events::discard(), only_beating);
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        client
+            .batch_execute("UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = 'beating-1'")
+            .await
+            .unwrap();
+    }
+    let samples = monitor.stop().await;
+    assert!(
+        samples.late.iter().all(|l| l.runtime.is_none()),
+        "{:?}",
+        samples.late
+    );
 }

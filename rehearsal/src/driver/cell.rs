@@ -15,7 +15,7 @@ use super::state::CellState;
 use super::{Abort, CellContext, Done, EXIT_OK};
 use crate::fleet::Sink;
 use crate::matrix::{FlipMode, Step};
-use crate::monitor::{Live, Monitor};
+use crate::monitor::{Beating, Live, Monitor};
 use crate::observe::{
     CronWindow, Finding, Observations, Phase, ProcessRecord, ProvedFacts, StepOutcome,
 };
@@ -186,11 +186,22 @@ impl<'a> Cell<'a> {
             let shared = shared.clone();
             Arc::new(move || shared.lock().counts.clone())
         };
+        let beating = {
+            let shared = shared.clone();
+            // A runtime let go is not late until it has had a stale
+            // interval to beat again.
+            let grace = plan.timings.stale_after.to_std();
+            Arc::new(move || shared.lock().beating(grace))
+        };
         let monitor = Monitor::start(
             db.url.clone(),
             t0,
             plan.timings.stale_after.to_std(),
             counts,
+            Beating {
+                source: beating,
+                heartbeat: plan.timings.heartbeat.to_std(),
+            },
             Live {
                 events: ctx.events.clone(),
                 cell: plan.name.clone(),
@@ -271,6 +282,7 @@ impl<'a> Cell<'a> {
         self.state.obs.rings = samples.rings;
         self.state.obs.census = samples.census;
         self.state.obs.liveness = samples.liveness;
+        self.state.obs.late = samples.late;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;

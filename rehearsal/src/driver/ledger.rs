@@ -377,6 +377,18 @@ impl FleetView {
         let last = *self.leaders.last()?;
         self.procs[last].alive().then_some(last)
     }
+
+    /// The runtimes that should be beating now, by `instance_id`, with
+    /// their names: ready and running, neither asked to stop nor killed,
+    /// and not held stopped by the driver or let go less than `grace` ago.
+    pub fn beating(&self, grace: std::time::Duration) -> BTreeMap<String, String> {
+        self.procs
+            .iter()
+            .filter(|p| p.ready && p.alive() && !p.killed && !p.stopping)
+            .filter(|p| p.handle.as_ref().is_none_or(|h| !h.held_within(grace)))
+            .filter_map(|p| Some((p.instance_id.clone()?, p.name.clone())))
+            .collect()
+    }
 }
 
 /// The ledger, shared between the task that fills it and the steps that wait on it.

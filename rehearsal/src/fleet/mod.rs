@@ -24,7 +24,8 @@ pub mod events;
 pub mod process;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
@@ -227,6 +228,16 @@ pub struct Handle {
     /// The container id, on the docker backend.
     pub container: Option<String>,
     control: mpsc::UnboundedSender<Order>,
+    /// Whether the driver holds it stopped, and when that last changed:
+    /// its heartbeat is then late on purpose, not for want of CPU.
+    held: Arc<Mutex<Held>>,
+}
+
+/// A process the driver stopped (or let go), as starvation reads it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    stopped: bool,
+    changed: Option<Instant>,
 }
 
 impl Handle {
@@ -237,6 +248,7 @@ impl Handle {
             pid,
             container: None,
             control,
+            held: Arc::default(),
         }
     }
 
@@ -247,10 +259,32 @@ impl Handle {
             pid: None,
             container: Some(container),
             control,
+            held: Arc::default(),
         }
     }
 
+    /// Whether the driver stopped it, or let it go less than `grace` ago
+    /// (a resumed runtime's first beat is still to come).
+    pub fn held_within(&self, grace: Duration) -> bool {
+        let held = *self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.stopped || held.changed.is_some_and(|t| t.elapsed() < grace)
+    }
+
+    fn mark(&self, control: Control) {
+        let stopped = match control {
+            Control::Suspend => true,
+            Control::Resume => false,
+            Control::Terminate | Control::Kill => return,
+        };
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        *held = Held {
+            stopped,
+            changed: Some(Instant::now()),
+        };
+    }
+
     fn send(&self, control: Control) {
+        self.mark(control);
         let _ = self.control.send(Order {
             control,
             applied: None,
@@ -289,6 +323,7 @@ impl Handle {
     }
 
     async fn order(&self, control: Control) -> Result<(), String> {
+        self.mark(control);
         let (tell, told) = oneshot::channel();
         let order = Order {
             control,

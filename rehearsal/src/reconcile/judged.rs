@@ -1,6 +1,7 @@
 //! Reconciliation's place in the event stream: each finished cell is
 //! judged as it arrives, and the verdict follows it in the stream.
 
+use crate::observe::Verdict;
 use crate::stream::RunEvent;
 
 /// The verdict on `event`, when it is a finished cell: the
@@ -21,12 +22,38 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
         .harness_error
         .clone()
         .or_else(|| super::unfired_faults(&run.observations));
-    let judgement = super::judge(
+    let mut judgement = super::judge(
         &run.plan.expect,
         &run.findings,
         &step_failures,
         harness_error.as_deref(),
     );
+    let mut harness_error = harness_error;
+    let starved = super::starved(
+        &run.observations.phases,
+        &run.observations.late,
+        &run.plan.timings,
+    );
+    if let Some(starved) = starved {
+        match judgement.verdict {
+            // What failed may be the starvation's doing: not the release's.
+            Verdict::Fail => {
+                let why = format!(
+                    "starved: {starved}, past what stale_after {} tolerates; the cell's {} cannot be told from that",
+                    run.plan.timings.stale_after, judgement.reason
+                );
+                judgement =
+                    super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
+                harness_error = Some(why);
+            }
+            Verdict::Pass => {
+                judgement
+                    .reason
+                    .push_str(&format!("; met although starved: {starved}"));
+            }
+            Verdict::Inconclusive => {}
+        }
+    }
     Some(RunEvent::CellJudged {
         index: run.index,
         cell: run.plan.name.clone(),
@@ -35,4 +62,81 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
         reason: judgement.reason,
         harness_error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::FindingRule;
+    use crate::observe::{Finding, LateSample, Observations, ProvedFacts};
+    use crate::report::fixture;
+    use crate::stream::CellRun;
+
+    /// The fixture's migrate-first cell (flip at 12.0-12.3 s), with
+    /// `findings` and the monitor's `late` ticks.
+    fn run(findings: Vec<Finding>, late: Vec<LateSample>) -> RunEvent {
+        let cell = fixture::report().cells.remove(0);
+        RunEvent::CellFinished(Box::new(CellRun {
+            index: 0,
+            observations: Observations {
+                phases: cell.timeline.clone(),
+                late,
+                ..Observations::default()
+            },
+            proved: ProvedFacts::default(),
+            findings,
+            harness_error: None,
+            elapsed_ms: cell.elapsed_ms,
+            reconcile_ms: cell.reconcile_ms,
+            plan: cell.plan,
+        }))
+    }
+
+    fn starved_in_flip() -> Vec<LateSample> {
+        vec![LateSample {
+            at_ms: 12_100,
+            tick_late_ms: 0,
+            beat_late_ms: 2_400,
+            runtime: Some("previous-worker-2".into()),
+        }]
+    }
+
+    fn verdict(event: &RunEvent) -> (Verdict, String, Option<String>) {
+        match judged(event) {
+            Some(RunEvent::CellJudged {
+                verdict,
+                reason,
+                harness_error,
+                ..
+            }) => (verdict, reason, harness_error),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failure_under_starvation_is_inconclusive_naming_the_figure() {
+        let breach = Finding::of(FindingRule::FenceBreached);
+        let (v, _, _) = verdict(&run(vec![breach.clone()], vec![]));
+        assert_eq!(v, Verdict::Fail);
+        let (v, reason, error) = verdict(&run(vec![breach], starved_in_flip()));
+        assert_eq!(v, Verdict::Inconclusive, "{reason}");
+        let error = error.expect("a harness error");
+        assert!(
+            error.starts_with(
+                "starved: heartbeats up to 2.4s late (previous-worker-2) during step 5 (flip)"
+            ) && error.contains("expected pass, got fence_breached"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_cell_met_under_starvation_keeps_its_verdict_and_says_so() {
+        let (v, reason, error) = verdict(&run(vec![], starved_in_flip()));
+        assert_eq!(v, Verdict::Pass);
+        assert_eq!(error, None);
+        assert!(
+            reason.ends_with("met although starved: heartbeats up to 2.4s late (previous-worker-2) during step 5 (flip)"),
+            "{reason}"
+        );
+    }
 }

@@ -17,6 +17,8 @@
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
 //! - `faults` says whether every fault step has evidence that it fired;
+//! - `starvation` says whether a timing-sensitive step ran starved past
+//!   what the cell's timings tolerate (a failure then is inconclusive);
 //! - `verdict` holds the findings and step failures against the expectation.
 //!
 //! Both `rules` and `rings` are pure functions of plain data, so each rule
@@ -50,10 +52,12 @@ mod rings;
 mod rules;
 mod runtimes;
 mod schema;
+mod starvation;
 mod verdict;
 
 pub use faults::unfired_faults;
 pub use judged::judged;
+pub use starvation::{Starved, starved};
 pub use verdict::{Detection, Judgement, judge, verdict};
 
 use std::time::Instant;

@@ -74,7 +74,9 @@ use crate::reconcile::Detection;
 /// - `1.13`: per finding `at_ms`, when it was seen (ms from the cell's
 ///   start) where its rule knows: a breach's sample, a stall, the kill an
 ///   unproven rescue follows, a schema check; absent otherwise.
-pub const FORMAT_VERSION: &str = "1.13";
+/// - `1.14`: per cell `observations.late`, the monitor ticks that found
+///   the harness or a runtime that should be beating late (starvation).
+pub const FORMAT_VERSION: &str = "1.14";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
