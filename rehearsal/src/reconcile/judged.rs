@@ -34,25 +34,18 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
         &run.observations.late,
         &run.plan.timings,
     );
-    if let Some(starved) = starved {
-        match judgement.verdict {
-            // What failed may be the starvation's doing: not the release's.
-            Verdict::Fail => {
-                let why = format!(
-                    "starved: {starved}, past what stale_after {} tolerates; the cell's {} cannot be told from that",
-                    run.plan.timings.stale_after, judgement.reason
-                );
-                judgement =
-                    super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
-                harness_error = Some(why);
-            }
-            Verdict::Pass => {
-                judgement
-                    .reason
-                    .push_str(&format!("; met although starved: {starved}"));
-            }
-            Verdict::Inconclusive => {}
-        }
+    // A verdict is only as good as the conditions it was taken in: what
+    // failed may be the starvation's doing, and what passed may not have
+    // met the timings the cell exists to test.
+    if let Some(starved) = starved
+        && judgement.verdict != Verdict::Inconclusive
+    {
+        let why = format!(
+            "starved: {starved}, past what stale_after {} tolerates (the run otherwise read: {})",
+            run.plan.timings.stale_after, judgement.reason
+        );
+        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
+        harness_error = Some(why);
     }
     Some(RunEvent::CellJudged {
         index: run.index,
@@ -114,29 +107,34 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_under_starvation_is_inconclusive_naming_the_figure() {
+    fn a_verdict_under_starvation_is_inconclusive_naming_the_figure() {
         let breach = Finding::of(FindingRule::FenceBreached);
         let (v, _, _) = verdict(&run(vec![breach.clone()], vec![]));
         assert_eq!(v, Verdict::Fail);
-        let (v, reason, error) = verdict(&run(vec![breach], starved_in_flip()));
-        assert_eq!(v, Verdict::Inconclusive, "{reason}");
-        let error = error.expect("a harness error");
-        assert!(
-            error.starts_with(
-                "starved: heartbeats up to 2.4s late (previous-worker-2) during step 5 (flip)"
-            ) && error.contains("expected pass, got fence_breached"),
-            "{error}"
-        );
+        let (v, _, _) = verdict(&run(vec![], vec![]));
+        assert_eq!(v, Verdict::Pass);
+        for (findings, read) in [
+            (vec![breach], "expected pass, got fence_breached"),
+            (vec![], "nothing found"),
+        ] {
+            let (v, reason, error) = verdict(&run(findings, starved_in_flip()));
+            assert_eq!(v, Verdict::Inconclusive, "{reason}");
+            let error = error.expect("a harness error");
+            assert!(
+                error.starts_with(
+                    "starved: heartbeats up to 2.4s late (previous-worker-2) during step 5 (flip), past what stale_after"
+                ) && error.contains(read),
+                "{error}"
+            );
+        }
     }
 
     #[test]
-    fn a_cell_met_under_starvation_keeps_its_verdict_and_says_so() {
-        let (v, reason, error) = verdict(&run(vec![], starved_in_flip()));
-        assert_eq!(v, Verdict::Pass);
-        assert_eq!(error, None);
-        assert!(
-            reason.ends_with("met although starved: heartbeats up to 2.4s late (previous-worker-2) during step 5 (flip)"),
-            "{reason}"
-        );
+    fn lateness_outside_sensitive_steps_leaves_the_verdict_alone() {
+        let mut late = starved_in_flip();
+        // During the fleet's start (step 1, 0-0.4 s).
+        late[0].at_ms = 200;
+        let (v, _, error) = verdict(&run(vec![], late));
+        assert_eq!((v, error), (Verdict::Pass, None));
     }
 }

@@ -7,12 +7,11 @@
 //! past that point is rescued, outvoted for leadership, or left out of a
 //! flip's fresh-runtime check while it still runs: what follows can look
 //! exactly like a release's bug (a fence breach, a floor bypassed, an
-//! attempt interrupted for no reason). A cell that failed under such
-//! starvation is therefore inconclusive, naming the figure, never a
-//! failure of the release; one that met its expectation keeps its
-//! verdict (a starved process can make a clean build look broken, not a
-//! broken one look clean: whether a cell reached its race is judged
-//! separately), with the figure beside it.
+//! attempt interrupted for no reason), and a race the cell exists for
+//! may have run with other timings than the ones it tests. A cell judged
+//! under such starvation is therefore inconclusive, naming the figure:
+//! never a failure of the release, and never a pass on conditions the
+//! cell did not have.
 
 use crate::matrix::Timings;
 use crate::observe::{LateSample, Phase, duration};
