@@ -143,6 +143,7 @@ fn cell_report(
         plan: run.plan,
         schema_history: obs.schema_history,
         schema_checks: obs.schema_checks,
+        late: obs.late,
     }
 }
 

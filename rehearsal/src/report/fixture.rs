@@ -209,6 +209,7 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         proved: vec![],
         schema_history: vec![],
         schema_checks: vec![],
+        late: vec![],
     }
 }
 

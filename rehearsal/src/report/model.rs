@@ -74,7 +74,7 @@ use crate::reconcile::Detection;
 /// - `1.13`: per finding `at_ms`, when it was seen (ms from the cell's
 ///   start) where its rule knows: a breach's sample, a stall, the kill an
 ///   unproven rescue follows, a schema check; absent otherwise.
-/// - `1.14`: per cell `observations.late`, the monitor ticks that found
+/// - `1.14`: per cell `late`, the monitor ticks that found
 ///   the harness or a runtime that should be beating late (starvation).
 pub const FORMAT_VERSION: &str = "1.14";
 
@@ -220,6 +220,10 @@ pub struct CellReport {
     /// stale declarations, wall time. Added in 1.6.
     #[serde(default)]
     pub schema_checks: Vec<crate::observe::SchemaCheck>,
+    /// Monitor ticks that found the harness or a runtime that should be
+    /// beating late: the starvation the cell met. Added in 1.14.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<crate::observe::LateSample>,
 }
 
 /// How many cells reached each verdict.
