@@ -198,6 +198,13 @@ struct ExecArgs {
     #[arg(long)]
     keep: bool,
 
+    /// Try a cell that came out inconclusive for the harness's own reasons
+    /// (an action it could not prove, starvation, a race not reached, a
+    /// fault that did not fire) up to N more times, each with a new seed;
+    /// every try is in the report (0: never; replay never retries).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RETRIES, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_RETRIES)))]
+    retries: u32,
+
     #[command(flatten)]
     servers: ServerArgs,
 
@@ -453,6 +460,8 @@ pub struct GlobalArgs {
     pub database_url: Option<String>,
     /// `--keep`.
     pub keep: bool,
+    /// `--retries N` (run, selftest): more tries for an inconclusive cell.
+    pub retries: u32,
     /// `--quiet`.
     pub quiet: bool,
     /// `--json` (plan, list: the output; run, selftest: report.json on stdout).
@@ -540,6 +549,7 @@ impl Line {
             jobs: DEFAULT_JOBS,
             database_url: None,
             keep: false,
+            retries: DEFAULT_RETRIES,
             quiet: self.common.quiet,
             json: false,
             format: Format::Human,
@@ -607,6 +617,13 @@ impl Line {
 /// holds), then as many as ask half again the cores' CPU by the last
 /// report's (`schedule::auto_jobs`).
 const DEFAULT_JOBS: Jobs = Jobs::Auto;
+/// `--retries` when not given: two more tries, so a cell the machine
+/// starved once still gets a verdict, and one inconclusive three times in
+/// a row is reported as such.
+const DEFAULT_RETRIES: u32 = 2;
+/// The most `--retries` accepts: past it, a cell that never gets a
+/// verdict is telling something about the machine, not bad luck.
+const MAX_RETRIES: u32 = 5;
 
 /// `--jobs N|auto`.
 fn parse_jobs(s: &str) -> Result<Jobs, String> {
@@ -637,6 +654,7 @@ impl GlobalArgs {
         self.jobs = e.jobs;
         self.database_url = e.database_url;
         self.keep = e.keep;
+        self.retries = e.retries;
         self.postgres = e.servers.postgres;
         self.pg_bindirs = e.servers.bindirs.dirs();
         self.backend = e.backend;

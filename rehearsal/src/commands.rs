@@ -8,6 +8,7 @@
 use crate::schedule::History;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -126,19 +127,23 @@ fn matrix_dir(env: &Environment, matrix_file: &Path) -> PathBuf {
 
 /// Loads, selects and expands; the replay names the matrix file only if it was given.
 fn make_plan(cli: &Cli, env: &Environment) -> Result<Plan, Error> {
-    Ok(make_plan_at(cli, env)?.1)
+    Ok(make_plan_at(cli, env)?.2)
 }
+
+/// What a run planned from a matrix file needs: the file, the matrix
+/// (for another try's plan), the plan, and the `--durations` report.
+type Planned = (PathBuf, Matrix, Plan, Option<History>);
 
 /// [`make_plan`], with the matrix file it read and the `--durations`
 /// report (read once: it splits the shares and orders the run).
-fn make_plan_at(cli: &Cli, env: &Environment) -> Result<(PathBuf, Plan, Option<History>), Error> {
+fn make_plan_at(cli: &Cli, env: &Environment) -> Result<Planned, Error> {
     let (path, matrix) = load(cli, env)?;
     let history = durations(cli, env)?;
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
     let mut plan = plan_with_seed(cli, &matrix, seed)?;
     plan.matrix_checksum = matrix_checksum(&path)?;
     let plan = partition(cli, plan, history.as_ref());
-    Ok((path.clone(), plan, history))
+    Ok((path.clone(), matrix, plan, history))
 }
 
 /// sha256 (hex) of the matrix file's bytes: partial runs and replays
@@ -251,8 +256,9 @@ fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
-    let (matrix_file, plan, history) = make_plan_at(cli, env)?;
-    let request = request(cli, env, &matrix_file, plan, history, false, err)?;
+    let (matrix_file, matrix, plan, history) = make_plan_at(cli, env)?;
+    let mut request = request(cli, env, &matrix_file, plan, history, false, err)?;
+    request.matrix = Some(Arc::new(matrix));
     crate::pipeline::run(request, out, err)
 }
 
@@ -332,6 +338,8 @@ fn request(
         selftest,
         pinned: None,
         history,
+        retries: cli.global.retries,
+        matrix: None,
     })
 }
 
@@ -562,7 +570,8 @@ fn selftest(
         plan.replay
             .push_str(&crate::servers::list(&cli.global.postgres));
     }
-    let request = request(cli, env, &path, plan, None, true, err)?;
+    let mut request = request(cli, env, &path, plan, None, true, err)?;
+    request.matrix = Some(Arc::new(matrix));
     crate::pipeline::run(request, out, err)
 }
 
@@ -615,10 +624,12 @@ fn repeat(
         .as_ref()
         .map(|f| f.display().to_string());
     let mut rates = crate::repeat::Rates::new(file);
+    let matrix = Arc::new(matrix);
     for (i, plan) in plans.into_iter().enumerate() {
         writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
         let seed = plan.seed;
-        let request = request(cli, env, &path, plan, history.clone(), false, err)?;
+        let mut request = request(cli, env, &path, plan, history.clone(), false, err)?;
+        request.matrix = Some(matrix.clone());
         let finished = crate::pipeline::run_report(request, out, err)?;
         rates.add(seed, &finished.report, finished.dir);
         if finished.report.run.end.interrupted {

@@ -19,7 +19,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::Error;
 use crate::artifacts::{self, Repo, Resolution};
 use crate::cli::{Backend, Format};
-use crate::driver::cell::Reconcile;
+use crate::driver::cell::{Reconcile, Retry};
 use crate::driver::run::RunRequest;
 use crate::exit::RunOutcome;
 use crate::fleet::choice::Chosen;
@@ -30,7 +30,7 @@ use crate::plan::{CellPlan, Plan};
 use crate::report::{self, Collector, RunReport, terminal::Terminal};
 use crate::schedule::{History, Schedule};
 use crate::servers::Spec;
-use crate::stream::RunEvent;
+use crate::stream::{CellRun, RunEvent};
 use awa_runtime::pgtemp::Search;
 
 /// What `rehearse run` was asked to do, validated.
@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// share of a `--partition duration` run starts its cells longest
     /// first by the same times that split it).
     pub history: Option<History>,
+    /// `--retries`: how many more tries an inconclusive cell gets.
+    pub retries: u32,
+    /// The matrix the plan was expanded from, for another try's plan
+    /// (`None`: a replay, which runs the recorded plan and never retries).
+    pub matrix: Option<Arc<crate::matrix::Matrix>>,
 }
 
 /// A finished run: its report and the folder it was written to.
@@ -99,6 +104,53 @@ impl Reconcile for DatabaseReconcile {
                 .map_err(|e| awa_runtime::error::chain(&e))
         })
     }
+}
+
+/// Another try for a cell the judgement leaves inconclusive for the
+/// harness's own reasons, on a plan drawn again from the matrix with
+/// the try's seed.
+struct RetryInconclusive {
+    matrix: Arc<crate::matrix::Matrix>,
+    seed: u64,
+    /// Tries in all: the first and `--retries` more.
+    tries: u32,
+}
+
+impl Retry for RetryInconclusive {
+    fn again(&self, run: &CellRun, attempt: u32) -> Option<String> {
+        if attempt >= self.tries {
+            return None;
+        }
+        // The same judgement the stream makes of it, made ahead.
+        let event = RunEvent::CellFinished(Box::new(run.clone()));
+        match crate::reconcile::judged(&event)? {
+            RunEvent::CellJudged {
+                verdict: Verdict::Inconclusive,
+                harness_error,
+                ..
+            } => retryable(harness_error.as_deref()?),
+            _ => None,
+        }
+    }
+
+    fn replan(&self, plan: &CellPlan, attempt: u32) -> Option<(CellPlan, u64)> {
+        let seed = crate::plan::retry_seed(self.seed, attempt);
+        Some((crate::plan::replan(&self.matrix, plan, seed)?, seed))
+    }
+}
+
+/// Whether a cell inconclusive for `why` is worth another try: not when
+/// the run was interrupted or the cell could not start at all (no
+/// database, a server without what the cell needs), which a new seed
+/// does not change.
+fn retryable(why: &str) -> Option<String> {
+    const FINAL: [&str; 4] = [
+        "interrupted",
+        "could not create the cell's database",
+        "pg_crash needs the throwaway PostgreSQL cluster",
+        "interrupted before the cell started",
+    ];
+    (!FINAL.iter().any(|f| why.contains(f))).then(|| why.to_owned())
 }
 
 /// Runs every cell of the plan and writes the report.
@@ -165,6 +217,17 @@ pub fn run_report(
         keep: args.keep,
         command_line: args.command_line.clone(),
         selftest: args.selftest,
+        retry: args
+            .matrix
+            .clone()
+            .filter(|_| args.retries > 0)
+            .map(|matrix| {
+                Arc::new(RetryInconclusive {
+                    matrix,
+                    seed: args.plan.seed,
+                    tries: args.retries + 1,
+                }) as Arc<dyn Retry>
+            }),
     };
     let report = drive(request, &args, &dir, out, err)?;
     write_report(&report, &dir, &args, out, err)?;

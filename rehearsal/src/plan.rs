@@ -265,6 +265,31 @@ pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan,
     })
 }
 
+/// The plan of another try of `previous` (a cell of `matrix`, or of one
+/// of its `NAME@pgN` copies) drawn with `seed`: every random choice
+/// drawn again, its name and server kept. `None` when the matrix has no
+/// such cell.
+pub fn replan(matrix: &Matrix, previous: &CellPlan, seed: u64) -> Option<CellPlan> {
+    let cell = matrix.cells.iter().find(|c| {
+        c.name == previous.name
+            || previous
+                .name
+                .strip_prefix(c.name.as_str())
+                .is_some_and(|rest| rest.starts_with('@'))
+    })?;
+    let mut plan = plan_cell(matrix, cell, seed);
+    plan.name.clone_from(&previous.name);
+    plan.server = previous.server;
+    Some(plan)
+}
+
+/// The seed of try `attempt` (2 on) of a run seeded `seed`: far from the
+/// run's seed and from every other try's, and the same for the same two.
+pub fn retry_seed(seed: u64, attempt: u32) -> u64 {
+    let mut rng = SplitMix64::new(seed ^ u64::from(attempt).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    rng.next_u64()
+}
+
 fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
     let mut rng = SplitMix64::for_cell(seed, &cell.name);
     let model = Roster::walk(cell.fresh_install, &cell.steps);
@@ -785,6 +810,34 @@ full = ["*"]
         }
         assert!(seen.iter().all(|&s| s));
         assert_eq!(SplitMix64::new(1).below(1), 0);
+    }
+
+    #[test]
+    fn a_retry_draws_its_choices_again_and_keeps_the_cells_name_and_server() {
+        let matrix = kills_matrix();
+        let first = &expand(&matrix, &by_cells(&["many-kills"]), 1)
+            .unwrap()
+            .cells[0];
+        let mut copy = first.clone();
+        copy.name = "many-kills@pg18".into();
+        copy.server = Some(crate::servers::Major::parse("18").expect("a major"));
+        let seeds: Vec<u64> = (2..6).map(|attempt| retry_seed(1, attempt)).collect();
+        assert_eq!(seeds, (2..6).map(|a| retry_seed(1, a)).collect::<Vec<_>>());
+        assert!(seeds.iter().all(|&s| s != 1) && seeds.windows(2).all(|w| w[0] != w[1]));
+        let again: Vec<CellPlan> = seeds
+            .iter()
+            .map(|&seed| replan(&matrix, &copy, seed).expect("the cell is in the matrix"))
+            .collect();
+        assert!(
+            again
+                .iter()
+                .all(|p| p.name == "many-kills@pg18" && p.server == copy.server)
+        );
+        // Some try picks another victim than the first.
+        assert!(again.iter().any(|p| p.steps != first.steps), "{again:#?}");
+        let mut stranger = first.clone();
+        stranger.name = "not-in-the-matrix".into();
+        assert_eq!(replan(&matrix, &stranger, 7), None);
     }
 
     #[test]

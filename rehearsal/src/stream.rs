@@ -117,6 +117,16 @@ pub enum RunEvent {
         /// Each ring's cursors in both representations and its authority.
         rings: Vec<RingSample>,
     },
+    /// A try of a cell came out inconclusive for the harness's own
+    /// reasons and the cell runs again with a new seed (`--retries`).
+    CellRetried {
+        /// The cell's place in the plan.
+        index: usize,
+        /// The cell.
+        cell: String,
+        /// The try that ended.
+        attempt: CellTry,
+    },
     /// A cell's run is over: what it observed and what reconciliation found.
     CellFinished(Box<CellRun>),
     /// Reconciliation's verdict on a finished cell.
@@ -137,6 +147,22 @@ pub enum RunEvent {
     },
     /// The run is over (every cell finished, or it was interrupted).
     RunFinished(RunEnd),
+}
+
+/// A try of a cell that did not give a verdict and was tried again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellTry {
+    /// 1 for the first try.
+    pub attempt: u32,
+    /// The seed its plan was drawn with (`None`: the run's seed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Why it was inconclusive.
+    pub why: String,
+    /// How long it ran.
+    pub elapsed_ms: u64,
+    /// Its process logs, relative to the report folder.
+    pub logs: String,
 }
 
 /// A fault the driver injected.

@@ -7,7 +7,8 @@
 //!   stop: the step is a harness failure.
 //! - A fleet stopped whole for longer than `stale_after` in the middle
 //!   of a hold is starvation past the cell's timings: the monitor records
-//!   the lateness and the cell is inconclusive with the figure.
+//!   the lateness and the try is inconclusive with the figure; tried
+//!   again (`--retries`) without the nemesis, the cell gets its verdict.
 //!
 //! Each test acts only on processes whose environment names its own
 //! scratch reports folder, so tests running beside it are untouched.
@@ -65,13 +66,15 @@ fn fleet_of(reports: &Path) -> Vec<(i32, char)> {
     found
 }
 
-/// Runs `rehearse --cell NAME` on `matrix` while `nemesis` acts on the
-/// scratch's fleet from a thread of its own (until told to stop); returns
-/// the cell's report entry.
+/// Runs `rehearse --cell NAME --retries 1` on `matrix` while `nemesis`
+/// acts on the scratch's fleet from a thread of its own (until told to
+/// stop), expecting exit code `code`; returns the cell's report entry,
+/// having checked that every earlier try's logs were kept.
 fn under_nemesis(
     tag: &str,
     matrix: &str,
     name: &str,
+    code: i32,
     nemesis: impl FnOnce(&Path, &AtomicBool) + Send + 'static,
 ) -> serde_json::Value {
     let scratch = Scratch::with_matrix("nemesis", tag, matrix);
@@ -82,18 +85,30 @@ fn under_nemesis(
         std::thread::spawn(move || nemesis(&reports, &done))
     };
     let (status, stdout, stderr) = run(
-        on_scratch(&scratch, &["--cell", name, "--jobs", "1", "--quiet"]),
+        on_scratch(
+            &scratch,
+            &["--cell", name, "--jobs", "1", "--retries", "1", "--quiet"],
+        ),
         Duration::from_secs(600),
     );
     done.store(true, Ordering::SeqCst);
     worker.join().unwrap();
     assert_eq!(
         status.code(),
-        Some(3),
-        "an inconclusive run exits 3\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let report = read_report(&scratch.report_dir());
-    cell(&report, name).clone()
+    let dir = scratch.report_dir();
+    let c = cell(&read_report(&dir), name).clone();
+    for t in c["tries"].as_array().into_iter().flatten() {
+        let logs = dir.join(t["logs"].as_str().unwrap_or_default());
+        assert!(
+            logs.join("current-worker-1.log").is_file(),
+            "the earlier try's logs are kept in {}: {t:#}",
+            logs.display()
+        );
+    }
+    c
 }
 
 #[test]
@@ -117,7 +132,7 @@ steps = [
 ]
 "#,
     );
-    let c = under_nemesis("thawed", &matrix, "thawed", |reports, done| {
+    let c = under_nemesis("thawed", &matrix, "thawed", 3, |reports, done| {
         // Every 5 ms, any stopped process of this fleet is let go again.
         while !done.load(Ordering::SeqCst) {
             for (pid, state) in fleet_of(reports) {
@@ -128,18 +143,27 @@ steps = [
             std::thread::sleep(Duration::from_millis(5));
         }
     });
+    // Both tries: the nemesis thaws whatever the seed.
     assert_eq!(c["verdict"], "inconclusive", "{c:#}");
-    let error = c["harness_error"].as_str().unwrap_or_default();
+    let tries = c["tries"].as_array().expect("the earlier try is recorded");
+    assert_eq!(tries.len(), 1, "{c:#}");
+    for error in [&c["harness_error"], &tries[0]["why"]] {
+        let error = error.as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("step 4 (suspend): ")
+                && (error.contains("could not prove current-worker-")
+                    || error.contains("could not stop current-worker-")),
+            "{error}"
+        );
+    }
     assert!(
-        error.starts_with("step 4 (suspend): ")
-            && (error.contains("could not prove current-worker-")
-                || error.contains("could not stop current-worker-")),
-        "{error}"
+        tries[0]["seed"].is_null(),
+        "the first try ran on the run's seed"
     );
 }
 
 #[test]
-fn a_fleet_starved_past_stale_after_in_a_hold_is_inconclusive_with_the_figure() {
+fn a_fleet_starved_past_stale_after_is_inconclusive_with_the_figure_then_tried_again() {
     let matrix = current_only(
         WORKLOAD,
         r#"
@@ -156,7 +180,7 @@ steps = [
 ]
 "#,
     );
-    let c = under_nemesis("starved", &matrix, "starved", |reports, done| {
+    let c = under_nemesis("starved", &matrix, "starved", 0, |reports, done| {
         // Once the fleet (two workers, a producer) has run for 3 s, stop
         // all of it for 3 s: twice stale_after.
         let start = Instant::now();
@@ -179,22 +203,22 @@ steps = [
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    assert_eq!(c["verdict"], "inconclusive", "{c:#}");
-    let error = c["harness_error"].as_str().unwrap_or_default();
+    // The first try was starved: inconclusive, with the figure. The
+    // nemesis acts once, so the second try gives the cell its verdict.
+    assert_eq!(c["verdict"], "pass", "{c:#}");
+    let tries = c["tries"].as_array().expect("the starved try is recorded");
+    assert_eq!(tries.len(), 1, "{c:#}");
+    let why = tries[0]["why"].as_str().unwrap_or_default();
     assert!(
-        error.starts_with("starved: heartbeats up to ") && error.contains("during step 3 (hold)"),
-        "{error}"
+        why.starts_with("starved: heartbeats up to ") && why.contains("during step 3 (hold)"),
+        "{why}"
     );
     // The figure: about the 3 s the fleet was stopped, less an interval.
-    let worst = c["late"]
-        .as_array()
-        .expect("late samples recorded")
-        .iter()
-        .filter_map(|l| l["beat_late_ms"].as_u64())
-        .max()
-        .unwrap_or(0);
-    assert!(
-        (2_000..10_000).contains(&worst),
-        "worst lateness {worst} ms: {c:#}"
-    );
+    let figure = why
+        .strip_prefix("starved: heartbeats up to ")
+        .and_then(|rest| rest.split_once("s late"))
+        .and_then(|(secs, _)| secs.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!((2.0..10.0).contains(&figure), "{why}");
+    assert!(tries[0]["seed"].is_null() && c["plan"]["steps"].is_array());
 }

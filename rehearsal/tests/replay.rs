@@ -60,6 +60,7 @@ fn a_recorded_stream_renders_the_report_the_run_wrote() {
         } => "kill",
         RunEvent::FaultInjected { .. } => "other fault",
         RunEvent::MonitorSample { .. } => "monitor_sample",
+        RunEvent::CellRetried { .. } => "cell_retried",
         RunEvent::CellFinished(_) => "cell_finished",
         RunEvent::CellJudged { .. } => "cell_judged",
         RunEvent::RunFinished(_) => "run_finished",

@@ -87,6 +87,30 @@ pub trait Reconcile: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<Vec<Finding>, String>> + Send + 'a>>;
 }
 
+/// Whether a finished cell is tried again, and on which plan: the
+/// pipeline's answer (it judges cells; the driver does not).
+pub trait Retry: Send + Sync {
+    /// Why try `attempt` of a cell, which ended as `run`, should be tried
+    /// again; `None` when its verdict stands.
+    fn again(&self, run: &CellRun, attempt: u32) -> Option<String>;
+    /// The plan of try `attempt` of the cell `plan` is a try of, and the
+    /// seed it was drawn with; `None` when it cannot be planned again.
+    fn replan(&self, plan: &CellPlan, attempt: u32) -> Option<(CellPlan, u64)>;
+}
+
+/// Moves the logs of try `attempt` of cell `name` to a folder of their own
+/// (`logs/NAME.try-N`), so the next try's processes, which have the same
+/// names, do not write over them; returns that folder relative to the
+/// report folder (or where they still are, if they could not be moved).
+pub fn set_logs_aside(report_dir: &std::path::Path, name: &str, attempt: u32) -> String {
+    let from = cell_dir(name);
+    let to = format!("{from}.try-{attempt}");
+    match std::fs::rename(report_dir.join(&from), report_dir.join(&to)) {
+        Ok(()) => to,
+        Err(_) => from,
+    }
+}
+
 /// Runs one cell to its end, sending its events on the way. Never fails:
 /// what goes wrong becomes the run's `harness_error`.
 pub async fn run_cell(
@@ -141,7 +165,13 @@ async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, Str
     if ctx.cancel.is_set() {
         return Err("interrupted before the cell started".into());
     }
-    CellDb::create(&ctx.server, &plan.name, &ctx.run_id, needs_crash)
+    // Another try gets a database of its own: the earlier try's is kept
+    // until the run's server goes (a shared cluster drops none).
+    let name = match ctx.attempt {
+        0 | 1 => plan.name.clone(),
+        n => format!("{}_try{n}", plan.name),
+    };
+    CellDb::create(&ctx.server, &name, &ctx.run_id, needs_crash)
         .await
         .map_err(|e| format!("could not create the cell's database: {e}"))
 }

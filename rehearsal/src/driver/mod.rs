@@ -74,6 +74,8 @@ pub struct CellContext {
     pub expand_version: i32,
     /// Where the cell's events go.
     pub events: Events,
+    /// Which try of the cell this is (1 for the first; see `--retries`).
+    pub attempt: u32,
 }
 
 /// Why a cell stopped before its end.

@@ -101,7 +101,12 @@ impl Cell<'_> {
             name: name.clone(),
             runnable: resolved.runnable(),
             labels: Labels {
-                cell: self.plan.name.clone(),
+                // A later try's processes have the same names: its
+                // containers must not meet the earlier try's.
+                cell: match self.ctx.attempt {
+                    0 | 1 => self.plan.name.clone(),
+                    n => format!("{}-try{n}", self.plan.name),
+                },
                 role: role.name().to_owned(),
                 artifact: artifact.to_owned(),
                 version: resolved.version.clone(),

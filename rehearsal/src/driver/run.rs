@@ -18,7 +18,7 @@ use nix::sys::resource::UsageWho;
 use tokio::sync::{Mutex, watch};
 
 use super::CellContext;
-use super::cell::Reconcile;
+use super::cell::{Reconcile, Retry};
 use super::database::{Server, connect, redact};
 use super::ledger::Cancel;
 use crate::Error;
@@ -27,7 +27,7 @@ use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
 use crate::servers::{Major, ServerInfo, Spec};
-use crate::stream::{Events, Note, RunEnd, RunEvent, RunHeader, RunStart};
+use crate::stream::{CellTry, Events, Note, RunEnd, RunEvent, RunHeader, RunStart};
 
 /// Overrides where report folders are created (default: `<repo>/reports`).
 pub const REPORTS_DIR_ENV: &str = "REHEARSE_REPORTS_DIR";
@@ -65,6 +65,8 @@ pub struct RunRequest {
     pub command_line: String,
     /// `rehearse selftest`: score the run against the runtime's seeded defects.
     pub selftest: bool,
+    /// Whether and how an inconclusive cell is tried again (`None`: never).
+    pub retry: Option<Arc<dyn Retry>>,
 }
 
 /// Runs every cell of the plan, sending the run's events to `events`
@@ -299,6 +301,7 @@ async fn run_cells(
         cancel: cancel.clone(),
         expand_version: req.resolution.expand_version,
         events: events.clone(),
+        attempt: 1,
     };
     let notes = run_each_cell(req, &ctx, &servers, reconcile).await;
     signals.abort();
@@ -340,6 +343,7 @@ async fn run_each_cell(
                 req.plan.cells[index].clone(),
                 index,
                 reconcile.clone(),
+                req.retry.clone(),
             ));
             task_cell.insert(task.id(), index);
         }
@@ -383,27 +387,68 @@ async fn run_each_cell(
 }
 
 /// One cell on its server, within its budget, from its start event to
-/// its finish event; yields its index.
+/// its finish event; yields its index. A try that `retry` wants tried
+/// again (an inconclusive one, for the harness's own reasons) is recorded
+/// as a [`RunEvent::CellRetried`], its logs moved to a folder of their
+/// own, and the cell runs again on the plan `retry` gives it (a new seed);
+/// the last try is the cell's finish.
 fn run_one_cell(
     mut ctx: CellContext,
     servers: &Servers,
     plan: crate::plan::CellPlan,
     index: usize,
     reconcile: Arc<dyn Reconcile>,
+    retry: Option<Arc<dyn Retry>>,
 ) -> impl std::future::Future<Output = usize> + Send + 'static {
     if let Some(server) = servers.get(&plan.server) {
         ctx.server = server.clone();
     }
     async move {
-        // The budget runs from the cell's start (not while it waited its turn).
-        ctx.cancel = ctx.cancel.with_budget(plan.timings.budget.to_std());
-        ctx.events.send(RunEvent::CellStarted {
-            index,
-            cell: plan.name.clone(),
-            phases: plan.steps.len() as u64 + 2,
-        });
-        let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
-        ctx.events.send(RunEvent::CellFinished(Box::new(run)));
+        let mut plan = plan;
+        let mut seed = None;
+        let all = ctx.cancel.clone();
+        for attempt in 1.. {
+            // The budget runs from the try's start (not while it waited its turn).
+            ctx.cancel = all.with_budget(plan.timings.budget.to_std());
+            ctx.attempt = attempt;
+            if attempt == 1 {
+                ctx.events.send(RunEvent::CellStarted {
+                    index,
+                    cell: plan.name.clone(),
+                    phases: plan.steps.len() as u64 + 2,
+                });
+            }
+            let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
+            let again = retry
+                .as_ref()
+                .filter(|_| !all.is_set())
+                .and_then(|r| Some((r.again(&run, attempt)?, r.replan(&plan, attempt + 1)?)));
+            let Some((why, (next, next_seed))) = again else {
+                ctx.events.send(RunEvent::CellFinished(Box::new(run)));
+                break;
+            };
+            let logs = super::cell::set_logs_aside(&ctx.report_dir, &plan.name, attempt);
+            ctx.events.send(RunEvent::Note(Note::always(
+                Some(&plan.name),
+                format!(
+                    "{}: try {attempt} inconclusive ({why}); trying again with seed {next_seed}",
+                    plan.name
+                ),
+            )));
+            ctx.events.send(RunEvent::CellRetried {
+                index,
+                cell: plan.name.clone(),
+                attempt: CellTry {
+                    attempt,
+                    seed,
+                    why,
+                    elapsed_ms: run.elapsed_ms,
+                    logs,
+                },
+            });
+            plan = next;
+            seed = Some(next_seed);
+        }
         index
     }
 }

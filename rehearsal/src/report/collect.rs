@@ -29,6 +29,8 @@ pub struct Collector {
     end: Option<RunEnd>,
     runs: BTreeMap<usize, CellRun>,
     cells: BTreeMap<usize, CellReport>,
+    /// Earlier tries of cells tried again, by cell index.
+    tries: BTreeMap<usize, Vec<crate::stream::CellTry>>,
 }
 
 impl Collector {
@@ -37,6 +39,9 @@ impl Collector {
         match event {
             RunEvent::RunStarted(start) => self.start = Some(start.clone()),
             RunEvent::RunFinished(end) => self.end = Some(end.clone()),
+            RunEvent::CellRetried { index, attempt, .. } => {
+                self.tries.entry(*index).or_default().push(attempt.clone());
+            }
             RunEvent::CellFinished(run) => {
                 self.runs.insert(run.index, (**run).clone());
             }
@@ -50,7 +55,8 @@ impl Collector {
             } => {
                 if let Some(mut run) = self.runs.remove(index) {
                     run.harness_error.clone_from(harness_error);
-                    let cell = cell_report(run, *verdict, *detection, reason.clone());
+                    let mut cell = cell_report(run, *verdict, *detection, reason.clone());
+                    cell.tries = self.tries.remove(index).unwrap_or_default();
                     self.cells.insert(*index, cell);
                 }
             }
@@ -144,6 +150,7 @@ fn cell_report(
         schema_history: obs.schema_history,
         schema_checks: obs.schema_checks,
         late: obs.late,
+        tries: Vec::new(),
     }
 }
 

@@ -210,6 +210,7 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         schema_history: vec![],
         schema_checks: vec![],
         late: vec![],
+        tries: vec![],
     }
 }
 

@@ -168,6 +168,17 @@ fn cell_section(md: &mut String, c: &CellReport) {
     if let Some(error) = &c.harness_error {
         let _ = writeln!(md, "Harness error: {}\n", code(error));
     }
+    let tries = super::text::tries_lines(c);
+    if !tries.is_empty() {
+        md.push_str("Earlier tries:\n\n");
+        for line in &tries {
+            let _ = writeln!(md, "- {}", text(line));
+        }
+        md.push('\n');
+    }
+    if let Some(late) = super::text::lateness_line(c) {
+        let _ = writeln!(md, "Lateness: {}.\n", text(&late));
+    }
     if !c.step_failures.is_empty() {
         md.push_str("Step failures:\n\n");
         for line in &c.step_failures {

@@ -75,7 +75,8 @@ use crate::reconcile::Detection;
 ///   start) where its rule knows: a breach's sample, a stall, the kill an
 ///   unproven rescue follows, a schema check; absent otherwise.
 /// - `1.14`: per cell `late`, the monitor ticks that found
-///   the harness or a runtime that should be beating late (starvation).
+///   the harness or a runtime that should be beating late (starvation),
+///   and `tries`, the earlier inconclusive tries of a cell tried again.
 pub const FORMAT_VERSION: &str = "1.14";
 
 /// Everything a run produced: the file `report.json`.
@@ -224,6 +225,10 @@ pub struct CellReport {
     /// beating late: the starvation the cell met. Added in 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late: Vec<crate::observe::LateSample>,
+    /// Earlier tries that were inconclusive for the harness's own reasons
+    /// (`--retries`); the cell's verdict is its last try's. Added in 1.14.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tries: Vec<crate::stream::CellTry>,
 }
 
 /// How many cells reached each verdict.

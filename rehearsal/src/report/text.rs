@@ -96,6 +96,48 @@ pub fn cell_counts(cell: &CellReport) -> String {
     )
 }
 
+/// One line per earlier try of a cell tried again (`--retries`): its
+/// seed, how long it ran, why it gave no verdict, where its logs are.
+pub fn tries_lines(cell: &CellReport) -> Vec<String> {
+    cell.tries
+        .iter()
+        .map(|t| {
+            let seed = t
+                .seed
+                .map_or("the run's seed".to_owned(), |s| format!("seed {s}"));
+            format!(
+                "try {} ({seed}): inconclusive after {}: {}; logs in {}",
+                t.attempt,
+                duration(t.elapsed_ms),
+                t.why,
+                t.logs
+            )
+        })
+        .collect()
+}
+
+/// The worst lateness the monitor saw in a cell, in one line (`None`
+/// when nothing ran late): `heartbeats up to 2.4s late (previous-worker-2,
+/// at 12.1s), the harness's ticks up to 300ms late, 14 late ticks`.
+pub fn lateness_line(cell: &CellReport) -> Option<String> {
+    let beat = cell.late.iter().max_by_key(|l| l.beat_late_ms)?;
+    let tick = cell.late.iter().map(|l| l.tick_late_ms).max().unwrap_or(0);
+    let mut parts = Vec::new();
+    if beat.beat_late_ms > 0 {
+        let whose = beat.runtime.as_deref().unwrap_or("a runtime");
+        parts.push(format!(
+            "heartbeats up to {} late ({whose}, at {})",
+            duration(beat.beat_late_ms),
+            duration(beat.at_ms)
+        ));
+    }
+    if tick > 0 {
+        parts.push(format!("the harness's ticks up to {} late", duration(tick)));
+    }
+    parts.push(plural(cell.late.len(), "late tick"));
+    Some(parts.join(", "))
+}
+
 /// `1 kill`, `2 kills`, `3 processes`, `2,340 jobs` ([`crate::observe::count`]).
 pub fn plural(n: usize, one: &str) -> String {
     crate::observe::count(u64::try_from(n).unwrap_or(u64::MAX), one)

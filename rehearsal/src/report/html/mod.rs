@@ -229,6 +229,17 @@ fn cell_section(h: &mut String, c: &CellReport, colours: &Colours) {
     if let Some(error) = &c.harness_error {
         let _ = writeln!(h, "<p>Harness error:</p>\n<pre>{}</pre>", esc(error));
     }
+    let tries = super::text::tries_lines(c);
+    if !tries.is_empty() {
+        h.push_str("<p>Earlier tries:</p>\n<ul>\n");
+        for line in &tries {
+            let _ = writeln!(h, "<li>{}</li>", esc(line));
+        }
+        h.push_str("</ul>\n");
+    }
+    if let Some(late) = super::text::lateness_line(c) {
+        let _ = writeln!(h, "<p>Lateness: {}.</p>", esc(&late));
+    }
     let _ = writeln!(h, "<div class=\"tl\">{}</div>", timeline_svg(c, colours));
     if !c.proved.is_empty() {
         h.push_str("<p>Proved:</p>\n<ul>\n");

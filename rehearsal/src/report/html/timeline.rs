@@ -40,6 +40,8 @@ const RING_COLOURS: [(&str, &str); 3] = [
 ];
 
 const FINDING: &str = "#b02a37";
+/// The colour of lateness marks (amber: the conditions, not a finding).
+const LATE: &str = "#c77c02";
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 64.0;
@@ -215,6 +217,7 @@ pub fn timeline_svg(c: &CellReport, colours: &Colours) -> String {
     time_axis(&mut s, &f);
     phase_markers(&mut s, &f, &marked, &labels);
     finding_pins(&mut s, &f, c);
+    late_marks(&mut s, &f, c);
     legend(&mut s, &f, &series, &rings, colours);
     s.push_str("</svg>");
     s
@@ -482,6 +485,42 @@ fn finding_pins(s: &mut String, f: &Frame, c: &CellReport) {
     s.push_str("</g>\n");
 }
 
+/// The monitor's late ticks as a strip along the bottom of the rings
+/// panel, darker the later: where the cell's timings were not what it
+/// planned, each with a tooltip of how late and whose.
+fn late_marks(s: &mut String, f: &Frame, c: &CellReport) {
+    if c.late.is_empty() {
+        return;
+    }
+    s.push_str("<g class=\"late\">\n");
+    let tick = crate::monitor::INTERVAL.as_millis() as u64;
+    for l in &c.late {
+        let worst = l.beat_late_ms.max(l.tick_late_ms);
+        // Opaque from 1.5 s on, a stale heartbeat's age on the shipped timings.
+        let opacity = (worst as f64 / 1_500.0).clamp(0.15, 1.0);
+        let (x0, x1) = (f.x(l.at_ms.saturating_sub(tick)), f.x(l.at_ms));
+        let mut title = format!("at {}:", duration(l.at_ms));
+        if l.beat_late_ms > 0 {
+            let whose = l.runtime.as_deref().unwrap_or("a runtime");
+            title.push_str(&format!(
+                " heartbeat {} late ({whose})",
+                duration(l.beat_late_ms)
+            ));
+        }
+        if l.tick_late_ms > 0 {
+            title.push_str(&format!(" monitor tick {} late", duration(l.tick_late_ms)));
+        }
+        let _ = writeln!(
+            s,
+            "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"6\" fill=\"{LATE}\" fill-opacity=\"{opacity:.2}\"><title>{}</title></rect>",
+            f.bottom() - 6.0,
+            (x1 - x0).max(1.5),
+            esc(&title)
+        );
+    }
+    s.push_str("</g>\n");
+}
+
 /// Swatches for the versions drawn, then for each ring and representation drawn.
 fn legend(s: &mut String, f: &Frame, series: &[Series], rings: &[RingSeries], colours: &Colours) {
     let versions: BTreeSet<&str> = series.iter().map(|sr| sr.version.as_str()).collect();
@@ -562,6 +601,26 @@ mod tests {
         let rest = &svg[at..];
         let start = rest.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
         &rest[start..start + rest[start..].find('"').unwrap()]
+    }
+
+    #[test]
+    fn late_ticks_are_marked_with_how_late_and_whose() {
+        let mut report = fixture::report();
+        let colours = Colours::of_run(&report);
+        assert!(!timeline_svg(&report.cells[0], &colours).contains("class=\"late\""));
+        report.cells[0].late = vec![crate::observe::LateSample {
+            at_ms: 12_100,
+            tick_late_ms: 0,
+            beat_late_ms: 2_400,
+            runtime: Some("previous-worker-2".into()),
+        }];
+        let svg = timeline_svg(&report.cells[0], &colours);
+        assert!(svg.contains("<g class=\"late\">"), "{svg}");
+        assert!(
+            svg.contains("<title>at 12.1s: heartbeat 2.4s late (previous-worker-2)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("fill-opacity=\"1.00\""), "{svg}");
     }
 
     #[test]
