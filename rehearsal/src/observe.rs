@@ -137,6 +137,25 @@ pub struct ProcessRecord {
     /// Its stdout lines read against the runtime's event contract. Added in 1.11.
     #[serde(default)]
     pub contract: ContractCount,
+    /// When it last reported maintenance leadership (ms since the cell
+    /// started). Added in 1.14.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_at_ms: Option<u64>,
+}
+
+/// A process a `suspend` step held stopped, and for how long.
+/// Added in report format 1.14.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuspensionRecord {
+    pub process: String,
+    pub version: String,
+    /// It was the maintenance leader when stopped.
+    pub leader: bool,
+    /// When it was stopped and let go (or killed), ms since the cell
+    /// started; `to_ms` is `None` when it stayed stopped to the end.
+    pub from_ms: u64,
+    #[serde(default)]
+    pub to_ms: Option<u64>,
 }
 
 /// A process's stdout lines read against the runtime's event contract
@@ -457,6 +476,9 @@ pub struct Observations {
     /// [`LateSample`]). Added in 1.14.
     #[serde(default)]
     pub late: Vec<LateSample>,
+    /// Every suspension a `suspend` step made. Added in 1.14.
+    #[serde(default)]
+    pub suspensions: Vec<SuspensionRecord>,
 }
 
 /// One row of `awa.schema_version`.

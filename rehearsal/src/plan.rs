@@ -188,6 +188,10 @@ pub struct CellPlan {
     /// servers`); `None`: the run's one server, whichever was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<crate::servers::Major>,
+    /// The interleavings the cell must reach (matrix.toml's `reach`).
+    /// Added in report format 1.14.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reach: Vec<crate::matrix::Reach>,
 }
 
 /// How a cell's database is prepared before step 1.
@@ -355,6 +359,7 @@ fn plan_cell(matrix: &Matrix, cell: &Cell, seed: u64) -> CellPlan {
             Vec::new()
         },
         server: None,
+        reach: cell.reach.clone(),
     }
 }
 

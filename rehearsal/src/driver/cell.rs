@@ -589,6 +589,7 @@ impl Cell<'_> {
                         .flatten()
                 }),
                 contract: p.contract,
+                leader_at_ms: p.leader_at_ms,
             })
             .collect();
     }

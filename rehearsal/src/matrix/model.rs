@@ -331,6 +331,53 @@ pub struct Cell {
     /// database is created by the first. `None`: it starts on `previous`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<UpgradePath>,
+    /// The interleavings the cell exists for: a run that did not reach
+    /// one of them is inconclusive (and tried again), not a verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reach: Vec<Reach>,
+}
+
+/// An interleaving a cell must reach for its verdict to mean anything,
+/// read from what the run observed (`reach = [...]` in matrix.toml).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Workers of two versions both started attempts.
+    MixedClaims,
+    /// A flip ran while the maintenance leader was held stopped by a
+    /// `suspend` step.
+    LeaderFrozenAcrossFlip,
+    /// After a kill or suspend of the leader, another runtime reported
+    /// leadership.
+    LeaderTakeover,
+    /// A runtime of the `current` artifact rescued attempts (crash,
+    /// heartbeat or deadline rescue as the new leader).
+    RescuedByCurrent,
+}
+
+impl Reach {
+    /// Every interleaving, in the order `rehearse list` shows them.
+    pub const ALL: [Reach; 4] = [
+        Reach::MixedClaims,
+        Reach::LeaderFrozenAcrossFlip,
+        Reach::LeaderTakeover,
+        Reach::RescuedByCurrent,
+    ];
+
+    /// The name matrix.toml uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reach::MixedClaims => "mixed_claims",
+            Reach::LeaderFrozenAcrossFlip => "leader_frozen_across_flip",
+            Reach::LeaderTakeover => "leader_takeover",
+            Reach::RescuedByCurrent => "rescued_by_current",
+        }
+    }
+
+    /// The interleaving named `name`.
+    pub fn from_name(name: &str) -> Option<Reach> {
+        Reach::ALL.into_iter().find(|r| r.name() == name)
+    }
 }
 
 /// `path = ["pre_guard", "previous", "current"]`: a walk through several

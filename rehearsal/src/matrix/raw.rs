@@ -92,6 +92,7 @@ pub(crate) struct RawCell {
     pub path: Option<Spanned<Vec<Spanned<String>>>>,
     pub downgrade: Option<Spanned<bool>>,
     pub budget: Option<Spanned<String>>,
+    pub reach: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[schema]`

@@ -469,11 +469,22 @@ steps = [{ fleet = "previous", workers = 1 }]
 }
 
 #[test]
+fn reach_names_known_interleavings_once() {
+    assert_cells(
+        "[[cell]]\nname = \"c\"\nabout = \"a\"\nreach = [\"mixed_claim\", \"leader_takeover\", \"leader_takeover\"]\nsteps = [{ hold = \"1s\" }]\n",
+        &[
+            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current",
+            "matrix.toml:4:44: cell \"c\": reach lists \"leader_takeover\" twice; list it once",
+        ],
+    );
+}
+
+#[test]
 fn unknown_key_in_a_cell() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nstep = []\n",
         &[
-            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`, `path`, `downgrade`, `budget`",
+            "matrix.toml:4:1: cell \"c\": unknown field `step`, expected one of `name`, `about`, `steps`, `expect`, `fresh_install`, `workload`, `path`, `downgrade`, `budget`, `reach`",
         ],
     );
 }

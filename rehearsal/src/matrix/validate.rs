@@ -17,7 +17,7 @@ use super::duration::Duration;
 use super::model::{
     Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_BUDGET, DEFAULT_SLEEP,
     Expectation, FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS,
-    SchemaPolicy, Step, Timings, Version, Workload, WorkloadOverride,
+    Reach, SchemaPolicy, Step, Timings, Version, Workload, WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -998,6 +998,7 @@ fn validate_cell(
     {
         ok = false;
     }
+    let reach = cell_reach(raw, &label, sink);
     let cell = Cell {
         name,
         about,
@@ -1007,8 +1008,46 @@ fn validate_cell(
         budget: budget?,
         steps,
         path,
+        reach: reach?,
     };
     ok.then_some(cell)
+}
+
+/// A cell's `reach`: names of interleavings, each known and listed once.
+fn cell_reach(raw: &RawCell, context: &str, sink: &mut Sink<'_>) -> Option<Vec<Reach>> {
+    let Some(list) = &raw.reach else {
+        return Some(Vec::new());
+    };
+    let names: Vec<&str> = Reach::ALL.iter().map(|r| r.name()).collect();
+    let mut reach = Vec::new();
+    let mut ok = true;
+    for item in list.get_ref() {
+        match Reach::from_name(item.get_ref()) {
+            Some(r) if reach.contains(&r) => {
+                sink.error(
+                    Some(item.span()),
+                    context,
+                    format!("reach lists \"{}\" twice; list it once", r.name()),
+                );
+                ok = false;
+            }
+            Some(r) => reach.push(r),
+            None => {
+                sink.error(
+                    Some(item.span()),
+                    context,
+                    format!(
+                        "unknown interleaving \"{}\"{} in reach; expected one of {}",
+                        item.get_ref(),
+                        did_you_mean(item.get_ref(), names.iter().copied()),
+                        names.join(", ")
+                    ),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(reach)
 }
 
 /// A cell's `name`, and whether it is valid.

@@ -21,7 +21,8 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
     let harness_error = run
         .harness_error
         .clone()
-        .or_else(|| super::unfired_faults(&run.observations));
+        .or_else(|| super::unfired_faults(&run.observations))
+        .or_else(|| super::unreached(&run.plan.reach, &run.observations, &run.proved.claimed_by));
     let mut judgement = super::judge(
         &run.plan.expect,
         &run.findings,

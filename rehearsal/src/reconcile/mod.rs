@@ -17,6 +17,7 @@
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
 //! - `faults` says whether every fault step has evidence that it fired;
+//! - `reach` says whether the cell reached the interleavings it declares;
 //! - `starvation` says whether a timing-sensitive step ran starved past
 //!   what the cell's timings tolerate (a failure then is inconclusive);
 //! - `verdict` holds the findings and step failures against the expectation.
@@ -48,6 +49,7 @@ mod growth;
 mod judged;
 mod liveness;
 mod load;
+mod reach;
 mod rings;
 mod rules;
 mod runtimes;
@@ -57,6 +59,7 @@ mod verdict;
 
 pub use faults::unfired_faults;
 pub use judged::judged;
+pub use reach::{Reached, reached, unreached};
 pub use starvation::{Starved, starved};
 pub use verdict::{Detection, Judgement, judge, verdict};
 

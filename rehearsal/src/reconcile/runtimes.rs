@@ -200,6 +200,7 @@ mod tests {
             log: String::new(),
             error: error.map(str::to_owned),
             contract: Default::default(),
+            leader_at_ms: None,
         }
     }
 

@@ -182,6 +182,11 @@ pub fn proved(run: &CellRun) -> Vec<String> {
         return out;
     }
     out.extend(jobs_settled(run));
+    for r in crate::reconcile::reached(&run.plan.reach, &run.observations, &run.proved.claimed_by) {
+        if r.reached {
+            out.push(format!("reached {}: {}", r.reach.name(), r.evidence));
+        }
+    }
     if run.proved.claimed_by.len() >= 2 {
         let from = phases
             .iter()

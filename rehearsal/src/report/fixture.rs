@@ -310,6 +310,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             stderr_tail: "refused: ring authority is ledger".into(),
         }],
         processes: vec![ProcessRecord {
+            leader_at_ms: None,
             name: "previous-worker-1".into(),
             artifact: "previous".into(),
             version: "0.6.2".into(),

@@ -15,7 +15,7 @@ use super::super::{Abort, Done};
 use super::effect::Effect;
 use crate::fleet::Handle;
 use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
-use crate::observe::StepOutcome;
+use crate::observe::{StepOutcome, SuspensionRecord};
 use crate::plan::PlannedSuspend;
 
 /// How long a suspension may take to catch its process at the right moment.
@@ -70,12 +70,21 @@ impl Cell<'_> {
             })?;
         let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
         let proof = self.prove(victim, Effect::Stopped, None, bound).await?;
+        let at_ms = self.ms();
         self.state.suspended.push(Suspension {
             target: s.target,
             of: s.of.clone(),
             id: victim,
-            at_ms: self.ms(),
+            at_ms,
             timed: s.duration.is_some(),
+        });
+        let leading = self.view(|l| l.current_leader()) == Some(victim);
+        self.state.obs.suspensions.push(SuspensionRecord {
+            process: name.clone(),
+            version: version.clone(),
+            leader: leading,
+            from_ms: at_ms,
+            to_ms: s.duration.map(|d| at_ms + d.as_millis()),
         });
         let leader = if s.target == KillTarget::Leader {
             ", the leader"
@@ -196,6 +205,18 @@ impl Cell<'_> {
         };
         let susp = self.state.suspended.remove(found);
         let stopped_ms = self.ms().saturating_sub(susp.at_ms);
+        let let_go_ms = self.ms();
+        let name_of = self.proc(susp.id, |p| p.name.clone());
+        if let Some(record) = self
+            .state
+            .obs
+            .suspensions
+            .iter_mut()
+            .rev()
+            .find(|r| r.process == name_of && r.to_ms.is_none())
+        {
+            record.to_ms = Some(let_go_ms);
+        }
         let (handle, name, version, alive) = self.proc(susp.id, |p| {
             (
                 p.handle.clone(),

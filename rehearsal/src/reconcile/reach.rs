@@ -1,0 +1,330 @@
+//! Reachability: whether a cell reached the interleavings it declares
+//! (`reach = [...]` in matrix.toml), read from what it observed.
+//!
+//! A cell written for a race proves nothing when the race did not happen:
+//! a flip "under a frozen leader" that ran after the leader was let go, a
+//! "takeover" in which nobody took over. Such a run is inconclusive,
+//! naming what was missing (and `--retries` tries it again with a new
+//! seed); a reached interleaving is one of the cell's proved sentences.
+
+use crate::matrix::Reach;
+use crate::observe::{Observations, duration};
+
+/// One declared interleaving and what the run showed of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reached {
+    /// The interleaving.
+    pub reach: Reach,
+    /// Whether the run reached it.
+    pub reached: bool,
+    /// The evidence, or what was seen instead.
+    pub evidence: String,
+}
+
+/// Each of `wanted` judged against `obs`; `claimed_by` are the versions
+/// whose workers started attempts.
+pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> Vec<Reached> {
+    wanted
+        .iter()
+        .map(|&reach| {
+            let (reached, evidence) = match reach {
+                Reach::MixedClaims => mixed_claims(claimed_by),
+                Reach::LeaderFrozenAcrossFlip => frozen_across_flip(obs),
+                Reach::LeaderTakeover => takeover(obs),
+                Reach::RescuedByCurrent => rescued_by_current(obs),
+            };
+            Reached {
+                reach,
+                reached,
+                evidence,
+            }
+        })
+        .collect()
+}
+
+/// Why the cell is inconclusive for want of an interleaving, if it is.
+pub fn unreached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> Option<String> {
+    let missed: Vec<String> = reached(wanted, obs, claimed_by)
+        .into_iter()
+        .filter(|r| !r.reached)
+        .map(|r| format!("{} ({})", r.reach.name(), r.evidence))
+        .collect();
+    (!missed.is_empty()).then(|| {
+        format!(
+            "the cell did not reach what it exists for: {}",
+            missed.join("; ")
+        )
+    })
+}
+
+fn mixed_claims(claimed_by: &[String]) -> (bool, String) {
+    match claimed_by {
+        [] => (false, "no worker started an attempt".into()),
+        [one] => (false, format!("only {one} workers started attempts")),
+        many => (
+            true,
+            format!("workers of {} started attempts", many.join(" and ")),
+        ),
+    }
+}
+
+fn frozen_across_flip(obs: &Observations) -> (bool, String) {
+    let leaders: Vec<_> = obs.suspensions.iter().filter(|s| s.leader).collect();
+    for flip in &obs.flips {
+        if let Some(s) = leaders
+            .iter()
+            .find(|s| s.from_ms <= flip.at_ms && s.to_ms.is_none_or(|to| flip.at_ms <= to))
+        {
+            let until = s.to_ms.map_or("the end".to_owned(), duration);
+            return (
+                true,
+                format!(
+                    "the flip at {} ran while {} ({}, the leader) was stopped, from {} to {until}",
+                    duration(flip.at_ms),
+                    s.process,
+                    s.version,
+                    duration(s.from_ms)
+                ),
+            );
+        }
+    }
+    let seen = match (leaders.is_empty(), obs.flips.is_empty()) {
+        (true, _) => "no leader was held stopped".to_owned(),
+        (false, true) => "no flip ran".to_owned(),
+        (false, false) => format!(
+            "flips at {} and the leader stopped {}",
+            list(obs.flips.iter().map(|f| duration(f.at_ms))),
+            list(leaders.iter().map(|s| format!(
+                "from {} to {}",
+                duration(s.from_ms),
+                s.to_ms.map_or("the end".to_owned(), duration)
+            )))
+        ),
+    };
+    (false, seen)
+}
+
+fn takeover(obs: &Observations) -> (bool, String) {
+    // (victim, when) of every kill or suspension of the leader.
+    let faults: Vec<(&str, u64)> = obs
+        .kills
+        .iter()
+        .filter(|k| k.role == "leader")
+        .map(|k| (k.process.as_str(), k.at_ms))
+        .chain(
+            obs.suspensions
+                .iter()
+                .filter(|s| s.leader)
+                .map(|s| (s.process.as_str(), s.from_ms)),
+        )
+        .collect();
+    if faults.is_empty() {
+        return (false, "no leader was killed or suspended".into());
+    }
+    for (victim, at) in &faults {
+        if let Some(p) = obs
+            .processes
+            .iter()
+            .find(|p| p.name != *victim && p.leader_at_ms.is_some_and(|t| t > *at))
+        {
+            return (
+                true,
+                format!(
+                    "{} ({}) led from {}, after {victim} was stopped at {}",
+                    p.name,
+                    p.version,
+                    duration(p.leader_at_ms.unwrap_or_default()),
+                    duration(*at)
+                ),
+            );
+        }
+    }
+    (
+        false,
+        format!(
+            "no other runtime reported leadership after {}",
+            list(
+                faults
+                    .iter()
+                    .map(|(v, at)| format!("{v} at {}", duration(*at)))
+            )
+        ),
+    )
+}
+
+fn rescued_by_current(obs: &Observations) -> (bool, String) {
+    let mut current: Vec<&str> = obs
+        .processes
+        .iter()
+        .filter(|p| p.artifact == crate::matrix::CURRENT)
+        .map(|p| p.version.as_str())
+        .collect();
+    current.sort_unstable();
+    current.dedup();
+    let counts = obs.census.last().map(|c| &c.by_version);
+    let rescued: u64 = current
+        .iter()
+        .filter_map(|v| counts?.get(*v)?.get("rescued"))
+        .sum();
+    if rescued > 0 {
+        (
+            true,
+            format!(
+                "runtimes of current ({}) rescued {rescued} attempts",
+                current.join(", ")
+            ),
+        )
+    } else {
+        (
+            false,
+            format!(
+                "no runtime of current ({}) rescued an attempt",
+                if current.is_empty() {
+                    "none ran".to_owned()
+                } else {
+                    current.join(", ")
+                }
+            ),
+        )
+    }
+}
+
+fn list(items: impl Iterator<Item = String>) -> String {
+    items.collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::{FlipMode, Outcome};
+    use crate::observe::{CensusSample, FlipRecord, KillRecord, ProcessRecord, SuspensionRecord};
+
+    fn flip(at_ms: u64) -> FlipRecord {
+        FlipRecord {
+            mode: FlipMode::Manual,
+            expected: Outcome::Ok,
+            exit_code: Some(0),
+            at_ms,
+            output: vec![],
+        }
+    }
+
+    fn suspended(leader: bool, from_ms: u64, to_ms: Option<u64>) -> SuspensionRecord {
+        SuspensionRecord {
+            process: "previous-worker-1".into(),
+            version: "0.6.2".into(),
+            leader,
+            from_ms,
+            to_ms,
+        }
+    }
+
+    fn process(
+        name: &str,
+        artifact: &str,
+        version: &str,
+        leader_at_ms: Option<u64>,
+    ) -> ProcessRecord {
+        ProcessRecord {
+            name: name.into(),
+            artifact: artifact.into(),
+            version: version.into(),
+            role: "worker".into(),
+            exit_code: Some(0),
+            signal: None,
+            container: None,
+            start_to_ready_ms: None,
+            killed: false,
+            log: String::new(),
+            error: None,
+            contract: Default::default(),
+            leader_at_ms,
+        }
+    }
+
+    fn one(reach: Reach, obs: &Observations, claimed_by: &[String]) -> Reached {
+        reached(&[reach], obs, claimed_by).remove(0)
+    }
+
+    #[test]
+    fn mixed_claims_needs_two_versions() {
+        let obs = Observations::default();
+        assert!(!one(Reach::MixedClaims, &obs, &["0.7.0".into()]).reached);
+        assert!(one(Reach::MixedClaims, &obs, &["0.6.2".into(), "0.7.0".into()]).reached);
+    }
+
+    #[test]
+    fn a_flip_after_the_leader_was_let_go_is_not_a_flip_under_a_frozen_leader() {
+        let mut obs = Observations {
+            flips: vec![flip(12_000)],
+            suspensions: vec![suspended(true, 5_000, Some(9_000))],
+            ..Observations::default()
+        };
+        let r = one(Reach::LeaderFrozenAcrossFlip, &obs, &[]);
+        assert!(!r.reached);
+        assert_eq!(
+            r.evidence,
+            "flips at 12.0s and the leader stopped from 5.0s to 9.0s"
+        );
+        obs.suspensions = vec![suspended(true, 5_000, Some(14_000))];
+        let r = one(Reach::LeaderFrozenAcrossFlip, &obs, &[]);
+        assert!(r.reached, "{r:?}");
+        // A stopped worker that did not lead does not count.
+        obs.suspensions = vec![suspended(false, 5_000, None)];
+        assert!(!one(Reach::LeaderFrozenAcrossFlip, &obs, &[]).reached);
+        assert_eq!(
+            unreached(&[Reach::LeaderFrozenAcrossFlip], &obs, &[]).as_deref(),
+            Some(
+                "the cell did not reach what it exists for: leader_frozen_across_flip (no leader was held stopped)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_takeover_is_another_runtime_leading_after_the_leader_was_stopped() {
+        let mut obs = Observations {
+            kills: vec![KillRecord {
+                process: "previous-worker-1".into(),
+                version: "0.6.2".into(),
+                role: "leader".into(),
+                at_ms: 6_000,
+                in_flight: vec![],
+            }],
+            processes: vec![
+                process("previous-worker-1", "previous", "0.6.2", Some(1_000)),
+                process("current-worker-1", "current", "0.7.0", Some(2_000)),
+            ],
+            ..Observations::default()
+        };
+        assert!(!one(Reach::LeaderTakeover, &obs, &[]).reached);
+        obs.processes[1].leader_at_ms = Some(8_000);
+        assert!(one(Reach::LeaderTakeover, &obs, &[]).reached);
+        assert!(!one(Reach::LeaderTakeover, &Observations::default(), &[]).reached);
+    }
+
+    #[test]
+    fn rescued_by_current_reads_the_rescues_of_currents_versions() {
+        let mut obs = Observations {
+            processes: vec![
+                process("previous-worker-1", "previous", "0.6.2", None),
+                process("current-worker-1", "current", "0.7.0", None),
+            ],
+            census: vec![CensusSample {
+                at_ms: 10_000,
+                by_version: [("0.6.2".to_owned(), [("rescued".to_owned(), 5)].into())].into(),
+                fresh_runtimes: Default::default(),
+                delta_rows: 0,
+                lock_waits: 0,
+            }],
+            ..Observations::default()
+        };
+        assert!(!one(Reach::RescuedByCurrent, &obs, &[]).reached);
+        obs.census[0]
+            .by_version
+            .insert("0.7.0".into(), [("rescued".to_owned(), 2)].into());
+        let r = one(Reach::RescuedByCurrent, &obs, &[]);
+        assert!(r.reached);
+        assert_eq!(r.evidence, "runtimes of current (0.7.0) rescued 2 attempts");
+        assert_eq!(unreached(&[Reach::RescuedByCurrent], &obs, &[]), None);
+    }
+}
