@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{
@@ -25,7 +25,10 @@ use common::rehearse::{run, wait};
 use common::report::read_report;
 use common::scratch::Scratch;
 use rehearsal::fleet::docker::label;
-use rehearsal::fleet::{CpuSource, DockerFleet, Fleet, FleetMsg, Labels, Report, Runnable, Spec};
+use rehearsal::fleet::process::{NOTE_PREFIX, STDERR_PREFIX, parse_log_line};
+use rehearsal::fleet::{
+    CpuSource, DockerFleet, Event, Fleet, FleetMsg, Labels, Parsed, Report, Runnable, Spec,
+};
 use rehearsal::image::Engine;
 use rehearsal::image::build::{self, BuildRequest};
 use serde_json::Value;
@@ -1151,5 +1154,105 @@ fn artifacts_prune_removes_rehearse_images_but_those_in_use() {
             ))
             && out.contains("pruned 1 image,"),
         "{out}"
+    );
+}
+
+#[test]
+fn container_log_lines_carry_the_engines_time_and_are_parsed_without_it() {
+    let _turn = turn();
+    let test = "container_log_lines_carry_the_engines_time_and_are_parsed_without_it";
+    let Some((rt, engine)) = engine(test) else {
+        return;
+    };
+    let image = image_of(&rt, &engine, "/usr/bin/dash", "dash");
+    let found = rt
+        .block_on(rehearsal::image::inspect(&engine, &image.reference()))
+        .unwrap()
+        .unwrap();
+    let run_id = format!("logs-test-{}", std::process::id());
+    let fleet = DockerFleet::new(engine.clone(), &run_id, false);
+    rt.block_on(fleet.prepare()).unwrap();
+    let logs = std::env::temp_dir().join(format!("rehearse-docker-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    let event = r#"{"event":"refused","reason":"fenced"}"#;
+    // An event, a stderr line, a line longer than the engine's 16 KiB
+    // buffer (so it comes in parts, each with its own time), and a last
+    // line without its newline.
+    let script = format!("echo '{event}'; echo oops >&2; printf '%20000s\\n' x; printf tail");
+    let spec = Spec {
+        id: 0,
+        name: "sh".into(),
+        runnable: Runnable::Image {
+            reference: image.reference(),
+            id: found.id,
+        },
+        labels: Labels {
+            cell: "logs".into(),
+            role: "sh".into(),
+            ..Default::default()
+        },
+        args: vec!["-c".into(), script],
+        env: Vec::new(),
+        log: logs.join("sh.log"),
+    };
+    let started = SystemTime::now();
+    let reports = rt.block_on(async {
+        let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
+        fleet.spawn(spec, sink).await.unwrap();
+        let (mut got, mut closed, mut exited) = (Vec::new(), false, false);
+        while !(closed && exited) {
+            let msg = tokio::time::timeout(Duration::from_secs(120), reports.recv())
+                .await
+                .expect("the container's reports within 2 minutes")
+                .expect("the fleet keeps the channel open");
+            closed |= matches!(msg.report, Report::OutputClosed);
+            exited |= matches!(msg.report, Report::Exited(_));
+            got.push(msg.report);
+        }
+        got
+    });
+    let ended = SystemTime::now();
+    rt.block_on(fleet.shutdown()).unwrap();
+    remove_image(&rt, &engine, &image.reference());
+    let log = std::fs::read_to_string(logs.join("sh.log")).unwrap();
+    let _ = std::fs::remove_dir_all(&logs);
+
+    let long = format!("{}x", " ".repeat(19_999));
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    for line in log.lines() {
+        let (time, text) = parse_log_line(line)
+            .unwrap_or_else(|| panic!("a line without its time: {line:.80}\n{log:.2000}"));
+        // A local engine shares this machine's clock.
+        if !std::env::var("DOCKER_HOST").is_ok_and(|h| h.starts_with("tcp://")) {
+            assert!(
+                time + Duration::from_secs(2) >= started && time <= ended + Duration::from_secs(2),
+                "{line:.80} is outside the test's {started:?}..{ended:?}"
+            );
+        }
+        // stdout and stderr are two pipes: ordered each, not between them.
+        match text.strip_prefix(STDERR_PREFIX) {
+            Some(line) => stderr.push(line),
+            None if !text.starts_with(NOTE_PREFIX) => stdout.push(text),
+            None => {}
+        }
+    }
+    assert_eq!(
+        (stdout, stderr),
+        (vec![event, long.as_str(), "tail"], vec!["oops"]),
+        "the container's output, every line with the engine's time taken off:\n{log:.2000}"
+    );
+    let parsed = |r: &Report| matches!(r, Report::Line(Parsed::Event(Event::Refused(r))) if r.reason == "fenced");
+    assert!(reports.iter().any(parsed), "{reports:?}");
+    assert!(
+        reports
+            .iter()
+            .any(|r| matches!(r, Report::Stderr(l) if l == "oops")),
+        "{reports:?}"
+    );
+    assert!(
+        reports
+            .iter()
+            .any(|r| matches!(r, Report::Line(Parsed::Garbled { line }) if *line == long)),
+        "the long line arrives whole"
     );
 }

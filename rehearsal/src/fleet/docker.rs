@@ -4,7 +4,8 @@
 //! worker, producer, migrate, flip and fence run, on the host network (so
 //! it reaches the loopback PostgreSQL), with the cell's `AWA_*`
 //! environment; stdout lines from the log stream are typed [`Event`]s,
-//! stderr lines are kept in the log; a hard kill is SIGKILL through the
+//! stderr lines are kept in the log, every line with the engine's time of
+//! it (see `EngineLines`); a hard kill is SIGKILL through the
 //! API, a graceful stop SIGTERM, a suspend the engine's pause (resumed by
 //! unpause); the exit status comes from the wait API
 //! (`128 + N` reported as signal N, as the process backend reports it).
@@ -28,7 +29,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig};
@@ -47,6 +48,7 @@ use super::{
     Runnable, Shutdown, Sink, Spec, send_report,
 };
 use crate::image::Engine;
+use crate::stamp::parse_rfc3339;
 
 /// Container labels.
 pub mod label {
@@ -539,44 +541,103 @@ async fn watch(
     }
 }
 
-/// Follows the container's log stream, splitting stdout and stderr into lines.
+/// Follows the container's log stream, splitting stdout and stderr into
+/// lines, each logged with the engine's time of it.
 async fn read_logs(engine: Engine, container: String, id: usize, sink: Sink, log: Log) {
     let options = LogsOptions {
         follow: true,
         stdout: true,
         stderr: true,
+        timestamps: true,
         ..Default::default()
     };
     let mut stream = engine.docker.logs(&container, Some(options));
-    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (mut out, mut err) = (EngineLines::default(), EngineLines::default());
     while let Some(Ok(chunk)) = stream.next().await {
         match chunk {
-            LogOutput::StdErr { message } => {
-                err.extend_from_slice(&message);
-                drain_lines(&mut err, true, id, &sink, &log);
-            }
+            LogOutput::StdErr { message } => forward(&mut err, &message, true, id, &sink, &log),
             LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                out.extend_from_slice(&message);
-                drain_lines(&mut out, false, id, &sink, &log);
+                forward(&mut out, &message, false, id, &sink, &log);
             }
             LogOutput::StdIn { .. } => {}
         }
     }
     // A last line without its newline still counts.
-    for (buf, is_stderr) in [(&mut out, false), (&mut err, true)] {
-        if !buf.is_empty() {
-            buf.push(b'\n');
-            drain_lines(buf, is_stderr, id, &sink, &log);
+    for (lines, is_stderr) in [(&mut out, false), (&mut err, true)] {
+        if let Some((time, raw)) = lines.finish() {
+            report_line(&raw, is_stderr, id, &sink, &log, time);
         }
     }
     send_report(&sink, id, Report::OutputClosed);
 }
 
-/// Sends (and logs) every complete line in `buf`, keeping the rest.
-fn drain_lines(buf: &mut Vec<u8>, is_stderr: bool, id: usize, sink: &Sink, log: &Log) {
-    while let Some(end) = buf.iter().position(|&b| b == b'\n') {
-        let raw: Vec<u8> = buf.drain(..=end).collect();
-        report_line(&raw, is_stderr, id, sink, log);
+/// Sends (and logs) every line one frame of the engine's log stream completes.
+fn forward(
+    lines: &mut EngineLines,
+    frame: &[u8],
+    is_stderr: bool,
+    id: usize,
+    sink: &Sink,
+    log: &Log,
+) {
+    for (time, raw) in lines.push(frame) {
+        report_line(&raw, is_stderr, id, sink, log, time);
+    }
+}
+
+/// One output stream of a container (stdout or stderr), from the engine's
+/// frames to lines.
+///
+/// Asked for timestamps, the engine starts every frame with the time it
+/// received that output (RFC 3339 to the nanosecond) and a space, then
+/// the output itself: one line, or a part of a line longer than the
+/// engine's buffer, each part with a time of its own. The time is taken
+/// off each frame before its bytes join the line, so a stdout line is
+/// read against the event contract exactly as the process wrote it; a
+/// line carries the time of the frame that completed it (as the process
+/// backend stamps a line when its newline is read). A frame that does
+/// not start with a time (an engine that ignores the option) keeps all
+/// its bytes, and its lines are stamped when read.
+#[derive(Debug, Default)]
+struct EngineLines {
+    /// Bytes of a line whose newline has not come yet.
+    pending: Vec<u8>,
+    /// The time of the last frame that added to `pending`.
+    time: Option<SystemTime>,
+}
+
+impl EngineLines {
+    /// Takes one frame; returns the lines it completed (newline
+    /// included), each with the engine's time of the frame.
+    fn push(&mut self, frame: &[u8]) -> Vec<(Option<SystemTime>, Vec<u8>)> {
+        let (time, output) = split_engine_time(frame);
+        self.pending.extend_from_slice(output);
+        self.time = time;
+        let mut lines = Vec::new();
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            lines.push((time, self.pending.drain(..=end).collect()));
+        }
+        lines
+    }
+
+    /// The last line, when the stream ended without its newline.
+    fn finish(&mut self) -> Option<(Option<SystemTime>, Vec<u8>)> {
+        (!self.pending.is_empty()).then(|| (self.time, std::mem::take(&mut self.pending)))
+    }
+}
+
+/// The engine's time at the start of a log frame, and the output after
+/// it; `(None, frame)` when the frame does not start with a time and a space.
+fn split_engine_time(frame: &[u8]) -> (Option<SystemTime>, &[u8]) {
+    // `2026-12-04T15:31:22.123456789+14:00`: 35 bytes at most.
+    let head = &frame[..frame.len().min(40)];
+    let time = head.iter().position(|&b| b == b' ').and_then(|space| {
+        let text = std::str::from_utf8(&frame[..space]).ok()?;
+        Some((parse_rfc3339(text)?, space))
+    });
+    match time {
+        Some((time, space)) => (Some(time), &frame[space + 1..]),
+        None => (None, frame),
     }
 }
 
@@ -638,6 +699,138 @@ impl Fleet for DockerFleet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::{Event, Parsed};
+
+    const T1: &str = "2026-12-04T15:31:22.123456789Z";
+    const T2: &str = "2026-12-04T15:31:22.200000001Z";
+
+    #[test]
+    fn the_engines_time_is_taken_off_each_frame_and_a_line_has_the_time_that_completed_it() {
+        type Line = (Option<&'static str>, &'static str);
+        let t1 = format!("{T1} ");
+        let t2 = format!("{T2} ");
+        let cases: Vec<(&str, Vec<String>, Vec<Line>)> = vec![
+            (
+                "an event, as the engine frames it",
+                vec![format!("{t1}{{\"event\":\"ready\"}}\n")],
+                vec![(Some(T1), "{\"event\":\"ready\"}\n")],
+            ),
+            (
+                "a frame without a time keeps its bytes",
+                vec!["plain output\n".into()],
+                vec![(None, "plain output\n")],
+            ),
+            (
+                "a line longer than the engine's buffer, in two timed parts",
+                vec![format!("{t1}{{\"event\":"), format!("{t2}\"ready\"}}\n")],
+                vec![(Some(T2), "{\"event\":\"ready\"}\n")],
+            ),
+            (
+                "the process's own time stays in its line",
+                vec![format!("{t1}2026-01-01T00:00:00Z INFO awa: started\n")],
+                vec![(Some(T1), "2026-01-01T00:00:00Z INFO awa: started\n")],
+            ),
+            (
+                "an empty line",
+                vec![format!("{t1}\n")],
+                vec![(Some(T1), "\n")],
+            ),
+            (
+                "two lines in one frame share its time",
+                vec![format!("{t1}a\nb\n")],
+                vec![(Some(T1), "a\n"), (Some(T1), "b\n")],
+            ),
+            (
+                "a last line without its newline, at the end of the stream",
+                vec![format!("{t1}done\n"), format!("{t2}tail")],
+                vec![(Some(T1), "done\n"), (Some(T2), "tail")],
+            ),
+            (
+                "a time not followed by a space is output",
+                vec![format!("{T1}\n")],
+                vec![(None, "2026-12-04T15:31:22.123456789Z\n")],
+            ),
+            (
+                "a word that is no time is output",
+                vec!["stderr: 2026-12-04T15:31:22Z boom\n".into()],
+                vec![(None, "stderr: 2026-12-04T15:31:22Z boom\n")],
+            ),
+        ];
+        for (what, frames, want) in cases {
+            let mut lines = EngineLines::default();
+            let mut got: Vec<(Option<SystemTime>, Vec<u8>)> = Vec::new();
+            for frame in &frames {
+                got.extend(lines.push(frame.as_bytes()));
+            }
+            got.extend(lines.finish());
+            let want: Vec<(Option<SystemTime>, Vec<u8>)> = want
+                .iter()
+                .map(|(time, text)| {
+                    (
+                        time.map(|t| parse_rfc3339(t).unwrap()),
+                        text.as_bytes().to_vec(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn docker_lines_are_logged_with_the_engines_time_and_parsed_without_it() {
+        let dir =
+            std::env::temp_dir().join(format!("rehearse-docker-lines-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let log = open_log(&dir.join("w.log")).unwrap();
+        let (sink, mut reports) = mpsc::unbounded_channel();
+        let (mut out, mut err) = (EngineLines::default(), EngineLines::default());
+        forward(
+            &mut err,
+            format!("{T1} oops\n").as_bytes(),
+            true,
+            4,
+            &sink,
+            &log,
+        );
+        let event = r#"{"event":"refused","reason":"fenced"}"#;
+        forward(
+            &mut out,
+            format!("{T2} {event}\n").as_bytes(),
+            false,
+            4,
+            &sink,
+            &log,
+        );
+        forward(&mut out, b"untimed\n", false, 4, &sink, &log);
+        let text = std::fs::read_to_string(dir.join("w.log")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "2026-12-04T15:31:22.123456Z stderr| oops");
+        assert_eq!(lines[1], format!("2026-12-04T15:31:22.200000Z {event}"));
+        // Stamped when read: now, to the microsecond.
+        let (time, rest) = super::super::process::parse_log_line(lines[2]).unwrap();
+        assert_eq!(rest, "untimed");
+        assert!(
+            time.elapsed().unwrap() < Duration::from_secs(60),
+            "{}",
+            lines[2]
+        );
+        let got: Vec<Report> = std::iter::from_fn(|| reports.try_recv().ok())
+            .map(|m| m.report)
+            .collect();
+        assert!(
+            matches!(&got[0], Report::Stderr(l) if l == "oops"),
+            "{got:?}"
+        );
+        assert!(
+            matches!(&got[1], Report::Line(Parsed::Event(Event::Refused(r))) if r.reason == "fenced"),
+            "{got:?}"
+        );
+        assert!(
+            matches!(&got[2], Report::Line(Parsed::Garbled { line }) if line == "untimed"),
+            "{got:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn container_statuses_above_128_are_signals() {

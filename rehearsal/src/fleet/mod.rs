@@ -168,13 +168,15 @@ pub struct FleetMsg {
 pub type Sink = mpsc::UnboundedSender<FleetMsg>;
 
 /// Sends `report` about process `id`, stamped now: every backend reports
-/// through this. A closed sink (the cell is over) drops it.
+/// through this (or [`send_report_at`]). A closed sink (the cell is over) drops it.
 fn send_report(sink: &Sink, id: ProcId, report: Report) {
-    let _ = sink.send(FleetMsg {
-        id,
-        at: Instant::now(),
-        report,
-    });
+    send_report_at(sink, id, Instant::now(), report);
+}
+
+/// [`send_report`] stamped `at`: a backend that also logs the line takes
+/// one instant for both, so the log's timeline and the ledger's agree.
+fn send_report_at(sink: &Sink, id: ProcId, at: Instant, report: Report) {
+    let _ = sink.send(FleetMsg { id, at, report });
 }
 
 /// What the driver may ask of a running process.

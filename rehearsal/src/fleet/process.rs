@@ -17,13 +17,20 @@
 //! stdout lines are parsed into [`Event`]s; stdout and stderr are both
 //! appended to the process's log file (stderr lines prefixed `stderr| `),
 //! between a header naming the command and a footer with the exit.
+//!
+//! Every line of a log starts with the time it was received
+//! ([`crate::stamp::log_time`], UTC to the microsecond) and a space: the
+//! time rehearse read it from the process (the same instant its
+//! [`super::FleetMsg`] is stamped with), the engine's time on the docker
+//! backend, the time of writing for rehearse's own notes. A cell's logs
+//! therefore read as one timeline: `sort logs/CELL/*.log`.
 
 use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -34,13 +41,25 @@ use futures_util::future::BoxFuture;
 
 use super::{
     Control, ExitInfo, Fleet, FleetError, Handle, Order, Report, Runnable, Sink, Spec, events,
-    send_report,
+    send_report, send_report_at,
 };
+use crate::stamp::{LOG_TIME_LEN, log_time, parse_rfc3339};
 
-/// Prefix of stderr lines in a log file.
+/// Prefix of stderr lines in a log file (after the line's time).
 pub const STDERR_PREFIX: &str = "stderr| ";
-/// Prefix of the lines rehearse itself writes into a log file.
+/// Prefix of the lines rehearse itself writes into a log file (after the line's time).
 pub const NOTE_PREFIX: &str = "# rehearse: ";
+
+/// One line of a log file read back: the time it was received and its
+/// text as the process wrote it (with [`STDERR_PREFIX`] or
+/// [`NOTE_PREFIX`] where it has one); `None` for a line that does not
+/// start with a time. The inverse of what the backends write, for tools
+/// and tests that read the logs.
+pub fn parse_log_line(line: &str) -> Option<(SystemTime, &str)> {
+    let time = parse_rfc3339(line.get(..LOG_TIME_LEN)?)?;
+    let text = line[LOG_TIME_LEN..].strip_prefix(' ')?;
+    Some((time, text))
+}
 
 /// Runs `awa` as local child processes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -49,14 +68,27 @@ pub struct ProcessFleet;
 /// A log file shared by the tasks that write into it.
 pub(super) type Log = Arc<Mutex<std::fs::File>>;
 
-/// Appends one line, secrets redacted (the environment header carries
-/// `AWA_DATABASE_URL`, and a process may echo what it was given).
+/// Appends one line of rehearse's own, stamped now (see [`log_line_at`]).
 pub(super) fn log_line(log: &Log, line: &str) {
+    log_line_at(log, None, line);
+}
+
+/// Appends one line, secrets redacted (the environment header carries
+/// `AWA_DATABASE_URL`, and a process may echo what it was given), stamped
+/// `time` or, without one, now. Returns the instant of writing, for the
+/// message about the line: "now" is read on both clocks under the file's
+/// lock, so a log's lines are in the order of their times even when
+/// stdout and stderr are read by two tasks.
+pub(super) fn log_line_at(log: &Log, time: Option<SystemTime>, line: &str) -> Instant {
     let line = awa_runtime::redact::redact(line);
-    if let Ok(mut file) = log.lock() {
+    let file = log.lock();
+    let at = Instant::now();
+    let time = log_time(time.unwrap_or_else(SystemTime::now));
+    if let Ok(mut file) = file {
         // A full disk must not stop the rehearsal; the events still flow.
-        let _ = writeln!(file, "{line}");
+        let _ = writeln!(file, "{time} {line}");
     }
+    at
 }
 
 /// Creates (or appends to) a log file and its folder.
@@ -391,24 +423,34 @@ async fn read_lines(
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        report_line(&buf, is_stderr, id, sink, log);
+        report_line(&buf, is_stderr, id, sink, log, None);
     }
 }
 
 /// Logs one output line of process `id` (stderr marked) and sends it to the
 /// driver: stdout lines parsed as the runtime's events. Both backends read
-/// their processes' output through this.
-pub(super) fn report_line(raw: &[u8], is_stderr: bool, id: usize, sink: &Sink, log: &Log) {
+/// their processes' output through this. The message is stamped with the
+/// instant the line is logged; the log line with `engine_time` when the
+/// engine timed the line itself (the docker backend), else with that
+/// same instant.
+pub(super) fn report_line(
+    raw: &[u8],
+    is_stderr: bool,
+    id: usize,
+    sink: &Sink,
+    log: &Log,
+    engine_time: Option<SystemTime>,
+) {
     let line = String::from_utf8_lossy(raw);
     let line = line.trim_end_matches(['\n', '\r']).to_owned();
-    let report = if is_stderr {
-        log_line(log, &format!("{STDERR_PREFIX}{line}"));
-        Report::Stderr(line)
+    let (at, report) = if is_stderr {
+        let at = log_line_at(log, engine_time, &format!("{STDERR_PREFIX}{line}"));
+        (at, Report::Stderr(line))
     } else {
-        log_line(log, &line);
-        Report::Line(events::parse(&line))
+        let at = log_line_at(log, engine_time, &line);
+        (at, Report::Line(events::parse(&line)))
     };
-    send_report(sink, id, report);
+    send_report_at(sink, id, at, report);
 }
 
 /// Logs how process `id` ended and reports it to the driver; `Err` says
@@ -427,8 +469,8 @@ pub(super) fn report_exit(
             signal: None,
         }
     });
-    log_line(log, &format!("{NOTE_PREFIX}{info}"));
-    send_report(sink, id, Report::Exited(info));
+    let at = log_line_at(log, None, &format!("{NOTE_PREFIX}{info}"));
+    send_report_at(sink, id, at, Report::Exited(info));
 }
 
 #[cfg(test)]
@@ -471,9 +513,63 @@ mod tests {
         out
     }
 
+    /// The text of every line of `log` after its time, checking that each
+    /// line has one: fixed width, UTC to the microsecond, between `from`
+    /// and `to` (truncated to the microsecond), never going back.
+    fn timed_lines(log: &str, from: SystemTime, to: SystemTime) -> Vec<&str> {
+        let from = from - std::time::Duration::from_micros(1);
+        let mut last = from;
+        log.lines()
+            .map(|line| {
+                let shape = line.as_bytes();
+                assert!(
+                    shape.len() > LOG_TIME_LEN
+                        && shape[4] == b'-'
+                        && shape[10] == b'T'
+                        && shape[19] == b'.'
+                        && shape[20..26].iter().all(u8::is_ascii_digit)
+                        && shape[26] == b'Z'
+                        && shape[27] == b' ',
+                    "not `YYYY-MM-DDTHH:MM:SS.ffffffZ text`: {line:?}"
+                );
+                let (time, text) =
+                    parse_log_line(line).unwrap_or_else(|| panic!("no time: {line:?}"));
+                assert!(
+                    time >= last && time <= to,
+                    "{line:?} out of order in:\n{log}"
+                );
+                last = time;
+                text
+            })
+            .collect()
+    }
+
+    #[test]
+    fn log_lines_read_back_to_their_time_and_text() {
+        let at = std::time::UNIX_EPOCH + Duration::new(1_796_003_112, 123_456_000);
+        for (line, want) in [
+            (
+                "2026-11-30T01:45:12.123456Z stderr| oops",
+                Some((at, "stderr| oops")),
+            ),
+            ("2026-11-30T01:45:12.123456Z ", Some((at, ""))),
+            (
+                "2026-11-30T01:45:12.123456Z # rehearse: exit code 0",
+                Some((at, "# rehearse: exit code 0")),
+            ),
+            ("stderr| oops", None),
+            ("2026-11-30T01:45:12.123456Z", None),
+            ("2026-11-30T01:45:12.123456Zstderr| oops", None),
+            ("{\"event\":\"ready\"}", None),
+        ] {
+            assert_eq!(parse_log_line(line), want, "{line}");
+        }
+    }
+
     #[tokio::test]
     async fn lines_are_typed_logged_and_the_exit_reported() {
         let dir = scratch("lines");
+        let started = SystemTime::now();
         let (tx, rx) = mpsc::unbounded_channel();
         let script = r#"echo '{"event":"refused","reason":"fenced"}'; echo oops >&2; echo "name=$AWA_NAME"; exit 2"#;
         ProcessFleet.spawn(spec(&dir, script), tx).await.unwrap();
@@ -497,13 +593,18 @@ mod tests {
                 .any(|r| matches!(r, Report::Exited(ExitInfo { code: Some(2), .. })))
         );
         let log = std::fs::read_to_string(dir.join("logs/cell/sh-1.log")).unwrap();
-        assert!(log.starts_with("# rehearse: /bin/sh -c"), "{log}");
-        assert!(log.contains("\nstderr| oops\n"), "{log}");
+        let lines = timed_lines(&log, started, SystemTime::now());
+        assert!(lines[0].starts_with("# rehearse: /bin/sh -c"), "{log}");
         assert!(
-            log.contains("{\"event\":\"refused\",\"reason\":\"fenced\"}\n"),
+            lines[1].starts_with("# rehearse: env AWA_NAME=sh-1"),
             "{log}"
         );
-        assert!(log.trim_end().ends_with("# rehearse: exit code 2"), "{log}");
+        assert!(lines.contains(&"stderr| oops"), "{log}");
+        assert!(
+            lines.contains(&"{\"event\":\"refused\",\"reason\":\"fenced\"}"),
+            "{log}"
+        );
+        assert_eq!(lines.last(), Some(&"# rehearse: exit code 2"), "{log}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
