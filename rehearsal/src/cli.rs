@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 pub use crate::schedule::Jobs;
+pub use crate::stress::Stress;
 
 /// The exit codes and environment variables, shown at the end of `--help`.
 const AFTER_HELP: &str = "\
@@ -30,6 +31,7 @@ Environment (the flag wins over its variable):
   REHEARSE_BACKEND       as --backend (process, docker, auto) [default: auto]
   REHEARSE_DATABASE_URL  as --database-url (keeps a password out of the command line)
   REHEARSE_FORMAT        as --format
+  REHEARSE_STRESS        as --stress (cpu=N or cpu=Nx)
   REHEARSE_REGISTRY_USER, REHEARSE_REGISTRY_PASSWORD  registry credentials [default: ~/.docker/config.json]
   DOCKER_HOST            the Docker engine of --backend docker|auto [default: the local socket]
   REHEARSE_PG_BINDIR     PostgreSQL bin directories (':'-separated) searched first for the throwaway clusters, as --pg-bindir
@@ -45,6 +47,8 @@ pub const BACKEND_ENV: &str = "REHEARSE_BACKEND";
 pub const DATABASE_URL_ENV: &str = "REHEARSE_DATABASE_URL";
 /// `--format` from the environment.
 pub const FORMAT_ENV: &str = "REHEARSE_FORMAT";
+/// `--stress` from the environment.
+pub const STRESS_ENV: &str = "REHEARSE_STRESS";
 
 /// Rehearse a rolling upgrade of awa-runtime against a real PostgreSQL.
 #[derive(Debug, Parser)]
@@ -233,6 +237,13 @@ struct ExecArgs {
     /// (json; progress and the summary go to stderr).
     #[arg(long, value_enum, value_name = "FORMAT", env = FORMAT_ENV, default_value_t = Format::Human)]
     format: Format,
+
+    /// Run beside a load, to prove the verdicts hold on an oversubscribed
+    /// machine: cpu=N keeps N busy processes (1 to 256) running, cpu=Nx N
+    /// per core (1x to 16x), from before the schedule is chosen until the
+    /// run ends (recorded in the report and the replay line).
+    #[arg(long, value_name = "cpu=N|cpu=Nx", env = STRESS_ENV, value_parser = parse_stress)]
+    stress: Option<Stress>,
 }
 
 /// Which PostgreSQL servers the cells run on, and where their binaries are.
@@ -485,6 +496,8 @@ pub struct GlobalArgs {
     pub durations: Option<PathBuf>,
     /// `--from-registry NAME=REPOSITORY`, repeatable (run, selftest).
     pub from_registry: Vec<(String, String)>,
+    /// `--stress cpu=N|cpu=Nx` or `$REHEARSE_STRESS` (run, selftest, replay).
+    pub stress: Option<Stress>,
 }
 
 impl Cli {
@@ -561,6 +574,7 @@ impl Line {
             partition: None,
             durations: None,
             from_registry: Vec::new(),
+            stress: None,
         };
         let command = match self.command {
             None => {
@@ -662,6 +676,7 @@ impl GlobalArgs {
         self.from_registry = e.from_registry;
         self.json = e.json;
         self.format = e.format;
+        self.stress = e.stress;
     }
 
     fn take_run(&mut self, r: RunArgs) {
@@ -671,6 +686,11 @@ impl GlobalArgs {
         self.repeat = r.repeat;
         self.take_exec(r.exec);
     }
+}
+
+/// `--stress cpu=N|cpu=Nx`: refused (exit 2) before anything is built.
+fn parse_stress(text: &str) -> Result<Stress, String> {
+    text.parse()
 }
 
 /// `--partition STRATEGY:I/N`.
@@ -1017,6 +1037,7 @@ mod tests {
             "REHEARSE_REPORTS_DIR",
             "AWA_PG_BINDIR",
             "REHEARSE_PG_BINDIR",
+            "REHEARSE_STRESS",
         ] {
             assert!(help.contains(needle), "{needle} missing from:\n{help}");
         }
@@ -1030,6 +1051,7 @@ mod tests {
             "[env: REHEARSE_REPORTS_DIR=",
             "[env: REHEARSE_BACKEND=",
             "[env: REHEARSE_FORMAT=",
+            "[env: REHEARSE_STRESS=",
             "[env: REHEARSE_MATRIX_FILE=",
             // A URL may hold a password: the variable is named, its value never shown.
             "[env: REHEARSE_DATABASE_URL]",
@@ -1055,6 +1077,59 @@ mod tests {
         }
         assert!(!run_help.contains("2-core"), "{run_help}");
         assert!(crate::VERSION.contains('('), "{}", crate::VERSION);
+    }
+
+    #[test]
+    fn stress_is_a_flag_of_the_commands_that_run_cells() {
+        use crate::stress::Stress;
+        for (args, stress) in [
+            (
+                &["--matrix", "smoke", "--stress", "cpu=2x"][..],
+                Stress::PerCore(2),
+            ),
+            (
+                &["run", "-m", "smoke", "--stress", "cpu=4"],
+                Stress::Processes(4),
+            ),
+            (&["selftest", "--stress", "cpu=1x"], Stress::PerCore(1)),
+            (
+                &["replay", "r/plan.json", "--stress", "cpu=3"],
+                Stress::Processes(3),
+            ),
+        ] {
+            assert_eq!(parse(args).unwrap().global.stress, Some(stress), "{args:?}");
+        }
+        assert_eq!(parse(&["--matrix", "smoke"]).unwrap().global.stress, None);
+        // A refusal names the flag, the value and the accepted forms; exit 2.
+        for (args, value) in [
+            (&["--matrix", "smoke", "--stress", "cpu=0"][..], "cpu=0"),
+            (&["selftest", "--stress", "cpu=17x"], "cpu=17x"),
+            (&["run", "--stress", "mem=2"], "mem=2"),
+            (&["run", "--stress", ""], ""),
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} accepted"));
+            assert_eq!(crate::exit::for_clap(&err), crate::exit::BAD_INPUT);
+            let text = err.render().to_string();
+            assert!(
+                text.contains("--stress")
+                    && text.contains(&format!("'{value}'"))
+                    && text.contains("cpu=N (N busy processes, 1 to 256) or cpu=Nx"),
+                "{args:?}: {text}"
+            );
+        }
+        for args in [
+            &["plan", "--stress", "cpu=2"][..],
+            &["list", "--stress", "cpu=2"],
+            &["report", "x", "--stress", "cpu=2"],
+            &["--stress", "cpu=2", "selftest"],
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} accepted"));
+            assert_eq!(
+                crate::exit::for_clap(&err),
+                crate::exit::BAD_INPUT,
+                "{args:?}"
+            );
+        }
     }
 
     #[test]

@@ -234,7 +234,17 @@ fn replay(cli: &Cli, seed: u64) -> String {
     for (name, reference) in &cli.global.from_registry {
         line.push_str(&format!(" --from-registry {name}={reference}"));
     }
+    line.push_str(&stress_words(cli));
     line
+}
+
+/// ` --stress cpu=2x` when the run has a load beside it (flag or
+/// variable), so a replay reproduces the conditions; before any
+/// `--partition`, which `rehearse merge` cuts off.
+fn stress_words(cli: &Cli) -> String {
+    cli.global
+        .stress
+        .map_or_else(String::new, |s| format!(" --stress {s}"))
 }
 
 fn plan_command(cli: &Cli, env: &Environment, out: &mut dyn Write) -> Result<RunOutcome, Error> {
@@ -337,6 +347,7 @@ fn request(
         command_line: command_line(),
         selftest,
         pinned: None,
+        stress: cli.global.stress,
         history,
         retries: cli.global.retries,
         matrix: None,
@@ -377,6 +388,7 @@ fn replay_command(
         plan.cells.retain(|c| cli.global.cells.contains(&c.name));
     }
     plan.replay = replay_of(&file, &cli.global.cells);
+    plan.replay.push_str(&stress_words(cli));
     let mut request = request(cli, env, &file, plan, None, false, err)?;
     request.pinned = Some((file, recorded));
     crate::pipeline::run(request, out, err)
@@ -570,6 +582,7 @@ fn selftest(
         plan.replay
             .push_str(&crate::servers::list(&cli.global.postgres));
     }
+    plan.replay.push_str(&stress_words(cli));
     let mut request = request(cli, env, &path, plan, None, true, err)?;
     request.matrix = Some(Arc::new(matrix));
     crate::pipeline::run(request, out, err)
@@ -957,6 +970,37 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(value["seed"], 7);
         assert_eq!(value["cells"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_replay_line_repeats_the_stress_before_the_share() {
+        let scratch = Scratch::new("stress");
+        let env = Environment {
+            cwd: scratch.0.clone(),
+            matrix_file_env: None,
+        };
+        let cli = Cli::try_parse_from([
+            "rehearse",
+            "--matrix",
+            "smoke",
+            "--seed",
+            "7",
+            "--stress",
+            "cpu=2x",
+            "--partition",
+            "hash:1/2",
+        ])
+        .unwrap();
+        // `rehearse merge` cuts the line at --partition: the stress must come first.
+        assert_eq!(
+            make_plan(&cli, &env).unwrap().replay,
+            "rehearse --matrix smoke --seed 7 --stress cpu=2x --partition hash:1/2"
+        );
+        let cli = Cli::try_parse_from(["rehearse", "--matrix", "smoke", "--seed", "7"]).unwrap();
+        assert_eq!(
+            make_plan(&cli, &env).unwrap().replay,
+            "rehearse --matrix smoke --seed 7"
+        );
     }
 
     #[test]

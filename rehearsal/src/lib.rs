@@ -82,6 +82,7 @@ pub mod selftest;
 pub mod servers;
 pub mod stamp;
 pub mod stream;
+pub mod stress;
 
 pub use commands::{Environment, execute};
 pub use error::Error;

@@ -8,6 +8,10 @@ use rehearsal::cli::Cli;
 use rehearsal::{Environment, exit};
 
 fn main() -> ExitCode {
+    // A busy process of `--stress` (rehearse re-executed by a run): spin, nothing else.
+    if let Some(parent) = rehearsal::stress::busy_request(std::env::args_os()) {
+        rehearsal::stress::spin(parent);
+    }
     awa_runtime::redact::install_panic_hook();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -31,6 +31,7 @@ use crate::report::{self, Collector, RunReport, terminal::Terminal};
 use crate::schedule::{History, Schedule};
 use crate::servers::Spec;
 use crate::stream::{CellRun, RunEvent};
+use crate::stress::{BusyLoad, Stress, StressInfo};
 use awa_runtime::pgtemp::Search;
 
 /// What `rehearse run` was asked to do, validated.
@@ -64,6 +65,8 @@ pub struct RunArgs {
     pub selftest: bool,
     /// `rehearse replay`: the plan.json whose artifact digests the run must match.
     pub pinned: Option<(PathBuf, crate::planfile::PlanFile)>,
+    /// `--stress`: busy processes beside the cells.
+    pub stress: Option<crate::stress::Stress>,
     /// `--durations FILE`, as read: the history the schedule orders and
     /// sizes the run by, instead of the newest under `reports_root` (a
     /// share of a `--partition duration` run starts its cells longest
@@ -182,6 +185,9 @@ pub fn run_report(
         Some(history) => history.clone(),
         None => History::latest(&args.reports_root),
     };
+    // Before the schedule: a load-aware `--jobs auto` sees the load, and
+    // every cell runs beside it. Dropped (killed and reaped) on every way out.
+    let (mut load, stress) = start_stress(args.stress, args.quiet, err)?;
     let schedule = Schedule::new(&args.plan.cells, args.jobs, &history);
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
     let run_id = dir
@@ -228,10 +234,37 @@ pub fn run_report(
                     tries: args.retries + 1,
                 }) as Arc<dyn Retry>
             }),
+        stress,
     };
     let report = drive(request, &args, &dir, out, err)?;
+    // The driver has counted its children's CPU: the load's is not the run's.
+    if let Some(load) = &mut load {
+        load.stop();
+    }
     write_report(&report, &dir, &args, out, err)?;
     Ok(Finished { report, dir })
+}
+
+/// `--stress`: its busy processes started (and said, unless quiet), with
+/// what the report records of them.
+fn start_stress(
+    stress: Option<Stress>,
+    quiet: bool,
+    err: &mut dyn Write,
+) -> Result<(Option<BusyLoad>, Option<StressInfo>), Error> {
+    let Some(stress) = stress else {
+        return Ok((None, None));
+    };
+    let info = stress.info(crate::schedule::cores());
+    let load = BusyLoad::start(info.processes).map_err(|e| {
+        Error::Harness(format!(
+            "could not start the busy processes of --stress {stress}: {e}"
+        ))
+    })?;
+    if !quiet {
+        writeln!(err, "stress: {}", info.describe())?;
+    }
+    Ok((Some(load), Some(info)))
 }
 
 /// The backend that starts the processes. On docker, the artifacts are

@@ -256,6 +256,9 @@ pub struct RunHeader {
     /// every cell of the whole selection (null: the whole selection ran). Added in 1.10.
     #[serde(default)]
     pub partition: Option<crate::partition::PartitionInfo>,
+    /// `--stress`: the busy processes the cells ran beside (null: none). Added in 1.15.
+    #[serde(default)]
+    pub stress: Option<crate::stress::StressInfo>,
 }
 
 /// `seed` and `seed_string` (`report.json` 1.3) for one u64.

@@ -67,6 +67,8 @@ pub struct RunRequest {
     pub selftest: bool,
     /// Whether and how an inconclusive cell is tried again (`None`: never).
     pub retry: Option<Arc<dyn Retry>>,
+    /// `--stress`: the busy processes running beside the cells, for the report.
+    pub stress: Option<crate::stress::StressInfo>,
 }
 
 /// Runs every cell of the plan, sending the run's events to `events`
@@ -264,6 +266,7 @@ fn run_start(req: &RunRequest, servers: Vec<ServerInfo>) -> RunStart {
             schedule: req.schedule.describe.clone(),
             matrix_checksum: req.plan.matrix_checksum.clone(),
             partition: req.plan.partition.clone(),
+            stress: req.stress,
         },
         report_dir: req.report_dir.clone(),
         artifacts: artifact_infos(&req.resolution),

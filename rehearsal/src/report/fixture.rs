@@ -133,6 +133,7 @@ pub fn report() -> RunReport {
                         .into(),
                 matrix_checksum: String::new(),
                 partition: None,
+                stress: None,
             },
             end: RunEnd {
                 finished_at: "2026-11-30T01:47:40Z".into(),

@@ -568,6 +568,37 @@ Harness error: `failed to start worker 1 of cell defect-fence: awa exited with c
     }
 
     #[test]
+    fn a_stressed_run_says_its_load_in_the_run_table_and_report_json() {
+        let mut r = fixture::report();
+        assert!(!render_markdown(&r).contains("| stress |"));
+        r.run.header.stress = Some(crate::stress::Stress::PerCore(2).info(2));
+        let md = render_markdown(&r);
+        assert!(
+            md.contains("jobs 2; longest first, estimated from the plan (no earlier report of these cells) |\n| stress | 4 busy processes (2x the 2 cores) |\n"),
+            "{md}"
+        );
+        let html = crate::report::html::render_html(&r, None);
+        assert!(html.contains("4 busy processes (2x the 2 cores)"), "{html}");
+        let json = crate::report::to_json(&r).unwrap();
+        assert!(
+            json.contains(
+                r#""stress": {
+      "spec": "cpu=2x",
+      "processes": 4,
+      "cores": 2
+    }"#
+            ),
+            "{json}"
+        );
+        let path = std::path::Path::new("report.json");
+        assert_eq!(crate::report::from_json(path, &json).unwrap(), r);
+        // A report from before 1.15 has no stress: it ran beside none.
+        let before = json.replace("\"stress\"", "\"unknown_to_1_14\"");
+        let read = crate::report::from_json(path, &before).unwrap();
+        assert_eq!(read.run.header.stress, None);
+    }
+
+    #[test]
     fn a_process_off_the_event_contract_gets_a_line_and_one_on_it_none() {
         let mut r = fixture::report();
         let clean = render_markdown(&r);

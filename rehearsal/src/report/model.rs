@@ -77,7 +77,10 @@ use crate::reconcile::Detection;
 /// - `1.14`: per cell `late`, the monitor ticks that found
 ///   the harness or a runtime that should be beating late (starvation),
 ///   and `tries`, the earlier inconclusive tries of a cell tried again.
-pub const FORMAT_VERSION: &str = "1.14";
+/// - `1.15`: per run `stress` (`--stress`: the flag's value as `spec`,
+///   the busy `processes` started and the `cores` they were counted on);
+///   defaults to null, a run beside no load of its own.
+pub const FORMAT_VERSION: &str = "1.15";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

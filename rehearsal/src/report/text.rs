@@ -330,6 +330,11 @@ pub(crate) fn run_rows(
     .into_iter()
     .chain(floor_row(r).map(|row| ("floor", row)))
     .chain((!run.header.schedule.is_empty()).then(|| ("schedule", plain(&run.header.schedule))))
+    .chain(
+        run.header
+            .stress
+            .map(|stress| ("stress", plain(&stress.describe()))),
+    )
     .chain(identity_rows(r, plain, code))
     .collect()
 }
