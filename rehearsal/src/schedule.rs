@@ -127,7 +127,10 @@ impl Load {
 const SATURATED: f64 = 0.85;
 
 impl History {
-    /// What `report` says about its cells and its load.
+    /// What `report` says about its cells and its load. A run beside a
+    /// `--stress` load says nothing of its load: its cells waited for CPU
+    /// the load held, so their CPU per second understates what they ask,
+    /// and the next unstressed run would start too many at once.
     pub fn of(report: &RunReport, source: PathBuf) -> History {
         let durations: BTreeMap<String, u64> = report
             .cells
@@ -135,7 +138,8 @@ impl History {
             .map(|c| (c.name.clone(), c.elapsed_ms))
             .collect();
         let cell_ms: u64 = durations.values().sum();
-        let load = (cell_ms > 0 && !report.run.end.interrupted).then(|| Load {
+        let measured = !report.run.end.interrupted && report.run.header.stress.is_none();
+        let load = (cell_ms > 0 && measured).then(|| Load {
             // Containers run outside the harness's children: their CPU counts too.
             cpu_ms: report.run.end.harness_cpu_ms
                 + report.run.end.children_cpu_ms
@@ -530,6 +534,18 @@ mod tests {
             why,
             "jobs auto: 5 (2 cores; earlier cells kept 0.70 cores busy each)"
         );
+    }
+
+    #[test]
+    fn a_stressed_run_orders_the_next_one_but_does_not_size_it() {
+        let mut report = crate::report::fixture::report();
+        let unstressed = History::of(&report, "r/report.json".into());
+        assert!(unstressed.load.is_some());
+        report.run.header.stress = Some(crate::stress::Stress::PerCore(2).info(2));
+        let stressed = History::of(&report, "r/report.json".into());
+        assert_eq!(stressed.load, None);
+        assert_eq!(stressed.durations, unstressed.durations);
+        assert!(!stressed.durations.is_empty());
     }
 
     fn admission(jobs: u32, cores: u32, sensitive: &[bool]) -> Admission {
