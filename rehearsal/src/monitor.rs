@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -171,6 +172,31 @@ pub const LATE_ENOUGH_TO_RECORD: Duration = Duration::from_millis(200);
 pub struct Monitor {
     stop: watch::Sender<bool>,
     task: JoinHandle<Samples>,
+    pulse: JoinHandle<()>,
+}
+
+/// How often the pulse wakes to see how late the harness's own tasks run.
+pub const PULSE: Duration = Duration::from_millis(50);
+
+/// The harness's own lateness: a task that asks to wake every [`PULSE`]
+/// and keeps the worst lateness of its wakes until the sampler takes it.
+/// It does nothing else, so its lateness is the async runtime's (the CPU
+/// rehearse gets), not the database's: a sample that waits on a lock
+/// makes the monitor's ticks late, never the pulse.
+fn pulse() -> (Arc<AtomicU64>, JoinHandle<()>) {
+    let worst = Arc::new(AtomicU64::new(0));
+    let task = {
+        let worst = worst.clone();
+        tokio::spawn(async move {
+            loop {
+                let due = tokio::time::Instant::now() + PULSE;
+                tokio::time::sleep_until(due).await;
+                let late = due.elapsed().as_millis() as u64;
+                worst.fetch_max(late, Ordering::Relaxed);
+            }
+        })
+    };
+    (worst, task)
 }
 
 impl Monitor {
@@ -185,9 +211,11 @@ impl Monitor {
         live: Live,
     ) -> Monitor {
         let (stop, mut stopped) = watch::channel(false);
+        let (late_wakes, pulse) = pulse();
         let task = tokio::spawn(async move {
             let mut sampler = Sampler::new(url, t0, stale_after, counts, live);
             sampler.beating = Some(beating);
+            sampler.pulse = Some(late_wakes);
             let mut tick = tokio::time::interval(INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
@@ -199,13 +227,15 @@ impl Monitor {
             sampler.tick().await;
             sampler.finish()
         });
-        Monitor { stop, task }
+        Monitor { stop, task, pulse }
     }
 
     /// Stops sampling (after one last sample) and returns everything recorded.
     pub async fn stop(self) -> Samples {
         let _ = self.stop.send(true);
-        self.task.await.unwrap_or_default()
+        let samples = self.task.await.unwrap_or_default();
+        self.pulse.abort();
+        samples
     }
 }
 
@@ -225,8 +255,8 @@ struct Sampler {
     outage: bool,
     /// Who should be beating (none: lateness is not watched).
     beating: Option<Beating>,
-    /// When the last tick began.
-    last_tick: Option<Instant>,
+    /// The pulse's worst late wake since the last tick, in ms.
+    pulse: Option<Arc<AtomicU64>>,
 }
 
 impl Sampler {
@@ -249,16 +279,17 @@ impl Sampler {
             sent_ms: None,
             outage: false,
             beating: None,
-            last_tick: None,
+            pulse: None,
         }
     }
 
     async fn tick(&mut self) {
         let at_ms = self.t0.elapsed().as_millis() as u64;
-        let now = Instant::now();
-        let tick_late = self.last_tick.replace(now).map_or(Duration::ZERO, |last| {
-            now.duration_since(last).saturating_sub(INTERVAL)
-        });
+        let tick_late = Duration::from_millis(
+            self.pulse
+                .as_ref()
+                .map_or(0, |worst| worst.swap(0, Ordering::Relaxed)),
+        );
         if self.client.as_ref().is_some_and(Client::is_closed) {
             // The server went away since the last tick (a crash), however
             // fast it is back.

@@ -305,7 +305,9 @@ pub struct CensusSample {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LateSample {
     pub at_ms: u64,
-    /// How far behind its interval the monitor's own tick ran.
+    /// How late the harness's own tasks woke since the tick before (the
+    /// monitor's pulse: CPU starvation of rehearse itself, not the
+    /// database's latency).
     pub tick_late_ms: u64,
     /// How far past its due time the latest heartbeat of the most
     /// overdue runtime that should have been beating was (its age less
