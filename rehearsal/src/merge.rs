@@ -362,6 +362,7 @@ fn joined_plan(plans: &[&PlanFile], report: &RunReport) -> PlanFile {
             cells,
             matrix_checksum: first.matrix_checksum.clone(),
             partition: None,
+            schedule: first.schedule,
         },
         artifacts,
     }

@@ -156,6 +156,11 @@ pub struct Plan {
     /// `--partition`: which share of the selection this plan is. Added in 1.10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<crate::partition::PartitionInfo>,
+    /// matrix.toml's `[schedule]`: what `--jobs auto` packs by when no
+    /// report covers these cells, kept with the plan so a replay packs
+    /// as its run did (plan.json 1.1; the default before).
+    #[serde(default)]
+    pub schedule: crate::matrix::ScheduleEstimate,
 }
 
 /// One cell, ready for the driver: nothing left to choose.
@@ -266,6 +271,7 @@ pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan,
             .collect(),
         matrix_checksum: String::new(),
         partition: None,
+        schedule: matrix.schedule,
     })
 }
 

@@ -23,7 +23,9 @@ pub const PLAN_JSON: &str = "plan.json";
 
 /// The plan.json format this build writes (`MAJOR.MINOR`; a reader takes
 /// any minor of its major). `1.0`: the plan, `plan_format`, `artifacts`.
-pub const PLAN_FORMAT: &str = "1.0";
+/// `1.1`: `schedule` (matrix.toml's `[schedule]`, the estimate `--jobs
+/// auto` packs by without a report of the cells; the default when absent).
+pub const PLAN_FORMAT: &str = "1.1";
 
 /// What plan.json holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

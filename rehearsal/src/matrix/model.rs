@@ -38,6 +38,9 @@ pub struct Matrix {
     /// `--postgres` says otherwise; empty: the first server found.
     #[serde(default)]
     pub servers: Vec<crate::servers::Major>,
+    /// `[schedule]`: what `--jobs auto` packs by before any report covers the cells.
+    #[serde(default)]
+    pub schedule: ScheduleEstimate,
 }
 
 impl Matrix {
@@ -266,6 +269,37 @@ pub use awa_runtime::workload::Mode as JobMode;
 pub struct Cron {
     /// Interval between fire times.
     pub every: Duration,
+}
+
+/// `[schedule]`: the CPU a running cell is expected to keep busy, so that
+/// `--jobs auto` on a machine with no report of these cells packs them
+/// by a measured figure instead of guessing one cell per core (which left
+/// two cores half idle: a cell spends most of its time in holds).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleEstimate {
+    /// Cores a running cell keeps busy on average (CPU time over the
+    /// cells' wall time, as a run's report measures it).
+    pub cores_per_cell: f64,
+}
+
+/// `cores_per_cell` when matrix.toml has no `[schedule]`: the heavier end
+/// of what the full matrix measured on 2 cores (0.52 to 0.70 cores a
+/// cell), which packs 5 cells on 2 cores, the concurrency that ran all 38
+/// cells at 1.08x the floor.
+pub const DEFAULT_CORES_PER_CELL: f64 = 0.70;
+
+/// The `cores_per_cell` values matrix.toml accepts: below a tenth of a
+/// core a cell would do no work between its holds, and above four it
+/// would need more than its fleet's processes can use; either is a typo
+/// (`0.07` or `7` for `0.7`).
+pub const CORES_PER_CELL_RANGE: std::ops::RangeInclusive<f64> = 0.1..=4.0;
+
+impl Default for ScheduleEstimate {
+    fn default() -> ScheduleEstimate {
+        ScheduleEstimate {
+            cores_per_cell: DEFAULT_CORES_PER_CELL,
+        }
+    }
 }
 
 /// Runtime timings, compressed so a cell sees many rotations, rescues and heartbeats.

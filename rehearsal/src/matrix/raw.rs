@@ -74,6 +74,14 @@ pub(crate) struct RawPostgres {
     pub servers: Option<Spanned<Vec<Spanned<i64>>>>,
 }
 
+/// `[schedule]`: what `--jobs auto` packs by without a report of the cells.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSchedule {
+    /// A number, integer or float: checked in `validate.rs`.
+    pub cores_per_cell: Option<Spanned<toml::Value>>,
+}
+
 /// `[[cell]]`; `steps` is read by hand from the spanned tree (see [`RawSteps`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -201,6 +209,7 @@ pub(crate) struct RawMatrix {
     pub timings: Option<Spanned<RawTimings>>,
     pub schema: Option<Spanned<RawSchema>>,
     pub postgres: Option<Spanned<RawPostgres>>,
+    pub schedule: Option<Spanned<RawSchedule>>,
     pub cells: Vec<Spanned<RawCell>>,
     /// `[matrix]` entries in file order.
     pub matrices: Vec<RawNamedMatrix>,
@@ -209,12 +218,13 @@ pub(crate) struct RawMatrix {
 }
 
 /// Top-level sections, in the order the error message lists them.
-pub(crate) const SECTIONS: [&str; 7] = [
+pub(crate) const SECTIONS: [&str; 8] = [
     "artifacts",
     "workload",
     "timings",
     "schema",
     "postgres",
+    "schedule",
     "cell",
     "matrix",
 ];
@@ -243,6 +253,10 @@ pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix
             "postgres" => match deserialize::<Spanned<RawPostgres>>(value, sink, "postgres") {
                 Some(p) => raw.postgres = Some(p),
                 None => raw.broken.push("postgres"),
+            },
+            "schedule" => match deserialize::<Spanned<RawSchedule>>(value, sink, "schedule") {
+                Some(s) => raw.schedule = Some(s),
+                None => raw.broken.push("schedule"),
             },
             "cell" => read_cells(value, sink, &mut raw),
             "matrix" => read_matrices(value, sink, &mut raw),

@@ -401,7 +401,7 @@ fn unknown_section() {
     assert_eq!(
         errors(&doc("[workloads]\nrate_per_s = 1\n", &[])),
         [
-            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, cell, matrix"
+            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, schedule, cell, matrix"
         ]
     );
 }
@@ -1933,6 +1933,69 @@ fn schema_matches_fresh_needs_a_migrated_schema() {
         r#"{ migrate = "current" }"#,
         r#"{ assert = "schema_matches_fresh" }"#,
     ]);
+}
+
+// --- schedule ------------------------------------------------------------------------------------
+
+#[test]
+fn the_schedule_estimate_defaults_and_takes_a_number_of_cores() {
+    let matrix = parse("matrix.toml", &doc("", &[])).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(matrix.schedule.cores_per_cell, DEFAULT_CORES_PER_CELL);
+    for (value, cores) in [("0.55", 0.55), ("1", 1.0), ("0.1", 0.1), ("4.0", 4.0)] {
+        let text = doc(&format!("[schedule]\ncores_per_cell = {value}\n"), &[]);
+        let matrix = parse("matrix.toml", &text).unwrap_or_else(|d| panic!("{value}: {d}"));
+        assert_eq!(matrix.schedule.cores_per_cell, cores, "{value}");
+    }
+    // An empty table keeps the default.
+    let matrix = parse("matrix.toml", &doc("[schedule]\n", &[])).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(matrix.schedule, ScheduleEstimate::default());
+    // The shipped matrix says what it measured, and the plan carries it.
+    let shipped = parse("matrix.toml", SHIPPED).unwrap_or_else(|d| panic!("{d}"));
+    assert!(CORES_PER_CELL_RANGE.contains(&shipped.schedule.cores_per_cell));
+    let selection = crate::plan::Selection {
+        matrix: Some("smoke".into()),
+        cells: Vec::new(),
+    };
+    let plan = crate::plan::expand(&shipped, &selection, 1).unwrap();
+    assert_eq!(plan.schedule, shipped.schedule);
+}
+
+#[test]
+fn a_bad_schedule_estimate_is_located() {
+    let wanted = "cores_per_cell must be a number of cores from 0.1 to 4 (the CPU time a running cell keeps busy over its wall time; report.md's schedule row shows what a run measured)";
+    for (line, message) in [
+        (
+            "cores_per_cell = 0",
+            format!("2:18: schedule: {wanted}, found 0"),
+        ),
+        (
+            "cores_per_cell = 7",
+            format!("2:18: schedule: {wanted}, found 7"),
+        ),
+        (
+            "cores_per_cell = -0.5",
+            format!("2:18: schedule: {wanted}, found -0.5"),
+        ),
+        (
+            "cores_per_cell = 0.05",
+            format!("2:18: schedule: {wanted}, found 0.05"),
+        ),
+        (
+            "cores_per_cell = nan",
+            format!("2:18: schedule: {wanted}, found NaN"),
+        ),
+        (
+            "cores_per_cell = \"0.7\"",
+            format!("2:18: schedule: {wanted}, found the string \"0.7\""),
+        ),
+        (
+            "cores_per_cel = 0.7",
+            "2:1: schedule: unknown field `cores_per_cel`, expected `cores_per_cell`".to_owned(),
+        ),
+    ] {
+        let text = doc(&format!("[schedule]\n{line}\n"), &[]);
+        assert_eq!(errors(&text), [format!("matrix.toml:{message}")], "{line}");
+    }
 }
 
 // --- budgets -------------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ use super::Known;
 use super::diagnostic::{Sink, did_you_mean};
 use super::duration::Duration;
 use super::model::{
-    Artifact, ArtifactSource, BuildSource, CURRENT, Cell, Cron, DEFAULT_BUDGET, DEFAULT_SLEEP,
-    Expectation, FindingRule, ImageLine, ImageSource, JobMode, Matrix, NamedMatrix, PREVIOUS,
-    Reach, SchemaPolicy, Step, Timings, Version, Workload, WorkloadOverride,
+    Artifact, ArtifactSource, BuildSource, CORES_PER_CELL_RANGE, CURRENT, Cell, Cron,
+    DEFAULT_BUDGET, DEFAULT_SLEEP, Expectation, FindingRule, ImageLine, ImageSource, JobMode,
+    Matrix, NamedMatrix, PREVIOUS, Reach, ScheduleEstimate, SchemaPolicy, Step, Timings, Version,
+    Workload, WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -93,6 +94,12 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         .as_ref()
         .map(|p| validate_servers(p, sink))
         .unwrap_or_default();
+    let schedule = raw
+        .schedule
+        .as_ref()
+        .map_or(Some(ScheduleEstimate::default()), |s| {
+            validate_schedule(s, sink)
+        });
     if sink.has_errors() {
         return None;
     }
@@ -104,6 +111,51 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         matrices,
         schema: schema?,
         servers,
+        schedule: schedule?,
+    })
+}
+
+/// `[schedule] cores_per_cell = 0.7`: a number of cores in
+/// [`CORES_PER_CELL_RANGE`]; without the key, the default.
+fn validate_schedule(
+    s: &Spanned<super::raw::RawSchedule>,
+    sink: &mut Sink<'_>,
+) -> Option<ScheduleEstimate> {
+    let Some(value) = &s.get_ref().cores_per_cell else {
+        return Some(ScheduleEstimate::default());
+    };
+    let (low, high) = (CORES_PER_CELL_RANGE.start(), CORES_PER_CELL_RANGE.end());
+    let wanted = format!(
+        "a number of cores from {low} to {high} (the CPU time a running cell keeps busy over its wall time; report.md's schedule row shows what a run measured)"
+    );
+    let number = match value.get_ref() {
+        toml::Value::Float(f) => *f,
+        toml::Value::Integer(i) => *i as f64,
+        other => {
+            let found = match other {
+                toml::Value::String(text) => format!("the string \"{text}\""),
+                toml::Value::Boolean(b) => b.to_string(),
+                toml::Value::Array(_) => "an array".to_owned(),
+                _ => format!("a {}", other.type_str()),
+            };
+            sink.error(
+                Some(value.span()),
+                "schedule",
+                format!("cores_per_cell must be {wanted}, found {found}"),
+            );
+            return None;
+        }
+    };
+    if !CORES_PER_CELL_RANGE.contains(&number) {
+        sink.error(
+            Some(value.span()),
+            "schedule",
+            format!("cores_per_cell must be {wanted}, found {number}"),
+        );
+        return None;
+    }
+    Some(ScheduleEstimate {
+        cores_per_cell: number,
     })
 }
 
