@@ -140,10 +140,8 @@ impl History {
         let cell_ms: u64 = durations.values().sum();
         let measured = !report.run.end.interrupted && report.run.header.stress.is_none();
         let load = (cell_ms > 0 && measured).then(|| Load {
-            // Containers run outside the harness's children: their CPU counts too.
-            cpu_ms: report.run.end.harness_cpu_ms
-                + report.run.end.children_cpu_ms
-                + report.run.end.container_cpu_ms.unwrap_or(0),
+            // The containers' CPU is already part of children_cpu_ms.
+            cpu_ms: report.run.end.harness_cpu_ms + report.run.end.children_cpu_ms,
             cell_ms,
             wall_ms: report.run.end.wall_ms,
             cores: report.run.header.cores,
@@ -603,5 +601,16 @@ mod tests {
             ..load(380, 600, 200, 3)
         };
         assert!(!unknown.saturated());
+    }
+
+    #[test]
+    fn containers_are_counted_once() {
+        // children_cpu_ms already holds the containers' CPU (report.json 1.4 on).
+        let mut r = crate::report::fixture::report();
+        r.run.end.harness_cpu_ms = 1_000;
+        r.run.end.children_cpu_ms = 9_000;
+        r.run.end.container_cpu_ms = Some(6_000);
+        let load = History::of(&r, PathBuf::from("report.json")).load.unwrap();
+        assert_eq!(load.cpu_ms, 10_000);
     }
 }
