@@ -188,7 +188,7 @@ struct SeedArg {
 /// How a run executes: shared by `run` and `selftest`.
 #[derive(Debug, Args)]
 struct ExecArgs {
-    /// Cells to run at once, each on its own database and fleet; auto: from the cores and the CPU the cells used in the last report.
+    /// Cells to run at once, each on its own database and fleet; auto: from the cores, the CPU a cell used in a report of these cells (else matrix.toml's [schedule] estimate) and the machine's load.
     #[arg(short, long, value_name = "N|auto", default_value_t = DEFAULT_JOBS, value_parser = parse_jobs)]
     jobs: Jobs,
 
@@ -626,10 +626,11 @@ impl Line {
     }
 }
 
-/// `--jobs` when not given: `auto`, one cell per core on a first run (two
-/// keep two cores busy; one alone leaves the machine half idle while it
-/// holds), then as many as ask half again the cores' CPU by the last
-/// report's (`schedule::auto_jobs`).
+/// `--jobs` when not given: `auto`, as many cells as ask half again the
+/// cores' CPU (one alone leaves the machine idle while it holds), by a
+/// report that covers the cells or else matrix.toml's `[schedule]`
+/// estimate, fewer on a machine busy with other work
+/// (`schedule::auto_jobs`).
 const DEFAULT_JOBS: Jobs = Jobs::Auto;
 /// `--retries` when not given: two more tries, so a cell the machine
 /// starved once still gets a verdict, and one inconclusive three times in

@@ -351,6 +351,8 @@ fn request(
         history,
         retries: cli.global.retries,
         matrix: None,
+        // Before anything of the run starts: what is busy now is other work.
+        busy: crate::schedule::pressure::Busy::now(crate::schedule::cores()),
     })
 }
 
@@ -638,11 +640,17 @@ fn repeat(
         .map(|f| f.display().to_string());
     let mut rates = crate::repeat::Rates::new(file);
     let matrix = Arc::new(matrix);
+    let mut busy = None;
     for (i, plan) in plans.into_iter().enumerate() {
         writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
         let seed = plan.seed;
         let mut request = request(cli, env, &path, plan, history.clone(), false, err)?;
         request.matrix = Some(matrix.clone());
+        // Read again, the machine's load would be the run before's: keep the first.
+        match busy {
+            Some(first) => request.busy = first,
+            None => busy = Some(request.busy),
+        }
         let finished = crate::pipeline::run_report(request, out, err)?;
         rates.add(seed, &finished.report, finished.dir);
         if finished.report.run.end.interrupted {

@@ -28,7 +28,8 @@ use crate::matrix::{Artifact, ArtifactSource};
 use crate::observe::{Finding, Observations, StepOutcome, Verdict};
 use crate::plan::{CellPlan, Plan};
 use crate::report::{self, Collector, RunReport, terminal::Terminal};
-use crate::schedule::{History, Schedule};
+use crate::schedule::pressure::Busy;
+use crate::schedule::{History, Machine, Schedule};
 use crate::servers::Spec;
 use crate::stream::{CellRun, RunEvent};
 use crate::stress::{BusyLoad, Stress, StressInfo};
@@ -77,6 +78,9 @@ pub struct RunArgs {
     /// The matrix the plan was expanded from, for another try's plan
     /// (`None`: a replay, which runs the recorded plan and never retries).
     pub matrix: Option<Arc<crate::matrix::Matrix>>,
+    /// Other work on the machine before the run started anything (so
+    /// none of it is the run's own): `--jobs auto` packs fewer cells.
+    pub busy: Option<Busy>,
 }
 
 /// A finished run: its report and the folder it was written to.
@@ -183,12 +187,14 @@ pub fn run_report(
     // Read before this run's folder exists, so the history is an earlier run.
     let history = match &args.history {
         Some(history) => history.clone(),
-        None => History::latest(&args.reports_root),
+        None => History::best_for(&args.reports_root, &args.plan.cells, chosen.backend()),
     };
-    // Before the schedule: a load-aware `--jobs auto` sees the load, and
-    // every cell runs beside it. Dropped (killed and reaped) on every way out.
+    // Before the schedule: every cell runs beside the load. The machine's
+    // load was read when the command started, before this run's own.
+    // Dropped (killed and reaped) on every way out.
     let (mut load, stress) = start_stress(args.stress, args.quiet, err)?;
-    let schedule = Schedule::new(&args.plan.cells, args.jobs, &history);
+    let machine = Machine::here(chosen.backend(), args.busy);
+    let schedule = Schedule::new(&args.plan, args.jobs, &history, &machine);
     let dir = create_report_dir(&args.reports_root, &stamp.compact, resolution.git.short())?;
     let run_id = dir
         .file_name()

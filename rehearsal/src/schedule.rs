@@ -2,20 +2,27 @@
 //!
 //! On one machine the order decides the wall time: a long cell started
 //! last runs alone while the cores idle. Cells therefore start longest
-//! first, by their durations in the last `report.json` under `reports/`
-//! (by a static estimate from the plan for a cell that has none); with
+//! first, by their durations in a `report.json` under `reports/` (the
+//! one [`History::best_for`] picks; by a static estimate from the plan
+//! for a cell that has none); with
 //! no cell measured at all they start in matrix order, which packed
 //! better than the estimate did.
 //!
-//! `--jobs auto` picks the concurrency from the cores and the CPU the
-//! cells used before: a cell spends most of its time in holds, so two
-//! cells on two cores leave the machine half idle. Without history it
-//! takes one cell per core (what `--jobs 2` does on the reference
-//! machine); with history, as many cells as ask half again the cores'
-//! CPU (their CPU comes in bursts between holds), but
-//! never more than an earlier run that saturated the machine had, since
-//! its cells' CPU per second is then understated, and timing-sensitive
-//! cells (heartbeats, deadlines) start to feel the queueing.
+//! `--jobs auto` picks the concurrency from the cores and the CPU a
+//! running cell keeps busy: a cell spends most of its time in holds, so
+//! two cells on two cores leave the machine half idle. It takes as many
+//! cells as ask half again the cores' CPU (their CPU comes in bursts
+//! between holds), by the cells' CPU in an earlier report when that
+//! report covers the selection, else by the estimate matrix.toml ships
+//! (`[schedule] cores_per_cell`). A report of a few of the cells, or of
+//! another backend, may make a cell heavier than that estimate but never
+//! lighter, so it never packs more cells: three cells run alone once said
+//! 0.52 cores each and packed six on two cores beside other work, where a
+//! cell then failed. Never more than an
+//! earlier run that saturated the machine had, since its cells' CPU per
+//! second is then understated, and timing-sensitive cells (heartbeats,
+//! deadlines) start to feel the queueing. Other work on the machine at
+//! the start leaves fewer cores to pack ([`pressure::Busy`]).
 //!
 //! A cell that must catch a seeded defect is timing-sensitive: its
 //! defect shows only inside a race window (a flip landing in a
@@ -40,8 +47,12 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::matrix::{Expectation, FlipMode, Step};
-use crate::plan::CellPlan;
+use crate::plan::{CellPlan, Plan};
 use crate::report::RunReport;
+
+pub mod pressure;
+
+use pressure::Busy;
 
 /// `--jobs`: a number of cells at once, or `auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +99,9 @@ impl fmt::Display for Jobs {
 pub struct History {
     /// The report it came from (`None`: no earlier report).
     pub source: Option<PathBuf>,
+    /// The backend it ran on (`process`, `docker`; empty: none), since
+    /// a cell's CPU differs between them.
+    pub backend: String,
     /// Wall time of each cell by name, in ms.
     pub durations: BTreeMap<String, u64>,
     /// The run's CPU and how busy the machine was.
@@ -149,15 +163,20 @@ impl History {
         });
         History {
             source: Some(source),
+            backend: report.run.header.backend.clone(),
             durations,
             load,
         }
     }
 
-    /// The newest report under `reports_root` that can be read (folders
-    /// are named by UTC time, so the last name is the newest); none when
-    /// there is no such report.
-    pub fn latest(reports_root: &Path) -> History {
+    /// The report under `reports_root` that tells most about a run of
+    /// `cells` on `backend`: the newest of that backend with CPU figures
+    /// for at least half of the cells, else the newest of another backend
+    /// with them, else the newest of that backend, else the newest at
+    /// all (folders are named by UTC time, so the last name is the
+    /// newest); none when there is no readable report. Only the newest
+    /// [`LOOKBACK`] reports are read.
+    pub fn best_for(reports_root: &Path, cells: &[CellPlan], backend: &str) -> History {
         let Ok(entries) = std::fs::read_dir(reports_root) else {
             return History::default();
         };
@@ -166,15 +185,105 @@ impl History {
             .filter(|p| p.is_dir())
             .collect();
         dirs.sort();
-        dirs.iter()
+        let mut best: Option<(u8, History)> = None;
+        for history in dirs
+            .iter()
             .rev()
-            .find_map(|d| History::of_file(&d.join("report.json")))
-            .unwrap_or_default()
+            .filter_map(|d| History::of_file(&d.join("report.json")))
+            .take(LOOKBACK)
+        {
+            let rank = history.rank(cells, backend);
+            if best.as_ref().is_none_or(|(r, _)| rank > *r) {
+                best = Some((rank, history));
+            }
+            if best.as_ref().is_some_and(|(r, _)| *r == BEST_RANK) {
+                break;
+            }
+        }
+        best.map(|(_, h)| h).unwrap_or_default()
+    }
+
+    /// How well this history fits a run of `cells` on `backend`, from 0
+    /// (another backend, too few cells) to [`BEST_RANK`].
+    fn rank(&self, cells: &[CellPlan], backend: &str) -> u8 {
+        let same = self.backend == backend;
+        let sizes = self.load.is_some() && Coverage::of(cells, self).enough();
+        match (sizes, same) {
+            (true, true) => BEST_RANK,
+            (true, false) => 2,
+            (false, true) => 1,
+            (false, false) => 0,
+        }
     }
 
     fn of_file(file: &Path) -> Option<History> {
         let report = crate::report::read_json(file).ok()?;
         Some(History::of(&report, file.to_owned()))
+    }
+}
+
+/// How many earlier reports [`History::best_for`] reads at most: each
+/// is parsed in full, and an older one says less about today's code.
+pub const LOOKBACK: usize = 20;
+
+/// The rank of a history of the run's backend that covers its cells.
+const BEST_RANK: u8 = 3;
+
+/// How much of a selection a history measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    /// Cells of the selection the history has a time for.
+    pub measured: usize,
+    /// Cells in the selection.
+    pub cells: usize,
+    /// The measured cells' times added up, in ms.
+    pub measured_ms: u64,
+    /// The other cells' times as estimated from their plans, in ms.
+    pub estimated_ms: u64,
+}
+
+impl Coverage {
+    /// Of `cells` by `history`.
+    pub fn of(cells: &[CellPlan], history: &History) -> Coverage {
+        let mut coverage = Coverage {
+            measured: 0,
+            cells: cells.len(),
+            measured_ms: 0,
+            estimated_ms: 0,
+        };
+        for cell in cells {
+            match history.durations.get(&cell.name) {
+                Some(&ms) => {
+                    coverage.measured += 1;
+                    coverage.measured_ms += ms;
+                }
+                None => coverage.estimated_ms += estimate_ms(cell),
+            }
+        }
+        coverage
+    }
+
+    /// Every cell measured.
+    pub fn full(&self) -> bool {
+        self.measured == self.cells
+    }
+
+    /// At least half of the cells measured: below that the cells it
+    /// measured say more about themselves than about the selection
+    /// (three cells run alone measured 0.52 cores each, where the full
+    /// matrix kept 0.61 to 0.70 busy).
+    pub fn enough(&self) -> bool {
+        self.measured > 0 && self.measured * 2 >= self.cells
+    }
+
+    /// Cores a cell of the selection keeps busy: `measured` for the
+    /// cells measured and `estimate` for the rest, weighted by their time.
+    pub fn weigh(&self, measured: f64, estimate: f64) -> f64 {
+        let total = self.measured_ms + self.estimated_ms;
+        if total == 0 {
+            return estimate;
+        }
+        (measured * self.measured_ms as f64 + estimate * self.estimated_ms as f64) / total as f64
     }
 }
 
@@ -254,42 +363,159 @@ pub const MAX_CELLS_PER_CORE: u32 = 3;
 /// the cores) sat at 1.19x its floor, 6 at once at 1.06x.
 const OFFERED: f64 = 1.5;
 
-/// `--jobs auto`: enough cells to keep `cores` busy given the CPU a
-/// running cell used before ([`OFFERED`] times the cores, rounded up),
-/// within 1 and the smaller of the cell count
-/// and [`MAX_CELLS_PER_CORE`] per core; one cell per core without
-/// history; never above the concurrency of a history that saturated its
-/// machine.
-pub fn auto_jobs(cores: u32, cells: usize, load: Option<&Load>) -> Pick {
-    let cores = cores.max(1);
-    let ceiling = (cells.max(1) as u32).min(cores * MAX_CELLS_PER_CORE);
-    let (wanted, why) = match load {
-        None => (cores, "no earlier report: one cell per core".to_owned()),
-        Some(load) => {
-            let per_cell = load.cores_per_cell();
-            let fill = if per_cell > 0.0 {
-                (OFFERED * f64::from(cores) / per_cell)
-                    .ceil()
-                    .min(f64::from(MAX_JOBS)) as u32
-            } else {
-                u32::MAX
-            };
-            let mut why = format!("earlier cells kept {per_cell:.2} cores busy each");
-            // What saturated that machine, scaled to this one's cores.
-            let cap = (load.jobs * cores / load.cores.max(1)).max(1);
-            let wanted = if load.saturated() && load.jobs > 0 && fill > cap {
-                why.push_str(&format!(
-                    ", but that run saturated its {} cores at {} at once",
-                    load.cores, load.jobs
-                ));
-                cap
-            } else {
-                fill
-            };
-            (wanted, why)
+/// What an earlier run says about the cells `--jobs auto` is sizing for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Basis<'a> {
+    /// No earlier report.
+    Nothing,
+    /// A report without CPU figures (its run was cut short).
+    CutShort,
+    /// A report with its CPU figures.
+    Measured(Evidence<'a>),
+}
+
+/// An earlier run's CPU, and how far it speaks for this run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Evidence<'a> {
+    /// Its CPU against its cells' time.
+    pub load: &'a Load,
+    /// How much of this run's selection it measured.
+    pub coverage: Coverage,
+    /// Its backend when that is not this run's (`None`: the same).
+    pub other_backend: Option<&'a str>,
+    /// This run's backend.
+    pub backend: &'a str,
+}
+
+impl Evidence<'_> {
+    /// Cores a running cell keeps busy, and why, given the shipped
+    /// `estimate`: the report's figure where it covers the selection on
+    /// this backend, weighted by time with the estimate where it covers
+    /// at least half; otherwise, weighted so, it may make a cell heavier
+    /// than the estimate (fewer cells at once) but never lighter, since a
+    /// thin or foreign sample is what packed six cells on two cores.
+    fn cores_per_cell(&self, estimate: f64) -> (f64, String) {
+        let measured = self.load.cores_per_cell();
+        let c = &self.coverage;
+        let weighed = c.weigh(measured, estimate);
+        let trusted = self.other_backend.is_none() && c.enough();
+        if trusted && c.full() {
+            return (
+                measured,
+                format!("earlier cells kept {measured:.2} cores busy each"),
+            );
+        }
+        if trusted {
+            return (
+                weighed,
+                format!(
+                    "history covers {} of {} cells: their {measured:.2} cores each, the shipped {estimate:.2} for the rest, {weighed:.2} by time",
+                    c.measured, c.cells
+                ),
+            );
+        }
+        let what = match self.other_backend {
+            Some(other) if c.enough() => {
+                format!(
+                    "no {} report of these cells; the {other} run's",
+                    self.backend
+                )
+            }
+            Some(other) => format!(
+                "the {other} history covers {} of {} cells",
+                c.measured, c.cells
+            ),
+            None => format!("history covers {} of {} cells", c.measured, c.cells),
+        };
+        if weighed > estimate {
+            (
+                weighed,
+                format!(
+                    "{what}, heavier than the shipped estimate: {weighed:.2} cores a cell weighted by the cells it measured"
+                ),
+            )
+        } else {
+            (
+                estimate,
+                format!(
+                    "{what}: ignored, packing from the shipped estimate of {estimate:.2} cores a cell"
+                ),
+            )
+        }
+    }
+}
+
+/// What `--jobs auto` weighs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AutoInput<'a> {
+    /// The machine's cores.
+    pub cores: u32,
+    /// Cells in the selection.
+    pub cells: usize,
+    /// matrix.toml's `[schedule] cores_per_cell`.
+    pub estimate: f64,
+    /// What an earlier run measured.
+    pub basis: Basis<'a>,
+    /// Other work on the machine when the run began.
+    pub busy: Option<Busy>,
+}
+
+/// Cells at once that ask [`OFFERED`] times `cores` of CPU at `per_cell`
+/// cores each, rounded up.
+fn fill(cores: f64, per_cell: f64) -> u32 {
+    if per_cell > 0.0 {
+        (OFFERED * cores / per_cell).ceil().min(f64::from(MAX_JOBS)) as u32
+    } else {
+        u32::MAX
+    }
+}
+
+/// `--jobs auto`: enough cells to keep the cores busy given the CPU a
+/// running cell keeps busy ([`OFFERED`] times the cores, rounded up),
+/// within 1 and the smaller of the cell count and [`MAX_CELLS_PER_CORE`]
+/// per core; never above the concurrency of a history that saturated
+/// its machine; fewer by the share of the CPU other work took at the start.
+pub fn auto_jobs(input: &AutoInput<'_>) -> Pick {
+    let cores = input.cores.max(1);
+    let ceiling = (input.cells.max(1) as u32).min(cores * MAX_CELLS_PER_CORE);
+    let estimate = input.estimate;
+    let shipped = || format!("packing from the shipped estimate of {estimate:.2} cores a cell");
+    let (per_cell, mut why, load) = match input.basis {
+        Basis::Nothing => (estimate, format!("no earlier report: {}", shipped()), None),
+        Basis::CutShort => (
+            estimate,
+            format!("the earlier report was cut short: {}", shipped()),
+            None,
+        ),
+        Basis::Measured(evidence) => {
+            let (per_cell, why) = evidence.cores_per_cell(estimate);
+            (per_cell, why, Some(evidence.load))
         }
     };
-    let jobs = wanted.clamp(1, ceiling);
+    let mut wanted = fill(f64::from(cores), per_cell);
+    if let Some(load) = load {
+        // What saturated that machine, scaled to this one's cores.
+        let cap = (load.jobs * cores / load.cores.max(1)).max(1);
+        if load.saturated() && load.jobs > 0 && wanted > cap {
+            why.push_str(&format!(
+                ", but that run saturated its {} cores at {} at once",
+                load.cores, load.jobs
+            ));
+            wanted = cap;
+        }
+    }
+    let mut jobs = wanted.clamp(1, ceiling);
+    if let Some(busy) = input.busy {
+        let free = f64::from(cores) * (1.0 - busy.share.clamp(0.0, 1.0));
+        let lowered = fill(free, per_cell).min(wanted).clamp(1, ceiling);
+        if lowered < jobs {
+            why.push_str(&format!(
+                "; {}: {lowered} instead of {jobs}",
+                busy.describe()
+            ));
+            jobs = lowered;
+        }
+    }
     Pick {
         jobs,
         why: format!(
@@ -373,19 +599,44 @@ pub struct Schedule {
     pub describe: String,
 }
 
-impl Schedule {
-    /// The schedule of `cells` under `--jobs`, from an earlier run's
-    /// `history` and the machine's cores.
-    pub fn new(cells: &[CellPlan], jobs: Jobs, history: &History) -> Schedule {
-        Schedule::with(cells, jobs, history, cores())
-    }
+/// The machine a run is scheduled on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Machine {
+    /// Its cores.
+    pub cores: u32,
+    /// The backend the cells run on (`process`, `docker`), as report.json names it.
+    pub backend: String,
+    /// Other work on it when the run began.
+    pub busy: Option<Busy>,
+}
 
-    /// [`Schedule::new`] with the history and cores given.
-    pub fn with(cells: &[CellPlan], jobs: Jobs, history: &History, cores: u32) -> Schedule {
+impl Machine {
+    /// This machine, running cells on `backend`, `busy` as read at the start.
+    pub fn here(backend: &str, busy: Option<Busy>) -> Machine {
+        Machine {
+            cores: cores(),
+            backend: backend.to_owned(),
+            busy,
+        }
+    }
+}
+
+impl Schedule {
+    /// The schedule of `plan`'s cells under `--jobs` on `machine`, from
+    /// an earlier run's `history`.
+    pub fn new(plan: &Plan, jobs: Jobs, history: &History, machine: &Machine) -> Schedule {
+        let cells = &plan.cells;
+        let cores = machine.cores;
         let (jobs, why) = match jobs {
             Jobs::Fixed(n) => (n, format!("jobs {n}")),
             Jobs::Auto => {
-                let pick = auto_jobs(cores, cells.len(), history.load.as_ref());
+                let pick = auto_jobs(&AutoInput {
+                    cores,
+                    cells: cells.len(),
+                    estimate: plan.schedule.cores_per_cell,
+                    basis: basis(cells, history, &machine.backend),
+                    busy: machine.busy,
+                });
                 (pick.jobs, pick.why)
             }
         };
@@ -430,6 +681,20 @@ impl Schedule {
             admission,
             describe: format!("{why}{room}; {by}"),
         }
+    }
+}
+
+/// What `history` says about a run of `cells` on `backend`.
+fn basis<'a>(cells: &[CellPlan], history: &'a History, backend: &'a str) -> Basis<'a> {
+    match (&history.source, &history.load) {
+        (None, _) => Basis::Nothing,
+        (Some(_), None) => Basis::CutShort,
+        (Some(_), Some(load)) => Basis::Measured(Evidence {
+            load,
+            coverage: Coverage::of(cells, history),
+            other_backend: (history.backend != backend).then_some(history.backend.as_str()),
+            backend,
+        }),
     }
 }
 
@@ -481,6 +746,31 @@ mod tests {
         }
     }
 
+    /// `--jobs auto` from `load`, a history that covers every one of
+    /// `cells` on this run's backend, with the default estimate.
+    fn auto(cores: u32, cells: usize, load: Option<&Load>) -> Pick {
+        let coverage = Coverage {
+            measured: cells,
+            cells,
+            measured_ms: 60_000 * cells as u64,
+            estimated_ms: 0,
+        };
+        auto_jobs(&AutoInput {
+            cores,
+            cells,
+            estimate: crate::matrix::DEFAULT_CORES_PER_CELL,
+            basis: load.map_or(Basis::Nothing, |load| {
+                Basis::Measured(Evidence {
+                    load,
+                    coverage,
+                    other_backend: None,
+                    backend: "process",
+                })
+            }),
+            busy: None,
+        })
+    }
+
     #[test]
     fn jobs_auto_stays_within_its_bounds() {
         // The issue's run: 309 CPU-s over 439 cell-s in 226 s at --jobs 2 (68% of 2 cores).
@@ -495,9 +785,10 @@ mod tests {
         // Cells that each need more than a core.
         let heavy = load(900, 300, 400, 2);
         for (cores, cells, history, jobs) in [
-            (2, 35, None, 2),
-            (8, 35, None, 8),
-            (0, 35, None, 1),
+            // No history: the shipped estimate (0.70 cores a cell), no longer one per core.
+            (2, 35, None, 5),
+            (8, 35, None, 18),
+            (0, 35, None, 3),
             (2, 1, None, 1),
             (2, 0, None, 1),
             (2, 35, Some(&issue), 5),
@@ -512,7 +803,7 @@ mod tests {
             (2, 35, Some(&heavy), 1),
             (64, 35, Some(&issue), 35),
         ] {
-            let pick = auto_jobs(cores, cells, history);
+            let pick = auto(cores, cells, history);
             assert_eq!(
                 pick.jobs, jobs,
                 "{cores} cores, {cells} cells, {history:?}: {pick:?}"
@@ -525,9 +816,9 @@ mod tests {
                 pick.why
             );
         }
-        let why = auto_jobs(2, 35, Some(&crowded)).why;
+        let why = auto(2, 35, Some(&crowded)).why;
         assert!(why.contains("saturated its 2 cores at 3 at once"), "{why}");
-        let why = auto_jobs(2, 35, Some(&issue)).why;
+        let why = auto(2, 35, Some(&issue)).why;
         assert_eq!(
             why,
             "jobs auto: 5 (2 cores; earlier cells kept 0.70 cores busy each)"
@@ -601,6 +892,331 @@ mod tests {
             ..load(380, 600, 200, 3)
         };
         assert!(!unknown.saturated());
+    }
+
+    /// The shipped matrix's full selection: 38 cells.
+    fn full_plan() -> Plan {
+        let matrix = crate::matrix::parse("matrix.toml", include_str!("../../matrix.toml"))
+            .unwrap_or_else(|d| panic!("{d}"));
+        let selection = crate::plan::Selection {
+            matrix: Some("full".into()),
+            cells: Vec::new(),
+        };
+        crate::plan::expand(&matrix, &selection, 7).unwrap()
+    }
+
+    /// A report of `names` on 2 cores, each cell `cell_s` long, its run
+    /// keeping `cores_per_cell` busy per running cell at `jobs` at once
+    /// and its cores 68% busy (not saturated).
+    fn run_of(
+        names: &[&str],
+        cell_s: u64,
+        cores_per_cell: f64,
+        jobs: u32,
+        backend: &str,
+    ) -> RunReport {
+        let mut r = crate::report::fixture::report();
+        let template = r.cells[0].clone();
+        r.cells = names
+            .iter()
+            .map(|n| crate::report::model::CellReport {
+                name: (*n).to_owned(),
+                elapsed_ms: cell_s * 1_000,
+                ..template.clone()
+            })
+            .collect();
+        let cell_ms = names.len() as u64 * cell_s * 1_000;
+        let cpu_ms = (cell_ms as f64 * cores_per_cell) as u64;
+        r.run.end.harness_cpu_ms = cpu_ms / 10;
+        r.run.end.children_cpu_ms = cpu_ms - cpu_ms / 10;
+        r.run.end.container_cpu_ms = (backend == "docker").then_some(cpu_ms / 2);
+        r.run.end.wall_ms = (cpu_ms as f64 / (0.68 * 2.0)) as u64;
+        r.run.end.interrupted = false;
+        r.run.header.cores = 2;
+        r.run.header.jobs = jobs;
+        r.run.header.backend = backend.to_owned();
+        r
+    }
+
+    fn history(report: &RunReport) -> History {
+        History::of(
+            report,
+            PathBuf::from("reports/20261204T170000Z-abc1234/report.json"),
+        )
+    }
+
+    fn machine(backend: &str, busy: Option<Busy>) -> Machine {
+        Machine {
+            cores: 2,
+            backend: backend.to_owned(),
+            busy,
+        }
+    }
+
+    #[test]
+    fn a_report_of_3_of_38_cells_never_packs_more_than_the_full_history() {
+        let plan = full_plan();
+        assert_eq!(plan.cells.len(), 38);
+        let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let here = machine("docker", None);
+        // The issue's warm-up: three cells alone at 0.52 cores each; then
+        // lighter and heavier samples of the same three.
+        for full_per_cell in [0.52, 0.61, 0.70] {
+            let full = run_of(&names, 60, full_per_cell, 5, "docker");
+            let whole = Schedule::new(&plan, Jobs::Auto, &history(&full), &here);
+            for thin_per_cell in [0.1, 0.3, 0.52, 0.70, 1.2] {
+                let thin = run_of(&names[..3], 40, thin_per_cell, 3, "docker");
+                let few = Schedule::new(&plan, Jobs::Auto, &history(&thin), &here);
+                assert!(
+                    few.jobs <= whole.jobs,
+                    "full {full_per_cell}, thin {thin_per_cell}: {} > {}\n{}\n{}",
+                    few.jobs,
+                    whole.jobs,
+                    few.describe,
+                    whole.describe
+                );
+            }
+        }
+        // What the issue saw: 0.52 from three cells packed 6 on 2 cores.
+        let thin = run_of(&names[..3], 40, 0.52, 3, "docker");
+        let few = Schedule::new(&plan, Jobs::Auto, &history(&thin), &here);
+        assert_eq!(few.jobs, 5, "{}", few.describe);
+        assert!(
+            few.describe.starts_with(
+                "jobs auto: 5 (2 cores; history covers 3 of 38 cells: ignored, packing from the shipped estimate of 0.70 cores a cell)"
+            ),
+            "{}",
+            few.describe
+        );
+        // A thin sample of heavy cells may lower the estimate.
+        let heavy = run_of(&names[..3], 40, 3.0, 3, "docker");
+        let few = Schedule::new(&plan, Jobs::Auto, &history(&heavy), &here);
+        assert!(few.jobs < 5, "{}", few.describe);
+        assert!(
+            few.describe
+                .contains("history covers 3 of 38 cells, heavier than the shipped estimate: "),
+            "{}",
+            few.describe
+        );
+    }
+
+    #[test]
+    fn a_history_of_most_cells_is_weighed_with_the_estimate() {
+        let plan = full_plan();
+        let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let here = machine("process", None);
+        // 30 of 38 cells at 0.40 cores each: lighter than the estimate, weighed by time.
+        let most = history(&run_of(&names[..30], 60, 0.40, 5, "process"));
+        let coverage = Coverage::of(&plan.cells, &most);
+        assert_eq!((coverage.measured, coverage.cells), (30, 38));
+        assert_eq!(coverage.measured_ms, 30 * 60_000);
+        let weighed = coverage.weigh(0.40, 0.70);
+        assert!(weighed > 0.40 && weighed < 0.70, "{weighed}");
+        let schedule = Schedule::new(&plan, Jobs::Auto, &most, &here);
+        assert_eq!(
+            schedule.jobs,
+            fill(2.0, weighed).min(6),
+            "{}",
+            schedule.describe
+        );
+        assert!(
+            schedule.describe.contains(&format!(
+                "history covers 30 of 38 cells: their 0.40 cores each, the shipped 0.70 for the rest, {weighed:.2} by time"
+            )),
+            "{}",
+            schedule.describe
+        );
+        // The whole selection: the report's own figure, as before.
+        let all = history(&run_of(&names, 60, 0.40, 5, "process"));
+        let schedule = Schedule::new(&plan, Jobs::Auto, &all, &here);
+        assert_eq!(schedule.jobs, 6);
+        assert!(
+            schedule
+                .describe
+                .starts_with("jobs auto: 6 (2 cores; earlier cells kept 0.40 cores busy each)"),
+            "{}",
+            schedule.describe
+        );
+    }
+
+    #[test]
+    fn a_report_of_another_backend_may_only_lower_the_estimate() {
+        let plan = full_plan();
+        let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let docker = machine("docker", None);
+        let light = history(&run_of(&names, 60, 0.40, 5, "process"));
+        let schedule = Schedule::new(&plan, Jobs::Auto, &light, &docker);
+        assert_eq!(schedule.jobs, 5, "{}", schedule.describe);
+        assert!(
+            schedule.describe.starts_with(
+                "jobs auto: 5 (2 cores; no docker report of these cells; the process run's: ignored, packing from the shipped estimate of 0.70 cores a cell)"
+            ),
+            "{}",
+            schedule.describe
+        );
+        let heavy = history(&run_of(&names, 60, 1.0, 5, "process"));
+        let schedule = Schedule::new(&plan, Jobs::Auto, &heavy, &docker);
+        assert_eq!(schedule.jobs, 3, "{}", schedule.describe);
+    }
+
+    #[test]
+    fn the_shipped_estimate_packs_a_first_run() {
+        let mut plan = full_plan();
+        let here = machine("process", None);
+        let first = Schedule::new(&plan, Jobs::Auto, &History::default(), &here);
+        assert_eq!(first.jobs, 5);
+        assert_eq!(
+            first.describe,
+            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells)"
+        );
+        // The plan carries matrix.toml's figure.
+        plan.schedule.cores_per_cell = 0.55;
+        let lighter = Schedule::new(&plan, Jobs::Auto, &History::default(), &here);
+        assert_eq!(lighter.jobs, 6, "{}", lighter.describe);
+        plan.schedule.cores_per_cell = 1.5;
+        let heavier = Schedule::new(&plan, Jobs::Auto, &History::default(), &here);
+        assert_eq!(heavier.jobs, 2, "{}", heavier.describe);
+        // A run cut short has no CPU figures: the estimate too.
+        let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let mut cut = run_of(&names, 60, 0.3, 5, "process");
+        cut.run.end.interrupted = true;
+        let schedule = Schedule::new(&plan, Jobs::Auto, &history(&cut), &here);
+        assert!(
+            schedule
+                .describe
+                .starts_with("jobs auto: 2 (2 cores; the earlier report was cut short: packing from the shipped estimate of 1.50 cores a cell)"),
+            "{}",
+            schedule.describe
+        );
+        // --jobs N is taken as given.
+        let fixed = Schedule::new(&plan, Jobs::Fixed(4), &History::default(), &here);
+        assert_eq!(fixed.jobs, 4);
+    }
+
+    #[test]
+    fn load_at_start_lowers_the_choice() {
+        let plan = full_plan();
+        let pressure = |percent: f64| Busy {
+            share: percent / 100.0,
+            source: pressure::BusySource::Pressure,
+        };
+        for (busy, jobs) in [
+            (None, 5),
+            (Some(pressure(0.0)), 5),
+            (Some(pressure(5.0)), 5),
+            (Some(pressure(40.0)), 3),
+            (Some(pressure(60.0)), 2),
+            (Some(pressure(95.0)), 1),
+            (Some(pressure(100.0)), 1),
+        ] {
+            let here = machine("process", busy);
+            let schedule = Schedule::new(&plan, Jobs::Auto, &History::default(), &here);
+            assert_eq!(schedule.jobs, jobs, "{busy:?}: {}", schedule.describe);
+            assert_eq!(
+                schedule.describe.contains("busy at start"),
+                jobs < 5,
+                "{}",
+                schedule.describe
+            );
+        }
+        let here = machine("process", Some(pressure(60.0)));
+        let schedule = Schedule::new(&plan, Jobs::Auto, &History::default(), &here);
+        assert!(
+            schedule.describe.starts_with(
+                "jobs auto: 2 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell; machine 60% busy at start (CPU pressure): 2 instead of 5)"
+            ),
+            "{}",
+            schedule.describe
+        );
+        // From the load average where the kernel reports no pressure.
+        let busy = Busy::from_texts(None, Some("1.20 1.00 0.50 2/100 7\n"), 2);
+        let schedule = Schedule::new(
+            &plan,
+            Jobs::Auto,
+            &History::default(),
+            &machine("process", busy),
+        );
+        assert_eq!(schedule.jobs, 2);
+        assert!(
+            schedule.describe.contains(
+                "machine 60% busy at start (load average 1.20 on 2 cores): 2 instead of 5"
+            ),
+            "{}",
+            schedule.describe
+        );
+        // Never below one cell, never above what the history allows.
+        let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let heavy = history(&run_of(&names, 60, 3.0, 2, "process"));
+        let schedule = Schedule::new(
+            &plan,
+            Jobs::Auto,
+            &heavy,
+            &machine("process", Some(pressure(50.0))),
+        );
+        assert_eq!(schedule.jobs, 1, "{}", schedule.describe);
+    }
+
+    #[test]
+    fn the_best_report_is_of_this_backend_and_covers_the_cells() {
+        let plan = full_plan();
+        let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let scratch = crate::report::fixture::Scratch::new("schedule-best");
+        let write = |dir: &str, report: &RunReport| {
+            let folder = scratch.path().join(dir);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(
+                folder.join("report.json"),
+                crate::report::to_json(report).unwrap(),
+            )
+            .unwrap();
+        };
+        let source = |h: &History| {
+            h.source
+                .as_ref()
+                .and_then(|s| s.parent())
+                .and_then(|d| d.file_name())
+                .map(|d| d.to_string_lossy().into_owned())
+        };
+        assert_eq!(
+            History::best_for(scratch.path(), &plan.cells, "docker"),
+            History::default()
+        );
+        // Oldest to newest: a full process run, a full docker run, a
+        // docker warm-up of three cells, a process run of three.
+        write("20261201T000000Z-a", &run_of(&names, 60, 0.6, 5, "process"));
+        write("20261202T000000Z-b", &run_of(&names, 60, 0.7, 5, "docker"));
+        write(
+            "20261203T000000Z-c",
+            &run_of(&names[..3], 60, 0.5, 3, "docker"),
+        );
+        write(
+            "20261204T000000Z-d",
+            &run_of(&names[..3], 60, 0.5, 3, "process"),
+        );
+        std::fs::create_dir_all(scratch.path().join("20261205T000000Z-unreadable")).unwrap();
+        for (backend, cells, want) in [
+            ("docker", &plan.cells[..], "20261202T000000Z-b"),
+            ("process", &plan.cells[..], "20261201T000000Z-a"),
+            // Three cells: every report covers them; the newest of the backend.
+            ("docker", &plan.cells[..3], "20261203T000000Z-c"),
+            ("process", &plan.cells[..3], "20261204T000000Z-d"),
+        ] {
+            let h = History::best_for(scratch.path(), cells, backend);
+            assert_eq!(
+                source(&h).as_deref(),
+                Some(want),
+                "{backend}, {} cells",
+                cells.len()
+            );
+        }
+        // No report of a backend covers the cells: another backend's that does.
+        let _ = std::fs::remove_dir_all(scratch.path().join("20261202T000000Z-b"));
+        let h = History::best_for(scratch.path(), &plan.cells, "docker");
+        assert_eq!(source(&h).as_deref(), Some("20261201T000000Z-a"));
+        // None covers them: the newest of the backend, for the order.
+        let _ = std::fs::remove_dir_all(scratch.path().join("20261201T000000Z-a"));
+        let h = History::best_for(scratch.path(), &plan.cells, "docker");
+        assert_eq!(source(&h).as_deref(), Some("20261203T000000Z-c"));
     }
 
     #[test]

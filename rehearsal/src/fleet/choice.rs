@@ -17,6 +17,18 @@ pub struct Chosen {
     pub reason: String,
 }
 
+impl Chosen {
+    /// The backend's name as its fleet gives it and report.json records
+    /// it, known before the fleet exists (the schedule reads it).
+    pub fn backend(&self) -> &'static str {
+        if self.engine.is_some() {
+            "docker"
+        } else {
+            "process"
+        }
+    }
+}
+
 /// Resolves `--backend`.
 pub async fn choose(backend: Backend) -> Result<Chosen, EngineError> {
     match backend {

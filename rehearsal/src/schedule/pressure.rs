@@ -1,0 +1,175 @@
+//! The machine's CPU load as the kernel reports it, and what `--jobs
+//! auto` does about it: fewer cells when the machine is busy with other
+//! work at the start.
+//!
+//! Both readings are small functions over the text of a `/proc` file, so
+//! they are tested on sample texts; reading the file is a line beside.
+
+/// The kernel's CPU pressure (PSI, Linux 4.20 and later): the share of
+/// recent time in which runnable work waited for a CPU.
+pub const PRESSURE_FILE: &str = "/proc/pressure/cpu";
+
+/// The run-queue load averages, where there is no pressure file.
+pub const LOADAVG_FILE: &str = "/proc/loadavg";
+
+/// `some avg10` of a `/proc/pressure/cpu` text, in percent: in how much
+/// of the last ten seconds at least one runnable task waited for a CPU.
+/// `None` when the text has no such figure.
+pub fn some_avg10(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    let value = line
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("avg10="))?;
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (0.0..=100.0).contains(v))
+}
+
+/// The one-minute load average of a `/proc/loadavg` text (its first field).
+pub fn load1(text: &str) -> Option<f64> {
+    text.split_whitespace()
+        .next()?
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// How busy the machine was with other work when the run began: the
+/// share of the CPU `--jobs auto` leaves to it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Busy {
+    /// From 0 (idle) to 1 (nothing left for the run).
+    pub share: f64,
+    /// Which reading it came from, for the schedule line.
+    pub source: BusySource,
+}
+
+/// Where a [`Busy`] share came from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BusySource {
+    /// CPU pressure, `some avg10` (the share itself, in percent).
+    Pressure,
+    /// The one-minute load average, against the cores.
+    LoadAverage {
+        /// The load average read.
+        load: f64,
+        /// The cores it was read against.
+        cores: u32,
+    },
+}
+
+impl Busy {
+    /// From the texts of [`PRESSURE_FILE`] and [`LOADAVG_FILE`] (either
+    /// may be missing): the pressure where the kernel reports it, else
+    /// the load average over the cores, at most all of them.
+    ///
+    /// Pressure is preferred: it covers ten seconds, not a minute, and
+    /// counts only waiting for a CPU, where the load average also counts
+    /// tasks asleep on disk. Neither tells the run's own work from other
+    /// work, so the caller reads them before the run starts anything.
+    pub fn from_texts(pressure: Option<&str>, loadavg: Option<&str>, cores: u32) -> Option<Busy> {
+        if let Some(percent) = pressure.and_then(some_avg10) {
+            return Some(Busy {
+                share: percent / 100.0,
+                source: BusySource::Pressure,
+            });
+        }
+        let load = loadavg.and_then(load1)?;
+        let cores = cores.max(1);
+        Some(Busy {
+            share: (load / f64::from(cores)).min(1.0),
+            source: BusySource::LoadAverage { load, cores },
+        })
+    }
+
+    /// The machine as it is now, on `cores`.
+    pub fn now(cores: u32) -> Option<Busy> {
+        let pressure = std::fs::read_to_string(PRESSURE_FILE).ok();
+        let loadavg = std::fs::read_to_string(LOADAVG_FILE).ok();
+        Busy::from_texts(pressure.as_deref(), loadavg.as_deref(), cores)
+    }
+
+    /// `machine 40% busy at start (CPU pressure)`.
+    pub fn describe(&self) -> String {
+        let percent = (self.share * 100.0).round();
+        match self.source {
+            BusySource::Pressure => format!("machine {percent}% busy at start (CPU pressure)"),
+            BusySource::LoadAverage { load, cores } => format!(
+                "machine {percent}% busy at start (load average {load:.2} on {cores} core{})",
+                if cores == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This machine's file while other work kept it busy, and the shapes
+    /// older and newer kernels write (a `full` line since 5.13).
+    const PRESSURE: &str = "some avg10=28.86 avg60=30.26 avg300=13.31 total=89834509\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+
+    #[test]
+    fn the_pressure_reader_takes_some_avg10() {
+        for (text, want) in [
+            (PRESSURE, Some(28.86)),
+            (
+                "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+                Some(0.0),
+            ),
+            (
+                "full avg10=3.00 avg60=0.00 avg300=0.00 total=0\nsome avg10=99.50 avg60=1.00 avg300=0.00 total=7\n",
+                Some(99.5),
+            ),
+            (
+                "some avg10=100.00 avg60=100.00 avg300=100.00 total=1\n",
+                Some(100.0),
+            ),
+            ("", None),
+            ("some avg60=1.00 avg300=0.00 total=0\n", None),
+            ("some avg10=x avg60=1.00\n", None),
+            ("some avg10=-1.00\n", None),
+            ("some avg10=250.00\n", None),
+            ("cpu  10 0 5 100\n", None),
+        ] {
+            assert_eq!(some_avg10(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_load_average_reader_takes_the_first_field() {
+        for (text, want) in [
+            ("2.96 1.75 1.07 3/129 25615\n", Some(2.96)),
+            ("0.00 0.01 0.05 1/80 1\n", Some(0.0)),
+            ("", None),
+            ("-1 0 0\n", None),
+            ("busy 1 2\n", None),
+        ] {
+            assert_eq!(load1(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn busy_prefers_pressure_and_falls_back_to_the_load_average() {
+        let loadavg = "1.20 1.00 0.50 2/100 7\n";
+        let busy = Busy::from_texts(Some(PRESSURE), Some(loadavg), 2).unwrap();
+        assert!((busy.share - 0.2886).abs() < 1e-9, "{busy:?}");
+        assert_eq!(busy.describe(), "machine 29% busy at start (CPU pressure)");
+        // No pressure file, or one without the figure: the load over the cores.
+        for pressure in [None, Some("")] {
+            let busy = Busy::from_texts(pressure, Some(loadavg), 2).unwrap();
+            assert!((busy.share - 0.6).abs() < 1e-9, "{busy:?}");
+            assert_eq!(
+                busy.describe(),
+                "machine 60% busy at start (load average 1.20 on 2 cores)"
+            );
+        }
+        // More runnable than cores is all of them.
+        let busy = Busy::from_texts(None, Some("4.16 2.51 1.43 5/129 3\n"), 2).unwrap();
+        assert_eq!(busy.share, 1.0);
+        assert_eq!(Busy::from_texts(None, None, 2), None);
+        assert_eq!(Busy::from_texts(None, Some("garbage"), 2), None);
+    }
+}
