@@ -22,7 +22,9 @@
 //! earlier run that saturated the machine had, since its cells' CPU per
 //! second is then understated, and timing-sensitive cells (heartbeats,
 //! deadlines) start to feel the queueing. Other work on the machine at
-//! the start leaves fewer cores to pack ([`pressure::Busy`]).
+//! the start leaves fewer cores to pack ([`pressure::Busy`]), and while
+//! the run goes no further cell starts beside others while the CPU is
+//! under pressure ([`pressure::may_start`]).
 //!
 //! A cell that must catch a seeded defect is timing-sensitive: its
 //! defect shows only inside a race window (a flip landing in a
@@ -595,6 +597,9 @@ pub struct Schedule {
     pub order: Vec<usize>,
     /// Which cell may start beside which.
     pub admission: Admission,
+    /// `--jobs auto` where the kernel reports CPU pressure: no cell
+    /// starts beside others while it is above [`pressure::HOLD_ABOVE`].
+    pub gate: bool,
     /// How both were chosen, in one line (printed, and in the report).
     pub describe: String,
 }
@@ -608,6 +613,8 @@ pub struct Machine {
     pub backend: String,
     /// Other work on it when the run began.
     pub busy: Option<Busy>,
+    /// Whether the kernel reports CPU pressure, which the gate reads.
+    pub pressure: bool,
 }
 
 impl Machine {
@@ -617,6 +624,7 @@ impl Machine {
             cores: cores(),
             backend: backend.to_owned(),
             busy,
+            pressure: pressure::pressure_now().is_some(),
         }
     }
 }
@@ -627,8 +635,8 @@ impl Schedule {
     pub fn new(plan: &Plan, jobs: Jobs, history: &History, machine: &Machine) -> Schedule {
         let cells = &plan.cells;
         let cores = machine.cores;
-        let (jobs, why) = match jobs {
-            Jobs::Fixed(n) => (n, format!("jobs {n}")),
+        let (jobs, why, gate) = match jobs {
+            Jobs::Fixed(n) => (n, format!("jobs {n}"), false),
             Jobs::Auto => {
                 let pick = auto_jobs(&AutoInput {
                     cores,
@@ -637,7 +645,7 @@ impl Schedule {
                     basis: basis(cells, history, &machine.backend),
                     busy: machine.busy,
                 });
-                (pick.jobs, pick.why)
+                (pick.jobs, pick.why, machine.pressure && pick.jobs > 1)
             }
         };
         let measured = cells
@@ -674,12 +682,21 @@ impl Schedule {
         } else {
             String::new()
         };
+        let held = if gate {
+            format!(
+                "; no cell starts beside others while CPU pressure is above {}%",
+                pressure::HOLD_ABOVE
+            )
+        } else {
+            String::new()
+        };
         Schedule {
             cores,
             jobs,
             order,
             admission,
-            describe: format!("{why}{room}; {by}"),
+            gate,
+            describe: format!("{why}{room}; {by}{held}"),
         }
     }
 }
@@ -950,6 +967,7 @@ mod tests {
             cores: 2,
             backend: backend.to_owned(),
             busy,
+            pressure: true,
         }
     }
 
@@ -1067,7 +1085,7 @@ mod tests {
         assert_eq!(first.jobs, 5);
         assert_eq!(
             first.describe,
-            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells)"
+            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells); no cell starts beside others while CPU pressure is above 50%"
         );
         // The plan carries matrix.toml's figure.
         plan.schedule.cores_per_cell = 0.55;
@@ -1088,9 +1106,10 @@ mod tests {
             "{}",
             schedule.describe
         );
-        // --jobs N is taken as given.
+        // --jobs N is taken as given, and holds nothing back.
         let fixed = Schedule::new(&plan, Jobs::Fixed(4), &History::default(), &here);
-        assert_eq!(fixed.jobs, 4);
+        assert_eq!((fixed.jobs, fixed.gate), (4, false));
+        assert!(!fixed.describe.contains("pressure"), "{}", fixed.describe);
     }
 
     #[test]

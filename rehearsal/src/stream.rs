@@ -321,6 +321,43 @@ pub struct RunEnd {
     pub container_cpu_source: Option<crate::fleet::CpuSource>,
     /// The run was cut short (Ctrl-C or SIGTERM): cells not listed never ran.
     pub interrupted: bool,
+    /// `--jobs auto` where the kernel reports CPU pressure: how often and
+    /// how long a cell with room waited for the pressure to fall (null:
+    /// no such gate). Added in 1.15.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<HeldBack>,
+}
+
+/// Starts `--jobs auto` held back while the CPU was under pressure: the
+/// figure that says a run's concurrency was lower than its schedule line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldBack {
+    /// Stretches during which a cell that had room waited.
+    pub times: u32,
+    /// Their lengths added up, in ms.
+    pub ms: u64,
+    /// The CPU pressure (`some avg10`, percent) above which it held back.
+    pub above_percent: u32,
+}
+
+impl HeldBack {
+    /// `held a cell back 3 times (1m12s in all) while CPU pressure was
+    /// above 50%`, or `never held a cell back`: for the terminal and report.md.
+    pub fn describe(&self) -> String {
+        match self.times {
+            0 => "never held a cell back".to_owned(),
+            n => format!(
+                "held a cell back {} ({} in all) while CPU pressure was above {}%",
+                if n == 1 {
+                    "once".to_owned()
+                } else {
+                    format!("{n} times")
+                },
+                crate::observe::duration(self.ms),
+                self.above_percent
+            ),
+        }
+    }
 }
 
 /// One cell's run, before its verdict.

@@ -26,8 +26,9 @@ use crate::artifacts::Resolution;
 use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
+use crate::schedule::pressure::{self, Holds};
 use crate::servers::{Major, ServerInfo, Spec};
-use crate::stream::{CellTry, Events, Note, RunEnd, RunEvent, RunHeader, RunStart};
+use crate::stream::{CellTry, Events, HeldBack, Note, RunEnd, RunEvent, RunHeader, RunStart};
 
 /// Overrides where report folders are created (default: `<repo>/reports`).
 pub const REPORTS_DIR_ENV: &str = "REHEARSE_REPORTS_DIR";
@@ -123,6 +124,12 @@ pub fn execute(
     for note in ran.notes {
         events.send(RunEvent::Note(Note::always(None, note)));
     }
+    if let Some(held) = ran.held_back.filter(|h| h.times > 0) {
+        events.send(RunEvent::Note(Note::always(
+            None,
+            format!("jobs auto {}", held.describe()),
+        )));
+    }
     let containers = req.fleet.container_cpu();
     events.send(RunEvent::RunFinished(RunEnd {
         finished_at: crate::stamp::utc(SystemTime::now()).rfc3339,
@@ -133,6 +140,7 @@ pub fn execute(
         container_cpu_ms: containers.map(|c| c.ms),
         container_cpu_source: containers.map(|c| c.source),
         interrupted: ran.interrupted,
+        held_back: ran.held_back,
     }));
     Ok(())
 }
@@ -142,6 +150,7 @@ struct Ran {
     interrupted: bool,
     servers: Vec<Server>,
     notes: Vec<String>,
+    held_back: Option<HeldBack>,
 }
 
 /// Ctrl-C or SIGTERM sets `cancel_tx`; a second signal is acknowledged.
@@ -306,27 +315,29 @@ async fn run_cells(
         events: events.clone(),
         attempt: 1,
     };
-    let notes = run_each_cell(req, &ctx, &servers, reconcile).await;
+    let (notes, held_back) = run_each_cell(req, &ctx, &servers, reconcile).await;
     signals.abort();
     drop(ctx);
     Ok(Ran {
         interrupted: cancel.is_set(),
         servers: servers.into_values().collect(),
         notes,
+        held_back,
     })
 }
 
 /// Starts the cells in the schedule's order as the schedule's admission
 /// lets them (`--jobs` at a time, timing-sensitive cells with room to
-/// spare), each on its server, and waits for every one; stops starting
+/// spare) and, under the schedule's gate, while the CPU is not under
+/// pressure, each on its server, and waits for every one; stops starting
 /// when the run is interrupted. Notes a task that failed and the cells
-/// that never started.
+/// that never started; counts the starts the gate held back.
 async fn run_each_cell(
     req: &RunRequest,
     ctx: &CellContext,
     servers: &Servers,
     reconcile: Arc<dyn Reconcile>,
-) -> Vec<String> {
+) -> (Vec<String>, Option<HeldBack>) {
     let admission = &req.schedule.admission;
     let mut waiting: Vec<usize> = req.schedule.order.clone();
     let mut running: Vec<usize> = Vec::new();
@@ -334,10 +345,18 @@ async fn run_each_cell(
     let mut notes = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_cell = std::collections::HashMap::new();
+    let mut holds = Holds::default();
     loop {
         while !ctx.cancel.is_set()
             && let Some(index) = admission.next(&waiting, &running)
         {
+            if req.schedule.gate
+                && !pressure::may_start(pressure::pressure_now(), running.len(), req.schedule.jobs)
+            {
+                holds.hold(Instant::now());
+                break;
+            }
+            holds.release(Instant::now());
             waiting.retain(|&i| i != index);
             running.push(index);
             let task = tasks.spawn(run_one_cell(
@@ -353,13 +372,17 @@ async fn run_each_cell(
         if running.is_empty() {
             break;
         }
+        let holding = holds.holding();
         let joined = tokio::select! {
             joined = tasks.join_next() => joined,
             // Interrupted: start nothing more, then wait for the running cells.
             _ = ctx.cancel.fired(), if !waiting.is_empty() => {
                 waiting.clear();
+                holds.release(Instant::now());
                 continue;
             }
+            // A held-back cell looks at the pressure again.
+            () = tokio::time::sleep(pressure::RECHECK), if holding => continue,
         };
         match joined {
             Some(Ok(index)) => {
@@ -386,7 +409,8 @@ async fn run_each_cell(
     if !not_run.is_empty() {
         notes.push(format!("not run: {}", not_run.join(", ")));
     }
-    notes
+    holds.release(Instant::now());
+    (notes, req.schedule.gate.then(|| holds.tally()))
 }
 
 /// One cell on its server, within its budget, from its start event to

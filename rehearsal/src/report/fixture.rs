@@ -143,6 +143,7 @@ pub fn report() -> RunReport {
                 container_cpu_ms: None,
                 container_cpu_source: None,
                 interrupted: false,
+                held_back: None,
             },
             start_to_ready: None,
             merged_from: Vec::new(),

@@ -79,7 +79,11 @@ use crate::reconcile::Detection;
 ///   and `tries`, the earlier inconclusive tries of a cell tried again.
 /// - `1.15`: per run `stress` (`--stress`: the flag's value as `spec`,
 ///   the busy `processes` started and the `cores` they were counted on);
-///   defaults to null, a run beside no load of its own.
+///   defaults to null, a run beside no load of its own; and per run
+///   `held_back` (`times`, `ms`, `above_percent`): how often and how long
+///   `--jobs auto` held a cell back while the CPU was under pressure
+///   (absent: no such gate, as with `--jobs N` or without the kernel's
+///   pressure figures).
 pub const FORMAT_VERSION: &str = "1.15";
 
 /// Everything a run produced: the file `report.json`.

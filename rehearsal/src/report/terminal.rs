@@ -748,6 +748,7 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
                 container_cpu_ms: None,
                 container_cpu_source: None,
                 interrupted: true,
+                held_back: None,
             }),
         ];
         for event in &events {

@@ -329,7 +329,7 @@ pub(crate) fn run_rows(
     ]
     .into_iter()
     .chain(floor_row(r).map(|row| ("floor", row)))
-    .chain((!run.header.schedule.is_empty()).then(|| ("schedule", plain(&run.header.schedule))))
+    .chain((!run.header.schedule.is_empty()).then(|| ("schedule", plain(&schedule_row(r)))))
     .chain(
         run.header
             .stress
@@ -457,6 +457,16 @@ fn partition_row(p: &crate::partition::PartitionInfo, here: usize) -> String {
     }
 }
 
+/// How the run was scheduled, and how often `--jobs auto` then held a
+/// cell back under CPU pressure.
+pub(crate) fn schedule_row(r: &super::model::RunReport) -> String {
+    let run = &r.run;
+    match run.end.held_back {
+        Some(held) => format!("{}; {}", run.header.schedule, held.describe()),
+        None => run.header.schedule.clone(),
+    }
+}
+
 /// The run's wall time against its floor, `max(longest cell, CPU /
 /// cores)`: how much of the machine the schedule left idle. `None` for a
 /// report that did not record its cores.
@@ -501,6 +511,42 @@ mod tests {
         );
         r.run.header.cores = 0;
         assert_eq!(floor_row(&r), None);
+    }
+
+    #[test]
+    fn the_schedule_row_counts_the_starts_held_back() {
+        let mut r = crate::report::fixture::report();
+        let planned = r.run.header.schedule.clone();
+        assert_eq!(schedule_row(&r), planned);
+        let held = |times, ms| crate::stream::HeldBack {
+            times,
+            ms,
+            above_percent: 50,
+        };
+        r.run.end.held_back = Some(held(0, 0));
+        assert_eq!(
+            schedule_row(&r),
+            format!("{planned}; never held a cell back")
+        );
+        r.run.end.held_back = Some(held(1, 4_200));
+        assert_eq!(
+            schedule_row(&r),
+            format!(
+                "{planned}; held a cell back once (4.2s in all) while CPU pressure was above 50%"
+            )
+        );
+        r.run.end.held_back = Some(held(3, 72_000));
+        assert_eq!(
+            schedule_row(&r),
+            format!(
+                "{planned}; held a cell back 3 times (1m12s in all) while CPU pressure was above 50%"
+            )
+        );
+        // It survives report.json.
+        let json = crate::report::to_json(&r).unwrap();
+        assert!(json.contains("\"held_back\""), "{json}");
+        let back = crate::report::from_json(std::path::Path::new("r.json"), &json).unwrap();
+        assert_eq!(back.run.end.held_back, r.run.end.held_back);
     }
 
     #[test]
