@@ -103,6 +103,17 @@ const DELTAS: &str = "SELECT count(*) FROM awa.queue_terminal_rollup_deltas";
 const HEARTBEAT_AGES: &str = "
 SELECT instance_id, (extract(epoch FROM now() - heartbeat_at) * 1000)::int8
 FROM awa.runtime_instances";
+/// Whether a session holds `runtime_instances` in a mode that blocks a
+/// heartbeat's `UPDATE` (the migration preflight's `SHARE ROW EXCLUSIVE`,
+/// held to commit; a migration's DDL): heartbeats then wait on the lock
+/// by the product's design, however much CPU the runtimes have.
+const INSTANCES_LOCKED: &str = "
+SELECT EXISTS (SELECT 1 FROM pg_locks l
+               JOIN pg_class c ON c.oid = l.relation
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = 'awa' AND c.relname = 'runtime_instances' AND l.granted
+                 AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock',
+                                'AccessExclusiveLock'))";
 /// Opens the snapshot every statement of a sample shares.
 const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 const END: &str = "COMMIT";
@@ -257,6 +268,8 @@ struct Sampler {
     beating: Option<Beating>,
     /// The pulse's worst late wake since the last tick, in ms.
     pulse: Option<Arc<AtomicU64>>,
+    /// The last tick that saw heartbeats blocked by a lock (ms).
+    instances_locked_ms: Option<u64>,
 }
 
 impl Sampler {
@@ -280,6 +293,7 @@ impl Sampler {
             outage: false,
             beating: None,
             pulse: None,
+            instances_locked_ms: None,
         }
     }
 
@@ -314,7 +328,11 @@ impl Sampler {
                 census,
                 liveness,
                 beats,
+                instances_locked,
             }) => {
+                if instances_locked {
+                    self.instances_locked_ms = Some(at_ms);
+                }
                 self.record_lateness(at_ms, tick_late, &beats);
                 self.send(&census, &rings);
                 for ring in rings {
@@ -360,7 +378,17 @@ impl Sampler {
         let Some(beating) = &self.beating else {
             return;
         };
-        let expected = (beating.source)();
+        // Heartbeats held by a lock on runtime_instances (and their age
+        // until each runtime's next beat after it) are the product's own
+        // doing, not starvation.
+        let locked = self.instances_locked_ms.is_some_and(|t| {
+            at_ms <= t + self.stale_ms as u64 + beating.heartbeat.as_millis() as u64
+        });
+        let expected = if locked {
+            BTreeMap::new()
+        } else {
+            (beating.source)()
+        };
         let interval = beating.heartbeat.as_millis() as i64;
         let worst = beats
             .iter()
@@ -440,6 +468,8 @@ struct Snapshot {
     liveness: Option<LivenessSample>,
     /// Every runtime's heartbeat age (ms), by `instance_id`.
     beats: Vec<(String, i64)>,
+    /// Heartbeats were blocked by a lock on `runtime_instances`.
+    instances_locked: bool,
 }
 
 /// One sample, read in one snapshot. A failed statement aborts the
@@ -481,6 +511,8 @@ async fn read_snapshot(
     } else {
         (BTreeMap::new(), (0, 0))
     };
+    let instances_locked =
+        exists.instances && client.query_one(INSTANCES_LOCKED, &[]).await?.get(0);
     let beats = if exists.instances {
         client
             .query(HEARTBEAT_AGES, &[])
@@ -523,6 +555,7 @@ async fn read_snapshot(
         census,
         liveness,
         beats,
+        instances_locked,
     })
 }
 

@@ -444,3 +444,35 @@ async fn a_runtime_that_should_beat_and_does_not_is_recorded_late() {
         samples.late
     );
 }
+
+/// Heartbeats held back by a lock on runtime_instances (the migration
+/// preflight holds one to commit) are the product's doing: a stale
+/// heartbeat is not starvation while such a lock is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_held_by_a_lock_on_runtime_instances_are_not_starvation() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let client = on_06_schema(&cluster, "locked").await;
+    client
+        .batch_execute(
+            "INSERT INTO awa.runtime_instances (instance_id, name, version, role, heartbeat_at)
+             VALUES ('held-1', 'previous-worker-1', '0.6.2', 'worker', now() - interval '3 s')",
+        )
+        .await
+        .unwrap();
+    let holder = cluster.connect("locked").await.unwrap();
+    holder
+        .batch_execute("BEGIN; LOCK TABLE awa.runtime_instances IN SHARE ROW EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let held: BTreeMap<String, String> =
+        [("held-1".to_owned(), "previous-worker-1".to_owned())].into();
+    let monitor = start_watching(&cluster, "locked", stream::Events::discard(), held);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let samples = monitor.stop().await;
+    assert!(
+        samples.late.iter().all(|l| l.runtime.is_none()),
+        "{:?}",
+        samples.late
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+}
