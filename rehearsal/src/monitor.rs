@@ -268,8 +268,9 @@ struct Sampler {
     beating: Option<Beating>,
     /// The pulse's worst late wake since the last tick, in ms.
     pulse: Option<Arc<AtomicU64>>,
-    /// The last tick that saw heartbeats blocked by a lock (ms).
-    instances_locked_ms: Option<u64>,
+    /// The last tick that saw heartbeats held back by the product or the
+    /// server (a lock on runtime_instances, an outage), in ms.
+    beats_excused_ms: Option<u64>,
 }
 
 impl Sampler {
@@ -293,7 +294,7 @@ impl Sampler {
             outage: false,
             beating: None,
             pulse: None,
-            instances_locked_ms: None,
+            beats_excused_ms: None,
         }
     }
 
@@ -320,6 +321,8 @@ impl Sampler {
         let Some(client) = self.client.as_ref() else {
             self.samples.skipped += 1;
             self.outage = true;
+            // The harness's own lateness counts whatever the server does.
+            self.record_lateness(at_ms, tick_late, &[]);
             return;
         };
         match sample(client, at_ms, self.stale_ms, &self.counts).await {
@@ -330,8 +333,10 @@ impl Sampler {
                 beats,
                 instances_locked,
             }) => {
-                if instances_locked {
-                    self.instances_locked_ms = Some(at_ms);
+                // Heartbeats held by a lock on runtime_instances, or by a
+                // server that was down (a pg_crash), are excused.
+                if instances_locked || self.outage {
+                    self.beats_excused_ms = Some(at_ms);
                 }
                 self.record_lateness(at_ms, tick_late, &beats);
                 self.send(&census, &rings);
@@ -348,6 +353,7 @@ impl Sampler {
                 self.samples.skipped += 1;
                 self.outage = true;
                 self.client = None;
+                self.record_lateness(at_ms, tick_late, &[]);
             }
         }
     }
@@ -378,10 +384,10 @@ impl Sampler {
         let Some(beating) = &self.beating else {
             return;
         };
-        // Heartbeats held by a lock on runtime_instances (and their age
-        // until each runtime's next beat after it) are the product's own
-        // doing, not starvation.
-        let locked = self.instances_locked_ms.is_some_and(|t| {
+        // Heartbeats held by a lock on runtime_instances or an outage (and
+        // their age until each runtime's next beat after it) are the
+        // product's or the server's doing, not starvation.
+        let locked = self.beats_excused_ms.is_some_and(|t| {
             at_ms <= t + self.stale_ms as u64 + beating.heartbeat.as_millis() as u64
         });
         let expected = if locked {

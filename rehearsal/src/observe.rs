@@ -481,6 +481,23 @@ pub struct Observations {
     /// Every suspension a `suspend` step made. Added in 1.14.
     #[serde(default)]
     pub suspensions: Vec<SuspensionRecord>,
+    /// Results of rescued attempts their workers reported anyway. Added in 1.14.
+    #[serde(default)]
+    pub late_results: LateResultCount,
+}
+
+/// Results of rescued attempts that their workers reported anyway (a
+/// worker frozen past its lease, come back): each must lose to the run
+/// lease. Added in report format 1.14.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateResultCount {
+    /// Reported while the job's next attempt was in flight elsewhere.
+    pub during_rerun: u64,
+    /// Reported once the next attempt had ended, or before it started.
+    pub after_rerun: u64,
+    /// The first reported during a rerun: `job 101 by defective_finish-worker-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<String>,
 }
 
 /// One row of `awa.schema_version`.

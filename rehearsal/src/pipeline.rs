@@ -157,7 +157,7 @@ fn retryable(why: &str) -> Option<String> {
         "pg_crash needs the throwaway PostgreSQL cluster",
         "interrupted before the cell started",
     ];
-    (!FINAL.iter().any(|f| why.contains(f))).then(|| why.to_owned())
+    (!FINAL.iter().any(|f| why.starts_with(f))).then(|| why.to_owned())
 }
 
 /// Runs every cell of the plan and writes the report.

@@ -101,14 +101,21 @@ pub trait Retry: Send + Sync {
 /// Moves the logs of try `attempt` of cell `name` to a folder of their own
 /// (`logs/NAME.try-N`), so the next try's processes, which have the same
 /// names, do not write over them; returns that folder relative to the
-/// report folder (or where they still are, if they could not be moved).
-pub fn set_logs_aside(report_dir: &std::path::Path, name: &str, attempt: u32) -> String {
+/// report folder, or why they stay where they are.
+pub fn set_logs_aside(
+    report_dir: &std::path::Path,
+    name: &str,
+    attempt: u32,
+) -> Result<String, String> {
     let from = cell_dir(name);
     let to = format!("{from}.try-{attempt}");
-    match std::fs::rename(report_dir.join(&from), report_dir.join(&to)) {
-        Ok(()) => to,
-        Err(_) => from,
-    }
+    std::fs::rename(report_dir.join(&from), report_dir.join(&to))
+        .map(|()| to)
+        .map_err(|e| {
+            format!(
+                "could not move {from} aside ({e}): the next try's logs are added to the same files"
+            )
+        })
 }
 
 /// Runs one cell to its end, sending its events on the way. Never fails:
@@ -167,11 +174,8 @@ async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, Str
     }
     // Another try gets a database of its own: the earlier try's is kept
     // until the run's server goes (a shared cluster drops none).
-    let name = match ctx.attempt {
-        0 | 1 => plan.name.clone(),
-        n => format!("{}_try{n}", plan.name),
-    };
-    CellDb::create(&ctx.server, &name, &ctx.run_id, needs_crash)
+    let tag = super::try_tag(ctx.attempt, '_');
+    CellDb::create(&ctx.server, &plan.name, &tag, &ctx.run_id, needs_crash)
         .await
         .map_err(|e| format!("could not create the cell's database: {e}"))
 }
@@ -218,9 +222,9 @@ impl<'a> Cell<'a> {
         };
         let beating = {
             let shared = shared.clone();
-            // A runtime let go is not late until it has had a stale
-            // interval to beat again.
-            let grace = plan.timings.stale_after.to_std();
+            // A runtime let go is not late until it has had as long to
+            // beat again as a resume step gives it to prove it runs.
+            let grace = plan.timings.stale_after.to_std() + super::steps::PROOF_SLACK;
             Arc::new(move || shared.lock().beating(grace))
         };
         let monitor = Monitor::start(
@@ -569,6 +573,14 @@ impl Cell<'_> {
         let ledger = self.shared.lock();
         self.state.obs.accepted = ledger.accepted.clone();
         self.state.obs.uncertain = ledger.uncertain.clone();
+        let late = ledger.late_results;
+        self.state.obs.late_results = crate::observe::LateResultCount {
+            during_rerun: late.during_rerun,
+            after_rerun: late.after_rerun,
+            first: late
+                .first
+                .map(|(id, job)| format!("job {job} by {}", ledger.procs[id].name)),
+        };
         self.state.obs.processes = ledger
             .procs
             .iter()

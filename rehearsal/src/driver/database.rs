@@ -160,6 +160,7 @@ impl CellDb {
     pub async fn create(
         server: &Server,
         cell: &str,
+        tag: &str,
         run_id: &str,
         private: bool,
     ) -> Result<CellDb, String> {
@@ -169,7 +170,8 @@ impl CellDb {
                 cluster: shared,
                 bindir,
             } => {
-                let name = identifier(cell, MAX_IDENT);
+                // The try's tag after the cut: a long name keeps it.
+                let name = format!("{}{tag}", identifier(cell, MAX_IDENT - tag.len()));
                 if private {
                     let cluster = Cluster::start_in(bindir.clone()).await.map_err(pg)?;
                     let url = cluster.create_database(&name).await.map_err(pg)?;
@@ -193,7 +195,7 @@ impl CellDb {
                 }
             }
             Server::External { url } => {
-                let suffix = format!("_{}", identifier(run_id, 24));
+                let suffix = format!("{tag}_{}", identifier(run_id, 24));
                 let name = format!(
                     "{}{suffix}",
                     identifier(&format!("rehearse_{cell}"), MAX_IDENT - suffix.len())

@@ -193,10 +193,26 @@ pub struct FleetView {
     pub cron_fires: Vec<(String, i64)>,
     /// `flipped` events printed by fleet processes (an auto-flip), with the process.
     pub flipped: Vec<(ProcId, Flipped)>,
+    /// Attempts a leader reported rescued: (job_id, run_lease).
+    pub rescued: BTreeSet<(i64, i64)>,
+    /// Results of rescued attempts their workers reported later.
+    pub late_results: LateResults,
     /// stdout lines that broke the contract, with the process.
     pub garbled: Vec<(ProcId, String)>,
     /// Events of a kind the contract does not have (a newer release's), with the process.
     pub unknown: Vec<(ProcId, String)>,
+}
+
+/// Results of rescued attempts that their workers reported anyway: the
+/// run-lease guard must make each lose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LateResults {
+    /// Reported while the job's next attempt was in flight elsewhere.
+    pub during_rerun: u64,
+    /// Reported once the next attempt had ended (or never started).
+    pub after_rerun: u64,
+    /// The first reported during a rerun: (process, job_id).
+    pub first: Option<(ProcId, i64)>,
 }
 
 impl FleetView {
@@ -212,6 +228,8 @@ impl FleetView {
             leaders: Vec::new(),
             cron_fires: Vec::new(),
             flipped: Vec::new(),
+            rescued: BTreeSet::new(),
+            late_results: LateResults::default(),
             garbled: Vec::new(),
             unknown: Vec::new(),
         }
@@ -326,6 +344,7 @@ impl FleetView {
             Event::Finished(f) => {
                 proc.finished += 1;
                 proc.in_flight.remove(&(f.job_id, f.run_lease));
+                self.judge_late_result(id, f.job_id, f.run_lease);
             }
             Event::Leader(_) => {
                 proc.leader_at_ms = Some(at_ms);
@@ -353,8 +372,10 @@ impl FleetView {
                     self.flipped.push((id, f));
                 }
             }
-            Event::Rescued(_)
-            | Event::Released(_)
+            Event::Rescued(r) => {
+                self.rescued.insert((r.job_id, r.run_lease));
+            }
+            Event::Released(_)
             | Event::LeaseLost(_)
             | Event::FoldStoodDown(_)
             | Event::Blocked(_)
@@ -369,6 +390,23 @@ impl FleetView {
             "accepted" | "started" | "finished" | "rescued" | "cron_fired"
         ) {
             self.count(version, kind, 1);
+        }
+    }
+
+    /// A result of attempt (`job_id`, `run_lease`), reported by `id`, that
+    /// was rescued before: a late result. It counts as one reported while
+    /// the job's next attempt ran when some process has that attempt in
+    /// flight: the interleaving the run-lease guard exists for.
+    fn judge_late_result(&mut self, id: ProcId, job_id: i64, run_lease: i64) {
+        if !self.rescued.contains(&(job_id, run_lease)) {
+            return;
+        }
+        let rerun = (job_id, run_lease + 1);
+        if self.procs.iter().any(|p| p.in_flight.contains_key(&rerun)) {
+            self.late_results.during_rerun += 1;
+            self.late_results.first.get_or_insert((id, job_id));
+        } else {
+            self.late_results.after_rerun += 1;
         }
     }
 

@@ -78,6 +78,15 @@ pub struct CellContext {
     pub attempt: u32,
 }
 
+/// What tells a later try's things apart from the first's (databases,
+/// containers): empty for the first try, `{sep}tryN` after it.
+pub(crate) fn try_tag(attempt: u32, sep: char) -> String {
+    match attempt {
+        0 | 1 => String::new(),
+        n => format!("{sep}try{n}"),
+    }
+}
+
 /// Why a cell stopped before its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Abort {

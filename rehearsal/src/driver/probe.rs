@@ -126,7 +126,10 @@ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8,
         FROM awa.runtime_instances WHERE instance_id = $1),
        (SELECT count(*) FROM pg_stat_activity
         WHERE datname = current_database() AND $1 <> ''
-          AND right(application_name, length($1) + 1) = ' ' || $1)";
+          AND right(application_name, length($1) + 1) = ' ' || $1
+          -- A backend waiting on a lock notices its client is gone only
+          -- once granted: it holds nothing and does nothing until then.
+          AND wait_event_type IS DISTINCT FROM 'Lock')";
 /// Live jobs by state, and the age (ms) of the oldest open claim of a
 /// running job: what a drain that does not end is waiting for.
 const LIVE_JOBS_WAITING: &str = "

@@ -103,10 +103,11 @@ impl Cell<'_> {
             labels: Labels {
                 // A later try's processes have the same names: its
                 // containers must not meet the earlier try's.
-                cell: match self.ctx.attempt {
-                    0 | 1 => self.plan.name.clone(),
-                    n => format!("{}-try{n}", self.plan.name),
-                },
+                cell: format!(
+                    "{}{}",
+                    self.plan.name,
+                    super::try_tag(self.ctx.attempt, '-')
+                ),
                 role: role.name().to_owned(),
                 artifact: artifact.to_owned(),
                 version: resolved.version.clone(),

@@ -454,12 +454,21 @@ fn run_one_cell(
                 ctx.events.send(RunEvent::CellFinished(Box::new(run)));
                 break;
             };
-            let logs = super::cell::set_logs_aside(&ctx.report_dir, &plan.name, attempt);
+            let logs = match super::cell::set_logs_aside(&ctx.report_dir, &plan.name, attempt) {
+                Ok(aside) => aside,
+                Err(why) => {
+                    ctx.events.send(RunEvent::Note(Note::always(
+                        Some(&plan.name),
+                        format!("{}: {why}", plan.name),
+                    )));
+                    super::cell::cell_dir(&plan.name)
+                }
+            };
             ctx.events.send(RunEvent::Note(Note::always(
                 Some(&plan.name),
                 format!(
-                    "{}: try {attempt} inconclusive ({why}); trying again with seed {next_seed}",
-                    plan.name
+                    "{}: try {attempt} inconclusive ({why}); trying again with seed {next_seed} (that try alone: rehearse --cell {} --seed {next_seed})",
+                    plan.name, plan.name
                 ),
             )));
             ctx.events.send(RunEvent::CellRetried {

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bollard::container::LogOutput;
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, ContainerStateStatusEnum, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, KillContainerOptions, ListContainersOptions, LogsOptions,
     RemoveContainerOptions, StartContainerOptions, StatsOptions, WaitContainerOptions,
@@ -448,19 +448,22 @@ impl DockerFleet {
             .await
             .map_err(|e| format!("the engine could not say whether it is paused: {e}"))?
             .state;
-        let paused = state.as_ref().and_then(|s| s.paused);
-        let running = state.as_ref().and_then(|s| s.running);
-        match (paused, running) {
-            (Some(p), Some(true)) if p == want => Ok(()),
-            (_, Some(false)) => Err("the engine reports it no longer running".into()),
-            (p, _) => Err(format!(
-                "the engine reports it {} after the call",
-                match p {
-                    Some(true) => "paused",
-                    Some(false) => "not paused",
-                    None => "in no known pause state",
-                }
-            )),
+        // The status says it in one word on every engine (some report a
+        // paused container as not running); the flag, where there is no status.
+        let status = state.as_ref().and_then(|s| s.status);
+        let paused = match status {
+            Some(ContainerStateStatusEnum::PAUSED) => Some(true),
+            Some(ContainerStateStatusEnum::RUNNING) => Some(false),
+            Some(other) => {
+                return Err(format!("the engine reports it {other}, not running"));
+            }
+            None => state.as_ref().and_then(|s| s.paused),
+        };
+        match paused {
+            Some(p) if p == want => Ok(()),
+            Some(true) => Err("the engine reports it still paused after the call".into()),
+            Some(false) => Err("the engine reports it not paused after the call".into()),
+            None => Err("the engine reports it in no known pause state".into()),
         }
     }
 

@@ -387,15 +387,20 @@ pub enum Reach {
     /// A runtime of the `current` artifact rescued attempts (crash,
     /// heartbeat or deadline rescue as the new leader).
     RescuedByCurrent,
+    /// A worker reported the result of an attempt that had been rescued
+    /// while the job's next attempt ran elsewhere: the race the run-lease
+    /// guard exists for.
+    LateResultDuringRerun,
 }
 
 impl Reach {
     /// Every interleaving, in the order `rehearse list` shows them.
-    pub const ALL: [Reach; 4] = [
+    pub const ALL: [Reach; 5] = [
         Reach::MixedClaims,
         Reach::LeaderFrozenAcrossFlip,
         Reach::LeaderTakeover,
         Reach::RescuedByCurrent,
+        Reach::LateResultDuringRerun,
     ];
 
     /// The name matrix.toml uses.
@@ -405,6 +410,7 @@ impl Reach {
             Reach::LeaderFrozenAcrossFlip => "leader_frozen_across_flip",
             Reach::LeaderTakeover => "leader_takeover",
             Reach::RescuedByCurrent => "rescued_by_current",
+            Reach::LateResultDuringRerun => "late_result_during_rerun",
         }
     }
 
@@ -612,6 +618,28 @@ impl FindingRule {
         FindingRule::SchemaRewritten,
         FindingRule::SchemaDrift,
     ];
+
+    /// Whether no timing can make a correct runtime produce a finding of
+    /// this rule (a job lost, finished twice, a stale result landing, a
+    /// count or schema wrong): such a finding stands even when the cell
+    /// ran starved. Rules about who is alive, leads or rotates (a fence
+    /// breached by a runtime that looked stale, a ring stalled behind a
+    /// starved leader, an attempt more from rescuing a live worker) are
+    /// not.
+    pub fn timing_independent(self) -> bool {
+        matches!(
+            self,
+            FindingRule::Lost
+                | FindingRule::Duplicate
+                | FindingRule::DoubleExecution
+                | FindingRule::CronDoubleFire
+                | FindingRule::TerminalMismatch
+                | FindingRule::CountDrift
+                | FindingRule::FlipUnverified
+                | FindingRule::SchemaRewritten
+                | FindingRule::SchemaDrift
+        )
+    }
 
     /// The name used in matrix.toml, findings and reports.
     pub fn name(self) -> &'static str {

@@ -38,7 +38,17 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
     // A verdict is only as good as the conditions it was taken in: what
     // failed may be the starvation's doing, and what passed may not have
     // met the timings the cell exists to test.
-    if let Some(starved) = starved
+    // A finding no timing can produce stands: a job lost under
+    // starvation is lost.
+    let standing = run.findings.iter().any(|f| f.rule.timing_independent());
+    if let Some(starved) = &starved
+        && judgement.verdict == Verdict::Fail
+        && standing
+    {
+        judgement
+            .reason
+            .push_str(&format!("; found although starved: {starved}"));
+    } else if let Some(starved) = starved
         && judgement.verdict != Verdict::Inconclusive
     {
         let why = format!(
@@ -128,6 +138,21 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn a_finding_no_timing_explains_stands_under_starvation() {
+        let (v, reason, error) = verdict(&run(
+            vec![Finding::of(FindingRule::Lost)],
+            starved_in_flip(),
+        ));
+        assert_eq!((v, error), (Verdict::Fail, None));
+        assert!(
+            reason.starts_with(
+                "expected pass, got lost; found although starved: heartbeats up to 2.4s late"
+            ),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> V
                 Reach::LeaderFrozenAcrossFlip => frozen_across_flip(obs),
                 Reach::LeaderTakeover => takeover(obs),
                 Reach::RescuedByCurrent => rescued_by_current(obs),
+                Reach::LateResultDuringRerun => late_result_during_rerun(obs),
             };
             Reached {
                 reach,
@@ -189,6 +190,25 @@ fn rescued_by_current(obs: &Observations) -> (bool, String) {
     }
 }
 
+fn late_result_during_rerun(obs: &Observations) -> (bool, String) {
+    let late = &obs.late_results;
+    match (&late.first, late.during_rerun) {
+        (Some(first), n) if n > 0 => (
+            true,
+            format!(
+                "{n} results of rescued attempts came back while the job ran again elsewhere (first: {first})"
+            ),
+        ),
+        _ => (
+            false,
+            format!(
+                "no result of a rescued attempt came back while the job ran again ({} came back after the rerun had ended)",
+                late.after_rerun
+            ),
+        ),
+    }
+}
+
 fn list(items: impl Iterator<Item = String>) -> String {
     items.collect::<Vec<_>>().join(", ")
 }
@@ -244,6 +264,21 @@ mod tests {
 
     fn one(reach: Reach, obs: &Observations, claimed_by: &[String]) -> Reached {
         reached(&[reach], obs, claimed_by).remove(0)
+    }
+
+    #[test]
+    fn a_late_result_counts_only_while_the_job_ran_again() {
+        let mut obs = Observations::default();
+        obs.late_results.after_rerun = 27;
+        let r = one(Reach::LateResultDuringRerun, &obs, &[]);
+        assert!(!r.reached);
+        assert_eq!(
+            r.evidence,
+            "no result of a rescued attempt came back while the job ran again (27 came back after the rerun had ended)"
+        );
+        obs.late_results.during_rerun = 3;
+        obs.late_results.first = Some("job 101 by defective_finish-worker-1".into());
+        assert!(one(Reach::LateResultDuringRerun, &obs, &[]).reached);
     }
 
     #[test]

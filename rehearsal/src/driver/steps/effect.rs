@@ -102,8 +102,9 @@ pub fn judge(effect: Effect, looks: &[Look], before: Option<Look>, still: Durati
                     "it has no heartbeat row to watch; the backend saw it stopped".into(),
                 );
             }
-            // The beat may change once (a heartbeat already sent when the
-            // process stopped); from its last change on it must stand still.
+            // The beat may still change (heartbeats already sent when the
+            // process stopped, or waiting on a lock); from its last change
+            // on it must stand still.
             let changes = looks
                 .windows(2)
                 .filter(|w| w[0].beat.beat_ms != w[1].beat.beat_ms)
@@ -130,9 +131,13 @@ pub fn judge(effect: Effect, looks: &[Look], before: Option<Look>, still: Durati
             if last.ended {
                 return Proof::Proved("it ran on and ended".into());
             }
+            // A beat begun before the process was let go (one that waited
+            // on a lock meanwhile) is no evidence: only one begun after.
             let beat_before = before.and_then(|b| b.beat.beat_ms);
+            let let_go = looks[0].beat.server_ms - LOOK_EVERY.as_millis() as i64;
             if let (Some(before), Some(now)) = (beat_before, last.beat.beat_ms)
                 && now > before
+                && now >= let_go
             {
                 return Proof::Proved(format!(
                     "its heartbeat advanced {} ms past the one before it was let go",
@@ -176,7 +181,12 @@ const LOOK_EVERY: Duration = Duration::from_millis(100);
 impl Cell<'_> {
     /// One look at process `id` (its heartbeat by `instance_id`, where it
     /// has one, and the ledger's view of it).
-    pub(in crate::driver) async fn look(&mut self, id: ProcId, instance_id: Option<&str>) -> Look {
+    /// `Err` when the database did not answer: no evidence either way.
+    pub(in crate::driver) async fn look(
+        &mut self,
+        id: ProcId,
+        instance_id: Option<&str>,
+    ) -> Result<Look, String> {
         let (ended, lines) = self.proc(id, |p| {
             (
                 !p.alive(),
@@ -184,15 +194,15 @@ impl Cell<'_> {
             )
         });
         let beat = match instance_id {
-            Some(instance) => self.probe.heartbeat_of(instance).await.ok(),
-            None => None,
+            Some(instance) => self.probe.heartbeat_of(instance).await?,
+            // Not registered (never ready): nothing of it to watch.
+            None => Beat {
+                server_ms: self.ms() as i64,
+                beat_ms: None,
+                sessions: 0,
+            },
         };
-        let beat = beat.unwrap_or(Beat {
-            server_ms: self.ms() as i64,
-            beat_ms: None,
-            sessions: 0,
-        });
-        Look { beat, ended, lines }
+        Ok(Look { beat, ended, lines })
     }
 
     /// Looks at process `id` until `effect` is proved, for up to `bound`;
@@ -211,8 +221,14 @@ impl Cell<'_> {
         let start = Instant::now();
         let mut looks = Vec::new();
         loop {
-            looks.push(self.look(id, instance_id.as_deref()).await);
-            let why = match judge(effect, &looks, before, still) {
+            let judged = match self.look(id, instance_id.as_deref()).await {
+                Ok(look) => {
+                    looks.push(look);
+                    judge(effect, &looks, before, still)
+                }
+                Err(e) => Proof::Pending(format!("the database did not answer: {e}")),
+            };
+            let why = match judged {
                 Proof::Proved(how) => return Ok(how),
                 Proof::Refuted(why) => why,
                 Proof::Pending(why) if start.elapsed() >= bound => why,
@@ -292,6 +308,15 @@ mod tests {
         let mut beat = silent.clone();
         beat.push(look(3_100, Some(3_050)));
         assert!(proved(&judge(Effect::Running, &beat, Some(before), STILL)));
+        // A beat begun before the let-go (it waited on a lock) is not one.
+        let mut old_beat = silent.clone();
+        old_beat.push(look(3_100, Some(950)));
+        assert!(!proved(&judge(
+            Effect::Running,
+            &old_beat,
+            Some(before),
+            STILL
+        )));
         let mut printed = silent.clone();
         printed.last_mut().unwrap().lines = 3;
         assert!(proved(&judge(

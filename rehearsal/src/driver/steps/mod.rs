@@ -28,6 +28,7 @@ use super::{Abort, Done};
 use crate::matrix::Step;
 pub(super) use armed::MigrationHold;
 pub(super) use effect::{Beat, Effect};
+pub(super) use suspend::PROOF_SLACK;
 
 impl Cell<'_> {
     /// Executes one planned step.

@@ -23,7 +23,7 @@ const CATCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// What a suspend or resume proof may take beyond `stale_after` (the
 /// heartbeat's own tolerance) before the step gives up: the database's
 /// answers and the process's first beat are late on a loaded machine.
-const PROOF_SLACK: Duration = Duration::from_secs(3);
+pub(in crate::driver) const PROOF_SLACK: Duration = Duration::from_secs(3);
 
 impl Cell<'_> {
     /// `suspend`: chooses the process (the leader when the step runs, else
@@ -53,12 +53,9 @@ impl Cell<'_> {
             )
         });
         let Some(handle) = handle else {
-            self.state
-                .fail(format!("suspend: {name} has no handle to signal"));
-            return Ok(Done::with(
-                StepOutcome::Failed,
-                format!("{name} has no handle"),
-            ));
+            return Err(Abort::Harness(format!(
+                "suspend: {name} has no handle to signal"
+            )));
         };
         // Not catching the moment the step names is the harness missing
         // its interleaving, not the product failing: inconclusive.
@@ -68,9 +65,11 @@ impl Cell<'_> {
             .map_err(|missed| {
                 Abort::Harness(format!("suspend {}: {name}: {missed}", s.target.name()))
             })?;
+        // The suspension runs from here: proving it takes time the
+        // process spends stopped, and `for` counts it.
+        let (stopped_at, at_ms) = (Instant::now(), self.ms());
         let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
         let proof = self.prove(victim, Effect::Stopped, None, bound).await?;
-        let at_ms = self.ms();
         self.state.suspended.push(Suspension {
             target: s.target,
             of: s.of.clone(),
@@ -102,7 +101,9 @@ impl Cell<'_> {
                 let cancel = self.cancel();
                 tokio::spawn(async move {
                     // Interrupted or not, it must not stay stopped.
-                    let _ = cancel.sleep(d.to_std()).await;
+                    let _ = cancel
+                        .sleep(d.to_std().saturating_sub(stopped_at.elapsed()))
+                        .await;
                     handle.resume();
                 });
                 text.push_str(&format!("; SIGCONT in {d}"));
@@ -239,14 +240,12 @@ impl Cell<'_> {
                     )));
                 };
                 let instance_id = self.proc(susp.id, |p| p.instance_id.clone());
-                let before = self.look(susp.id, instance_id.as_deref()).await;
+                let before = self.look(susp.id, instance_id.as_deref()).await.ok();
                 handle.resumed().await.map_err(|e| {
                     Abort::Harness(format!("resume: could not let {name} go on: {e}"))
                 })?;
                 let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
-                let proof = self
-                    .prove(susp.id, Effect::Running, Some(before), bound)
-                    .await?;
+                let proof = self.prove(susp.id, Effect::Running, before, bound).await?;
                 format!("SIGCONTed {name} ({version}) after {stopped_ms} ms stopped ({proof})")
             }
             ResumeSignal::Kill => {
