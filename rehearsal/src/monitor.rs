@@ -70,6 +70,34 @@ pub struct Beating {
     pub source: BeatingSource,
     /// Their heartbeat interval.
     pub heartbeat: Duration,
+    /// Where a tick that found the cell starving is told (the run's
+    /// `--jobs auto` gate reads it).
+    pub starving: Arc<Starving>,
+}
+
+/// When a monitor of the run last found its cell's timings slipping:
+/// a heartbeat or the harness's pulse late by half the cell's
+/// `stale_after` or more, halfway to what makes a cell inconclusive.
+/// Shared by a run's monitors; the runner starts no further cell while
+/// one was seen lately.
+#[derive(Debug, Default)]
+pub struct Starving {
+    last: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Starving {
+    /// A tick found its cell starving now.
+    pub fn seen(&self) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    /// Whether a tick found a cell starving within `window`.
+    pub fn within(&self, window: Duration) -> bool {
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|t| t.elapsed() < window)
+    }
 }
 
 const EXISTING: &str = "
@@ -403,6 +431,9 @@ impl Sampler {
         let (runtime, beat_late_ms) =
             worst.map_or((None, 0), |(name, late)| (Some(name.clone()), late));
         let tick_late_ms = tick_late.as_millis() as u64;
+        if beat_late_ms.max(tick_late_ms) as f64 >= self.stale_ms / 2.0 {
+            beating.starving.seen();
+        }
         let floor = LATE_ENOUGH_TO_RECORD.as_millis() as u64;
         if tick_late_ms < floor && beat_late_ms < floor {
             return;

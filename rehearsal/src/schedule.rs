@@ -23,8 +23,8 @@
 //! second is then understated, and timing-sensitive cells (heartbeats,
 //! deadlines) start to feel the queueing. Other work on the machine at
 //! the start leaves fewer cores to pack ([`pressure::Busy`]), and while
-//! the run goes no further cell starts beside others while the CPU is
-//! under pressure ([`pressure::may_start`]).
+//! the run goes no further cell starts beside others while a running
+//! cell's monitor finds its timings slipping ([`pressure::may_start`]).
 //!
 //! A cell that must catch a seeded defect is timing-sensitive: its
 //! defect shows only inside a race window (a flip landing in a
@@ -597,8 +597,8 @@ pub struct Schedule {
     pub order: Vec<usize>,
     /// Which cell may start beside which.
     pub admission: Admission,
-    /// `--jobs auto` where the kernel reports CPU pressure: no cell
-    /// starts beside others while it is above [`pressure::HOLD_ABOVE`].
+    /// `--jobs auto`: no cell starts beside others while a running cell
+    /// ticked starved within [`pressure::STARVED_WITHIN`].
     pub gate: bool,
     /// How both were chosen, in one line (printed, and in the report).
     pub describe: String,
@@ -613,8 +613,6 @@ pub struct Machine {
     pub backend: String,
     /// Other work on it when the run began.
     pub busy: Option<Busy>,
-    /// Whether the kernel reports CPU pressure, which the gate reads.
-    pub pressure: bool,
 }
 
 impl Machine {
@@ -624,7 +622,6 @@ impl Machine {
             cores: cores(),
             backend: backend.to_owned(),
             busy,
-            pressure: pressure::pressure_now().is_some(),
         }
     }
 }
@@ -645,7 +642,7 @@ impl Schedule {
                     basis: basis(cells, history, &machine.backend),
                     busy: machine.busy,
                 });
-                (pick.jobs, pick.why, machine.pressure && pick.jobs > 1)
+                (pick.jobs, pick.why, pick.jobs > 1)
             }
         };
         let measured = cells
@@ -684,8 +681,8 @@ impl Schedule {
         };
         let held = if gate {
             format!(
-                "; no cell starts beside others while CPU pressure is above {}%",
-                pressure::HOLD_ABOVE
+                "; no cell starts beside others while a running cell ticked starved in the last {}",
+                crate::observe::duration(pressure::STARVED_WITHIN.as_millis() as u64)
             )
         } else {
             String::new()
@@ -967,7 +964,6 @@ mod tests {
             cores: 2,
             backend: backend.to_owned(),
             busy,
-            pressure: true,
         }
     }
 

@@ -336,25 +336,27 @@ pub struct HeldBack {
     pub times: u32,
     /// Their lengths added up, in ms.
     pub ms: u64,
-    /// The CPU pressure (`some avg10`, percent) above which it held back.
-    pub above_percent: u32,
+    /// How recently a running cell must have ticked starved for it to
+    /// hold back, in ms.
+    pub within_ms: u64,
 }
 
 impl HeldBack {
-    /// `held a cell back 3 times (1m12s in all) while CPU pressure was
-    /// above 50%`, or `never held a cell back`: for the terminal and report.md.
+    /// `held a cell back 3 times (1m12s in all) while a running cell had
+    /// ticked starved in the last 10.0s`, or `never held a cell back`: for
+    /// the terminal and report.md.
     pub fn describe(&self) -> String {
         match self.times {
             0 => "never held a cell back".to_owned(),
             n => format!(
-                "held a cell back {} ({} in all) while CPU pressure was above {}%",
+                "held a cell back {} ({} in all) while a running cell had ticked starved in the last {}",
                 if n == 1 {
                     "once".to_owned()
                 } else {
                     format!("{n} times")
                 },
                 crate::observe::duration(self.ms),
-                self.above_percent
+                crate::observe::duration(self.within_ms)
             ),
         }
     }

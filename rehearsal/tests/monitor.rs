@@ -86,6 +86,7 @@ fn start_watching(
         Beating {
             source: Arc::new(move || beating.clone()),
             heartbeat: Duration::from_millis(200),
+            starving: Arc::default(),
         },
         Live {
             events,

@@ -235,6 +235,7 @@ impl<'a> Cell<'a> {
             Beating {
                 source: beating,
                 heartbeat: plan.timings.heartbeat.to_std(),
+                starving: ctx.starving.clone(),
             },
             Live {
                 events: ctx.events.clone(),

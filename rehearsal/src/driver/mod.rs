@@ -76,6 +76,8 @@ pub struct CellContext {
     pub events: Events,
     /// Which try of the cell this is (1 for the first; see `--retries`).
     pub attempt: u32,
+    /// When a cell's monitor last found it starving (the run's gate).
+    pub starving: Arc<crate::monitor::Starving>,
 }
 
 /// What tells a later try's things apart from the first's (databases,

@@ -314,6 +314,7 @@ async fn run_cells(
         expand_version: req.resolution.expand_version,
         events: events.clone(),
         attempt: 1,
+        starving: Arc::default(),
     };
     let (notes, held_back) = run_each_cell(req, &ctx, &servers, reconcile).await;
     signals.abort();
@@ -351,7 +352,11 @@ async fn run_each_cell(
             && let Some(index) = admission.next(&waiting, &running)
         {
             if req.schedule.gate
-                && !pressure::may_start(pressure::pressure_now(), running.len(), req.schedule.jobs)
+                && !pressure::may_start(
+                    ctx.starving.within(pressure::STARVED_WITHIN),
+                    running.len(),
+                    req.schedule.jobs,
+                )
             {
                 holds.hold(Instant::now());
                 break;
@@ -381,7 +386,7 @@ async fn run_each_cell(
                 holds.release(Instant::now());
                 continue;
             }
-            // A held-back cell looks at the pressure again.
+            // A held-back cell looks again.
             () = tokio::time::sleep(pressure::RECHECK), if holding => continue,
         };
         match joined {

@@ -80,10 +80,9 @@ use crate::reconcile::Detection;
 /// - `1.15`: per run `stress` (`--stress`: the flag's value as `spec`,
 ///   the busy `processes` started and the `cores` they were counted on);
 ///   defaults to null, a run beside no load of its own; and per run
-///   `held_back` (`times`, `ms`, `above_percent`): how often and how long
-///   `--jobs auto` held a cell back while the CPU was under pressure
-///   (absent: no such gate, as with `--jobs N` or without the kernel's
-///   pressure figures).
+///   `held_back` (`times`, `ms`, `within_ms`): how often and how long
+///   `--jobs auto` held a cell back because a running cell had ticked
+///   starved within `within_ms` (absent: no such gate, as with `--jobs N`).
 pub const FORMAT_VERSION: &str = "1.15";
 
 /// Everything a run produced: the file `report.json`.

@@ -521,7 +521,7 @@ mod tests {
         let held = |times, ms| crate::stream::HeldBack {
             times,
             ms,
-            above_percent: 50,
+            within_ms: 10_000,
         };
         r.run.end.held_back = Some(held(0, 0));
         assert_eq!(
@@ -532,14 +532,14 @@ mod tests {
         assert_eq!(
             schedule_row(&r),
             format!(
-                "{planned}; held a cell back once (4.2s in all) while CPU pressure was above 50%"
+                "{planned}; held a cell back once (4.2s in all) while a running cell had ticked starved in the last 10.0s"
             )
         );
         r.run.end.held_back = Some(held(3, 72_000));
         assert_eq!(
             schedule_row(&r),
             format!(
-                "{planned}; held a cell back 3 times (1m12s in all) while CPU pressure was above 50%"
+                "{planned}; held a cell back 3 times (1m12s in all) while a running cell had ticked starved in the last 10.0s"
             )
         );
         // It survives report.json.
