@@ -1081,7 +1081,7 @@ mod tests {
         assert_eq!(first.jobs, 5);
         assert_eq!(
             first.describe,
-            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells); no cell starts beside others while CPU pressure is above 50%"
+            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells); no cell starts beside others while a running cell ticked starved in the last 10.0s"
         );
         // The plan carries matrix.toml's figure.
         plan.schedule.cores_per_cell = 0.55;
