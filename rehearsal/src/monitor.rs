@@ -76,8 +76,8 @@ pub struct Beating {
 }
 
 /// When a monitor of the run last found its cell's timings slipping:
-/// a heartbeat or the harness's pulse late by half the cell's
-/// `stale_after` or more, halfway to what makes a cell inconclusive.
+/// the harness's pulse late by half the cell's `stale_after` or more,
+/// halfway to what makes a cell inconclusive.
 /// Shared by a run's monitors; the runner starts no further cell while
 /// one was seen lately.
 #[derive(Debug, Default)]
@@ -431,7 +431,11 @@ impl Sampler {
         let (runtime, beat_late_ms) =
             worst.map_or((None, 0), |(name, late)| (Some(name.clone()), late));
         let tick_late_ms = tick_late.as_millis() as u64;
-        if beat_late_ms.max(tick_late_ms) as f64 >= self.stale_ms / 2.0 {
+        // The gate reads the pulse alone: a heartbeat can also be late for
+        // the runtime's own lock waits (a heartbeat of many leases queued
+        // behind closes), which fewer cells would not cure; a late pulse
+        // is CPU the harness did not get.
+        if tick_late_ms as f64 >= self.stale_ms / 2.0 {
             beating.starving.seen();
         }
         let floor = LATE_ENOUGH_TO_RECORD.as_millis() as u64;

@@ -108,9 +108,12 @@ impl Busy {
 }
 
 /// How recently a running cell must have ticked starved for `--jobs auto`
-/// to start no further cell: a starved tick is one whose heartbeat or
-/// harness lateness reached half the cell's `stale_after` (see the
-/// monitor's `Starving`), halfway to what makes a cell inconclusive.
+/// to start no further cell: a starved tick is one whose harness pulse
+/// ran late by half the cell's `stale_after` (see the monitor's
+/// `Starving`), halfway to what makes a cell inconclusive. Heartbeats
+/// are not read here: on a quiet machine at five cells on two cores they
+/// ran up to 1 s late for the runtime's own lock waits, and holding cells
+/// back for them took the first run to 1.31x its floor.
 ///
 /// The gate reads the cells' own evidence, not the kernel's CPU
 /// pressure: `--jobs auto` packs half again the cores' CPU on purpose (a
