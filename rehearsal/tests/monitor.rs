@@ -385,6 +385,18 @@ async fn lock_waits_count_only_what_rotation_can_be_behind() {
     assert_eq!(counted_waits(&cluster, "waits").await, 2);
 }
 
+/// Beats `beating-1` every 150 ms for 0.6 s under `monitor`, then stops it.
+async fn beat_on_time(client: &Client, monitor: Monitor) -> Samples {
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        client
+            .batch_execute("UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = 'beating-1'")
+            .await
+            .unwrap();
+    }
+    monitor.stop().await
+}
+
 /// Starvation: a runtime that should be beating but whose heartbeat is
 /// 3 s old is recorded late by about 2.8 s, naming it; the same runtime
 /// held stopped on purpose (not in the beating set) is not, and neither
@@ -407,14 +419,7 @@ async fn a_runtime_that_should_beat_and_does_not_is_recorded_late() {
     ]
     .into();
     let monitor = start_watching(&cluster, "late", stream::Events::discard(), both);
-    for _ in 0..4 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        client
-            .batch_execute("UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = 'beating-1'")
-            .await
-            .unwrap();
-    }
-    let samples = monitor.stop().await;
+    let samples = beat_on_time(&client, monitor).await;
     let worst = samples
         .late
         .iter()
@@ -431,14 +436,7 @@ async fn a_runtime_that_should_beat_and_does_not_is_recorded_late() {
     let only_beating: BTreeMap<String, String> =
         [("beating-1".to_owned(), "current-worker-1".to_owned())].into();
     let monitor = start_watching(&cluster, "late", stream::Events::discard(), only_beating);
-    for _ in 0..4 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        client
-            .batch_execute("UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = 'beating-1'")
-            .await
-            .unwrap();
-    }
-    let samples = monitor.stop().await;
+    let samples = beat_on_time(&client, monitor).await;
     assert!(
         samples.late.iter().all(|l| l.runtime.is_none()),
         "{:?}",

@@ -36,7 +36,7 @@ pub struct Starved {
     pub beat_late_ms: u64,
     /// Whose heartbeat that was.
     pub runtime: Option<String>,
-    /// How late the harness's own monitor ticks ran.
+    /// How late the harness's own pulse ran.
     pub tick_late_ms: u64,
 }
 
@@ -56,7 +56,7 @@ impl std::fmt::Display for Starved {
         }
         if self.tick_late_ms > 0 {
             parts.push(format!(
-                "the harness's own ticks up to {} late",
+                "the harness's own pulse up to {} late",
                 duration(self.tick_late_ms)
             ));
         }
@@ -177,7 +177,7 @@ mod tests {
         .expect("starved");
         assert_eq!(
             found.to_string(),
-            "the harness's own ticks up to 1.9s late during step 3 (flip)"
+            "the harness's own pulse up to 1.9s late during step 3 (flip)"
         );
     }
 

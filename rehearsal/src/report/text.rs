@@ -118,7 +118,7 @@ pub fn tries_lines(cell: &CellReport) -> Vec<String> {
 
 /// The worst lateness the monitor saw in a cell, in one line (`None`
 /// when nothing ran late): `heartbeats up to 2.4s late (previous-worker-2,
-/// at 12.1s), the harness's ticks up to 300ms late, 14 late ticks`.
+/// at 12.1s), the harness's pulse up to 300ms late, 14 late ticks`.
 pub fn lateness_line(cell: &CellReport) -> Option<String> {
     let beat = cell.late.iter().max_by_key(|l| l.beat_late_ms)?;
     let tick = cell.late.iter().map(|l| l.tick_late_ms).max().unwrap_or(0);
@@ -131,8 +131,8 @@ pub fn lateness_line(cell: &CellReport) -> Option<String> {
             duration(beat.at_ms)
         ));
     }
-    if tick > 0 {
-        parts.push(format!("the harness's ticks up to {} late", duration(tick)));
+    if tick >= crate::monitor::LATE_ENOUGH_TO_RECORD.as_millis() as u64 {
+        parts.push(format!("the harness's pulse up to {} late", duration(tick)));
     }
     parts.push(plural(cell.late.len(), "late tick"));
     Some(parts.join(", "))
