@@ -28,7 +28,6 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
 
-use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -188,20 +187,7 @@ impl BusyLoad {
                 // A Ctrl-C at the terminal reaches rehearse only: the run
                 // winds its cells down under the same load, then stops it.
                 .process_group(0);
-            let parent = Pid::from_raw(parent as i32);
-            // SAFETY: the hook runs in the forked child before exec and
-            // calls only async-signal-safe functions (prctl, getppid,
-            // through nix's thin wrappers); it allocates nothing.
-            unsafe {
-                cmd.pre_exec(move || {
-                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-                    if nix::unistd::getppid() != parent {
-                        // rehearse died between fork and prctl: do not spin unwatched.
-                        return Err(std::io::Error::other("parent exited before exec"));
-                    }
-                    Ok(())
-                });
-            }
+            crate::fleet::process::die_with_rehearse(&mut cmd);
             // On an error, `load` drops here and stops the ones started.
             load.children.push(cmd.spawn()?);
         }

@@ -157,6 +157,27 @@ impl ProcessFleet {
 
 /// The command for `spec`: its own process group, piped output, only the
 /// `AWA_*` environment the spec gives, and SIGKILL when rehearse dies.
+/// Makes the child `cmd` starts die with this rehearse (SIGKILL when it
+/// goes, however it goes), and not start at all if rehearse is already
+/// gone by the time the child runs.
+pub(crate) fn die_with_rehearse(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    let parent = nix::unistd::getpid();
+    // SAFETY: the hook runs in the forked child before exec and calls
+    // only async-signal-safe functions (prctl, getppid, through nix's
+    // thin wrappers); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != parent {
+                // rehearse died between fork and prctl: do not run unwatched.
+                return Err(std::io::Error::other("parent exited before exec"));
+            }
+            Ok(())
+        });
+    }
+}
+
 fn command(program: &Path, spec: &Spec) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(&spec.args)
@@ -172,20 +193,7 @@ fn command(program: &Path, spec: &Spec) -> tokio::process::Command {
         }
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-    let parent = nix::unistd::getpid();
-    // SAFETY: the hook runs in the forked child before exec and calls
-    // only async-signal-safe functions (prctl, getppid, through nix's
-    // thin wrappers); it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            if nix::unistd::getppid() != parent {
-                // rehearse died between fork and prctl: do not run unwatched.
-                return Err(std::io::Error::other("parent exited before exec"));
-            }
-            Ok(())
-        });
-    }
+    die_with_rehearse(cmd.as_std_mut());
     cmd
 }
 
