@@ -39,7 +39,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::cgroup::RunCgroup;
 use super::process::{Log, NOTE_PREFIX, log_env, log_line, open_log, report_exit, report_line};
@@ -375,13 +375,18 @@ impl DockerFleet {
         sink: Sink,
         log: Log,
     ) -> mpsc::UnboundedSender<Order> {
-        let logs = tokio::spawn(read_logs(
-            self.engine.clone(),
-            container.to_owned(),
-            id,
-            sink.clone(),
-            log.clone(),
-        ));
+        let (exited, told) = oneshot::channel();
+        let logs = LogFollower {
+            task: tokio::spawn(read_logs(
+                self.engine.clone(),
+                container.to_owned(),
+                id,
+                sink.clone(),
+                log.clone(),
+                told,
+            )),
+            exited,
+        };
         let counted = self.run_cgroup().is_some_and(|c| c.holds(container));
         let stats = (!counted).then(|| {
             tokio::spawn(sample_cpu(
@@ -494,7 +499,7 @@ async fn watch(
     sink: Sink,
     log: Log,
     mut controls: mpsc::UnboundedReceiver<Order>,
-    logs: tokio::task::JoinHandle<()>,
+    logs: LogFollower,
     stats: Option<tokio::task::JoinHandle<()>>,
 ) {
     let mut wait = fleet
@@ -535,7 +540,8 @@ async fn watch(
         }
     };
     report_exit(info, id, &sink, &log);
-    let _ = tokio::time::timeout(LOG_DRAIN, logs).await;
+    let _ = logs.exited.send(());
+    let _ = tokio::time::timeout(LOG_DRAIN, logs.task).await;
     if let Some(stats) = stats {
         stats.abort();
     }
@@ -544,25 +550,77 @@ async fn watch(
     }
 }
 
+/// The task that follows a container's log stream, and how it is told
+/// the container has ended.
+struct LogFollower {
+    task: tokio::task::JoinHandle<()>,
+    exited: oneshot::Sender<()>,
+}
+
 /// Follows the container's log stream, splitting stdout and stderr into
 /// lines, each logged with the engine's time of it.
-async fn read_logs(engine: Engine, container: String, id: usize, sink: Sink, log: Log) {
-    let options = LogsOptions {
-        follow: true,
+///
+/// A followed stream can end before it has carried the container's last
+/// output (the engine closes it when the container stops, and on this
+/// engine a last line without its newline was lost that way about one
+/// run in two). So once the container has ended, the log is read once
+/// more, from the second of the last frame seen, and every frame not yet
+/// seen is taken: no output is lost to that race.
+async fn read_logs(
+    engine: Engine,
+    container: String,
+    id: usize,
+    sink: Sink,
+    log: Log,
+    exited: oneshot::Receiver<()>,
+) {
+    let (mut out, mut err) = (EngineLines::default(), EngineLines::default());
+    let take = |chunk: LogOutput, out: &mut EngineLines, err: &mut EngineLines| match chunk {
+        LogOutput::StdErr { message } => forward(err, &message, true, id, &sink, &log),
+        LogOutput::StdOut { message } | LogOutput::Console { message } => {
+            forward(out, &message, false, id, &sink, &log);
+        }
+        LogOutput::StdIn { .. } => {}
+    };
+    let options = |follow: bool, since: i32| LogsOptions {
+        follow,
         stdout: true,
         stderr: true,
         timestamps: true,
+        since,
         ..Default::default()
     };
-    let mut stream = engine.docker.logs(&container, Some(options));
-    let (mut out, mut err) = (EngineLines::default(), EngineLines::default());
+    let mut stream = engine.docker.logs(&container, Some(options(true, 0)));
     while let Some(Ok(chunk)) = stream.next().await {
-        match chunk {
-            LogOutput::StdErr { message } => forward(&mut err, &message, true, id, &sink, &log),
-            LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                forward(&mut out, &message, false, id, &sink, &log);
+        take(chunk, &mut out, &mut err);
+    }
+    drop(stream);
+    // Read again only once the container has ended (its output is then
+    // all in the engine's log), and only where every frame had a time.
+    if tokio::time::timeout(LOG_DRAIN, exited)
+        .await
+        .is_ok_and(|r| r.is_ok())
+        && out.seen.comparable()
+        && err.seen.comparable()
+    {
+        let since = [out.seen.second(), err.seen.second()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(0);
+        let (mut out_seen, mut err_seen) = (out.seen.rewound(), err.seen.rewound());
+        let mut again = engine.docker.logs(&container, Some(options(false, since)));
+        while let Some(Ok(chunk)) = again.next().await {
+            let unseen = match &chunk {
+                LogOutput::StdErr { message } => err_seen.is_new(message),
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    out_seen.is_new(message)
+                }
+                LogOutput::StdIn { .. } => false,
+            };
+            if unseen {
+                take(chunk, &mut out, &mut err);
             }
-            LogOutput::StdIn { .. } => {}
         }
     }
     // A last line without its newline still counts.
@@ -607,6 +665,8 @@ struct EngineLines {
     pending: Vec<u8>,
     /// The time of the last frame that added to `pending`.
     time: Option<SystemTime>,
+    /// The frames taken so far, by their time.
+    seen: Seen,
 }
 
 impl EngineLines {
@@ -614,6 +674,7 @@ impl EngineLines {
     /// included), each with the engine's time of the frame.
     fn push(&mut self, frame: &[u8]) -> Vec<(Option<SystemTime>, Vec<u8>)> {
         let (time, output) = split_engine_time(frame);
+        self.seen.note(time);
         self.pending.extend_from_slice(output);
         self.time = time;
         let mut lines = Vec::new();
@@ -626,6 +687,78 @@ impl EngineLines {
     /// The last line, when the stream ended without its newline.
     fn finish(&mut self) -> Option<(Option<SystemTime>, Vec<u8>)> {
         (!self.pending.is_empty()).then(|| (self.time, std::mem::take(&mut self.pending)))
+    }
+}
+
+/// Which frames of one output stream were taken, by the engine's time of
+/// each: enough to pass only the frames after them when the log is read again.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    /// The time of the latest frame.
+    last: Option<SystemTime>,
+    /// How many frames carried exactly that time.
+    at_last: usize,
+    /// Whether a frame came without a time (then frames cannot be matched).
+    untimed: bool,
+}
+
+impl Seen {
+    fn note(&mut self, time: Option<SystemTime>) {
+        match time {
+            None => self.untimed = true,
+            Some(t) if self.last == Some(t) => self.at_last += 1,
+            Some(t) => {
+                self.last = Some(t);
+                self.at_last = 1;
+            }
+        }
+    }
+
+    /// Whether frames read again can be told from these by their time.
+    fn comparable(&self) -> bool {
+        !self.untimed
+    }
+
+    /// The whole second of the latest frame, as the engine's `since` takes it.
+    fn second(&self) -> Option<i32> {
+        let secs = self
+            .last?
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        i32::try_from(secs).ok()
+    }
+
+    /// A filter over the same stream read again from an earlier point.
+    fn rewound(&self) -> Unseen {
+        Unseen {
+            last: self.last,
+            skip: self.at_last,
+        }
+    }
+}
+
+/// Passes the frames of a stream read again that come after those [`Seen`].
+#[derive(Debug)]
+struct Unseen {
+    last: Option<SystemTime>,
+    /// Frames at exactly `last` still to pass over.
+    skip: usize,
+}
+
+impl Unseen {
+    fn is_new(&mut self, frame: &[u8]) -> bool {
+        let (Some(time), Some(last)) = (split_engine_time(frame).0, self.last) else {
+            return true;
+        };
+        if time < last {
+            return false;
+        }
+        if time == last && self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        true
     }
 }
 
@@ -777,6 +910,44 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_log_read_again_passes_only_the_frames_after_those_seen() {
+        let frame = |t: &str, text: &str| format!("{t} {text}").into_bytes();
+        let t0 = "2026-12-04T15:31:21.900000000Z";
+        // Seen: one frame at T0, two at T1 (the engine's time to the ns can repeat).
+        let mut lines = EngineLines::default();
+        for f in [frame(t0, "a\n"), frame(T1, "b\n"), frame(T1, "c\n")] {
+            lines.push(&f);
+        }
+        assert!(lines.seen.comparable());
+        let second = lines.seen.second().unwrap();
+        let t1 = parse_rfc3339(T1).unwrap();
+        assert_eq!(
+            i64::from(second),
+            t1.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64
+        );
+        // Read again from that second: T0 and both T1 frames were taken; a
+        // third T1 frame and a later one were not.
+        let mut unseen = lines.seen.rewound();
+        let again = [
+            frame(t0, "a\n"),
+            frame(T1, "b\n"),
+            frame(T1, "c\n"),
+            frame(T1, "d\n"),
+            frame(T2, "tail"),
+        ];
+        let passed: Vec<bool> = again.iter().map(|f| unseen.is_new(f)).collect();
+        assert_eq!(passed, [false, false, false, true, true]);
+        // A stream that saw nothing passes everything; one untimed frame
+        // makes the stream unmatched.
+        let mut empty = Seen::default().rewound();
+        assert!(empty.is_new(&frame(t0, "x\n")));
+        let mut untimed = EngineLines::default();
+        untimed.push(b"plain\n");
+        assert!(!untimed.seen.comparable());
+        assert_eq!(Seen::default().second(), None);
     }
 
     #[test]
