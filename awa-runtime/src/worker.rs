@@ -36,8 +36,37 @@ pub struct WorkerConfig {
     pub timings: Timings,
 }
 
-/// Attempts in flight: job id -> (run lease, handle to abort its handler).
-type InFlight = Arc<Mutex<HashMap<i64, (i64, Option<AbortHandle>)>>>;
+/// Attempts in flight: (job id, run lease) -> handle to abort its handler.
+///
+/// Keyed by the attempt, not the job: a rescued job can be claimed again
+/// by this same worker (a new run lease) before the heartbeat has noticed
+/// that the old lease is gone. Keyed by job id, the new attempt replaced
+/// the old one's entry, so the old handler was never stopped and kept its
+/// concurrency slot for as long as it ran (an `overrun_deadline` attempt:
+/// ten minutes); a worker that rescued its own overruns lost one slot per
+/// such job until it claimed one job at a time.
+type InFlight = Arc<Mutex<HashMap<(i64, i64), Option<AbortHandle>>>>;
+
+/// Stop the handlers of `job_id`'s attempts older than `run_lease`: a
+/// newer run lease of the job proves their leases were rescued or
+/// cancelled. Returns the stopped attempts' leases.
+fn stop_superseded(
+    map: &mut HashMap<(i64, i64), Option<AbortHandle>>,
+    job_id: i64,
+    run_lease: i64,
+) -> Vec<(i64, i64)> {
+    let old: Vec<(i64, i64)> = map
+        .keys()
+        .filter(|(j, l)| *j == job_id && *l < run_lease)
+        .copied()
+        .collect();
+    for key in &old {
+        if let Some(Some(handle)) = map.remove(key) {
+            handle.abort();
+        }
+    }
+    old
+}
 
 struct Done {
     job: Claimed,
@@ -169,10 +198,14 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         let idle = batch.is_empty();
         for (job, permit) in batch.into_iter().zip(permits) {
             let (job_id, run_lease) = (job.job_id, job.run_lease);
-            inflight
-                .lock()
-                .expect("inflight lock")
-                .insert(job_id, (run_lease, None));
+            let superseded = {
+                let mut map = inflight.lock().expect("inflight lock");
+                map.insert((job_id, run_lease), None);
+                stop_superseded(&mut map, job_id, run_lease)
+            };
+            for (job_id, run_lease) in superseded {
+                emit(&Event::LeaseLost(LeaseRef { job_id, run_lease }));
+            }
             emit(&Event::Started(events::Started {
                 job_id: job.job_id,
                 attempt: job.attempt,
@@ -199,10 +232,12 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
                     _permit: permit,
                 });
             });
-            if let Some(entry) = inflight.lock().expect("inflight lock").get_mut(&job_id)
-                && entry.0 == run_lease
+            if let Some(entry) = inflight
+                .lock()
+                .expect("inflight lock")
+                .get_mut(&(job_id, run_lease))
             {
-                entry.1 = Some(handle);
+                *entry = Some(handle);
             }
         }
         if idle {
@@ -239,7 +274,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
         .lock()
         .expect("inflight lock")
         .drain()
-        .map(|(j, (l, _))| (j, l))
+        .map(|(key, _)| key)
         .collect();
     for (job_id, run_lease) in &left {
         match finish::release(conn.client().await?, *job_id, *run_lease).await {
@@ -330,7 +365,7 @@ async fn closer(
                 mode: workload::mode_of(&d.job.args),
                 version: VERSION.to_owned(),
             }));
-            map.remove(&d.job.job_id);
+            map.remove(&(d.job.job_id, d.job.run_lease));
         }
     }
 }
@@ -357,8 +392,8 @@ async fn heartbeat(
         let leases: Vec<(i64, i64)> = inflight
             .lock()
             .expect("inflight lock")
-            .iter()
-            .map(|(j, (l, _))| (*j, *l))
+            .keys()
+            .copied()
             .collect();
         let res = match conn.client().await {
             Ok(c) => instances::heartbeat(c, &instance_id, &leases).await,
@@ -373,14 +408,14 @@ async fn heartbeat(
                     .copied()
                     .collect();
                 let mut map = inflight.lock().expect("inflight lock");
-                for (job_id, run_lease) in missing.intersection(&suspects) {
-                    if map.get(job_id).is_some_and(|e| e.0 == *run_lease) {
-                        if let Some((_, Some(handle))) = map.remove(job_id) {
+                for key in missing.intersection(&suspects) {
+                    if let Some(handle) = map.remove(key) {
+                        if let Some(handle) = handle {
                             handle.abort();
                         }
                         emit(&Event::LeaseLost(LeaseRef {
-                            job_id: *job_id,
-                            run_lease: *run_lease,
+                            job_id: key.0,
+                            run_lease: key.1,
                         }));
                     }
                 }
