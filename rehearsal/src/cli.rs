@@ -181,7 +181,7 @@ struct SelectArgs {
 #[derive(Debug, Args)]
 struct SeedArg {
     /// Seed for every random choice: any u64, decimal or 0x hex [default: from the clock; printed, and in the replay line of a run that fails].
-    #[arg(short, long, value_name = "N", value_parser = parse_seed)]
+    #[arg(short, long, value_name = "N", value_parser = parse_seed, allow_negative_numbers = true)]
     seed: Option<u64>,
 }
 
@@ -189,7 +189,7 @@ struct SeedArg {
 #[derive(Debug, Args)]
 struct ExecArgs {
     /// Cells to run at once, each on its own database and fleet; auto: from the cores, the CPU a cell used in a report of these cells (else matrix.toml's [schedule] estimate) and the machine's load.
-    #[arg(short, long, value_name = "N|auto", default_value_t = DEFAULT_JOBS, value_parser = parse_jobs)]
+    #[arg(short, long, value_name = "N|auto", default_value_t = DEFAULT_JOBS, value_parser = parse_jobs, allow_negative_numbers = true)]
     jobs: Jobs,
 
     /// Use this PostgreSQL server (postgres://USER[:PASSWORD]@HOST[:PORT][/DB][?sslmode=...])
@@ -206,7 +206,7 @@ struct ExecArgs {
     /// (an action it could not prove, starvation, a race not reached, a
     /// fault that did not fire) up to N more times, each with a new seed;
     /// every try is in the report (0: never; replay never retries).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_RETRIES, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_RETRIES)))]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RETRIES, value_parser = parse_retries, allow_negative_numbers = true)]
     retries: u32,
 
     #[command(flatten)]
@@ -314,7 +314,7 @@ struct RunArgs {
 
     /// Run the selection N times with fresh seeds (the first is --seed, the
     /// rest derive from it) and print, per cell, how many runs met its expectation.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::repeat::MAX_REPEAT)))]
+    #[arg(long, value_name = "N", value_parser = parse_repeat, allow_negative_numbers = true)]
     repeat: Option<u32>,
 
     #[command(flatten)]
@@ -512,8 +512,22 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let mut command = Line::command();
-        let matches = command.try_get_matches_from_mut(args)?;
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        // First without the bare form's variables: a subcommand reads only
+        // its own (`REHEARSE_DATABASE_URL=garbage rehearse list` is fine).
+        let mut command =
+            Line::command().mut_args(|a| if a.is_global_set() { a } else { a.env(None) });
+        let matches = match command.try_get_matches_from_mut(&args) {
+            Ok(m) if m.subcommand().is_some() => m,
+            Ok(_) => {
+                // The bare form is `run`: its variables count.
+                command = Line::command();
+                command
+                    .try_get_matches_from_mut(&args)
+                    .map_err(|e| from_variable(&command, &args, e))?
+            }
+            Err(e) => return Err(from_variable(&command, &args, e)),
+        };
         if let Some((name, _)) = matches.subcommand() {
             // `rehearse --jobs 4 plan`: the bare form's flags belong to `run`.
             if let Some(flag) = bare_flag_given(&command, &matches) {
@@ -533,6 +547,102 @@ impl Cli {
     pub fn command() -> clap::Command {
         Line::command()
     }
+}
+
+/// `error`, reworded when the value it refuses came from an environment
+/// variable rather than the command line: a CI log must say which
+/// variable to fix, not a flag nobody typed.
+fn from_variable(command: &clap::Command, args: &[OsString], error: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() == ErrorKind::InvalidSubcommand {
+        return unknown_subcommand(command, error);
+    }
+    if !matches!(
+        error.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return error;
+    }
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        error.get(ContextKind::InvalidArg),
+        error.get(ContextKind::InvalidValue),
+    ) else {
+        return error;
+    };
+    let names = |long: &str| arg == &format!("--{long}") || arg.starts_with(&format!("--{long} "));
+    let Some((long, var)) = env_bound(command).into_iter().find(|(long, var)| {
+        names(long)
+            && !typed(args, long)
+            && std::env::var_os(var).is_some_and(|v| v.to_string_lossy() == *value)
+    }) else {
+        return error;
+    };
+    let why = match (
+        error.get(ContextKind::ValidValue),
+        std::error::Error::source(&error),
+    ) {
+        (Some(ContextValue::Strings(valid)), _) => {
+            format!("it must be one of {}", valid.join(", "))
+        }
+        (_, Some(source)) => source.to_string(),
+        _ => format!("it is not a value --{long} accepts"),
+    };
+    // The variable's value is the user's own; a DSN's password is hidden.
+    let shown = awa_runtime::redact::redact(value);
+    clap::Error::raw(
+        ErrorKind::ValueValidation,
+        format!(
+            "invalid value '{shown}' in the environment variable {var} (read as --{long}): {why}; fix {var} or unset it\n"
+        ),
+    )
+}
+
+/// `rehearse pln`: the subcommands listed, with the nearest one offered.
+fn unknown_subcommand(command: &clap::Command, error: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let Some(ContextValue::String(word)) = error.get(ContextKind::InvalidSubcommand) else {
+        return error;
+    };
+    let names: Vec<&str> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(clap::Command::get_name)
+        .collect();
+    clap::Error::raw(
+        ErrorKind::InvalidSubcommand,
+        format!(
+            "no subcommand \"{word}\"{}; the subcommands: {} (rehearse --help says what each does)\n",
+            crate::matrix::did_you_mean(word, names.iter().copied()),
+            names.join(", ")
+        ),
+    )
+}
+
+/// Every flag bound to an environment variable, in `command` and its
+/// subcommands: (long name, variable).
+fn env_bound(command: &clap::Command) -> Vec<(String, String)> {
+    let mut bound: Vec<(String, String)> = command
+        .get_arguments()
+        .filter_map(|a| {
+            Some((
+                a.get_long()?.to_owned(),
+                a.get_env()?.to_string_lossy().into_owned(),
+            ))
+        })
+        .collect();
+    for sub in command.get_subcommands() {
+        bound.extend(env_bound(sub));
+    }
+    bound
+}
+
+/// Whether `--long` was given on the command line (as `--long V` or `--long=V`).
+fn typed(args: &[OsString], long: &str) -> bool {
+    let flag = format!("--{long}");
+    args.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a == flag || a.starts_with(&format!("{flag}="))
+    })
 }
 
 /// A flag of the bare `rehearse --matrix NAME` form given on the command
@@ -642,7 +752,41 @@ const MAX_RETRIES: u32 = 5;
 
 /// `--jobs N|auto`.
 fn parse_jobs(s: &str) -> Result<Jobs, String> {
+    if s != "auto" {
+        count(
+            s,
+            1,
+            crate::schedule::MAX_JOBS,
+            "cells to run at once, or auto",
+        )?;
+    }
     s.parse()
+}
+
+/// `--retries N`.
+fn parse_retries(s: &str) -> Result<u32, String> {
+    count(s, 0, MAX_RETRIES, "more tries for an inconclusive cell")
+}
+
+/// `--repeat N`.
+fn parse_repeat(s: &str) -> Result<u32, String> {
+    count(s, 1, crate::repeat::MAX_REPEAT, "runs of the selection")
+}
+
+/// A whole number from `min` to `max`; what it counts is named in the message.
+fn count(s: &str, min: u32, max: u32, what: &str) -> Result<u32, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n < i128::from(min) => Err(format!(
+            "{n} is too small: it must be at least {min} ({what}; at most {max})"
+        )),
+        Ok(n) if n > i128::from(max) => Err(format!(
+            "{n} is too large: it must be at most {max} ({what}; at least {min})"
+        )),
+        Ok(n) => u32::try_from(n).map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "\"{s}\" is not a whole number; expected {min} to {max} ({what})"
+        )),
+    }
 }
 
 /// `--from-registry NAME=REPOSITORY`; the reference itself is checked

@@ -163,6 +163,19 @@ fn matrix_checksum(path: &Path) -> Result<String, Error> {
 /// by, and the history the share's schedule starts longest first by.
 fn durations(cli: &Cli, env: &Environment) -> Result<Option<History>, Error> {
     let Some(file) = &cli.global.durations else {
+        if let Some(p) = cli
+            .global
+            .partition
+            .filter(|p| p.strategy == crate::partition::Strategy::Duration)
+        {
+            return Err(Error::BadFlag {
+                flag: "--partition",
+                message: format!(
+                    "{p} balances the shares by the cell times of an earlier run, but no --durations REPORT.json gives them; add --durations (a report.json of the same cells), or split by hash:{}/{}",
+                    p.index, p.count
+                ),
+            });
+        }
         return Ok(None);
     };
     match cli.global.partition {
@@ -323,6 +336,10 @@ fn request(
             writeln!(err, "{}", partition_line(p, names.len()))?;
         }
     }
+    check_bindirs(&cli.global.pg_bindirs)?;
+    if cli.global.database_url.is_some() {
+        crate::servers::one_server(&crate::servers::keys(&plan))?;
+    }
     let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)])?;
     let reports_root = cli
         .global
@@ -344,7 +361,7 @@ fn request(
         quiet: cli.global.quiet,
         json: cli.global.json,
         format: cli.global.format,
-        command_line: command_line(),
+        command_line: plan::command_line(),
         selftest,
         pinned: None,
         stress: cli.global.stress,
@@ -449,6 +466,7 @@ fn merge_command(
             ),
         });
     }
+    check_merge_out(&dir)?;
     let run_id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -477,6 +495,44 @@ fn merge_command(
         )?;
     }
     Ok(merged.outcome())
+}
+
+/// The merged run's folder must be new or empty: evidence already there
+/// (another run's report, plan or logs) is never overwritten.
+fn check_merge_out(dir: &Path) -> Result<(), Error> {
+    let refuse = |why: String| Error::BadFlag {
+        flag: "--out",
+        message: format!("{} {why}; name a new folder", dir.display()),
+    };
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.is_dir() {
+        return Err(refuse("is a file, not a folder".into()));
+    }
+    let held: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| refuse(format!("cannot be read ({e})")))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let run = [
+        report::REPORT_JSON,
+        crate::planfile::PLAN_JSON,
+        report::REPORT_MD,
+        report::EVENTS_JSONL,
+    ];
+    let what = if held.iter().any(|f| run.contains(&f.as_str())) {
+        "already holds a run"
+    } else {
+        "is not empty"
+    };
+    Err(refuse(format!(
+        "{what} ({}), which merge will not overwrite",
+        held.join(", ")
+    )))
 }
 
 /// `rehearse replay FILE [--cell NAME]...`, quoted for a shell.
@@ -681,23 +737,15 @@ fn artifacts_command(
     }
 }
 
-/// The command line as typed (words a shell would split are quoted),
-/// secrets redacted.
-fn command_line() -> String {
-    std::env::args()
-        .map(|a| crate::plan::shell_quote(&awa_runtime::redact::redact(&a)))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// The folder run folders go into must be a folder, or be creatable:
-/// checked here, so a typo costs no build (the folder is made after them).
+/// The folder run folders go into must be a folder we can write: made
+/// (when missing) and written to here, so a typo, a read-only folder or a
+/// name too long costs no build.
 fn check_reports_root(root: &Path) -> Result<(), Error> {
     let Some(existing) = root.ancestors().find(|a| a.exists()) else {
-        return Ok(());
+        return writable(root);
     };
     if existing.is_dir() {
-        return Ok(());
+        return writable(root);
     }
     Err(Error::BadFlag {
         flag: "--reports-dir",
@@ -711,6 +759,53 @@ fn check_reports_root(root: &Path) -> Result<(), Error> {
             }
         ),
     })
+}
+
+/// Every folder `--pg-bindir` (or its variables) lists must be a folder:
+/// a typo in one of several is not silently skipped.
+fn check_bindirs(dirs: &[(&'static str, PathBuf)]) -> Result<(), Error> {
+    match dirs.iter().find(|(_, dir)| !dir.is_dir()) {
+        None => Ok(()),
+        Some((var, dir)) => Err(Error::BadFlag {
+            flag: "--pg-bindir",
+            message: format!(
+                "{} (listed in --pg-bindir or ${var}) is not a folder{}; fix or drop it from the ':'-separated list",
+                dir.display(),
+                if dir.exists() {
+                    ""
+                } else {
+                    " (it does not exist)"
+                }
+            ),
+        }),
+    }
+}
+
+/// `root` made when missing, and a file written in it; both undone, so a
+/// run refused later leaves no folder behind (the run makes it again).
+fn writable(root: &Path) -> Result<(), Error> {
+    let made: Vec<&Path> = root.ancestors().take_while(|a| !a.exists()).collect();
+    let result = try_write(root);
+    for dir in made {
+        let _ = std::fs::remove_dir(dir);
+    }
+    result
+}
+
+/// [`writable`]'s check, leaving what it made.
+fn try_write(root: &Path) -> Result<(), Error> {
+    let refused = |what: &str, e: std::io::Error| Error::BadFlag {
+        flag: "--reports-dir",
+        message: format!(
+            "{} cannot {what} ({e}); name a folder this user can write (REHEARSE_REPORTS_DIR or --reports-dir)",
+            root.display()
+        ),
+    };
+    std::fs::create_dir_all(root).map_err(|e| refused("be made", e))?;
+    let probe = root.join(format!(".rehearse-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| refused("be written to", e))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 fn check_database_url(url: &str) -> Result<(), Error> {

@@ -425,10 +425,7 @@ fn joined_run(partials: &[Partial], run_id: &str, cells: &[CellReport]) -> RunIn
         Some(at) => run.header.replay[..at].to_owned(),
         None => run.header.replay,
     };
-    run.header.command_line = std::env::args()
-        .map(|a| crate::plan::shell_quote(&awa_runtime::redact::redact(&a)))
-        .collect::<Vec<_>>()
-        .join(" ");
+    run.header.command_line = crate::plan::command_line();
     run.header.partition = None;
     let mut from: Vec<(u32, String)> = partials
         .iter()

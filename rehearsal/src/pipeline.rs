@@ -177,6 +177,19 @@ pub fn run_report(
     let docker = chosen.engine.is_some();
     artifacts::check(&args.repo, &wanted_here(&args.plan, docker))?;
     let servers = locate_servers(&args, err)?;
+    if docker {
+        // Before any build: the registries the run pulls from answer.
+        let quiet = args.quiet;
+        let mut progress = |line: String| {
+            if !quiet {
+                let _ = writeln!(err, "{line}");
+            }
+        };
+        one_shot_runtime()?.block_on(crate::image::resolve::check_registries(
+            &wanted(&args.plan),
+            &mut progress,
+        ))?;
+    }
     let mut resolution = resolve(&args, docker, err)?;
     if let Some((file, pinned)) = &args.pinned
         && !docker
@@ -417,13 +430,13 @@ fn wanted_here(plan: &Plan, docker: bool) -> BTreeMap<String, Artifact> {
 fn locate_servers(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Error> {
     let keys = crate::servers::keys(&args.plan);
     let specs = match &args.database_url {
-        Some(url) if keys.iter().all(Option::is_none) => {
-            crate::servers::external(url, &keys, None)?
-        }
         Some(url) => {
+            // Before any build: flags first, then the server itself (its
+            // credentials, its database, its major).
+            crate::servers::one_server(&keys)?;
             let major = one_shot_runtime()?
                 .block_on(crate::driver::database::server_major(url))
-                .map_err(|e| Error::Postgres(format!("{e}; check --database-url")))?;
+                .map_err(database_refused)?;
             crate::servers::external(url, &keys, Some(major))?
         }
         None => {
@@ -447,6 +460,23 @@ fn locate_servers(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Erro
         }
     }
     Ok(specs)
+}
+
+/// A `--database-url` the server refused: its credentials or its database
+/// (SQLSTATE class 28, or 3D000) are bad input, anything else (no answer,
+/// a server that went away) is the infrastructure.
+fn database_refused(message: String) -> Error {
+    const BAD_INPUT: [&str; 2] = ["(SQLSTATE 28", "(SQLSTATE 3D000)"];
+    if BAD_INPUT.iter().any(|code| message.contains(code)) {
+        Error::BadFlag {
+            flag: "--database-url",
+            message: format!(
+                "{message}; check the user, password and database of --database-url (or REHEARSE_DATABASE_URL)"
+            ),
+        }
+    } else {
+        Error::Postgres(format!("{message}; check --database-url"))
+    }
 }
 
 /// Artifacts: every source checked, then each binary built once; with an
@@ -572,4 +602,30 @@ fn write_report(
     }
     writeln!(err, "report: {}", dir.display())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_refusing_the_credentials_or_database_is_bad_input_else_infrastructure() {
+        let code = |m: &str| crate::exit::for_error(&database_refused(m.to_owned()));
+        assert_eq!(
+            code("password authentication failed for user \"u\" (SQLSTATE 28P01)"),
+            crate::exit::BAD_INPUT
+        );
+        assert_eq!(
+            code("database \"nope\" does not exist (SQLSTATE 3D000)"),
+            crate::exit::BAD_INPUT
+        );
+        assert_eq!(
+            code("could not connect to postgres://u:***@h:1/db: Connection refused (os error 111)"),
+            crate::exit::INCONCLUSIVE
+        );
+        assert_eq!(
+            code("the database system is starting up (SQLSTATE 57P03)"),
+            crate::exit::INCONCLUSIVE
+        );
+    }
 }

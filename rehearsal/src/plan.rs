@@ -526,6 +526,16 @@ pub fn replay_command(selection: &Selection, seed: u64, matrix_file: Option<&Pat
     words.join(" ")
 }
 
+/// This process's command line as typed, each word quoted for a shell
+/// (a word that is not UTF-8 shown with U+FFFD, never a panic), secrets
+/// redacted: what a report records of how it was made.
+pub(crate) fn command_line() -> String {
+    std::env::args_os()
+        .map(|a| shell_quote(&awa_runtime::redact::redact(&a.to_string_lossy())))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Quotes a word for a POSIX shell when it needs it: the one quoting of
 /// the workspace (replay commands, the command line in report.json).
 pub(crate) fn shell_quote(word: &str) -> String {

@@ -90,6 +90,20 @@ impl Choice {
         cells: &[String],
         matrix_default: &[Major],
     ) -> Result<(Choice, Vec<String>), Error> {
+        if let Some(twice) = flag
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| flag[..i].contains(m).then_some(m))
+        {
+            return Err(Error::BadFlag {
+                flag: "--postgres",
+                message: format!(
+                    "{} names PostgreSQL {} twice, which would plan every cell twice on one server; name each major once",
+                    list(flag),
+                    twice.0
+                ),
+            });
+        }
         let mut names = Vec::new();
         let mut per_cell: BTreeMap<String, Vec<Major>> = BTreeMap::new();
         for arg in cells {
@@ -249,6 +263,26 @@ pub fn locate(search: &Search, keys: &[Option<Major>]) -> Result<Vec<Spec>, Erro
             Ok(Spec::Throwaway { major, install })
         })
         .collect()
+}
+
+/// `--database-url` is one server: refused (before connecting to it) when
+/// the cells are to run on two majors or more, naming both flags.
+pub fn one_server(keys: &[Option<Major>]) -> Result<(), Error> {
+    let mut asked: Vec<Major> = keys.iter().flatten().copied().collect();
+    asked.sort_unstable_by_key(|m| m.0);
+    asked.dedup();
+    if asked.len() < 2 {
+        return Ok(());
+    }
+    Err(Error::BadFlag {
+        flag: "--database-url",
+        message: format!(
+            "the cells are to run on PostgreSQL {} (--postgres or [postgres] servers), but --database-url \
+             (or REHEARSE_DATABASE_URL) gives one server; drop --database-url to run each major on a \
+             throwaway cluster, or ask for the server's own major only",
+            list(&asked)
+        ),
+    })
 }
 
 /// `--database-url` for the keys of [`keys`]: the one server takes every
@@ -425,5 +459,26 @@ mod tests {
             );
             assert_eq!(crate::exit::for_error(&err), crate::exit::BAD_INPUT);
         }
+    }
+
+    #[test]
+    fn one_database_server_refuses_two_majors_before_connecting() {
+        let keys = |list: &[u32]| list.iter().map(|&m| Some(Major(m))).collect::<Vec<_>>();
+        assert!(one_server(&[None, None]).is_ok());
+        assert!(
+            one_server(&keys(&[18, 18])).is_ok(),
+            "one major, twice the cells"
+        );
+        let err = one_server(&keys(&[15, 18])).unwrap_err();
+        assert!(err.to_string().contains("PostgreSQL 15,18"), "{err}");
+        assert!(err.to_string().contains("--database-url"), "{err}");
+        assert_eq!(crate::exit::for_error(&err), crate::exit::BAD_INPUT);
+    }
+
+    #[test]
+    fn a_major_listed_twice_is_refused() {
+        let err = Choice::new(&majors(&[15, 18, 15]), &[], &[]).unwrap_err();
+        assert!(err.to_string().contains("PostgreSQL 15 twice"), "{err}");
+        assert!(Choice::new(&majors(&[15, 18]), &[], &[]).is_ok());
     }
 }

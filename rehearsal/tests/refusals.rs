@@ -458,6 +458,24 @@ fn cases() -> Vec<Case> {
             Where::Names("--format"),
         ),
         with_env(
+            "backend variable, named as the variable",
+            &[("REHEARSE_BACKEND", "bogus")],
+            smoke,
+            Where::Names("environment variable REHEARSE_BACKEND"),
+        ),
+        with_env(
+            "stress variable out of range, named as the variable",
+            &[("REHEARSE_STRESS", "cpu=0")],
+            smoke,
+            Where::Names("environment variable REHEARSE_STRESS"),
+        ),
+        with_env(
+            "database URL variable, named as the variable",
+            &[("REHEARSE_DATABASE_URL", "postgres://u:hunter22@/db")],
+            smoke,
+            Where::Names("environment variable REHEARSE_DATABASE_URL"),
+        ),
+        with_env(
             "matrix file variable naming no file",
             &[("REHEARSE_MATRIX_FILE", "elsewhere/matrix.toml")],
             &["plan", "--matrix", "smoke"],
@@ -744,6 +762,98 @@ fn more_flags(
             Where::Names("matrix.toml"),
         ),
         plain(
+            "a negative number of jobs",
+            shipped(),
+            &["--matrix", "smoke", "--jobs", "-1"],
+            Where::Names("must be at least 1"),
+        ),
+        plain(
+            "a negative number of retries",
+            shipped(),
+            &["--matrix", "smoke", "--retries", "-2"],
+            Where::Names("must be at least 0"),
+        ),
+        plain(
+            "repeat zero times",
+            shipped(),
+            &["--matrix", "smoke", "--repeat", "0"],
+            Where::Names("must be at least 1"),
+        ),
+        plain(
+            "a misspelt subcommand",
+            shipped(),
+            &["pln", "--matrix", "smoke"],
+            Where::Names("did you mean \"plan\""),
+        ),
+        plain(
+            "one major listed twice",
+            shipped(),
+            &["--matrix", "smoke", "--postgres", "15,15"],
+            Where::Names("twice"),
+        ),
+        plain(
+            "a missing folder among the bin folders",
+            shipped(),
+            &["--matrix", "smoke", "--pg-bindir", "traps:no-such-bindir"],
+            Where::Names("no-such-bindir"),
+        ),
+        plain(
+            "a duration partition with no durations",
+            shipped(),
+            &["--matrix", "smoke", "--partition", "duration:1/2"],
+            Where::Names("--durations"),
+        ),
+        plain(
+            "a '#' in a database password",
+            shipped(),
+            &[
+                "--matrix",
+                "smoke",
+                "--database-url",
+                "postgres://u:hunter22#x@127.0.0.1:5432/db",
+            ],
+            Where::Names("%23"),
+        ),
+        plain(
+            "a misspelt database URL parameter",
+            shipped(),
+            &[
+                "--matrix",
+                "smoke",
+                "--database-url",
+                "postgres://u:hunter22@127.0.0.1:5432/db?sslmod=require",
+            ],
+            Where::Names("did you mean \"sslmode\""),
+        ),
+        plain(
+            "two majors on one database server",
+            shipped(),
+            &[
+                "--matrix",
+                "smoke",
+                "--backend",
+                "process",
+                "--postgres",
+                "15,18",
+                "--database-url",
+                "postgres://u:hunter22@127.0.0.1:1/db",
+            ],
+            Where::Names("--database-url"),
+        ),
+        plain(
+            "a reports folder that cannot be made",
+            shipped(),
+            &[
+                "--matrix",
+                "smoke",
+                "--backend",
+                "process",
+                "--reports-dir",
+                "/proc/no-such-folder",
+            ],
+            Where::Names("/proc/no-such-folder"),
+        ),
+        plain(
             "selftest given a cell",
             shipped(),
             &["selftest", "--cell", "fence"],
@@ -810,6 +920,7 @@ impl Tree {
             .env_remove("REHEARSE_BACKEND")
             .env_remove("REHEARSE_DATABASE_URL")
             .env_remove("REHEARSE_FORMAT")
+            .env_remove("REHEARSE_STRESS")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
@@ -960,4 +1071,124 @@ fn a_copied_tree_without_its_manifest_is_refused_not_replaced() {
             "{args:?} started something"
         );
     }
+}
+
+#[test]
+fn a_variable_is_read_only_by_the_commands_that_use_it() {
+    let tree = Tree::new(9_001);
+    std::fs::write(tree.root.join("matrix.toml"), SHIPPED).unwrap();
+    // `plan` reads REHEARSE_BACKEND (images are checked against it); `list` none of them.
+    let list: &[&str] = &["list"];
+    let plan: &[&str] = &["plan", "--matrix", "smoke", "--seed", "1"];
+    for (var, value, commands) in [
+        ("REHEARSE_DATABASE_URL", "garbage", vec![list, plan]),
+        ("REHEARSE_BACKEND", "bogus", vec![list]),
+        ("REHEARSE_STRESS", "cpu=0", vec![list, plan]),
+        ("REHEARSE_FORMAT", "yaml", vec![list, plan]),
+    ] {
+        for args in commands {
+            let out = tree.rehearse_with(args, &[(var, value)]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{var}={value} rehearse {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Every flag and variable that takes a path, given a name that is not
+/// UTF-8: refused or carried on with, never a panic.
+#[test]
+fn no_path_flag_or_variable_panics_on_a_name_that_is_not_utf8() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let tree = Tree::new(9_002);
+    std::fs::write(tree.root.join("matrix.toml"), SHIPPED).unwrap();
+    let bad = || OsString::from_vec(b"not-utf8-\xff".to_vec());
+    let within = |subdir: &str| {
+        let mut p = OsString::from(subdir);
+        p.push(bad());
+        p
+    };
+    let run = |extra: Vec<OsString>| -> Vec<OsString> {
+        let mut args: Vec<OsString> = ["--matrix", "smoke", "--seed", "1", "--backend", "process"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.extend(extra);
+        args
+    };
+    let flags: Vec<(&str, Vec<OsString>)> = vec![
+        (
+            "--reports-dir",
+            run(vec!["--reports-dir".into(), within("reports-")]),
+        ),
+        (
+            "--matrix-file",
+            vec!["--matrix-file".into(), bad(), "list".into()],
+        ),
+        ("--pg-bindir", run(vec!["--pg-bindir".into(), bad()])),
+        (
+            "--durations",
+            run(vec![
+                "--partition".into(),
+                "duration:1/2".into(),
+                "--durations".into(),
+                bad(),
+            ]),
+        ),
+        ("merge DIR", vec!["merge".into(), bad()]),
+        (
+            "merge --out",
+            vec!["merge".into(), "reports".into(), "--out".into(), bad()],
+        ),
+        ("replay PLAN", vec!["replay".into(), bad()]),
+        ("report DIR", vec!["report".into(), bad()]),
+        (
+            "doctor --pg-bindir",
+            vec!["doctor".into(), "--pg-bindir".into(), bad()],
+        ),
+    ];
+    let vars = [
+        "REHEARSE_REPORTS_DIR",
+        "REHEARSE_MATRIX_FILE",
+        "REHEARSE_PG_BINDIR",
+        "AWA_PG_BINDIR",
+    ];
+    let mut problems = Vec::new();
+    let mut look = |what: String, out: Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(101) || stderr.contains("panicked") {
+            problems.push(format!("{what}: {}", stderr.trim()));
+        }
+    };
+    for (name, args) in flags {
+        let out = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+            .args(&args)
+            .current_dir(&tree.root)
+            .env("PATH", format!("{}:/usr/bin:/bin", tree.traps.display()))
+            .env("CARGO", tree.traps.join("cargo"))
+            .env("AWA_PG_BINDIR", &tree.traps)
+            .env("CARGO_TARGET_DIR", tree.root.join("target"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("rehearse runs");
+        look(name.to_owned(), out);
+    }
+    for var in vars {
+        let out = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+            .args(["--matrix", "smoke", "--seed", "1", "--backend", "process"])
+            .current_dir(&tree.root)
+            .env("PATH", format!("{}:/usr/bin:/bin", tree.traps.display()))
+            .env("CARGO", tree.traps.join("cargo"))
+            .env("CARGO_TARGET_DIR", tree.root.join("target"))
+            .env(var, within(""))
+            .stdin(Stdio::null())
+            .output()
+            .expect("rehearse runs");
+        look(format!("${var}"), out);
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -89,6 +89,30 @@ const SSLMODES: [&str; 6] = [
     "verify-full",
 ];
 
+/// The query parameters of a `--database-url` the PostgreSQL client
+/// (tokio-postgres's connection string) accepts.
+const URL_PARAMETERS: [&str; 19] = [
+    "user",
+    "password",
+    "dbname",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslnegotiation",
+    "host",
+    "hostaddr",
+    "port",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
+
 /// Checks a `--database-url` before anything starts: a `postgres://` or
 /// `postgresql://` URL with one host (each cell's database is put in its
 /// path). The message is redacted.
@@ -97,11 +121,27 @@ pub fn check_url(url: &str) -> Result<(), String> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(bad("is not a PostgreSQL URL".into()));
     }
-    let parsed = url::Url::parse(url).map_err(|e| bad(format!("is not a valid URL ({e})")))?;
+    if url.contains('#') {
+        return Err(bad(
+            "has a '#', which ends a URL there (the rest is dropped); write a '#' in the password as %23".into(),
+        ));
+    }
+    let parsed = url::Url::parse(url).map_err(|e| {
+        bad(format!(
+            "is not a valid URL ({e}; a user or password holding '@', ':', '/' or '?' must have it percent-encoded, e.g. '@' as %40)"
+        ))
+    })?;
     if parsed.host_str().is_none_or(str::is_empty) {
         return Err(bad("names no host".into()));
     }
     for (key, value) in parsed.query_pairs() {
+        if !URL_PARAMETERS.contains(&key.as_ref()) {
+            return Err(bad(format!(
+                "has the parameter \"{key}\", which the PostgreSQL client does not know{}; it knows {}",
+                crate::matrix::did_you_mean(&key, URL_PARAMETERS),
+                URL_PARAMETERS.join(", ")
+            )));
+        }
         if key == "sslmode" && !SSLMODES.contains(&value.as_ref()) {
             return Err(bad(format!(
                 "has sslmode={value}, which PostgreSQL does not know (one of {})",
@@ -331,7 +371,11 @@ mod tests {
             ("postgres:///db", "names no host"),
             (
                 "postgres://h/db?sslmod=require",
-                "not accepted by the PostgreSQL client",
+                "has the parameter \"sslmod\", which the PostgreSQL client does not know (did you mean \"sslmode\"?)",
+            ),
+            (
+                "postgres://u:p#ss@h/db",
+                "write a '#' in the password as %23",
             ),
             (
                 "postgres://h/db?connect_timeout=soon",

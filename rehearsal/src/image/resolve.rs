@@ -129,12 +129,72 @@ pub async fn from_registry(
     source: &ImageSource,
     progress: &mut dyn FnMut(String),
 ) -> Result<(ImageInfo, String), ImageError> {
+    let Some(found) = locate(name, source, progress).await? else {
+        return local_image(engine, name, source).await;
+    };
+    let info = pull::by_digest(
+        engine,
+        name,
+        &found.wanted,
+        &found.digest,
+        found.credentials.as_ref(),
+        progress,
+    )
+    .await?;
+    Ok((
+        info,
+        format!(
+            "image {} ({}), digest {}",
+            found.wanted, found.how, found.digest
+        ),
+    ))
+}
+
+/// Asks the registry of every image artifact in `wanted` for what it
+/// serves (tags, the digest to pull), pulling nothing: run before any
+/// build, so an unreachable registry, a wrong repository or a line with
+/// no release costs no build.
+pub async fn check_registries(
+    wanted: &BTreeMap<String, Artifact>,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), ImageError> {
+    for (name, artifact) in wanted {
+        if let ArtifactSource::Image(source) = &artifact.source
+            && let Some(found) = locate(name, source, progress).await?
+        {
+            progress(format!(
+                "artifact {name}: {} ({}) answers with digest {}",
+                found.wanted, found.how, found.digest
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a registry serves for an image source.
+struct Located {
+    /// The reference, with the tag the lookup chose.
+    wanted: Reference,
+    /// The digest to pull.
+    digest: String,
+    /// How it was found (by line, tag or digest).
+    how: &'static str,
+    credentials: Option<credentials::Credentials>,
+}
+
+/// The digest an image source names, from its registry; `None` for a
+/// reference with no registry (a local image).
+async fn locate(
+    name: &str,
+    source: &ImageSource,
+    progress: &mut dyn FnMut(String),
+) -> Result<Option<Located>, ImageError> {
     let reference = Reference::parse(&source.reference).map_err(|why| ImageError::Selection {
         artifact: name.to_owned(),
         message: why,
     })?;
     let Some(host) = reference.registry.clone() else {
-        return local_image(engine, name, source).await;
+        return Ok(None);
     };
     let creds = credentials::lookup(&host);
     let lookup = Lookup {
@@ -159,8 +219,12 @@ pub async fn from_registry(
     };
     let mut wanted = reference.clone();
     wanted.tag = tag;
-    let info = pull::by_digest(engine, name, &wanted, &digest, creds.as_ref(), progress).await?;
-    Ok((info, format!("image {wanted} ({how}), digest {digest}")))
+    Ok(Some(Located {
+        wanted,
+        digest,
+        how,
+        credentials: creds,
+    }))
 }
 
 /// A reference with no registry: the engine must already have it.
