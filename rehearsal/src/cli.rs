@@ -82,6 +82,11 @@ enum Cmd {
     /// by name / seeded, clean cells passed / run. Exit 0 only when every
     /// defect is caught by name and every clean cell passes.
     Selftest(SelftestArgs),
+    /// Mutation testing of the matrix: generate small bugs in awa-runtime's
+    /// Rust and SQL (by default only in what changed since the previous
+    /// release), build each as the current artifact and run the clean cells
+    /// against it; the score is killed / (killed + survived).
+    Mutate(MutateArgs),
     /// What this machine has for a rehearsal (PostgreSQL majors, Docker,
     /// a registry, release archives, cached builds) and what to install;
     /// exit 0 when the default matrix can run here.
@@ -388,6 +393,33 @@ struct DoctorArgs {
     bindirs: BinDirArgs,
 }
 
+/// `rehearse mutate`.
+#[derive(Debug, Args)]
+struct MutateArgs {
+    /// Print the mutants (id, file:line, operator, unit, one-line diff) without running any.
+    #[arg(long)]
+    list: bool,
+
+    /// Mutate only the functions and statements changed or added since the
+    /// previous release (the `previous` artifact's archive) [default].
+    #[arg(long, conflicts_with = "all")]
+    in_diff: bool,
+
+    /// Mutate every function and statement of awa-runtime (failpoints, the audit API and tests excepted).
+    #[arg(long)]
+    all: bool,
+
+    /// Draw N of the mutants (reproducible: the same N and --seed draw the same ones).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    sample: Option<u32>,
+
+    #[command(flatten)]
+    select: SelectArgs,
+
+    #[command(flatten)]
+    exec: ExecArgs,
+}
+
 /// `rehearse selftest`: the seed and how to run, never a selection.
 #[derive(Debug, Args)]
 struct SelftestArgs {
@@ -418,6 +450,8 @@ pub enum Command {
     List,
     /// `rehearse selftest`.
     Selftest,
+    /// `rehearse mutate`.
+    Mutate(crate::mutate::Options),
     /// `rehearse doctor`.
     Doctor {
         /// `--registry` or `$REHEARSE_REGISTRY`.
@@ -714,6 +748,15 @@ impl Line {
                 g.seed = s.seed.seed;
                 g.take_exec(s.exec);
                 Some(Command::Selftest)
+            }
+            Some(Cmd::Mutate(m)) => {
+                g.take_select(m.select);
+                g.take_exec(m.exec);
+                Some(Command::Mutate(crate::mutate::Options {
+                    list: m.list,
+                    all: m.all,
+                    sample: m.sample.map(|n| n as usize),
+                }))
             }
             Some(Cmd::Doctor(d)) => {
                 g.postgres = d.postgres;

@@ -62,12 +62,35 @@ pub fn execute(
         Some(Command::Plan) => plan_command(cli, env, out),
         Some(Command::Artifacts { action }) => artifacts_command(env, action, out, err),
         Some(Command::Selftest) => selftest(cli, env, out, err),
+        Some(Command::Mutate(options)) => mutate_command(cli, env, options, out),
         Some(Command::Doctor { registry }) => doctor(cli, env, registry.as_deref(), out),
         Some(Command::Run) | None => match cli.global.repeat {
             Some(n) => repeat(cli, env, n, out, err),
             None => run(cli, env, out, err),
         },
     }
+}
+
+/// `rehearse mutate`: the mutants of awa-runtime in scope (the release's
+/// diff unless `--all`), sampled by `--sample N --seed S`; `--list` prints them.
+fn mutate_command(
+    cli: &Cli,
+    env: &Environment,
+    options: &crate::mutate::Options,
+    out: &mut dyn Write,
+) -> Result<RunOutcome, Error> {
+    let (path, matrix) = load(cli, env)?;
+    let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, &path)])?;
+    let generated = crate::mutate::generate_for(&repo, &matrix, options, cli.global.seed)?;
+    if options.list {
+        out.write_all(
+            crate::mutate::render_list(&generated.mutants, &generated.current).as_bytes(),
+        )?;
+        return Ok(RunOutcome::AllMet);
+    }
+    Err(Error::NotImplemented {
+        what: "running the mutants (rehearse mutate without --list)",
+    })
 }
 
 fn selection(cli: &Cli) -> Selection {

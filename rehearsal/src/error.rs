@@ -59,6 +59,9 @@ pub enum Error {
     /// artifacts changed since it ran (bad input, nothing started).
     #[error(transparent)]
     PlanFile(Box<crate::planfile::PlanFileError>),
+    /// `rehearse mutate` could not generate its mutants.
+    #[error(transparent)]
+    Mutate(#[from] crate::mutate::MutateError),
     /// The harness failed outside any cell (the async runtime, the report folder).
     #[error("{0}")]
     Harness(String),

@@ -56,6 +56,8 @@ pub fn for_error(error: &Error) -> u8 {
         Error::Postgres(_) => INCONCLUSIVE,
         Error::MissingServer(_) => BAD_INPUT,
         Error::PlanFile(_) => BAD_INPUT,
+        Error::Mutate(e) if e.is_bad_input() => BAD_INPUT,
+        Error::Mutate(_) => INCONCLUSIVE,
         Error::Harness(_) => INCONCLUSIVE,
         Error::NotImplemented { .. } => INCONCLUSIVE,
     }

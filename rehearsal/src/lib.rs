@@ -67,6 +67,7 @@ pub mod image;
 pub mod matrix;
 pub mod merge;
 pub mod monitor;
+pub mod mutate;
 pub mod observe;
 pub mod partition;
 pub mod pg;

@@ -1,0 +1,270 @@
+//! Which code is mutated: the trees compared, the units compared, and
+//! what is never touched.
+//!
+//! A unit is a function (Rust) or a statement (a SQL constant, a
+//! `macro_rules!` of SQL, a statement of a `.sql` file). `--in-diff`
+//! keeps the units of the current tree that the previous release's
+//! archive has not with the same fingerprint (tokens, without layout or
+//! comments): a changed unit, or a new one. A unit moved between files
+//! unchanged is not in the diff.
+//!
+//! Never mutated: the failpoints (`src/failpoint.rs`, and at their call
+//! sites the condition and the branch an armed failpoint takes), the
+//! audit API the rehearsal reads to judge (`src/store/audit.rs`), the
+//! throwaway-PostgreSQL and release-building helpers (`src/pgtemp*`,
+//! `src/release.rs`), tests, benches and `#[cfg(test)]` code.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::Path;
+
+use super::{Mutant, sql};
+
+/// A source tree of awa-runtime: its `src/` and `migrations/` files by
+/// path relative to the crate's root.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tree {
+    /// Path (`src/store/claim.rs`) to text.
+    pub files: BTreeMap<String, String>,
+}
+
+/// Why a tree could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// A file or directory could not be read.
+    #[error("could not read {path}: {source}")]
+    Io {
+        /// What was being read.
+        path: String,
+        /// Why not.
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TreeError + '_ {
+    move |source| TreeError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Whether a path of the crate holds mutable sources at all.
+fn wanted(path: &str) -> bool {
+    (path.starts_with("src/") && path.ends_with(".rs"))
+        || (path.starts_with("migrations/") && path.ends_with(".sql"))
+}
+
+impl Tree {
+    /// Reads the crate at `root` (the workspace's `awa-runtime/`).
+    pub fn read_dir(root: &Path) -> Result<Tree, TreeError> {
+        let mut tree = Tree::default();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+                let path = entry.map_err(io(&dir))?.path();
+                if path.is_dir() {
+                    if path.file_name().is_some_and(|n| n != "target") {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                let Ok(rel) = path.strip_prefix(root) else {
+                    continue;
+                };
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                if wanted(&rel) {
+                    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+                    tree.files.insert(rel, text);
+                }
+            }
+        }
+        Ok(tree)
+    }
+
+    /// Reads a `.crate` archive (a gzipped tar whose entries sit under
+    /// `NAME-VERSION/`).
+    pub fn read_crate(archive: &Path) -> Result<Tree, TreeError> {
+        let file = std::fs::File::open(archive).map_err(io(archive))?;
+        let mut tar =
+            tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
+        let mut tree = Tree::default();
+        for entry in tar.entries().map_err(io(archive))? {
+            let mut entry = entry.map_err(io(archive))?;
+            let path = entry
+                .path()
+                .map_err(io(archive))?
+                .to_string_lossy()
+                .replace('\\', "/");
+            let Some((_, rel)) = path.split_once('/') else {
+                continue;
+            };
+            if wanted(rel) {
+                let rel = rel.to_owned();
+                let mut text = String::new();
+                entry.read_to_string(&mut text).map_err(io(archive))?;
+                tree.files.insert(rel, text);
+            }
+        }
+        Ok(tree)
+    }
+}
+
+/// Which units are mutated.
+#[derive(Clone, Debug)]
+pub enum Scope {
+    /// Every unit of the current tree (`--all`).
+    All,
+    /// Units changed or added since the previous release.
+    InDiff(Previous),
+}
+
+/// The previous release's units: fingerprints by unit name (any file: a
+/// unit moved unchanged is not new).
+#[derive(Clone, Debug, Default)]
+pub struct Previous(BTreeMap<String, BTreeSet<String>>);
+
+impl Scope {
+    /// `--in-diff` against `previous` (the release's tree).
+    pub fn in_diff(previous: &Tree) -> Scope {
+        let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (path, text) in &previous.files {
+            let units = if path.ends_with(".rs") {
+                super::rust::units(path, text).unwrap_or_default()
+            } else {
+                sql_file_units(path, text)
+            };
+            for u in units {
+                map.entry(u.name).or_default().insert(u.fingerprint);
+            }
+        }
+        Scope::InDiff(Previous(map))
+    }
+
+    /// Whether a unit of the current tree (`name`, `fingerprint`) is in scope.
+    pub fn includes(&self, name: &str, fingerprint: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::InDiff(Previous(previous)) => !previous
+                .get(name)
+                .is_some_and(|prints| prints.contains(fingerprint)),
+        }
+    }
+}
+
+/// Files never mutated.
+pub fn excluded_file(path: &str) -> bool {
+    const FILES: &[&str] = &[
+        "src/failpoint.rs",
+        "src/store/audit.rs",
+        "src/pgtemp.rs",
+        "src/release.rs",
+        "src/events/tests.rs",
+    ];
+    FILES.contains(&path)
+        || path.starts_with("src/pgtemp/")
+        || path.starts_with("tests/")
+        || path.starts_with("benches/")
+        || path.ends_with("/tests.rs")
+}
+
+/// A unit, its fingerprint and its mutants.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// `claim::claim`, `const CLAIM`, `macro close_claim`, `v003_expand_ring_ledgers.sql#4`.
+    pub name: String,
+    /// Its tokens, without layout or comments.
+    pub fingerprint: String,
+    /// Its mutants.
+    pub mutants: Vec<Mutant>,
+}
+
+/// The statements of a `.sql` file, each a unit named by the file and the
+/// statement's first words (`migrations/v003.sql: CREATE FUNCTION awa.fence`),
+/// numbered when two read alike.
+pub fn sql_file_units(path: &str, text: &str) -> Vec<Unit> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let file = path.rsplit('/').next().unwrap_or(path);
+    sql::statements(text)
+        .into_iter()
+        .map(|range| {
+            let stmt = &text[range.clone()];
+            let head: Vec<&str> = stmt
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .flat_map(str::split_whitespace)
+                .take(4)
+                .collect();
+            let mut name = format!("{file}: {}", head.join(" "));
+            let n = seen.entry(name.clone()).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                name = format!("{name} #{n}");
+            }
+            let mutants = sql::mutate(stmt, false)
+                .into_iter()
+                .map(|e| {
+                    let r = range.start + e.range.start..range.start + e.range.end;
+                    Mutant::new(path, text, &name, e.operator, r, e.replacement)
+                })
+                .collect();
+            Unit {
+                fingerprint: sql::fingerprint(stmt, false),
+                name,
+                mutants,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frozen_release_archive_reads_as_a_tree() {
+        let archive =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../artifacts/awa-runtime-0.6.2.crate");
+        let tree = Tree::read_crate(&archive).expect("the archive reads");
+        assert!(tree.files.contains_key("src/store/claim.rs"));
+        assert!(tree.files.contains_key("migrations/v001_core.sql"));
+        assert!(!tree.files.keys().any(|p| p.starts_with("tests/")));
+    }
+
+    #[test]
+    fn excluded_files_are_the_ones_the_rehearsal_relies_on() {
+        for p in [
+            "src/failpoint.rs",
+            "src/store/audit.rs",
+            "src/pgtemp/discover.rs",
+            "src/release.rs",
+            "tests/rings.rs",
+        ] {
+            assert!(excluded_file(p), "{p}");
+        }
+        for p in [
+            "src/store/claim.rs",
+            "migrations/v003_expand_ring_ledgers.sql",
+            "src/worker.rs",
+        ] {
+            assert!(!excluded_file(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn sql_file_statements_are_units_of_their_own() {
+        let old = "CREATE TABLE a (x int);\nCREATE INDEX i ON a (x) WHERE x > 0 AND x < 9;\n";
+        let new = "CREATE TABLE a (x int);\nCREATE INDEX i ON a (x) WHERE x > 1 AND x < 9;\n";
+        let previous = Tree {
+            files: [("migrations/v1.sql".to_owned(), old.to_owned())].into(),
+        };
+        let scope = Scope::in_diff(&previous);
+        let units = sql_file_units("migrations/v1.sql", new);
+        assert_eq!(units.len(), 2);
+        let kept: Vec<&str> = units
+            .iter()
+            .filter(|u| scope.includes(&u.name, &u.fingerprint))
+            .map(|u| u.name.as_str())
+            .collect();
+        assert_eq!(kept, vec!["v1.sql: CREATE INDEX i ON"]);
+    }
+}
