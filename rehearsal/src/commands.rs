@@ -854,6 +854,23 @@ fn report_command(
         flag: "DIR",
         message: awa_runtime::error::chain(&e),
     })?;
+    // The plan.json beside it (every run writes one) must be the same run's.
+    let plan_path = dir.join(crate::planfile::PLAN_JSON);
+    if plan_path.exists() {
+        let plan = crate::planfile::PlanFile::read(&plan_path)?;
+        let problems = crate::evidence::against_plan(&run, &plan);
+        if !problems.is_empty() {
+            return Err(Error::BadFlag {
+                flag: "DIR",
+                message: format!(
+                    "{} does not agree with {} beside it, so it is not rendered as this run's verdict: {}",
+                    dir.join(report::REPORT_JSON).display(),
+                    plan_path.display(),
+                    problems.join("; ")
+                ),
+            });
+        }
+    }
     report::render_all(&dir, &run).map_err(|e| Error::Output(std::io::Error::other(e)))?;
     let color = report::terminal::use_color();
     out.write_all(report::terminal::summary_table(&run, color).as_bytes())?;

@@ -61,6 +61,7 @@ pub mod commands;
 pub mod doctor;
 pub mod driver;
 mod error;
+pub mod evidence;
 pub mod exit;
 pub mod fleet;
 pub mod image;

@@ -273,28 +273,13 @@ fn plans(partials: &[Partial]) -> Result<Vec<&PlanFile>, MergeError> {
                 name(p)
             )));
         };
-        let planned: Vec<&str> = plan.plan.cells.iter().map(|c| c.name.as_str()).collect();
-        let ran: Vec<&str> = p.report.cells.iter().map(|c| c.name.as_str()).collect();
-        if planned != ran {
+        let problems = crate::evidence::against_plan(&p.report, plan);
+        if !problems.is_empty() {
             return Err(MergeError(format!(
-                "{}: {PLAN_JSON} plans cells {} but report.json has {}: the files are of different runs; merge the folders as the shares wrote them",
+                "{}: report.json and {PLAN_JSON} are not of one run ({}); merge the folders as the shares wrote them",
                 name(p),
-                planned.join(", "),
-                ran.join(", ")
+                problems.join("; ")
             )));
-        }
-        for a in &plan.artifacts {
-            if let Some(ran) = p.report.artifacts.iter().find(|r| r.name == a.name)
-                && ran.digest != a.digest
-            {
-                return Err(MergeError(format!(
-                    "{}: {PLAN_JSON} pins artifact {} at sha256 {} but report.json ran sha256 {}: the files are of different runs; merge the folders as the shares wrote them",
-                    name(p),
-                    a.name,
-                    a.digest,
-                    ran.digest
-                )));
-            }
         }
         plans.push(plan);
     }

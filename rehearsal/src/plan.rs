@@ -212,6 +212,25 @@ pub struct DatabaseSetup {
 /// suspensions are resolved.
 pub type PlannedStep = Step<PlannedKill, PlannedSuspend>;
 
+/// The artifacts `step` names (its own, `of`, `by`): each must be one
+/// the cell declares, which `plan.json`'s checks hold a replay to.
+pub fn artifacts_named(step: &PlannedStep) -> Vec<&str> {
+    match step {
+        Step::Fleet(s) => vec![s.artifact.as_str()],
+        Step::Migrate(s) => vec![s.artifact.as_str()],
+        Step::Roll(s) => vec![s.artifact.as_str()],
+        Step::Rollback(s) => vec![s.artifact.as_str()],
+        Step::Fence(s) => vec![s.artifact.as_str()],
+        Step::Flip(s) => vec![s.by.as_str()],
+        Step::Kill(s) => s.of.as_deref().into_iter().collect(),
+        Step::Suspend(s) => s.of.as_deref().into_iter().collect(),
+        Step::Resume(s) => s.of.as_deref().into_iter().collect(),
+        Step::Load(_) | Step::PgCrash(_) | Step::Hold(_) | Step::Drain(_) | Step::Assert(_) => {
+            Vec::new()
+        }
+    }
+}
+
 /// A suspension with its random choice made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedSuspend {

@@ -25,7 +25,12 @@ pub const PLAN_JSON: &str = "plan.json";
 /// any minor of its major). `1.0`: the plan, `plan_format`, `artifacts`.
 /// `1.1`: `schedule` (matrix.toml's `[schedule]`, the estimate `--jobs
 /// auto` packs by without a report of the cells; the default when absent).
-pub const PLAN_FORMAT: &str = "1.1";
+/// `1.2`: `digest`, the sha256 of the rest of the file ([`content_digest`]),
+/// required from 1.2 on: an edited or truncated plan is refused.
+pub const PLAN_FORMAT: &str = "1.2";
+
+/// The key of the whole file's digest in plan.json.
+const DIGEST_KEY: &str = "digest";
 
 /// What plan.json holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,11 +123,62 @@ impl PlanFile {
         }
     }
 
-    /// Pretty JSON with a final newline.
+    /// Pretty JSON with a final newline, carrying the digest of its content.
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).expect("a plan always encodes");
+        let mut value = serde_json::to_value(self).expect("a plan always encodes");
+        let digest = content_digest(&value);
+        if let Some(object) = value.as_object_mut() {
+            object.insert(DIGEST_KEY.to_owned(), digest.into());
+        }
+        let mut text = serde_json::to_string_pretty(&value).expect("a plan always encodes");
         text.push('\n');
         text
+    }
+
+    /// What is wrong with this plan on its own terms: a cell planned twice,
+    /// an artifact a cell uses with no pinned digest (or one that is not a
+    /// sha256), a step or database naming an artifact its cell does not
+    /// declare. A replay of such a plan would not rehearse what it says.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for cell in &self.plan.cells {
+            let name = &cell.name;
+            if !seen.insert(name.as_str()) {
+                problems.push(format!("cell {name} is planned twice"));
+            }
+            for artifact in cell.artifacts.keys() {
+                match self.artifacts.iter().find(|a| &a.name == artifact) {
+                    None => problems.push(format!(
+                        "cell {name} uses artifact {artifact}, which has no pinned digest"
+                    )),
+                    Some(pinned) if !is_sha256(&pinned.digest) => problems.push(format!(
+                        "artifact {artifact} is pinned to {:?}, which is not a sha256 digest",
+                        pinned.digest
+                    )),
+                    Some(_) => {}
+                }
+            }
+            let declared = |a: &str| cell.artifacts.contains_key(a);
+            if !declared(&cell.database.migrated_by) {
+                problems.push(format!(
+                    "cell {name}: its database is migrated by artifact {}, which the cell does not declare",
+                    cell.database.migrated_by
+                ));
+            }
+            for (i, step) in cell.steps.iter().enumerate() {
+                for artifact in crate::plan::artifacts_named(step) {
+                    if !declared(artifact) {
+                        problems.push(format!(
+                            "cell {name} step {} ({}) names artifact {artifact}, which the cell does not declare",
+                            i + 1,
+                            step.name()
+                        ));
+                    }
+                }
+            }
+        }
+        problems
     }
 
     /// Reads a plan.json.
@@ -142,16 +198,48 @@ impl PlanFile {
         };
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        let Some(format) = value.get("plan_format").and_then(|v| v.as_str()) else {
+        let Some(format) = value
+            .get("plan_format")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+        else {
             return Err(invalid("no plan_format".into()));
         };
+        let format = format.as_str();
         let major = |v: &str| v.split_once('.').map(|(m, _)| m.to_owned());
         if major(format).is_none() || major(format) != major(PLAN_FORMAT) {
             return Err(invalid(format!(
                 "plan_format {format}, this rehearse reads {PLAN_FORMAT}"
             )));
         }
-        serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+        let minor = format
+            .split_once('.')
+            .and_then(|(_, m)| m.parse::<u32>().ok())
+            .unwrap_or(0);
+        let mut value = value;
+        let recorded = value.as_object_mut().and_then(|o| o.remove(DIGEST_KEY));
+        match recorded {
+            Some(recorded) => {
+                let now = content_digest(&value);
+                if recorded.as_str() != Some(now.as_str()) {
+                    return Err(invalid(format!(
+                        "its content does not match its digest (recorded {recorded}, content {now}): it was edited or damaged after the run wrote it"
+                    )));
+                }
+            }
+            None if minor >= 2 => {
+                return Err(invalid(format!(
+                    "plan_format {format} carries a digest of its content, and this file has none"
+                )));
+            }
+            None => {}
+        }
+        let file: PlanFile = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        let problems = file.problems();
+        if !problems.is_empty() {
+            return Err(invalid(problems.join("; ")));
+        }
+        Ok(file)
     }
 
     /// Every pinned artifact the cells use, against what `resolution`
@@ -187,27 +275,49 @@ impl PlanFile {
     }
 }
 
+/// sha256 (hex) of a plan.json's content without its digest: the
+/// compact JSON of the value, whose object keys serde_json keeps sorted.
+fn content_digest(value: &serde_json::Value) -> String {
+    awa_runtime::release::sha256_hex(value.to_string().as_bytes())
+}
+
+/// A digest as artifacts are pinned: 64 hex digits, bare (a binary) or
+/// after `sha256:` (an image).
+fn is_sha256(digest: &str) -> bool {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One edit of a file's content.
+    type Tamper = fn(&mut PlanFile);
     use crate::artifacts::Resolved;
     use std::collections::BTreeMap;
 
+    /// `current` pinned to `digest`; `previous` (which the cells also
+    /// use) to a digest of its own.
     fn resolution(digest: &str) -> Resolution {
+        let resolved = |name: &str, version: &str, digest: &str| Resolved {
+            name: name.into(),
+            version: version.into(),
+            source: "workspace build".into(),
+            digest: digest.into(),
+            obtained: "cached".into(),
+            binary: "target/release/awa".into(),
+            failpoint: None,
+            image: None,
+        };
         Resolution {
-            artifacts: BTreeMap::from([(
-                "current".to_owned(),
-                Resolved {
-                    name: "current".into(),
-                    version: "0.7.0".into(),
-                    source: "workspace build".into(),
-                    digest: digest.into(),
-                    obtained: "cached".into(),
-                    binary: "target/release/awa".into(),
-                    failpoint: None,
-                    image: None,
-                },
-            )]),
+            artifacts: BTreeMap::from([
+                ("current".to_owned(), resolved("current", "0.7.0", digest)),
+                (
+                    "previous".to_owned(),
+                    resolved("previous", "0.6.2", &"e".repeat(64)),
+                ),
+            ]),
             git: Default::default(),
             expand_version: 3,
         }
@@ -234,6 +344,7 @@ mod tests {
         for (key, v) in plan_json.as_object().unwrap() {
             assert_eq!(&value[key], v, "{key}");
         }
+        assert_eq!(value["artifacts"][0]["name"], "current");
         assert_eq!(value["artifacts"][0]["digest"], "a".repeat(64));
         assert_eq!(value["plan_format"], PLAN_FORMAT);
     }
@@ -275,5 +386,74 @@ mod tests {
             );
             assert!(error.contains(why), "{text:?}: {error}");
         }
+    }
+
+    /// A plan.json edited by hand: the digest catches any edit; with the
+    /// digest made to match, the plan's own checks still catch each.
+    #[test]
+    fn a_tampered_plan_is_refused_naming_what_is_wrong() {
+        let plan = plan();
+        let good = PlanFile::of(&plan, &resolution(&"a".repeat(64)));
+        let path = Path::new("r/plan.json");
+        PlanFile::parse(path, &good.to_json()).unwrap();
+
+        // Any edit to the text breaks the digest.
+        let text = good.to_json();
+        let seed = |n: u64| format!("\"seed\": {n}");
+        let edited = text.replacen(&seed(plan.seed), &seed(plan.seed + 1), 1);
+        assert_ne!(edited, text, "the seed was edited");
+        let error = PlanFile::parse(path, &edited).unwrap_err().to_string();
+        assert!(error.contains("does not match its digest"), "{error}");
+        let mut value: serde_json::Value = serde_json::from_str(&good.to_json()).unwrap();
+        value.as_object_mut().unwrap().remove(DIGEST_KEY);
+        let error = PlanFile::parse(path, &value.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("has none"), "{error}");
+
+        // Re-signed tampering: the plan's own checks.
+        let cases: Vec<(&str, Tamper)> = vec![
+            ("has no pinned digest", |f| f.artifacts.clear()),
+            ("is not a sha256 digest", |f| {
+                f.artifacts[0].digest = String::new()
+            }),
+            ("is planned twice", |f| {
+                let again = f.plan.cells[0].clone();
+                f.plan.cells.push(again);
+            }),
+            (
+                "names artifact nowhere, which the cell does not declare",
+                |f| {
+                    let step = f.plan.cells[0]
+                        .steps
+                        .iter_mut()
+                        .find(|s| matches!(s, crate::matrix::Step::Fleet(_)))
+                        .expect("a fleet step");
+                    if let crate::matrix::Step::Fleet(fleet) = step {
+                        fleet.artifact = "nowhere".into();
+                    }
+                },
+            ),
+        ];
+        for (why, tamper) in cases {
+            let mut file = good.clone();
+            tamper(&mut file);
+            let error = PlanFile::parse(path, &file.to_json())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(why), "{why}: {error}");
+            assert!(
+                error.starts_with("r/plan.json is not a plan.json"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_plan_of_format_1_1_without_a_digest_is_still_read() {
+        let file = PlanFile::of(&plan(), &resolution(&"a".repeat(64)));
+        let mut value = serde_json::to_value(&file).unwrap();
+        value["plan_format"] = "1.1".into();
+        PlanFile::parse(Path::new("old/plan.json"), &value.to_string()).unwrap();
     }
 }

@@ -204,6 +204,40 @@ mix = { complete = 9, retry_once = 1 }";
         folders.push(only_report_dir(&reports));
     }
     let whole = report::read_json(&folders[0].join(REPORT_JSON)).unwrap();
+    // A copy of the whole run with its cells taken out of report.json is
+    // not rendered as a verdict; one with a digest taken out of plan.json
+    // is not replayed.
+    let gutted = scratch.path().join("gutted");
+    std::fs::create_dir_all(&gutted).unwrap();
+    for name in [REPORT_JSON, PLAN_JSON] {
+        std::fs::copy(folders[0].join(name), gutted.join(name)).unwrap();
+    }
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(gutted.join(REPORT_JSON)).unwrap()).unwrap();
+    value["cells"] = serde_json::json!([]);
+    std::fs::write(gutted.join(REPORT_JSON), value.to_string()).unwrap();
+    let output = rehearse(&["report", &gutted.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("3 of the 3 planned cells have no report"),
+        "{stderr}"
+    );
+    assert!(!gutted.join("report.md").exists(), "nothing rendered");
+    let plan_text = std::fs::read_to_string(gutted.join(PLAN_JSON)).unwrap();
+    let digest = &PlanFile::read(&folders[0].join(PLAN_JSON))
+        .unwrap()
+        .artifacts[0]
+        .digest;
+    std::fs::write(
+        gutted.join(PLAN_JSON),
+        plan_text.replacen(digest.as_str(), "", 1),
+    )
+    .unwrap();
+    let output = rehearse(&["replay", &gutted.join(PLAN_JSON).display().to_string()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not a plan.json"), "{stderr}");
     let (p1, p2) = (
         folders[1].display().to_string(),
         folders[2].display().to_string(),
@@ -214,6 +248,13 @@ mix = { complete = 9, retry_once = 1 }";
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let merged = report::read_json(&merged_dir.join(REPORT_JSON)).unwrap();
+    // Merging again into the folder that now holds a run overwrites nothing.
+    let before = std::fs::read(merged_dir.join(REPORT_JSON)).unwrap();
+    let again = rehearse(&["merge", &p1, &p2, "--out", &out]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already holds a run"), "{stderr}");
+    assert_eq!(std::fs::read(merged_dir.join(REPORT_JSON)).unwrap(), before);
     let view = |r: &report::RunReport| -> Vec<(String, rehearsal::observe::Verdict)> {
         r.cells
             .iter()
@@ -356,17 +397,13 @@ mix = { complete = 9, retry_once = 1 }";
         let c = copy.display().to_string();
         refused(&["merge", &p1, &c, "--out", &nowhere], &[says, &p1, &c]);
     }
-    // A share whose plan.json disagrees with the others on the seed, and
-    // one whose plan.json pins another build than its report ran.
+    // A share whose plan.json disagrees with its own report.json on the
+    // seed, and one whose plan.json pins another build than its report ran.
     let zeros = "0".repeat(64);
-    let pins =
-        format!("plan.json pins artifact current at sha256 {zeros} but report.json ran sha256");
+    let pins = "artifact current ran sha256 ".to_owned();
+    let pinned = format!(" by report.json, {zeros} by plan.json");
     for (what, says, names_p1) in [
-        (
-            "seed",
-            "different seeds in their plan.json (11 and 12)",
-            true,
-        ),
+        ("seed", "report.json has seed 11, plan.json 12", false),
         ("digest", pins.as_str(), false),
     ] {
         let copy = scratch.path().join(format!("copy-plan-{what}"));
@@ -384,6 +421,9 @@ mix = { complete = 9, retry_once = 1 }";
         std::fs::write(copy.join(PLAN_JSON), plan.to_json()).unwrap();
         let c = copy.display().to_string();
         let mut needles = vec![says, c.as_str()];
+        if what == "digest" {
+            needles.push(&pinned);
+        }
         if names_p1 {
             needles.push(&p1);
         }

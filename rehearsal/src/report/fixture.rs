@@ -96,6 +96,38 @@ pub fn on_two_servers() -> RunReport {
     r
 }
 
+/// [`report`] with the plan.json its run would have written beside it.
+pub fn run_with_plan() -> (RunReport, crate::planfile::PlanFile) {
+    let report = report();
+    let plan = plan::Plan {
+        seed: report.run.header.seed,
+        selection: Selection {
+            matrix: report.run.header.matrix.clone(),
+            cells: vec![],
+        },
+        replay: report.run.header.replay.clone(),
+        cells: report.cells.iter().map(|c| c.plan.clone()).collect(),
+        matrix_checksum: report.run.header.matrix_checksum.clone(),
+        partition: None,
+        schedule: Default::default(),
+    };
+    let file = crate::planfile::PlanFile {
+        plan_format: crate::planfile::PLAN_FORMAT.to_owned(),
+        plan,
+        artifacts: report
+            .artifacts
+            .iter()
+            .map(|a| crate::planfile::PinnedArtifact {
+                name: a.name.clone(),
+                version: a.version.clone(),
+                source: a.source.clone(),
+                digest: a.digest.clone(),
+            })
+            .collect(),
+    };
+    (report, file)
+}
+
 /// The three-cell run every renderer test starts from.
 pub fn report() -> RunReport {
     let matrix = matrix::parse("fixture.toml", MATRIX).unwrap_or_else(|d| panic!("{d}"));
