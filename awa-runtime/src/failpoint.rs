@@ -38,9 +38,15 @@ pub const CRON_NO_CATCH_UP: &str = "cron_no_catch_up";
 /// lease: a stale worker's result after a rescue closes the job's newer
 /// attempt, recorded against the stale lease.
 pub const FINISH_IGNORES_RUN_LEASE: &str = "finish_ignores_run_lease";
+/// A worker keys its attempts in flight by job id alone: claiming a
+/// rescued job again before its heartbeat noticed the lost lease drops the
+/// old attempt's entry without stopping its handler, which keeps its
+/// concurrency slot for as long as it runs (the 0.7.0 bug found in the
+/// `leader-handoff-cron` cell under load).
+pub const WORKER_KEYS_ATTEMPTS_BY_JOB: &str = "worker_keys_attempts_by_job";
 
 /// Every seeded defect.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -53,6 +59,7 @@ pub const ALL: [&str; 12] = [
     CRON_NO_CATCH_UP,
     ROTATE_IDLE_ON_CURRENT_SLOT,
     FINISH_IGNORES_RUN_LEASE,
+    WORKER_KEYS_ATTEMPTS_BY_JOB,
 ];
 
 /// Whether the failpoint `name` is armed.

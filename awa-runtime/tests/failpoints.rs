@@ -417,3 +417,27 @@ async fn every_bug_class_defect_misbehaves_when_armed() {
         "the attempt actually running lost its job"
     );
 }
+
+/// worker_keys_attempts_by_job: a worker that claims a job it rescued
+/// itself before its heartbeat noticed leaves the old handler running in
+/// its slot, unannounced (the scenario of `tests/rescue.rs`, which the
+/// real worker passes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_defect_keeps_rescued_handlers_in_their_slots() {
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_worker_keys").await;
+    let armed = format!("{}=return", failpoint::WORKER_KEYS_ATTEMPTS_BY_JOB);
+    let run = SelfRescue::run(&db, &[("AWA_FAILPOINTS", armed.as_str())]).await;
+    assert_eq!(
+        run.sleepers_started_within(Duration::from_secs(3)).await,
+        1,
+        "two of three slots stay held by the rescued first attempts"
+    );
+    for id in &run.overruns {
+        assert!(
+            run.first_attempt_ends(*id).is_empty(),
+            "job {id}'s rescued first attempt was stopped or ended"
+        );
+    }
+    assert_eq!(run.worker.terminate().await, 0);
+}

@@ -331,100 +331,21 @@ async fn one_pass_requeues_dead_letters_and_drops_orphan_leases() {
 /// first attempt runs for ten minutes. The `leader-handoff-cron` cell
 /// (docker, loaded machine) ended with one live worker holding 63 of its
 /// 64 slots that way: 1689 jobs ready, none running, claimed one at a
-/// time. The heartbeat here is slow (1 s) so that the re-claim (polled
-/// every 20 ms) always comes first.
+/// time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescued_attempt_claimed_again_by_its_own_worker_frees_its_slot() {
     let db = Db::migrated("rescue_reclaim").await;
-    let client = db.client().await;
-    let overruns: Vec<NewJob> = (0..2)
-        .map(|_| NewJob {
-            kind: "rehearsal".into(),
-            queue: "default".into(),
-            args: json!({ "mode": "overrun_deadline" }),
-            priority: 0,
-            max_attempts: 3,
-            deadline_ms: Some(300),
-            run_at_ms: None,
-        })
-        .collect();
-    let ids = enqueue::enqueue(&client, &overruns).await.unwrap();
-    let worker = spawn(
-        awa_bin(),
-        &db.url,
-        &["worker", "--name", "self-rescuer"],
-        &[
-            ("AWA_CONCURRENCY", "3"),
-            ("AWA_HEARTBEAT_INTERVAL", "1s"),
-            ("AWA_STALE_AFTER", "10s"),
-        ],
-    );
-    worker
-        .wait_for(
-            "both overruns to complete on their second attempt",
-            Duration::from_secs(30),
-            |ev| {
-                ids.iter().all(|id| {
-                    ev.iter().any(|e| {
-                        e["event"] == "finished" && e["job_id"] == *id && e["attempt"] == 2
-                    })
-                })
-            },
-        )
-        .await;
-    // Every first attempt was rescued by this worker as leader.
-    for id in &ids {
-        assert!(
-            worker
-                .named("rescued")
-                .iter()
-                .any(|e| e["job_id"] == *id && e["run_lease"] == 1),
-            "job {id}'s first attempt was not deadline-rescued: {:?}",
-            worker.named("rescued")
-        );
-    }
-    // All three slots are free again: three long jobs run side by side
-    // (with the stale handlers left running, one at a time).
-    let sleepers: Vec<NewJob> = (0..3)
-        .map(|_| NewJob {
-            kind: "rehearsal".into(),
-            queue: "default".into(),
-            args: json!({ "mode": "sleep", "ms": 4_000 }),
-            priority: 0,
-            max_attempts: 3,
-            deadline_ms: None,
-            run_at_ms: None,
-        })
-        .collect();
-    let sleeping = enqueue::enqueue(&client, &sleepers).await.unwrap();
-    worker
-        .wait_for(
-            "three sleepers to run at once (every slot free)",
-            Duration::from_secs(3),
-            |ev| {
-                sleeping.iter().all(|id| {
-                    ev.iter()
-                        .any(|e| e["event"] == "started" && e["job_id"] == *id)
-                })
-            },
-        )
-        .await;
+    let run = SelfRescue::run(&db, &[]).await;
+    // All three slots are free again: the three long sleepers run side by
+    // side (with the rescued handlers left running, one at a time).
+    assert_eq!(run.sleepers_started_within(Duration::from_secs(3)).await, 3);
     // Each rescued first attempt's handler was stopped and said so.
-    for id in &ids {
-        let first: Vec<_> = worker
-            .events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|e| e["job_id"] == *id && e["run_lease"] == 1)
-            .filter(|e| e["event"] == "lease_lost" || e["event"] == "finished")
-            .map(|e| e["event"].clone())
-            .collect();
+    for id in &run.overruns {
         assert_eq!(
-            first,
+            run.first_attempt_ends(*id),
             vec![json!("lease_lost")],
             "job {id}'s rescued first attempt"
         );
     }
-    assert_eq!(worker.terminate().await, 0);
+    assert_eq!(run.worker.terminate().await, 0);
 }

@@ -484,6 +484,30 @@ pub struct Observations {
     /// Results of rescued attempts their workers reported anyway. Added in 1.14.
     #[serde(default)]
     pub late_results: LateResultCount,
+    /// Attempts a worker kept running after it had started a newer run
+    /// lease of the same job.
+    #[serde(default)]
+    pub unstopped_handlers: Vec<UnstoppedHandler>,
+}
+
+/// A worker started a newer attempt (run lease) of a job while its
+/// handler of an older one still ran: it had neither finished that
+/// attempt nor reported its lease lost. The newer run lease proves the
+/// older was rescued (or cancelled), so a runtime that stops the handlers
+/// of lost leases (0.7 on) must have stopped it first; left running, it
+/// holds one of the worker's concurrency slots for as long as it runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnstoppedHandler {
+    /// The worker (e.g. `current-worker-2`).
+    pub process: String,
+    pub job_id: i64,
+    /// The older attempt, still running in the worker.
+    pub attempt: i32,
+    pub run_lease: i64,
+    /// The newer run lease it started.
+    pub next_run_lease: i64,
+    /// When it started the newer one (ms since the cell started).
+    pub at_ms: u64,
 }
 
 /// Results of rescued attempts that their workers reported anyway (a

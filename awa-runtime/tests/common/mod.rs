@@ -303,3 +303,114 @@ pub async fn first_attempt_outcome(client: &Client, id: i64) -> Option<String> {
         .unwrap()
         .get(0)
 }
+
+/// The scenario of a worker that deadline-rescues its own overrunning
+/// first attempts (it is the only worker, so the leader) and claims the
+/// re-queued jobs again at once: two `overrun_deadline` jobs (300 ms
+/// deadline) on a worker with three slots and a slow heartbeat (1 s), so
+/// the re-claim (polled every 20 ms) comes before the heartbeat can miss
+/// the old leases. Once both completed on their second attempt, three 4 s
+/// sleepers are enqueued: a worker that stopped the rescued handlers runs
+/// them side by side.
+pub struct SelfRescue {
+    pub worker: Proc,
+    pub overruns: Vec<i64>,
+    pub sleepers: Vec<i64>,
+}
+
+impl SelfRescue {
+    /// Run the scenario up to the sleepers' enqueue; `env` adds to the worker's.
+    pub async fn run(db: &Db, env: &[(&str, &str)]) -> SelfRescue {
+        use awa_runtime::store::enqueue::{self, NewJob};
+        let client = db.client().await;
+        let job = |args: Value, deadline_ms: Option<i32>| NewJob {
+            kind: "rehearsal".into(),
+            queue: "default".into(),
+            args,
+            priority: 0,
+            max_attempts: 3,
+            deadline_ms,
+            run_at_ms: None,
+        };
+        let overrun = || job(serde_json::json!({ "mode": "overrun_deadline" }), Some(300));
+        let overruns = enqueue::enqueue(&client, &[overrun(), overrun()])
+            .await
+            .expect("enqueue the overruns");
+        let mut worker_env = vec![
+            ("AWA_CONCURRENCY", "3"),
+            ("AWA_HEARTBEAT_INTERVAL", "1s"),
+            ("AWA_STALE_AFTER", "10s"),
+        ];
+        worker_env.extend_from_slice(env);
+        let worker = spawn(
+            awa_bin(),
+            &db.url,
+            &["worker", "--name", "self-rescuer"],
+            &worker_env,
+        );
+        worker
+            .wait_for(
+                "both overruns to complete on their second attempt",
+                Duration::from_secs(30),
+                |ev| {
+                    overruns.iter().all(|id| {
+                        ev.iter().any(|e| {
+                            e["event"] == "finished" && e["job_id"] == *id && e["attempt"] == 2
+                        })
+                    })
+                },
+            )
+            .await;
+        let rescued = worker.named("rescued");
+        for id in &overruns {
+            assert!(
+                rescued
+                    .iter()
+                    .any(|e| e["job_id"] == *id && e["run_lease"] == 1),
+                "job {id}'s first attempt was not rescued by the worker itself: {rescued:?}"
+            );
+        }
+        let sleeper = || job(serde_json::json!({ "mode": "sleep", "ms": 4_000 }), None);
+        let sleepers = enqueue::enqueue(&client, &[sleeper(), sleeper(), sleeper()])
+            .await
+            .expect("enqueue the sleepers");
+        SelfRescue {
+            worker,
+            overruns,
+            sleepers,
+        }
+    }
+
+    /// How many of the sleepers the worker has started after `wait`
+    /// (each holds its slot 4 s, so more than one means side by side).
+    pub async fn sleepers_started_within(&self, wait: Duration) -> usize {
+        let all = || {
+            let ev = self.worker.events.lock().unwrap();
+            self.sleepers
+                .iter()
+                .filter(|id| {
+                    ev.iter()
+                        .any(|e| e["event"] == "started" && e["job_id"] == **id)
+                })
+                .count()
+        };
+        let start = Instant::now();
+        while all() < self.sleepers.len() && start.elapsed() < wait {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        all()
+    }
+
+    /// The `lease_lost` and `finished` events of job `id`'s first attempt.
+    pub fn first_attempt_ends(&self, id: i64) -> Vec<Value> {
+        self.worker
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["job_id"] == id && e["run_lease"] == 1)
+            .filter(|e| e["event"] == "lease_lost" || e["event"] == "finished")
+            .map(|e| e["event"].clone())
+            .collect()
+    }
+}

@@ -582,6 +582,7 @@ impl Cell<'_> {
                 .first
                 .map(|(id, job)| format!("job {job} by {}", ledger.procs[id].name)),
         };
+        self.state.obs.unstopped_handlers = ledger.unstopped.clone();
         self.state.obs.processes = ledger
             .procs
             .iter()

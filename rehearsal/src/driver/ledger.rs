@@ -16,7 +16,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::fleet::events::Flipped;
 use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, Parsed, ProcId, Report};
-use crate::observe::{AcceptedJob, ContractCount, InFlight};
+use crate::observe::{AcceptedJob, ContractCount, InFlight, UnstoppedHandler};
 use crate::stream::{Events, RunEvent};
 
 /// stderr lines kept per process for messages.
@@ -95,7 +95,8 @@ pub struct Proc {
     pub started: u64,
     /// `finished` events.
     pub finished: u64,
-    /// Attempts started and not finished: (job_id, run_lease) -> attempt.
+    /// Attempts started and neither finished, released nor reported
+    /// lost: (job_id, run_lease) -> attempt.
     pub in_flight: BTreeMap<(i64, i64), i32>,
     /// It printed `leader` (and when, ms since the cell started).
     pub leader_at_ms: Option<u64>,
@@ -197,6 +198,9 @@ pub struct FleetView {
     pub rescued: BTreeSet<(i64, i64)>,
     /// Results of rescued attempts their workers reported later.
     pub late_results: LateResults,
+    /// Older attempts a worker kept running when it started a newer run
+    /// lease of the same job.
+    pub unstopped: Vec<UnstoppedHandler>,
     /// stdout lines that broke the contract, with the process.
     pub garbled: Vec<(ProcId, String)>,
     /// Events of a kind the contract does not have (a newer release's), with the process.
@@ -230,6 +234,7 @@ impl FleetView {
             flipped: Vec::new(),
             rescued: BTreeSet::new(),
             late_results: LateResults::default(),
+            unstopped: Vec::new(),
             garbled: Vec::new(),
             unknown: Vec::new(),
         }
@@ -338,6 +343,23 @@ impl FleetView {
             Event::Fatal(f) => proc.fatal = Some(f.error),
             Event::Started(s) => {
                 proc.started += 1;
+                let older = proc
+                    .in_flight
+                    .range((s.job_id, i64::MIN)..(s.job_id, s.run_lease))
+                    .next()
+                    .map(|(&(_, run_lease), &attempt)| (run_lease, attempt));
+                if let Some((run_lease, attempt)) = older
+                    && stops_lost_handlers(&proc.version)
+                {
+                    self.unstopped.push(UnstoppedHandler {
+                        process: proc.name.clone(),
+                        job_id: s.job_id,
+                        attempt,
+                        run_lease,
+                        next_run_lease: s.run_lease,
+                        at_ms,
+                    });
+                }
                 proc.in_flight.insert((s.job_id, s.run_lease), s.attempt);
                 self.claimed_by.insert(s.version);
             }
@@ -345,6 +367,11 @@ impl FleetView {
                 proc.finished += 1;
                 proc.in_flight.remove(&(f.job_id, f.run_lease));
                 self.judge_late_result(id, f.job_id, f.run_lease);
+            }
+            // The worker stopped the attempt's handler (or, at its stop,
+            // handed the attempt back): it no longer runs it.
+            Event::LeaseLost(l) | Event::Released(l) => {
+                proc.in_flight.remove(&(l.job_id, l.run_lease));
             }
             Event::Leader(_) => {
                 proc.leader_at_ms = Some(at_ms);
@@ -375,9 +402,7 @@ impl FleetView {
             Event::Rescued(r) => {
                 self.rescued.insert((r.job_id, r.run_lease));
             }
-            Event::Released(_)
-            | Event::LeaseLost(_)
-            | Event::FoldStoodDown(_)
+            Event::FoldStoodDown(_)
             | Event::Blocked(_)
             | Event::Stopped(_)
             | Event::Migrated(_)
@@ -427,6 +452,13 @@ impl FleetView {
             .filter_map(|p| Some((p.instance_id.clone()?, p.name.clone())))
             .collect()
     }
+}
+
+/// Whether `awa` of this version stops the handler of an attempt whose
+/// lease it lost (0.7.0 on, with `lease_lost`); the 0.6 releases let it
+/// run its course, their overrun for a bounded number of deadlines.
+fn stops_lost_handlers(version: &str) -> bool {
+    semver::Version::parse(version).is_ok_and(|v| v >= semver::Version::new(0, 7, 0))
 }
 
 /// The ledger, shared between the task that fills it and the steps that wait on it.
@@ -648,6 +680,60 @@ mod tests {
         assert_eq!(l.counts["0.6.2"]["started"], 3);
         assert_eq!(l.counts["0.6.2"]["finished"], 1);
         assert!(l.claimed_by.contains("0.6.2"));
+    }
+
+    /// The `leader-handoff-cron` run under load: a 0.7 worker started
+    /// run lease 2 of a job its own leadership had rescued while run
+    /// lease 1's handler ran on, never stopped. A worker that reported the
+    /// old lease lost first, and a 0.6 worker (which never stops them), are
+    /// no finding.
+    #[test]
+    fn a_newer_run_lease_started_over_a_running_older_one_is_an_unstopped_handler() {
+        let started = |job: i64, lease: i64, version: &str| {
+            format!(
+                r#"{{"event":"started","job_id":{job},"attempt":{lease},"run_lease":{lease},"mode":"overrun_deadline","instance_id":"i","version":"{version}"}}"#
+            )
+        };
+        let lost = |job: i64, lease: i64| {
+            format!(r#"{{"event":"lease_lost","job_id":{job},"run_lease":{lease}}}"#)
+        };
+        let (mut l, old, _) = ledger();
+        let cur = l.register(
+            "current-worker-2".into(),
+            "current",
+            "0.7.0",
+            Role::Worker,
+            "logs/c/w2.log".into(),
+        );
+        // Unstopped: 6564 run lease 1 still runs when run lease 2 starts.
+        l.apply(line(cur, &started(6564, 1, "0.7.0")));
+        l.apply(line(cur, &started(6564, 2, "0.7.0")));
+        // Stopped first: 6615 run lease 1 was reported lost.
+        l.apply(line(cur, &started(6615, 1, "0.7.0")));
+        l.apply(line(cur, &lost(6615, 1)));
+        l.apply(line(cur, &started(6615, 2, "0.7.0")));
+        // A 0.6 worker runs an overrun out by design.
+        l.apply(line(old, &started(7000, 1, "0.6.2")));
+        l.apply(line(old, &started(7000, 2, "0.6.2")));
+        assert_eq!(
+            l.unstopped
+                .iter()
+                .map(|u| (
+                    u.process.as_str(),
+                    u.job_id,
+                    u.attempt,
+                    u.run_lease,
+                    u.next_run_lease
+                ))
+                .collect::<Vec<_>>(),
+            [("current-worker-2", 6564, 1, 1, 2)]
+        );
+        // The reported-lost attempt left the worker's in-flight set; the
+        // unstopped one did not.
+        assert_eq!(
+            l.procs[cur].in_flight.keys().copied().collect::<Vec<_>>(),
+            [(6564, 1), (6564, 2), (6615, 2)]
+        );
     }
 
     #[test]

@@ -592,11 +592,15 @@ pub enum FindingRule {
     /// The upgraded schema differs from a fresh install of the current
     /// build in a way the matrix does not declare intended.
     SchemaDrift,
+    /// A worker started a newer attempt of a job while the handler of
+    /// its older, rescued attempt still ran: a lost lease whose handler
+    /// was never stopped keeps a concurrency slot.
+    UnstoppedHandler,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 20] = [
+    pub const ALL: [FindingRule; 21] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -617,6 +621,7 @@ impl FindingRule {
         FindingRule::FloorBypassed,
         FindingRule::SchemaRewritten,
         FindingRule::SchemaDrift,
+        FindingRule::UnstoppedHandler,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -638,6 +643,7 @@ impl FindingRule {
                 | FindingRule::FlipUnverified
                 | FindingRule::SchemaRewritten
                 | FindingRule::SchemaDrift
+                | FindingRule::UnstoppedHandler
         )
     }
 
@@ -664,6 +670,7 @@ impl FindingRule {
             FindingRule::FloorBypassed => "floor_bypassed",
             FindingRule::SchemaRewritten => "schema_rewritten",
             FindingRule::SchemaDrift => "schema_drift",
+            FindingRule::UnstoppedHandler => "unstopped_handler",
         }
     }
 

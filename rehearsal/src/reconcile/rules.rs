@@ -84,6 +84,7 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         ),
     );
     out.extend(rescue_unproven(storage, obs));
+    out.extend(unstopped_handlers(obs));
     out.extend(cron(storage));
     out.extend(count_drift(storage));
     out
@@ -164,6 +165,46 @@ fn rescue_unproven(storage: &Storage, obs: &Observations) -> Option<Finding> {
         ids: ids.into_iter().take(MAX_IDS).collect(),
         count: storage.rescues.len() as u64,
         at_ms,
+    })
+}
+
+/// Handlers a worker left running when it started a newer attempt of
+/// their job (the newer run lease proves the older was rescued): each
+/// keeps one of the worker's concurrency slots for as long as it runs,
+/// and enough of them leave ready work unclaimed behind a worker that
+/// looks alive and idle.
+fn unstopped_handlers(obs: &Observations) -> Option<Finding> {
+    let first = obs.unstopped_handlers.iter().min_by_key(|u| u.at_ms)?;
+    let n = obs.unstopped_handlers.len() as u64;
+    let mut workers: Vec<&str> = obs
+        .unstopped_handlers
+        .iter()
+        .map(|u| u.process.as_str())
+        .collect();
+    workers.sort_unstable();
+    workers.dedup();
+    let mut ids: Vec<i64> = obs.unstopped_handlers.iter().map(|u| u.job_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Some(Finding {
+        rule: FindingRule::UnstoppedHandler,
+        phase: phase_at(obs, first.at_ms).unwrap_or(RECONCILE).into(),
+        message: format!(
+            "{} of rescued attempts kept running beside a newer attempt of the same job, \
+             each holding a slot of its worker ({}); first: {} started job {} run lease {} \
+             while its handler of run lease {} (attempt {}) had neither finished nor been \
+             reported lost",
+            observe::count(n, "handler"),
+            workers.join(", "),
+            first.process,
+            first.job_id,
+            first.next_run_lease,
+            first.run_lease,
+            first.attempt,
+        ),
+        ids: ids.into_iter().take(MAX_IDS).collect(),
+        count: n,
+        at_ms: Some(first.at_ms),
     })
 }
 
@@ -270,7 +311,7 @@ mod tests {
     use awa_runtime::store::audit::{CronFault, StateCount, UnprovenRescue};
 
     use super::*;
-    use crate::observe::{InFlight, KillRecord, Phase};
+    use crate::observe::{InFlight, KillRecord, Phase, UnstoppedHandler};
 
     fn offenders(count: i64, ids: &[i64], example: &str) -> Offenders {
         Offenders {
@@ -426,6 +467,50 @@ mod tests {
             "{}",
             found[0].message
         );
+    }
+
+    /// The rule catches what the ledger records of a worker that left a
+    /// rescued attempt's handler running (see
+    /// `driver::ledger::tests::a_newer_run_lease_started_over_a_running_older_one_is_an_unstopped_handler`).
+    #[test]
+    fn unstopped_handlers_are_one_finding_naming_the_first_and_the_workers() {
+        let unstopped = |process: &str, job_id: i64, at_ms: u64| UnstoppedHandler {
+            process: process.into(),
+            job_id,
+            attempt: 1,
+            run_lease: 1,
+            next_run_lease: 2,
+            at_ms,
+        };
+        let obs = Observations {
+            unstopped_handlers: vec![
+                unstopped("current-worker-2", 6615, 41_000),
+                unstopped("current-worker-2", 6564, 40_000),
+                unstopped("current-worker-1", 6819, 42_000),
+            ],
+            phases: vec![Phase {
+                step: 7,
+                name: "roll".into(),
+                detail: String::new(),
+                start_ms: 35_000,
+                end_ms: 53_000,
+                outcome: crate::observe::StepOutcome::Ok,
+            }],
+            ..Default::default()
+        };
+        let found = findings(&Storage::default(), &obs);
+        assert_eq!(rules(&found), [FindingRule::UnstoppedHandler]);
+        let f = &found[0];
+        assert_eq!((f.count, f.ids.as_slice()), (3, &[6564, 6615, 6819][..]));
+        assert_eq!((f.phase.as_str(), f.at_ms), ("roll", Some(40_000)));
+        assert_eq!(
+            f.message,
+            "3 handlers of rescued attempts kept running beside a newer attempt of the same job, \
+             each holding a slot of its worker (current-worker-1, current-worker-2); first: \
+             current-worker-2 started job 6564 run lease 2 while its handler of run lease 1 \
+             (attempt 1) had neither finished nor been reported lost"
+        );
+        assert!(findings(&Storage::default(), &Observations::default()).is_empty());
     }
 
     #[test]

@@ -47,10 +47,22 @@ impl Cell<'_> {
             parts.push(format!("no live job after {waited}"));
         } else {
             let n = live.0.unsigned_abs();
-            parts.push(format!(
+            let mut text = format!(
                 "{} still live after {waited}, the count no lower for the last {timeout}",
                 crate::observe::count(n, "job")
-            ));
+            );
+            // As they stood when the drain gave up: stopping the fleet
+            // changes them (a leader's last rescue re-queues overruns), and
+            // reconciliation reads only that end state.
+            if let Ok((running, available, scheduled, oldest_ms)) =
+                self.probe.live_jobs_waiting().await
+            {
+                text.push_str(&format!(
+                    " ({})",
+                    live_by_state(running, available, scheduled, oldest_ms)
+                ));
+            }
+            parts.push(text);
         }
         // Runtimes that died while the queue drained (a crash, a fence)
         // are judged before the fleet is stopped on purpose.
@@ -124,6 +136,33 @@ impl Cell<'_> {
     }
 }
 
+/// `99 running, oldest claim 64 s` / `1,689 available`: the live jobs of
+/// a drain that gave up, by state. Running jobs wait on their workers or
+/// on rescue; available ones on a claimer; scheduled ones on promotion.
+fn live_by_state(running: i64, available: i64, scheduled: i64, oldest_ms: f64) -> String {
+    let mut parts = Vec::new();
+    if running > 0 {
+        parts.push(format!(
+            "{} running, oldest claim {}",
+            crate::observe::thousands(running.unsigned_abs()),
+            super::super::budget::secs(oldest_ms)
+        ));
+    }
+    for (n, state) in [(available, "available"), (scheduled, "scheduled")] {
+        if n > 0 {
+            parts.push(format!(
+                "{} {state}",
+                crate::observe::thousands(n.unsigned_abs())
+            ));
+        }
+    }
+    if parts.is_empty() {
+        "none left by then".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// Whether a drain still makes progress: the live count reached a new
 /// low within the last `timeout`. A cron job the leader fires meanwhile
 /// raises the count for a moment; only a new low counts.
@@ -178,6 +217,21 @@ mod tests {
         assert!(!p.stalled(41, t0 + Duration::from_secs(6), T));
         assert!(!p.stalled(40, t0 + Duration::from_secs(12), T));
         assert!(p.stalled(40, t0 + Duration::from_secs(13), T));
+    }
+
+    #[test]
+    fn a_drain_that_gave_up_says_in_what_state_its_jobs_waited() {
+        // n1-leader-suspended-across-flip under load: overruns a 0.6.2
+        // leader never deadline-rescues, still running when the drain gave up.
+        assert_eq!(
+            live_by_state(99, 0, 0, 64_200.0),
+            "99 running, oldest claim 64 s"
+        );
+        assert_eq!(
+            live_by_state(3, 1_689, 2, 900.0),
+            "3 running, oldest claim 0.9 s, 1,689 available, 2 scheduled"
+        );
+        assert_eq!(live_by_state(0, 0, 0, 0.0), "none left by then");
     }
 
     #[test]
