@@ -348,6 +348,7 @@ fn joined_plan(plans: &[&PlanFile], report: &RunReport) -> PlanFile {
             matrix_checksum: first.matrix_checksum.clone(),
             partition: None,
             schedule: first.schedule,
+            checklist: first.checklist.clone(),
         },
         artifacts,
     }

@@ -161,6 +161,11 @@ pub struct Plan {
     /// as its run did (plan.json 1.1; the default before).
     #[serde(default)]
     pub schedule: crate::matrix::ScheduleEstimate,
+    /// matrix.toml's `[[checklist]]` (ADR-041 §9 and the cells covering
+    /// each item), whole: the report says which items this run's cells
+    /// covered (plan.json 1.2; none before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checklist: Vec<crate::matrix::ChecklistItem>,
 }
 
 /// One cell, ready for the driver: nothing left to choose.
@@ -291,6 +296,7 @@ pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan,
         matrix_checksum: String::new(),
         partition: None,
         schedule: matrix.schedule,
+        checklist: matrix.checklist.clone(),
     })
 }
 

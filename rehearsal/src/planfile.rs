@@ -26,7 +26,8 @@ pub const PLAN_JSON: &str = "plan.json";
 /// `1.1`: `schedule` (matrix.toml's `[schedule]`, the estimate `--jobs
 /// auto` packs by without a report of the cells; the default when absent).
 /// `1.2`: `digest`, the sha256 of the rest of the file ([`content_digest`]),
-/// required from 1.2 on: an edited or truncated plan is refused.
+/// required from 1.2 on: an edited or truncated plan is refused; and
+/// `checklist`, matrix.toml's `[[checklist]]`.
 pub const PLAN_FORMAT: &str = "1.2";
 
 /// The key of the whole file's digest in plan.json.

@@ -259,6 +259,10 @@ pub struct RunHeader {
     /// `--stress`: the busy processes the cells ran beside (null: none). Added in 1.15.
     #[serde(default)]
     pub stress: Option<crate::stress::StressInfo>,
+    /// matrix.toml's `[[checklist]]`: ADR-041 §9, each item with the cells
+    /// that cover it (empty: none declared). Added in 1.16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checklist: Vec<crate::matrix::ChecklistItem>,
 }
 
 /// `seed` and `seed_string` (`report.json` 1.3) for one u64.

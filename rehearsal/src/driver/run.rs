@@ -276,6 +276,7 @@ fn run_start(req: &RunRequest, servers: Vec<ServerInfo>) -> RunStart {
             matrix_checksum: req.plan.matrix_checksum.clone(),
             partition: req.plan.partition.clone(),
             stress: req.stress,
+            checklist: req.plan.checklist.clone(),
         },
         report_dir: req.report_dir.clone(),
         artifacts: artifact_infos(&req.resolution),

@@ -9,6 +9,7 @@
 //! `validate` (the checks), `roster` (which processes run after each step),
 //! `model` (the validated types), `duration`, `diagnostic`.
 
+mod checklist;
 mod diagnostic;
 mod duration;
 mod intended;

@@ -41,6 +41,26 @@ pub struct Matrix {
     /// `[schedule]`: what `--jobs auto` packs by before any report covers the cells.
     #[serde(default)]
     pub schedule: ScheduleEstimate,
+    /// `[[checklist]]`: the items of ADR-041 §9, each with the cells that
+    /// cover it, in file order; the report's first table.
+    #[serde(default)]
+    pub checklist: Vec<ChecklistItem>,
+}
+
+/// An item of ADR-041 §9 ("validation precedes release") and the cells
+/// of the matrix that cover it: a run covers the item when one of these
+/// cells passed in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChecklistItem {
+    /// The item, as the ADR words it.
+    pub item: String,
+    /// The cells that cover it (cells that expect to pass).
+    pub cells: Vec<String>,
+    /// `all = true`: covered only when every one of the cells passed (an
+    /// item that names several things, like the three orderings);
+    /// otherwise one passing cell covers it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
 }
 
 impl Matrix {

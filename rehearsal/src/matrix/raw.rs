@@ -82,6 +82,15 @@ pub(crate) struct RawSchedule {
     pub cores_per_cell: Option<Spanned<toml::Value>>,
 }
 
+/// `[[checklist]]`: an item of ADR-041 §9 and the cells that cover it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawChecklistItem {
+    pub item: Option<Spanned<String>>,
+    pub cells: Option<Spanned<Vec<Spanned<String>>>>,
+    pub all: Option<Spanned<bool>>,
+}
+
 /// `[[cell]]`; `steps` is read by hand from the spanned tree (see [`RawSteps`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -210,6 +219,7 @@ pub(crate) struct RawMatrix {
     pub schema: Option<Spanned<RawSchema>>,
     pub postgres: Option<Spanned<RawPostgres>>,
     pub schedule: Option<Spanned<RawSchedule>>,
+    pub checklist: Option<Spanned<Vec<Spanned<RawChecklistItem>>>>,
     pub cells: Vec<Spanned<RawCell>>,
     /// `[matrix]` entries in file order.
     pub matrices: Vec<RawNamedMatrix>,
@@ -218,13 +228,14 @@ pub(crate) struct RawMatrix {
 }
 
 /// Top-level sections, in the order the error message lists them.
-pub(crate) const SECTIONS: [&str; 8] = [
+pub(crate) const SECTIONS: [&str; 9] = [
     "artifacts",
     "workload",
     "timings",
     "schema",
     "postgres",
     "schedule",
+    "checklist",
     "cell",
     "matrix",
 ];
@@ -257,6 +268,14 @@ pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix
             "schedule" => match deserialize::<Spanned<RawSchedule>>(value, sink, "schedule") {
                 Some(s) => raw.schedule = Some(s),
                 None => raw.broken.push("schedule"),
+            },
+            "checklist" => match deserialize::<Spanned<Vec<Spanned<RawChecklistItem>>>>(
+                value,
+                sink,
+                "checklist",
+            ) {
+                Some(c) => raw.checklist = Some(c),
+                None => raw.broken.push("checklist"),
             },
             "cell" => read_cells(value, sink, &mut raw),
             "matrix" => read_matrices(value, sink, &mut raw),

@@ -408,7 +408,7 @@ fn unknown_section() {
     assert_eq!(
         errors(&doc("[workloads]\nrate_per_s = 1\n", &[])),
         [
-            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, schedule, cell, matrix"
+            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, schedule, checklist, cell, matrix"
         ]
     );
 }
@@ -483,6 +483,37 @@ fn reach_names_known_interleavings_once() {
             "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun",
             "matrix.toml:4:44: cell \"c\": reach lists \"leader_takeover\" twice; list it once",
         ],
+    );
+}
+
+#[test]
+fn checklist_items_name_cells_that_expect_to_pass() {
+    let text = doc(
+        "[[checklist]]\nitem = \"the flip\"\ncells = [\"ok\", \"ko\", \"ok\", \"catch\"]\n[[checklist]]\ncells = []\n[[cell]]\nname = \"catch\"\nabout = \"a defect\"\nexpect = { detect = \"lost\" }\nsteps = [{ hold = \"1s\" }]\n",
+        &[],
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "matrix.toml:3:16: checklist #1: unknown cell \"ko\"",
+            "matrix.toml:3:22: checklist #1: cells lists \"ok\" twice; list it once",
+            "matrix.toml:3:28: checklist #1: cell \"catch\" expects to detect lost: it proves a check catches a seeded defect, not that the release is covered; name cells that expect to pass",
+            "matrix.toml:4:1: checklist #2: missing item = \"...\": the ADR-041 §9 item, as the ADR words it",
+            "matrix.toml:5:9: checklist #2: cells is empty: an item no cell covers cannot be shown covered; name the cells that cover it",
+        ]
+    );
+    let ok = doc(
+        "[[checklist]]\nitem = \"the flip\"\ncells = [\"ok\"]\n",
+        &[],
+    );
+    let matrix = parse("matrix.toml", &ok).unwrap();
+    assert_eq!(
+        matrix.checklist,
+        [ChecklistItem {
+            item: "the flip".into(),
+            cells: vec!["ok".into()],
+            all: false,
+        }]
     );
 }
 

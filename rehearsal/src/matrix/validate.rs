@@ -100,6 +100,9 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         .map_or(Some(ScheduleEstimate::default()), |s| {
             validate_schedule(s, sink)
         });
+    let checklist = raw.checklist.as_ref().map_or(Some(Vec::new()), |c| {
+        super::checklist::validate(c, &cell_names, cells.as_deref(), sink)
+    });
     if sink.has_errors() {
         return None;
     }
@@ -112,6 +115,7 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         schema: schema?,
         servers,
         schedule: schedule?,
+        checklist: checklist?,
     })
 }
 

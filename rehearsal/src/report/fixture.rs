@@ -110,6 +110,7 @@ pub fn run_with_plan() -> (RunReport, crate::planfile::PlanFile) {
         matrix_checksum: report.run.header.matrix_checksum.clone(),
         partition: None,
         schedule: Default::default(),
+        checklist: report.run.header.checklist.clone(),
     };
     let file = crate::planfile::PlanFile {
         plan_format: crate::planfile::PLAN_FORMAT.to_owned(),
@@ -166,6 +167,18 @@ pub fn report() -> RunReport {
                 matrix_checksum: String::new(),
                 partition: None,
                 stress: None,
+                checklist: vec![
+                    matrix::ChecklistItem {
+                        item: "the flip, old-binary fence, and supported rollback boundary".into(),
+                        cells: vec!["migrate-first".into(), "fence".into()],
+                        all: false,
+                    },
+                    matrix::ChecklistItem {
+                        item: "hard kills with crash and heartbeat rescue asserted".into(),
+                        cells: vec!["hard-kill-rescue".into()],
+                        all: false,
+                    },
+                ],
             },
             end: RunEnd {
                 finished_at: "2026-11-30T01:47:40Z".into(),

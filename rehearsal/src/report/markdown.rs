@@ -52,6 +52,10 @@ fn header(md: &mut String, r: &RunReport) {
         text(&run.header.run_id)
     );
     let _ = writeln!(md, "**{verdict}** ({})\n", text(&tally_line(r)));
+    if let Some(line) = super::checklist::uncovered_line(r) {
+        let _ = writeln!(md, "> **{}**\n", text(&line));
+    }
+    checklist(md, r);
     let mut rows: Vec<(&str, String)> = vec![("run", code(&run.header.run_id))];
     rows.extend(run_rows(r, text, code));
     md.push_str("| | |\n|---|---|\n");
@@ -60,6 +64,38 @@ fn header(md: &mut String, r: &RunReport) {
     }
     if run.end.interrupted {
         md.push_str("\n> **Interrupted:** the run was cut short; cells not listed did not run.\n");
+    }
+    md.push('\n');
+}
+
+/// ADR-041 §9: each item, the cells of this run that cover it, and whether one passed.
+fn checklist(md: &mut String, r: &RunReport) {
+    let rows = super::checklist::rows(r);
+    if rows.is_empty() {
+        return;
+    }
+    md.push_str("## ADR-041 §9 checklist\n\n");
+    md.push_str("| item | cells of this run that cover it | covered |\n|---|---|---|\n");
+    for row in rows {
+        let cells: Vec<String> = row
+            .ran
+            .iter()
+            .map(|(id, verdict)| format!("{} ({})", text(id), verdict_name(*verdict)))
+            .collect();
+        let status = match row.status {
+            super::checklist::Status::Covered => row.status.word().to_owned(),
+            _ => format!("**{}**", row.status.word()),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {status} |",
+            cell_text(&text(row.item)),
+            if cells.is_empty() {
+                "-".to_owned()
+            } else {
+                cell_text(&cells.join(", "))
+            }
+        );
     }
     md.push('\n');
 }
@@ -458,6 +494,15 @@ mod tests {
         let expected = r#"# Rolling-upgrade rehearsal 0.6.2 -> 0.7.0: 20261130T014512Z-3f2a9c1
 
 **FAIL: at least one cell did not meet its expectation** (3 cells: 1 pass, 1 fail, 1 inconclusive)
+
+> **ADR-041 §9: 1 of 2 items not covered by a passing cell of this run: hard kills with crash and heartbeat rescue asserted**
+
+## ADR-041 §9 checklist
+
+| item | cells of this run that cover it | covered |
+|---|---|---|
+| the flip, old-binary fence, and supported rollback boundary | migrate-first (pass), fence (fail) | covered |
+| hard kills with crash and heartbeat rescue asserted | - | **not covered: its cells did not run here** |
 
 | | |
 |---|---|

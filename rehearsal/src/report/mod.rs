@@ -31,6 +31,7 @@
 //! assert_eq!(report::text::duration(245_000), "4m05s");
 //! ```
 
+pub mod checklist;
 mod collect;
 mod folder;
 mod html;

@@ -83,7 +83,9 @@ use crate::reconcile::Detection;
 ///   `held_back` (`times`, `ms`, `within_ms`): how often and how long
 ///   `--jobs auto` held a cell back because a running cell had ticked
 ///   starved within `within_ms` (absent: no such gate, as with `--jobs N`).
-pub const FORMAT_VERSION: &str = "1.15";
+/// - `1.16`: per run `checklist` (matrix.toml's `[[checklist]]`: each
+///   ADR-041 §9 `item` with the `cells` that cover it; empty before).
+pub const FORMAT_VERSION: &str = "1.16";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

