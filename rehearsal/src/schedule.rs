@@ -908,7 +908,8 @@ mod tests {
         assert!(!unknown.saturated());
     }
 
-    /// The shipped matrix's full selection: 38 cells.
+    /// The shipped matrix's full selection (38 cells when these tests were
+    /// written; they count whatever it holds now).
     fn full_plan() -> Plan {
         let matrix = crate::matrix::parse("matrix.toml", include_str!("../../matrix.toml"))
             .unwrap_or_else(|d| panic!("{d}"));
@@ -968,9 +969,10 @@ mod tests {
     }
 
     #[test]
-    fn a_report_of_3_of_38_cells_never_packs_more_than_the_full_history() {
+    fn a_report_of_3_cells_of_the_full_matrix_never_packs_more_than_the_full_history() {
         let plan = full_plan();
-        assert_eq!(plan.cells.len(), 38);
+        let n = plan.cells.len();
+        assert!(n >= 30, "the full matrix has {n} cells");
         let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
         let here = machine("docker", None);
         // The warm-up: three cells alone at 0.52 cores each; then
@@ -996,9 +998,9 @@ mod tests {
         let few = Schedule::new(&plan, Jobs::Auto, &history(&thin), &here);
         assert_eq!(few.jobs, 5, "{}", few.describe);
         assert!(
-            few.describe.starts_with(
-                "jobs auto: 5 (2 cores; history covers 3 of 38 cells: ignored, packing from the shipped estimate of 0.70 cores a cell)"
-            ),
+            few.describe.starts_with(&format!(
+                "jobs auto: 5 (2 cores; history covers 3 of {n} cells: ignored, packing from the shipped estimate of 0.70 cores a cell)"
+            )),
             "{}",
             few.describe
         );
@@ -1007,8 +1009,9 @@ mod tests {
         let few = Schedule::new(&plan, Jobs::Auto, &history(&heavy), &here);
         assert!(few.jobs < 5, "{}", few.describe);
         assert!(
-            few.describe
-                .contains("history covers 3 of 38 cells, heavier than the shipped estimate: "),
+            few.describe.contains(&format!(
+                "history covers 3 of {n} cells, heavier than the shipped estimate: "
+            )),
             "{}",
             few.describe
         );
@@ -1018,11 +1021,12 @@ mod tests {
     fn a_history_of_most_cells_is_weighed_with_the_estimate() {
         let plan = full_plan();
         let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+        let n = names.len();
         let here = machine("process", None);
-        // 30 of 38 cells at 0.40 cores each: lighter than the estimate, weighed by time.
+        // 30 of the cells at 0.40 cores each: lighter than the estimate, weighed by time.
         let most = history(&run_of(&names[..30], 60, 0.40, 5, "process"));
         let coverage = Coverage::of(&plan.cells, &most);
-        assert_eq!((coverage.measured, coverage.cells), (30, 38));
+        assert_eq!((coverage.measured, coverage.cells), (30, n));
         assert_eq!(coverage.measured_ms, 30 * 60_000);
         let weighed = coverage.weigh(0.40, 0.70);
         assert!(weighed > 0.40 && weighed < 0.70, "{weighed}");
@@ -1035,7 +1039,7 @@ mod tests {
         );
         assert!(
             schedule.describe.contains(&format!(
-                "history covers 30 of 38 cells: their 0.40 cores each, the shipped 0.70 for the rest, {weighed:.2} by time"
+                "history covers 30 of {n} cells: their 0.40 cores each, the shipped 0.70 for the rest, {weighed:.2} by time"
             )),
             "{}",
             schedule.describe
