@@ -44,9 +44,12 @@ pub const FINISH_IGNORES_RUN_LEASE: &str = "finish_ignores_run_lease";
 /// concurrency slot for as long as it runs (the 0.7.0 bug found in the
 /// `leader-handoff-cron` cell under load).
 pub const WORKER_KEYS_ATTEMPTS_BY_JOB: &str = "worker_keys_attempts_by_job";
+/// Promotion of scheduled jobs forgets `run_at`: scheduled jobs, retries
+/// and snoozes run at the next promotion tick, before they are due.
+pub const PROMOTE_IGNORES_RUN_AT: &str = "promote_ignores_run_at";
 
 /// Every seeded defect.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -60,6 +63,7 @@ pub const ALL: [&str; 13] = [
     ROTATE_IDLE_ON_CURRENT_SLOT,
     FINISH_IGNORES_RUN_LEASE,
     WORKER_KEYS_ATTEMPTS_BY_JOB,
+    PROMOTE_IGNORES_RUN_AT,
 ];
 
 /// Whether the failpoint `name` is armed.

@@ -92,6 +92,17 @@ pub struct HandlerTimings {
 /// outlast: the attempt then completed unrescued, as if rescue were optional.
 pub const OVERRUN_HOLD: Duration = Duration::from_secs(600);
 
+/// The attempt after which the retry backoff stops doubling.
+pub const BACKOFF_DOUBLES_UNTIL: i32 = 6;
+
+/// How long a job waits after attempt `attempt` asked to be retried, in
+/// ms: `base` doubled for each attempt before it, up to
+/// [`BACKOFF_DOUBLES_UNTIL`] (the 0.6 releases wait the same). The
+/// designed wait reconciliation holds every retry to.
+pub fn retry_backoff_ms(base: Duration, attempt: i32) -> f64 {
+    base.as_secs_f64() * 1000.0 * f64::from(1u32 << (attempt.clamp(1, BACKOFF_DOUBLES_UNTIL) - 1))
+}
+
 /// Run one attempt of a `rehearsal` job.
 pub async fn run(
     args: &serde_json::Value,
@@ -99,8 +110,7 @@ pub async fn run(
     deadline_ms: Option<i32>,
     t: &HandlerTimings,
 ) -> Outcome {
-    let backoff_ms =
-        t.retry_backoff.as_secs_f64() * 1000.0 * f64::from(1u32 << (attempt.clamp(1, 6) - 1));
+    let backoff_ms = retry_backoff_ms(t.retry_backoff, attempt);
     let Some(mode) = args
         .get("mode")
         .and_then(|m| m.as_str())
@@ -236,6 +246,16 @@ mod tests {
             let err = Mix::parse(bad).unwrap_err();
             assert!(err.contains(needle), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_backoff_doubles_per_attempt_up_to_its_cap() {
+        let base = Duration::from_millis(200);
+        let got: Vec<f64> = (0..=8).map(|a| retry_backoff_ms(base, a)).collect();
+        assert_eq!(
+            got,
+            [200.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0, 6400.0, 6400.0]
+        );
     }
 
     #[test]

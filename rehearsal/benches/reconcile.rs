@@ -66,8 +66,11 @@ FROM generate_series(1, $4::bigint) i JOIN mix m ON (i % 100) >= m.lo AND (i % 1
 /// receipts and closures of unpruned runs, the archive, dead letters,
 /// ledgers that cover the generations written, cron fires.
 const HISTORY: &str = "
-INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version, finished_at, outcome)
-SELECT job_id, r.n, r.n, 'w1', '0.7.0', now(), r.outcome FROM bench_jobs, unnest(runs) WITH ORDINALITY r(outcome, n);
+-- runs a second apart, longer than any backoff or snooze they wait
+INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version, started_at, finished_at, outcome)
+SELECT job_id, r.n, r.n, 'w1', '0.7.0', now() + r.n * interval '1 second',
+       now() + r.n * interval '1 second' + interval '10 milliseconds', r.outcome
+FROM bench_jobs, unnest(runs) WITH ORDINALITY r(outcome, n);
 
 INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id)
 SELECT job_id % 8, 56 + job_id % 8, job_id, r.n, r.n, 'w1'
@@ -177,6 +180,7 @@ fn observations(n: i64) -> Observations {
             mode: awa_runtime::workload::Mode::parse(mode_of(job_id)).expect("a mode"),
             max_attempts: 3,
             version: "0.7.0".to_owned(),
+            run_at_ms: None,
         });
     }
     let in_flight = (1..=n)

@@ -23,6 +23,10 @@ pub struct AcceptedJob {
     pub max_attempts: i32,
     /// Version of the producer that enqueued it.
     pub version: String,
+    /// For a scheduled job, the `run_at` its producer wrote (Unix ms; the
+    /// database stores it as given). Added in report format 1.16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at_ms: Option<i64>,
 }
 
 /// An attempt a worker reported `started` and had not reported

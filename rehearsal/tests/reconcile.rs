@@ -294,11 +294,14 @@ async fn insert(client: &Client, job: &Job) {
     for (i, outcome) in job.runs.iter().enumerate() {
         let lease = i as i64 + 1;
         attempt += 1;
+        // Each run starts a second after the one before (longer than any
+        // backoff or snooze it may wait) and takes 10 ms.
         client
             .execute(
-                "INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version, finished_at, outcome)
-                 VALUES ($1, $2, $3, 'w1', '0.7.0', now(), $4)",
-                &[&job.id, &lease, &attempt, outcome],
+                "INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version, started_at, finished_at, outcome)
+                 SELECT $1, $2, $3, 'w1', '0.7.0', t, t + interval '10 milliseconds', $4
+                 FROM (SELECT to_timestamp($5::float8 / 1000.0) AS t) s",
+                &[&job.id, &lease, &attempt, outcome, &(run_start_ms(job.id, lease) as f64)],
             )
             .await
             .unwrap();
@@ -359,6 +362,17 @@ async fn insert(client: &Client, job: &Job) {
     }
 }
 
+/// When run lease `lease` of job `job_id` started, Unix ms: job by job a
+/// hundred seconds apart from 2026-01-01, its runs a second apart.
+fn run_start_ms(job_id: i64, lease: i64) -> i64 {
+    const EPOCH_2026_MS: i64 = 1_767_225_600_000;
+    EPOCH_2026_MS + job_id * 100_000 + lease * 1_000
+}
+
+/// The scheduled job of the history, and its `run_at` (Unix ms): half a
+/// second before its first run.
+const SCHEDULED: (i64, i64) = (9, 1_767_225_600_000 + 9 * 100_000 + 1_000 - 500);
+
 /// The clean history, without the rollups (see [`settle`]).
 async fn history(client: &Client) {
     for job in HISTORY {
@@ -416,6 +430,7 @@ fn observations() -> Observations {
         mode: awa_runtime::workload::Mode::parse(job.mode).expect("a mode"),
         max_attempts: job.max,
         version: "0.7.0".into(),
+        run_at_ms: (job.id == SCHEDULED.0).then_some(SCHEDULED.1),
     };
     let cron: Vec<i64> = CRON.iter().map(|c| c.1).collect();
     Observations {
@@ -683,6 +698,50 @@ async fn a_stale_result_landing_after_a_rescue_is_a_terminal_mismatch() {
         "{}",
         mismatch.message
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_started_before_they_were_due_are_early_starts() {
+    // Job 2 (retry_once) ran attempt 2 150 ms after attempt 1 asked for
+    // its 200 ms backoff; job 17 (exhaust_retries) waited attempt 1's 200
+    // ms to the microsecond (on time); job 5 ran attempt 2 0.5 ms before
+    // its 200 ms snooze ended (inside the tolerance: on time); job 18 ran
+    // attempt 2 100 ms after attempt 1 snoozed; and the scheduled job 9
+    // ran 2 s before its run_at.
+    let mut obs = observations();
+    for job in &mut obs.accepted {
+        if job.job_id == SCHEDULED.0 {
+            job.run_at_ms = Some(SCHEDULED.1 + 2_500);
+        }
+    }
+    let next_after = |job: i64, ms: f64| {
+        format!(
+            "UPDATE awa.executions n SET started_at = p.finished_at + {ms} * interval '1 millisecond'
+             FROM awa.executions p WHERE p.job_id = {job} AND p.run_lease = 1 AND n.job_id = {job} AND n.run_lease = 2;"
+        )
+    };
+    let fault = [
+        next_after(2, 150.0),
+        next_after(17, 200.0),
+        next_after(5, 199.5),
+        next_after(18, 100.0),
+    ]
+    .concat();
+    let found = reconcile_with(&fault, &obs).await;
+    assert_eq!(rules(&found), [FindingRule::EarlyStart], "{found:#?}");
+    assert_eq!(
+        (found[0].ids.as_slice(), found[0].count),
+        (&[2, 9, 18][..], 3)
+    );
+    assert_eq!(
+        found[0].message,
+        "3 jobs started an attempt before it was due; first: job 2 attempt 2 (run lease 2) \
+         started 50.0 ms before the 200.0 ms backoff after attempt 1's retry ended"
+    );
+
+    // The same history on time: nothing found.
+    let found = reconcile_with(&[next_after(2, 200.0), next_after(18, 200.0)].concat(), &observations()).await;
+    assert_eq!(found, []);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

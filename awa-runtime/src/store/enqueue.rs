@@ -94,10 +94,28 @@ WITH due AS (
 INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
 SELECT cur.slot, cur.generation, due.job_id, due.queue, due.priority, due.attempt FROM due, cur";
 
+/// The seeded defect: promotion forgets `run_at`, so scheduled jobs,
+/// retries and snoozes become claimable at the next promotion tick.
+const PROMOTE_ANY_TIME: &str = "
+WITH due AS (
+    UPDATE awa.jobs SET state = 'available'
+    WHERE job_id IN (
+        SELECT job_id FROM awa.jobs WHERE state = 'scheduled'
+        ORDER BY run_at LIMIT 2000 FOR UPDATE SKIP LOCKED)
+    RETURNING job_id, queue, priority, attempt
+), cur AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
+INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
+SELECT cur.slot, cur.generation, due.job_id, due.queue, due.priority, due.attempt FROM due, cur";
+
 /// Promote due scheduled jobs; returns how many.
 pub async fn promote_due(client: &Client) -> Result<u64> {
+    let sql = if crate::failpoint::armed(crate::failpoint::PROMOTE_IGNORES_RUN_AT) {
+        PROMOTE_ANY_TIME
+    } else {
+        PROMOTE_DUE
+    };
     client
-        .execute(PROMOTE_DUE, &[])
+        .execute(sql, &[])
         .await
         .map_err(|e| Error::db("promoting scheduled jobs", e))
 }

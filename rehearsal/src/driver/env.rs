@@ -28,6 +28,13 @@ pub const FIXED: [(&str, &str); 9] = [
     ("AWA_FOLD_INTERVAL", "2s"),
 ];
 
+/// The waits [`FIXED`] gives every worker (`AWA_RETRY_BACKOFF`,
+/// `AWA_SNOOZE`): what reconciliation holds each retry and snooze to.
+pub const WAITS: awa_runtime::store::audit::Waits = awa_runtime::store::audit::Waits {
+    retry_backoff: std::time::Duration::from_millis(200),
+    snooze: std::time::Duration::from_millis(200),
+};
+
 /// How long the runtime's graceful stop may take (`AWA_SHUTDOWN_GRACE`).
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -187,6 +194,19 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), env.len());
+    }
+
+    #[test]
+    fn the_waits_reconciliation_holds_to_are_the_ones_given() {
+        let fixed = |key: &str| FIXED.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+        assert_eq!(
+            fixed("AWA_RETRY_BACKOFF").map(str::to_owned),
+            Some(format!("{}ms", WAITS.retry_backoff.as_millis()))
+        );
+        assert_eq!(
+            fixed("AWA_SNOOZE").map(str::to_owned),
+            Some(format!("{}ms", WAITS.snooze.as_millis()))
+        );
     }
 
     #[test]

@@ -382,6 +382,7 @@ impl FleetView {
                 mode: a.mode,
                 max_attempts: a.max_attempts,
                 version: a.version,
+                run_at_ms: a.run_at_ms,
             }),
             Event::Uncertain(u) => {
                 for (job_id, mode) in u.job_ids.iter().zip(&u.modes) {
@@ -390,6 +391,7 @@ impl FleetView {
                         mode: *mode,
                         max_attempts: super::env::MAX_ATTEMPTS,
                         version: version.to_owned(),
+                        run_at_ms: None,
                     });
                 }
             }

@@ -616,11 +616,14 @@ pub enum FindingRule {
     /// its older, rescued attempt still ran: a lost lease whose handler
     /// was never stopped keeps a concurrency slot.
     UnstoppedHandler,
+    /// An attempt started before it was due: a scheduled job before its
+    /// `run_at`, a retry before its backoff, a snoozed job before its snooze.
+    EarlyStart,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 21] = [
+    pub const ALL: [FindingRule; 22] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -642,11 +645,13 @@ impl FindingRule {
         FindingRule::SchemaRewritten,
         FindingRule::SchemaDrift,
         FindingRule::UnstoppedHandler,
+        FindingRule::EarlyStart,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
     /// this rule (a job lost, finished twice, a stale result landing, a
-    /// count or schema wrong): such a finding stands even when the cell
+    /// count or schema wrong, an attempt started before the database's own
+    /// clock said it was due): such a finding stands even when the cell
     /// ran starved. Rules about who is alive, leads or rotates (a fence
     /// breached by a runtime that looked stale, a ring stalled behind a
     /// starved leader, an attempt more from rescuing a live worker) are
@@ -664,6 +669,7 @@ impl FindingRule {
                 | FindingRule::SchemaRewritten
                 | FindingRule::SchemaDrift
                 | FindingRule::UnstoppedHandler
+                | FindingRule::EarlyStart
         )
     }
 
@@ -691,6 +697,7 @@ impl FindingRule {
             FindingRule::SchemaRewritten => "schema_rewritten",
             FindingRule::SchemaDrift => "schema_drift",
             FindingRule::UnstoppedHandler => "unstopped_handler",
+            FindingRule::EarlyStart => "early_start",
         }
     }
 

@@ -41,6 +41,8 @@ pub(super) struct Input<'o> {
     pub(super) accepted: usize,
     killed: Vec<(i64, i32, i64)>,
     windows: Vec<CronWindow>,
+    /// Accepted scheduled jobs and their `run_at` (Unix ms).
+    scheduled: Vec<(i64, i64)>,
 }
 
 impl<'o> Input<'o> {
@@ -90,7 +92,13 @@ impl<'o> Input<'o> {
             .flat_map(|k| &k.in_flight)
             .map(|f| (f.job_id, f.attempt, f.run_lease))
             .collect();
+        let scheduled = obs
+            .accepted
+            .iter()
+            .filter_map(|job| job.run_at_ms.map(|at| (job.job_id, at)))
+            .collect();
         Ok(Input {
+            scheduled,
             accepted_jobs: &obs.accepted,
             uncertain_jobs: &obs.uncertain,
             order,
@@ -128,6 +136,8 @@ pub(super) struct Storage {
     pub(super) stuck: Stuck,
     /// Terminal records that do not match the execution behind them.
     pub(super) mismatched: audit::Offenders,
+    /// Jobs an attempt of which started before it was due.
+    pub(super) early: audit::Offenders,
     pub(super) rescues: Vec<UnprovenRescue>,
     pub(super) cron: Vec<CronFault>,
     pub(super) counts: Vec<StateCount>,
@@ -189,6 +199,7 @@ async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage,
         jobs: audit::audit_jobs(client).await?,
         stuck: audit::stuck(client).await?,
         mismatched: audit::terminal_mismatches(client).await?,
+        early: audit::early_starts(client, &input.scheduled, &crate::driver::env::WAITS).await?,
         rescues: audit::unproven_rescues(client, &input.killed).await?,
         cron: audit::cron_faults(client, &input.windows).await?,
         counts: audit::terminal_counts(client, &features).await?,
@@ -228,6 +239,7 @@ mod tests {
             mode: Mode::parse(mode).expect("a mode"),
             max_attempts: 3,
             version: "0.7.0".into(),
+            run_at_ms: None,
         }
     }
 

@@ -83,6 +83,18 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
             "jobs have a terminal record that is not the outcome of their last run (run lease and attempt)",
         ),
     );
+    // The database's clock against the contract's waits (`run_at`, retry
+    // backoff, snooze); see `audit::EARLY_STARTS`. Every release writes
+    // `started_at`, `finished_at` and the producers' `run_at_ms` the same
+    // way, so N-1 jobs are judged alike.
+    add(
+        FindingRule::EarlyStart,
+        &storage.early,
+        (
+            "job started an attempt before it was due",
+            "jobs started an attempt before it was due",
+        ),
+    );
     out.extend(rescue_unproven(storage, obs));
     out.extend(unstopped_handlers(obs));
     out.extend(cron(storage));
@@ -408,6 +420,31 @@ mod tests {
             "{}",
             found[0].message
         );
+    }
+
+    #[test]
+    fn an_attempt_started_before_it_was_due_is_an_early_start() {
+        let storage = Storage {
+            early: offenders(
+                2,
+                &[12, 40],
+                "job 12 attempt 2 (run lease 2) started 187.5 ms before the 200.0 ms backoff after attempt 1's retry ended",
+            ),
+            ..Default::default()
+        };
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(rules(&found), [FindingRule::EarlyStart]);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[12, 40][..], 2));
+        assert!(
+            found[0]
+                .message
+                .starts_with("2 jobs started an attempt before it was due; first: job 12 attempt 2"),
+            "{}",
+            found[0].message
+        );
+        assert!(FindingRule::EarlyStart.timing_independent());
+        // Nothing early, nothing found.
+        assert_eq!(findings(&Storage::default(), &Observations::default()), []);
     }
 
     #[test]

@@ -353,6 +353,7 @@ mod tests {
             mode: awa_runtime::workload::Mode::Complete,
             max_attempts: 3,
             version: "0.6.2".into(),
+            run_at_ms: None,
         };
         CellRun {
             index: 0,

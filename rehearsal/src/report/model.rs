@@ -85,7 +85,11 @@ use crate::reconcile::Detection;
 ///   starved within `within_ms` (absent: no such gate, as with `--jobs N`).
 /// - `1.16`: per run `checklist` (matrix.toml's `[[checklist]]`: each
 ///   ADR-041 §9 `item` with the `cells` that cover it; empty before).
-pub const FORMAT_VERSION: &str = "1.16";
+/// - `1.17`: the finding rules `early_start` (an attempt started before
+///   its `run_at`, retry backoff or snooze ended, by the database's
+///   clock) and `unstopped_handler`, and per accepted job of the observations `run_at_ms`
+///   (scheduled jobs only; absent otherwise).
+pub const FORMAT_VERSION: &str = "1.17";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
