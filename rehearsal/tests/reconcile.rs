@@ -740,7 +740,11 @@ async fn attempts_started_before_they_were_due_are_early_starts() {
     );
 
     // The same history on time: nothing found.
-    let found = reconcile_with(&[next_after(2, 200.0), next_after(18, 200.0)].concat(), &observations()).await;
+    let found = reconcile_with(
+        &[next_after(2, 200.0), next_after(18, 200.0)].concat(),
+        &observations(),
+    )
+    .await;
     assert_eq!(found, []);
 }
 

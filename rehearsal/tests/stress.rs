@@ -186,7 +186,10 @@ fn busy_processes_run_beside_the_cells_and_none_outlives_rehearse() {
     let dir = ran.report_dir();
     let report = read_report(&dir);
     let cores = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(report["format_version"], rehearsal::report::model::FORMAT_VERSION);
+    assert_eq!(
+        report["format_version"],
+        rehearsal::report::model::FORMAT_VERSION
+    );
     assert_eq!(
         report["run"]["stress"],
         serde_json::json!({"spec": "cpu=2", "processes": 2, "cores": cores})

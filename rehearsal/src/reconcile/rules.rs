@@ -434,11 +434,14 @@ mod tests {
         };
         let found = findings(&storage, &Observations::default());
         assert_eq!(rules(&found), [FindingRule::EarlyStart]);
-        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[12, 40][..], 2));
+        assert_eq!(
+            (found[0].ids.as_slice(), found[0].count),
+            (&[12, 40][..], 2)
+        );
         assert!(
-            found[0]
-                .message
-                .starts_with("2 jobs started an attempt before it was due; first: job 12 attempt 2"),
+            found[0].message.starts_with(
+                "2 jobs started an attempt before it was due; first: job 12 attempt 2"
+            ),
             "{}",
             found[0].message
         );
