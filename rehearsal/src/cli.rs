@@ -131,13 +131,13 @@ pub enum ArtifactsAction {
     /// Build the release images and push them to a registry, so runs can pull N-1 by digest.
     Publish {
         /// The registry, HOST:PORT (plain HTTP, like a loopback registry).
-        #[arg(long, value_name = "HOST:PORT")]
+        #[arg(long, value_name = "HOST:PORT", value_parser = parse_registry)]
         registry: String,
     },
     /// List local runtime images, and a registry's tags and digests with the release each is.
     List {
         /// Also list this registry's tags, HOST:PORT.
-        #[arg(long, value_name = "HOST:PORT")]
+        #[arg(long, value_name = "HOST:PORT", value_parser = parse_registry)]
         registry: Option<String>,
     },
     /// Remove the images rehearse built or pulled (by their labels), but the manifest's release images and any in use.
@@ -386,7 +386,7 @@ struct DoctorArgs {
     postgres: Vec<crate::servers::Major>,
 
     /// Also check this registry, HOST:PORT [default: $REHEARSE_REGISTRY].
-    #[arg(long, value_name = "HOST:PORT", env = "REHEARSE_REGISTRY")]
+    #[arg(long, value_name = "HOST:PORT", env = "REHEARSE_REGISTRY", value_parser = parse_registry)]
     registry: Option<String>,
 
     #[command(flatten)]
@@ -830,6 +830,12 @@ fn count(s: &str, min: u32, max: u32, what: &str) -> Result<u32, String> {
             "\"{s}\" is not a whole number; expected {min} to {max} ({what})"
         )),
     }
+}
+
+/// `--registry HOST:PORT` (publish, list, doctor): the one shape every
+/// command that takes a registry accepts, so what doctor suggests runs.
+fn parse_registry(s: &str) -> Result<String, String> {
+    crate::image::registry::check_host(s).map(|()| s.to_owned())
 }
 
 /// `--from-registry NAME=REPOSITORY`; the reference itself is checked

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{
-    CreateContainerOptions, ListContainersOptions, RemoveImageOptions,
+    CreateContainerOptions, ListContainersOptions, ListImagesOptions, RemoveImageOptions,
 };
 use common::rehearse::{run, wait};
 use common::report::read_report;
@@ -1255,4 +1255,88 @@ fn container_log_lines_carry_the_engines_time_and_are_parsed_without_it() {
             .any(|r| matches!(r, Report::Line(Parsed::Garbled { line }) if *line == long)),
         "the long line arrives whole"
     );
+}
+
+/// A publish to a registry that does not answer stops before it builds,
+/// probes or tags anything: no probe container and no tag for that
+/// registry are left on the engine.
+#[test]
+fn a_publish_to_a_registry_that_does_not_answer_starts_and_tags_nothing() {
+    let _turn = turn();
+    let Some((rt, engine)) = engine("publish_nowhere") else {
+        return;
+    };
+    // A loopback port nothing listens on.
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let before = containers_with(&rt, &engine, label::RUN);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rehearse"));
+    cmd.args(["artifacts", "publish", "--registry", &nowhere])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (status, _out, err) = run(cmd, Duration::from_secs(120));
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("nothing was built or tagged"), "{err}");
+    assert_eq!(containers_with(&rt, &engine, label::RUN), before, "{err}");
+    let tagged = rt
+        .block_on(engine.docker.list_images(None::<ListImagesOptions>))
+        .unwrap()
+        .into_iter()
+        .flat_map(|i| i.repo_tags)
+        .filter(|t| t.starts_with(&format!("{nowhere}/")))
+        .collect::<Vec<_>>();
+    assert!(tagged.is_empty(), "{tagged:?}");
+
+    // What doctor advises for that registry is a command publish takes:
+    // run as written, it gets as far as the registry (exit 3), not refused (2).
+    let out = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+        .args(["doctor", "--registry", &nowhere])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let advised: Vec<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| c.starts_with("rehearse "))
+        .collect();
+    assert!(!advised.is_empty(), "doctor advised no command:\n{text}");
+    for command in advised {
+        let words: Vec<&str> = command.split_whitespace().skip(1).collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+            .args(&words)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "doctor advised `{command}`: {err}"
+        );
+    }
+
+    // A registry without its port is refused as typed (exit 2), as doctor refuses it.
+    for args in [
+        &["artifacts", "publish", "--registry", "localhost"][..],
+        &["doctor", "--registry", "localhost"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rehearse"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("give the port too (like localhost:5000)"),
+            "{err}"
+        );
+    }
 }

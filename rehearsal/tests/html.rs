@@ -50,7 +50,26 @@ steps = [
   { load = "off" },
   { drain = "30s" },
 ]
+
+[[checklist]]
+item = "hard kills with crash and heartbeat rescue asserted"
+cells = ["kept"]
 "#;
+
+/// Appended to a copy of the page (the report itself runs no script):
+/// at 1400x900, whether the page scrolls sideways and where the verdict,
+/// the checklist and the failing cells sit, written into the DOM.
+const MEASURE: &str = r#"<script>
+const bottomOf = (sel) => { const e = document.querySelector(sel); return e ? Math.round(e.getBoundingClientRect().bottom) : -1; };
+document.body.setAttribute("data-measured", JSON.stringify({
+  overflow: document.documentElement.scrollWidth - window.innerWidth,
+  width: window.innerWidth,
+  height: window.innerHeight,
+  verdict: bottomOf("p.outcome"),
+  checklist: bottomOf("table.checklist"),
+  missed: bottomOf("ul.missed"),
+}));
+</script>"#;
 
 fn skipped(what: &str) {
     eprintln!("##################################################################");
@@ -211,4 +230,39 @@ fn the_report_renders_in_headless_chromium_with_a_timeline_per_cell() {
     assert!(section(&dom, "missed").contains("<span class=\"v-fail\">fail</span>"));
     // The kill is marked on the passing cell's timeline.
     assert!(section(&dom, "kept").contains("<g data-phase=\"kill\">"));
+
+    // The first screen at 1400x900 answers "can we ship?": the verdict,
+    // the §9 checklist and the cell that did not pass all end within it,
+    // and nothing (the artifacts' digests, long paths) scrolls sideways.
+    let measured_page = scratch.path().join("measured.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    std::fs::write(
+        &measured_page,
+        html.replace("</body>", &format!("{MEASURE}</body>")),
+    )
+    .unwrap();
+    let dumped = headless(
+        &browser,
+        &profile,
+        &["--window-size=1400,900".into(), "--dump-dom".into()],
+        &measured_page,
+    );
+    let dom = String::from_utf8(dumped.stdout).expect("the DOM is UTF-8");
+    let at = dom.find("data-measured=\"").expect("the measure ran") + "data-measured=\"".len();
+    let json = dom[at..at + dom[at..].find('"').unwrap()].replace("&quot;", "\"");
+    let m: serde_json::Value = serde_json::from_str(&json).expect(&json);
+    eprintln!("first screen at 1400x900: {m}");
+    assert_eq!(m["width"], 1400, "{m}");
+    assert!(
+        m["overflow"].as_i64().unwrap() <= 0,
+        "the page scrolls sideways: {m}"
+    );
+    let screen = m["height"].as_i64().unwrap();
+    for part in ["verdict", "checklist", "missed"] {
+        let bottom = m[part].as_i64().unwrap();
+        assert!(
+            (0..=screen).contains(&bottom),
+            "{part} ends at {bottom}px, below the first screen: {m}"
+        );
+    }
 }

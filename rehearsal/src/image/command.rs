@@ -16,8 +16,8 @@ use std::io::Write;
 use bollard::models::ImageSummary;
 use bollard::query_parameters::ListImagesOptions;
 
-use super::registry::Registry;
-use super::{Engine, ImageInfo, REPOSITORY, credentials, labels, publish, resolve};
+use super::registry::{Registry, RegistryError};
+use super::{Engine, ImageError, ImageInfo, REPOSITORY, credentials, labels, publish, resolve};
 use crate::Error;
 use crate::artifacts::{self, Repo};
 use crate::exit::RunOutcome;
@@ -139,10 +139,23 @@ pub fn publish(
 ) -> Result<RunOutcome, Error> {
     check_registry(registry)?;
     let runtime = runtime()?;
+    let creds = credentials::lookup(registry);
+    // Before any image is built or probed: the registry answers (a new
+    // registry has no repository yet, which is an answer).
+    match runtime.block_on(Registry::new(registry, creds.clone()).tags(REPOSITORY)) {
+        Ok(_) | Err(RegistryError::NotFound { .. }) => {}
+        Err(e) => {
+            return Err(ImageError::Registry {
+                artifact: REPOSITORY.to_owned(),
+                registry: registry.to_owned(),
+                message: format!("{e}; nothing was built or tagged"),
+            }
+            .into());
+        }
+    }
     let engine = runtime.block_on(Engine::connect())?;
     writeln!(err, "{}", engine.describe())?;
     let images = build_images(repo, &runtime, &engine, false, err)?;
-    let creds = credentials::lookup(registry);
     for (version, info) in images.values() {
         let tag = info
             .tag
@@ -289,17 +302,10 @@ fn list_registry(
 }
 
 fn check_registry(registry: &str) -> Result<(), Error> {
-    let ok = registry.rsplit_once(':').is_some_and(|(host, port)| {
-        !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::BadFlag {
-            flag: "--registry",
-            message: format!("\"{registry}\" is not HOST:PORT (like 127.0.0.1:5000)"),
-        })
-    }
+    super::registry::check_host(registry).map_err(|message| Error::BadFlag {
+        flag: "--registry",
+        message,
+    })
 }
 
 /// `name:tag` without its tag (`127.0.0.1:5000/awa-runtime:0.6.2` -> `127.0.0.1:5000/awa-runtime`).

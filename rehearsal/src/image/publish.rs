@@ -45,9 +45,43 @@ pub async fn push(
         )
         .await
         .map_err(|e| fail("tagging for the registry", e.to_string()))?;
+    let pushed = push_tagged(
+        engine,
+        registry,
+        tag,
+        credentials,
+        &local,
+        &remote,
+        progress,
+    )
+    .await;
+    if pushed.is_err() {
+        // The tag for this registry was ours: a push that failed leaves none.
+        let _ = engine
+            .docker
+            .remove_image(
+                &format!("{remote}:{tag}"),
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
+            .await;
+    }
+    pushed
+}
+
+/// [`push`] once the image is tagged `remote:tag`.
+async fn push_tagged(
+    engine: &Engine,
+    registry: &str,
+    tag: &str,
+    credentials: Option<&Credentials>,
+    local: &str,
+    remote: &str,
+    progress: &mut dyn FnMut(String),
+) -> Result<Published, ImageError> {
     let creds = credentials.map(|c| c.for_engine(registry));
     let mut stream = engine.docker.push_image(
-        &remote,
+        remote,
         Some(PushImageOptions {
             tag: Some(tag.to_owned()),
             ..Default::default()
@@ -57,7 +91,7 @@ pub async fn push(
     let mut pushed_digest = None;
     while let Some(item) = stream.next().await {
         let info = item.map_err(|e| ImageError::Registry {
-            artifact: local.clone(),
+            artifact: local.to_owned(),
             registry: registry.to_owned(),
             message: format!("push of {remote}:{tag} failed: {e}"),
         })?;
@@ -73,7 +107,7 @@ pub async fn push(
         .manifest_digest(REPOSITORY, tag)
         .await
         .map_err(|e| ImageError::Registry {
-            artifact: local.clone(),
+            artifact: local.to_owned(),
             registry: registry.to_owned(),
             message: e.to_string(),
         })?;
@@ -81,7 +115,7 @@ pub async fn push(
         && pushed != served
     {
         return Err(ImageError::DigestMismatch {
-            artifact: local,
+            artifact: local.to_owned(),
             reference: format!("{remote}:{tag}"),
             expected: pushed,
             actual: served,

@@ -83,6 +83,28 @@ pub struct Registry {
     credentials: Option<Credentials>,
 }
 
+/// A registry as rehearse talks to one: `HOST:PORT`, plain HTTP (a
+/// loopback registry). Checked where it is typed, so a registry that
+/// doctor accepts is one publish accepts.
+pub fn check_host(registry: &str) -> Result<(), String> {
+    match registry.rsplit_once(':') {
+        Some((host, port))
+            if !host.is_empty()
+                && !host.contains('/')
+                && port.parse::<u16>().is_ok_and(|p| p > 0) =>
+        {
+            Ok(())
+        }
+        Some((_, port)) if port.parse::<u16>().is_err() => Err(format!(
+            "\"{registry}\" is not HOST:PORT: \"{port}\" is not a port (like 127.0.0.1:5000)"
+        )),
+        _ => Err(format!(
+            "\"{registry}\" is not HOST:PORT: give the port too (like {}:5000)",
+            registry.trim_end_matches(':')
+        )),
+    }
+}
+
 /// `sha256:HEX` of some bytes (a manifest's digest).
 pub fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", awa_runtime::release::sha256_hex(bytes))
