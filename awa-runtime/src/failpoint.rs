@@ -47,9 +47,14 @@ pub const WORKER_KEYS_ATTEMPTS_BY_JOB: &str = "worker_keys_attempts_by_job";
 /// Promotion of scheduled jobs forgets `run_at`: scheduled jobs, retries
 /// and snoozes run at the next promotion tick, before they are due.
 pub const PROMOTE_IGNORES_RUN_AT: &str = "promote_ignores_run_at";
+/// Rescue puts a re-queued job back to `available` without its ready
+/// entry: no claim, which reads the entries, ever picks it again (the
+/// class first suspected behind the 99 jobs of
+/// `n1-leader-suspended-across-flip` under load; not their cause).
+pub const RESCUE_REQUEUES_WITHOUT_ENTRY: &str = "rescue_requeues_without_entry";
 
 /// Every seeded defect.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -64,6 +69,7 @@ pub const ALL: [&str; 14] = [
     FINISH_IGNORES_RUN_LEASE,
     WORKER_KEYS_ATTEMPTS_BY_JOB,
     PROMOTE_IGNORES_RUN_AT,
+    RESCUE_REQUEUES_WITHOUT_ENTRY,
 ];
 
 /// Whether the failpoint `name` is armed.

@@ -441,3 +441,40 @@ async fn the_worker_defect_keeps_rescued_handlers_in_their_slots() {
     }
     assert_eq!(run.worker.terminate().await, 0);
 }
+
+/// rescue_requeues_without_entry: a rescued job goes back to
+/// `available` with no ready entry, and no claim ever picks it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requeue_defect_leaves_rescued_jobs_where_no_claim_looks() {
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_requeue").await;
+    let c = db.client().await;
+    // Its claimer has no runtime row: crash rescue takes the attempt.
+    let (id, _) = claim_one(&c, "default", "gone").await;
+    arm(failpoint::RESCUE_REQUEUES_WITHOUT_ENTRY);
+    let rescued = awa_runtime::store::rescue::rescue(&mut db.client().await, 60_000.0)
+        .await
+        .unwrap();
+    disarm(failpoint::RESCUE_REQUEUES_WITHOUT_ENTRY);
+    assert!(
+        rescued.iter().any(|r| r.job_id == id && !r.dead),
+        "{rescued:?}"
+    );
+    let state: String = c
+        .query_one("SELECT state FROM awa.jobs WHERE job_id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "available");
+    let unreachable = awa_runtime::store::audit::unreachable_ready(&c)
+        .await
+        .unwrap();
+    assert_eq!(unreachable.ids, [id], "{unreachable:?}");
+    assert!(
+        awa_runtime::store::claim::claim(&c, "default", 10, "fresh", "0.7.0")
+            .await
+            .unwrap()
+            .is_empty(),
+        "a claim found the re-queued job"
+    );
+}

@@ -588,11 +588,12 @@ async fn live_rows_and_open_claims_are_stuck() {
         "INSERT INTO awa.jobs (job_id, kind, queue, state, attempt, run_lease) VALUES (30, 'rehearsal', 'default', 'running', 1, 1);
          INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id) VALUES (0, 0, 31, 1, 1, 'w1');
          DELETE FROM awa.terminal_archive WHERE job_id = 1;
-         INSERT INTO awa.jobs (job_id, kind, queue, state) VALUES (1, 'rehearsal', 'default', 'available');",
+         INSERT INTO awa.jobs (job_id, kind, queue, state) VALUES (1, 'rehearsal', 'default', 'available');
+         INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt) VALUES (0, 0, 1, 'default', 0, 0);",
         &observations(),
     )
     .await;
-    // job 1 is live, not lost
+    // job 1 is live (and claimable), not lost
     assert_eq!(rules(&found), [FindingRule::Stuck]);
     assert_eq!(
         (found[0].ids.as_slice(), found[0].count),
@@ -602,6 +603,55 @@ async fn live_rows_and_open_claims_are_stuck() {
         found[0].message.contains("(2 live rows, 1 open claim)"),
         "{}",
         found[0].message
+    );
+}
+
+/// A re-queue that leaves a job `available` with no ready entry of its
+/// queue (none at all, or only one of another queue) strands it where no
+/// claim looks: a finding of its own beside `stuck`, naming where the
+/// entries sit. A claimable one (job 42) is only stuck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_available_job_without_an_entry_of_its_queue_is_unreachable() {
+    let found = reconcile_with(
+        "INSERT INTO awa.jobs (job_id, kind, queue, state, attempt, run_lease) VALUES
+             (40, 'rehearsal', 'default', 'available', 1, 1),
+             (41, 'rehearsal', 'default', 'available', 1, 1),
+             (42, 'rehearsal', 'default', 'available', 1, 1);
+         INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt) VALUES
+             (0, 0, 41, 'elsewhere', 0, 1),
+             (0, 0, 42, 'default', 0, 1);",
+        &observations(),
+    )
+    .await;
+    assert_eq!(
+        rules(&found),
+        [FindingRule::Stuck, FindingRule::UnreachableReady]
+    );
+    let unreachable = &found[1];
+    assert_eq!(
+        (unreachable.ids.as_slice(), unreachable.count),
+        (&[40, 41][..], 2)
+    );
+    assert_eq!(
+        unreachable.message,
+        "2 jobs are ready where no claim can reach them; first: job 40 is available (attempt 1) \
+         with no ready entry in its queue default, where claims look; it has no entry in any slot"
+    );
+    let found = reconcile_with(
+        "INSERT INTO awa.jobs (job_id, kind, queue, state, attempt, run_lease) VALUES
+             (41, 'rehearsal', 'default', 'available', 1, 1);
+         INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt) VALUES
+             (0, 0, 41, 'elsewhere', 0, 1);",
+        &observations(),
+    )
+    .await;
+    assert!(
+        found[1].message.ends_with(
+            "job 41 is available (attempt 1) with no ready entry in its queue default, \
+             where claims look; its entries: slot 0 generation 0 queue elsewhere"
+        ),
+        "{}",
+        found[1].message
     );
 }
 

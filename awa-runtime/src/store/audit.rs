@@ -556,6 +556,41 @@ pub async fn stuck(client: &Client) -> Result<Stuck> {
 }
 
 // ---------------------------------------------------------------------
+// Ready work no claim can reach
+// ---------------------------------------------------------------------
+
+/// `available` jobs no claim can pick. A claim reads the ready entries of
+/// its queue in every slot (no cursor, no generation: see
+/// `store::claim::CLAIM`), so an available job is reachable exactly when
+/// an entry of its own queue names it. The example says where the job's
+/// entries sit instead (slot, generation, queue), if anywhere.
+pub const UNREACHABLE_READY: &str = "
+WITH u AS (
+    SELECT j.job_id, j.queue, j.attempt FROM awa.jobs j
+    WHERE j.state = 'available'
+      AND NOT EXISTS (SELECT 1 FROM awa.queue_entries q WHERE q.job_id = j.job_id AND q.queue = j.queue)
+)
+SELECT count(*) AS unreachable,
+       (array_agg(job_id ORDER BY job_id))[1:20] AS unreachable_ids,
+       (SELECT format('job %s is available (attempt %s) with no ready entry in its queue %s, where claims look; %s',
+                      f.job_id, f.attempt, f.queue,
+                      coalesce((SELECT 'its entries: ' || string_agg(format('slot %s generation %s queue %s', q.slot, q.generation, q.queue),
+                                                                    ', ' ORDER BY q.slot, q.generation)
+                                FROM awa.queue_entries q WHERE q.job_id = f.job_id),
+                               'it has no entry in any slot'))
+        FROM u f ORDER BY f.job_id LIMIT 1) AS unreachable_example
+FROM u";
+
+/// Every `available` job no claim can reach ([`UNREACHABLE_READY`]).
+pub async fn unreachable_ready(client: &Client) -> Result<Offenders> {
+    let row = client
+        .query_one(UNREACHABLE_READY, &[])
+        .await
+        .map_err(|e| Error::db("looking for ready jobs no claim can reach", e))?;
+    Ok(Offenders::from_row(&row, "unreachable"))
+}
+
+// ---------------------------------------------------------------------
 // Terminal records against the executions that produced them
 // ---------------------------------------------------------------------
 

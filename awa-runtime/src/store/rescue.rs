@@ -56,6 +56,29 @@ const REQUEUE: &str = concat!(
     close_claim!("false")
 );
 
+/// The seeded defect: the job goes back to `available` without a ready
+/// entry, where no claim looks.
+const REQUEUE_WITHOUT_ENTRY: &str = concat!(
+    "WITH input AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) AS t(job_id, run_lease, outcome))
+, j AS (
+    UPDATE awa.jobs SET state = 'available' FROM input i
+    WHERE jobs.job_id = i.job_id AND jobs.run_lease = i.run_lease AND jobs.state = 'running'
+      AND jobs.attempt < jobs.max_attempts
+    RETURNING jobs.job_id, jobs.run_lease, jobs.attempt, jobs.queue, jobs.priority, jobs.kind, i.outcome
+)",
+    close_claim!("false")
+);
+
+/// The re-queue statement this build runs ([`REQUEUE`], unless a seeded
+/// defect replaces it).
+fn requeue_statement() -> &'static str {
+    if crate::failpoint::armed(crate::failpoint::RESCUE_REQUEUES_WITHOUT_ENTRY) {
+        REQUEUE_WITHOUT_ENTRY
+    } else {
+        REQUEUE
+    }
+}
+
 /// Dead-letter the pass's attempts that spent their last attempt (`$4`
 /// the reasons).
 const DEAD_LETTER: &str = concat!(
@@ -211,7 +234,7 @@ impl Pass {
             .await
             .map_err(|e| Error::db("locking the jobs to rescue", e))?;
         let requeued = closed_ids(
-            tx.query(REQUEUE, &[ids.0, ids.1, &self.outcomes])
+            tx.query(requeue_statement(), &[ids.0, ids.1, &self.outcomes])
                 .await
                 .map_err(|e| Error::db("rescuing attempts", e))?,
         );

@@ -619,11 +619,14 @@ pub enum FindingRule {
     /// An attempt started before it was due: a scheduled job before its
     /// `run_at`, a retry before its backoff, a snoozed job before its snooze.
     EarlyStart,
+    /// A job is `available` but no ready entry of its queue names it: no
+    /// claim, which reads the entries, can ever pick it.
+    UnreachableReady,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 22] = [
+    pub const ALL: [FindingRule; 23] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -646,6 +649,7 @@ impl FindingRule {
         FindingRule::SchemaDrift,
         FindingRule::UnstoppedHandler,
         FindingRule::EarlyStart,
+        FindingRule::UnreachableReady,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -670,6 +674,7 @@ impl FindingRule {
                 | FindingRule::SchemaDrift
                 | FindingRule::UnstoppedHandler
                 | FindingRule::EarlyStart
+                | FindingRule::UnreachableReady
         )
     }
 
@@ -698,6 +703,7 @@ impl FindingRule {
             FindingRule::SchemaDrift => "schema_drift",
             FindingRule::UnstoppedHandler => "unstopped_handler",
             FindingRule::EarlyStart => "early_start",
+            FindingRule::UnreachableReady => "unreachable_ready",
         }
     }
 

@@ -140,6 +140,7 @@ fn shipped_matrix_is_valid() {
         "defect-cron-no-catch-up",
         "defect-worker-keys-attempts-by-job",
         "defect-promote-ignores-run-at",
+        "defect-rescue-requeues-without-entry",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -215,6 +216,12 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_worker",
             "worker_keys_attempts_by_job",
             FindingRule::UnstoppedHandler,
+        ),
+        (
+            "defect-rescue-requeues-without-entry",
+            "defective_requeue",
+            "rescue_requeues_without_entry",
+            FindingRule::UnreachableReady,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();
@@ -1061,7 +1068,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, schema_drift, unstopped_handler, early_start";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, schema_drift, unstopped_handler, early_start, unreachable_ready";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",

@@ -134,6 +134,8 @@ pub(super) struct Storage {
     pub(super) set: AuditSetSize,
     pub(super) jobs: JobAudit,
     pub(super) stuck: Stuck,
+    /// Available jobs no ready entry of their queue names.
+    pub(super) unreachable: audit::Offenders,
     /// Terminal records that do not match the execution behind them.
     pub(super) mismatched: audit::Offenders,
     /// Jobs an attempt of which started before it was due.
@@ -198,6 +200,7 @@ async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage,
         set,
         jobs: audit::audit_jobs(client).await?,
         stuck: audit::stuck(client).await?,
+        unreachable: audit::unreachable_ready(client).await?,
         mismatched: audit::terminal_mismatches(client).await?,
         early: audit::early_starts(client, &input.scheduled, &crate::driver::env::WAITS).await?,
         rescues: audit::unproven_rescues(client, &input.killed).await?,

@@ -60,6 +60,14 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         (&stuck.0, &stuck.1),
     );
     add(
+        FindingRule::UnreachableReady,
+        &storage.unreachable,
+        (
+            "job is ready where no claim can reach it",
+            "jobs are ready where no claim can reach them",
+        ),
+    );
+    add(
         FindingRule::DoubleExecution,
         &jobs.double_completion,
         (
@@ -370,6 +378,12 @@ mod tests {
         storage.stuck.jobs = offenders(2, &[12, 13], "job 12 is still running (attempt 1)");
         storage.stuck.live_rows = 1;
         storage.stuck.open_claims = 1;
+        storage.unreachable = offenders(
+            1,
+            &[12],
+            "job 12 is available (attempt 1) with no ready entry in its queue default, \
+             where claims look; it has no entry in any slot",
+        );
         let found = findings(&storage, &Observations::default());
         assert_eq!(
             rules(&found),
@@ -379,6 +393,7 @@ mod tests {
                 FindingRule::WrongState,
                 FindingRule::WrongAttempt,
                 FindingRule::Stuck,
+                FindingRule::UnreachableReady,
                 FindingRule::DoubleExecution,
                 FindingRule::DoubleExecution,
             ]
@@ -393,6 +408,11 @@ mod tests {
             (&[101, 102, 103][..], 3, "reconcile")
         );
         assert_eq!(lost.at_ms, None, "only the end state shows a lost job");
+        assert_eq!(
+            found[5].message,
+            "1 job is ready where no claim can reach it; first: job 12 is available (attempt 1) \
+             with no ready entry in its queue default, where claims look; it has no entry in any slot"
+        );
         assert!(
             found[4].message.contains("(1 live row, 1 open claim)"),
             "{}",
