@@ -134,6 +134,15 @@ pub enum ArtifactError {
         /// The failpoint.
         failpoint: String,
     },
+    /// `--workspace-binary` names no file (bad input).
+    #[error(
+        "--workspace-binary {}: no such file; give the path of an awa binary built from this workspace",
+        binary.display()
+    )]
+    Prebuilt {
+        /// The path given.
+        binary: PathBuf,
+    },
     /// The manifest is unreadable, or does not list the version (bad input).
     #[error("artifact \"{name}\": {source}")]
     Release {
@@ -183,6 +192,7 @@ impl ArtifactError {
                 | ArtifactError::FailpointNeedsWorkspace { .. }
                 | ArtifactError::Release { .. }
                 | ArtifactError::Digest { .. }
+                | ArtifactError::Prebuilt { .. }
         )
     }
 }
@@ -272,6 +282,19 @@ pub fn resolve(
     artifacts: &BTreeMap<String, Artifact>,
     progress: &mut dyn FnMut(String),
 ) -> Result<Resolution, ArtifactError> {
+    resolve_with(repo, artifacts, None, progress)
+}
+
+/// [`resolve`], with `prebuilt` (`run --workspace-binary`) taken as the
+/// plain workspace build instead of building one: a candidate built
+/// elsewhere, such as `rehearse mutate`'s build of a mutant. Failpoint
+/// builds are still built here.
+pub fn resolve_with(
+    repo: &Repo,
+    artifacts: &BTreeMap<String, Artifact>,
+    prebuilt: Option<&Path>,
+    progress: &mut dyn FnMut(String),
+) -> Result<Resolution, ArtifactError> {
     let artifacts_dir = repo.artifacts();
     let manifest = check_sources(&artifacts_dir, artifacts)?;
     let expand_version = match &manifest {
@@ -281,6 +304,20 @@ pub fn resolve(
             .unwrap_or(DEFAULT_EXPAND_VERSION),
     };
     let mut workspace = BTreeMap::new();
+    if let Some(binary) = prebuilt {
+        if !binary.is_file() {
+            return Err(ArtifactError::Prebuilt {
+                binary: binary.to_owned(),
+            });
+        }
+        workspace.insert(
+            WorkspaceBuild::Plain,
+            (
+                binary.to_owned(),
+                format!("prebuilt {} (--workspace-binary)", binary.display()),
+            ),
+        );
+    }
     let mut resolved = BTreeMap::new();
     let git = repo.git();
     for (name, artifact) in artifacts {

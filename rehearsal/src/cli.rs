@@ -322,6 +322,12 @@ struct RunArgs {
     #[arg(long, value_name = "N", value_parser = parse_repeat, allow_negative_numbers = true)]
     repeat: Option<u32>,
 
+    /// Take this awa binary as the `build = "workspace"` artifact instead of
+    /// building the workspace (failpoint builds are still built): a candidate
+    /// built elsewhere; `rehearse mutate` runs each mutant's build this way.
+    #[arg(long, value_name = "PATH")]
+    workspace_binary: Option<PathBuf>,
+
     #[command(flatten)]
     exec: ExecArgs,
 }
@@ -412,6 +418,23 @@ struct MutateArgs {
     /// Draw N of the mutants (reproducible: the same N and --seed draw the same ones).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     sample: Option<u32>,
+
+    /// Only this mutant, by the id --list prints (repeatable).
+    #[arg(long = "mutant", value_name = "ID")]
+    mutants: Vec<String>,
+
+    /// Run only share I of N of the mutants (after --sample): hash:I/N (by
+    /// the mutant's id), slice:I/N (contiguous, in file order) or
+    /// duration:I/N (balanced by the mutants' times in the last mutate
+    /// report, unknown ones by hash); for `rehearse merge`.
+    #[arg(long, value_name = "STRATEGY:I/N", value_parser = parse_partition)]
+    partition: Option<crate::partition::Partition>,
+
+    /// A mutant's budget for each cell, in seconds [default: 3 times the
+    /// cell's time on the unmutated build, plus 60 s for the run's start];
+    /// a mutant past it is a timeout, which is not a kill.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
 
     #[command(flatten)]
     select: SelectArgs,
@@ -532,6 +555,8 @@ pub struct GlobalArgs {
     pub from_registry: Vec<(String, String)>,
     /// `--stress cpu=N|cpu=Nx` or `$REHEARSE_STRESS` (run, selftest, replay).
     pub stress: Option<Stress>,
+    /// `--workspace-binary PATH` (run): the workspace build, prebuilt.
+    pub workspace_binary: Option<PathBuf>,
 }
 
 impl Cli {
@@ -719,6 +744,7 @@ impl Line {
             durations: None,
             from_registry: Vec::new(),
             stress: None,
+            workspace_binary: None,
         };
         let command = match self.command {
             None => {
@@ -752,10 +778,16 @@ impl Line {
             Some(Cmd::Mutate(m)) => {
                 g.take_select(m.select);
                 g.take_exec(m.exec);
+                // `--json` of a listing prints the mutants as JSON.
+                let json = g.json && m.list;
                 Some(Command::Mutate(crate::mutate::Options {
                     list: m.list,
                     all: m.all,
                     sample: m.sample.map(|n| n as usize),
+                    mutants: m.mutants,
+                    partition: m.partition,
+                    timeout: m.timeout.map(std::time::Duration::from_secs),
+                    json,
                 }))
             }
             Some(Cmd::Doctor(d)) => {
@@ -878,6 +910,7 @@ impl GlobalArgs {
         self.partition = r.partition.partition;
         self.durations = r.partition.durations;
         self.repeat = r.repeat;
+        self.workspace_binary = r.workspace_binary;
         self.take_exec(r.exec);
     }
 }
@@ -993,6 +1026,51 @@ mod tests {
     #[test]
     fn the_declaration_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn mutate_takes_its_scope_sample_share_and_budget() {
+        let cli = parse(&[
+            "mutate",
+            "--list",
+            "--json",
+            "--all",
+            "--sample",
+            "12",
+            "--seed",
+            "1",
+            "--mutant",
+            "m1",
+            "--partition",
+            "hash:2/4",
+            "--timeout",
+            "30",
+            "--cell",
+            "fence",
+        ])
+        .unwrap();
+        let Some(Command::Mutate(o)) = cli.command else {
+            panic!("not mutate: {:?}", cli.command);
+        };
+        assert!(o.list && o.json && o.all);
+        assert_eq!(o.sample, Some(12));
+        assert_eq!(o.mutants, vec!["m1"]);
+        assert_eq!(
+            o.partition.map(|p| p.to_string()).as_deref(),
+            Some("hash:2/4")
+        );
+        assert_eq!(o.timeout, Some(std::time::Duration::from_secs(30)));
+        assert_eq!(
+            (cli.global.seed, cli.global.cells.clone()),
+            (Some(1), vec!["fence".to_owned()])
+        );
+        assert!(parse(&["mutate", "--all", "--in-diff"]).is_err());
+        assert!(parse(&["mutate", "--sample", "0"]).is_err());
+        let cli = parse(&["run", "--cell", "x", "--workspace-binary", "/tmp/awa"]).unwrap();
+        assert_eq!(
+            cli.global.workspace_binary.as_deref(),
+            Some(Path::new("/tmp/awa"))
+        );
     }
 
     #[test]

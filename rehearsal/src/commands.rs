@@ -62,7 +62,7 @@ pub fn execute(
         Some(Command::Plan) => plan_command(cli, env, out),
         Some(Command::Artifacts { action }) => artifacts_command(env, action, out, err),
         Some(Command::Selftest) => selftest(cli, env, out, err),
-        Some(Command::Mutate(options)) => mutate_command(cli, env, options, out),
+        Some(Command::Mutate(options)) => mutate_command(cli, env, options, out, err),
         Some(Command::Doctor { registry }) => doctor(cli, env, registry.as_deref(), out),
         Some(Command::Run) | None => match cli.global.repeat {
             Some(n) => repeat(cli, env, n, out, err),
@@ -78,19 +78,88 @@ fn mutate_command(
     env: &Environment,
     options: &crate::mutate::Options,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
     let (path, matrix) = load(cli, env)?;
     let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, &path)])?;
-    let generated = crate::mutate::generate_for(&repo, &matrix, options, cli.global.seed)?;
+    // The clean cells of the selection (every cell without --matrix or
+    // --cell): a defect cell expects a failure, so it cannot tell a
+    // mutant from the seeded defect.
+    let selected = if cli.global.matrix.is_none() && cli.global.cells.is_empty() {
+        matrix.cells.iter().collect()
+    } else {
+        plan::select(&matrix, &selection(cli))?
+    };
+    let cells: Vec<String> = selected
+        .iter()
+        .filter(|c| c.expect == Expectation::Pass && !c.name.starts_with("defect-"))
+        .map(|c| c.name.clone())
+        .collect();
+    if cells.is_empty() {
+        return Err(Error::BadFlag {
+            flag: "--cell",
+            message: "the selection has no clean cell (one that expects a pass and is not a defect-* cell) to judge mutants with; select clean cells with --matrix or --cell".into(),
+        });
+    }
+    check_bindirs(&cli.global.pg_bindirs)?;
+    if let Some(url) = &cli.global.database_url {
+        awa_runtime::redact::register_dsn(url);
+        check_database_url(url)?;
+    }
+    let seed = cli.global.seed.unwrap_or(0);
+    let mut generated = crate::mutate::generate_for(&repo, &matrix, options, Some(seed))?;
+    let reports_root = cli
+        .global
+        .reports_dir
+        .as_ref()
+        .filter(|v| !v.as_os_str().is_empty())
+        .map(|v| env.cwd.join(v))
+        .unwrap_or_else(|| repo.reports());
+    if let Some(p) = &options.partition {
+        let last = crate::mutate::report::newest(&reports_root);
+        generated.mutants = crate::mutate::share(
+            std::mem::take(&mut generated.mutants),
+            p,
+            last.as_ref().map(|(_, r)| r),
+        );
+    }
     if options.list {
-        out.write_all(
-            crate::mutate::render_list(&generated.mutants, &generated.current).as_bytes(),
-        )?;
+        if options.json {
+            let json = serde_json::to_string_pretty(&generated.mutants).map_err(Error::Json)?;
+            writeln!(out, "{json}")?;
+        } else {
+            out.write_all(
+                crate::mutate::render_list(&generated.mutants, &generated.current).as_bytes(),
+            )?;
+        }
         return Ok(RunOutcome::AllMet);
     }
-    Err(Error::NotImplemented {
-        what: "running the mutants (rehearse mutate without --list)",
-    })
+    check_reports_root(&reports_root)?;
+    crate::mutate::session(
+        crate::mutate::SessionArgs {
+            repo,
+            matrix_file: env.cwd.join(&path),
+            matrix,
+            cells,
+            seed,
+            generated,
+            reports_root,
+            sample: options.sample,
+            backend: cli.global.backend.name().to_owned(),
+            pg_bindirs: cli
+                .global
+                .pg_bindirs
+                .iter()
+                .map(|(_, d)| d.clone())
+                .collect(),
+            database_url: cli.global.database_url.clone(),
+            quiet: cli.global.quiet,
+            partition: options.partition.map(|p| p.to_string()),
+            timeout: options.timeout,
+        },
+        out,
+        err,
+    )
 }
 
 fn selection(cli: &Cli) -> Selection {
@@ -391,6 +460,11 @@ fn request(
         history,
         retries: cli.global.retries,
         matrix: None,
+        workspace_binary: cli
+            .global
+            .workspace_binary
+            .as_ref()
+            .map(|b| env.cwd.join(b)),
         // Before anything of the run starts: what is busy now is other work.
         busy: crate::schedule::pressure::Busy::now(crate::schedule::cores()),
     })
@@ -451,6 +525,12 @@ fn merge_command(
         message: e.0,
     };
     let dirs: Vec<PathBuf> = dirs.iter().map(|d| env.cwd.join(d)).collect();
+    if dirs
+        .iter()
+        .any(|d| d.join(crate::mutate::report::MUTATE_JSON).is_file())
+    {
+        return merge_mutate(cli, env, &dirs, to, out, err);
+    }
     let partials = crate::merge::read(&dirs).map_err(bad)?;
     let stamp = report::utc(std::time::SystemTime::now());
     let dir = match to {
@@ -518,6 +598,72 @@ fn merge_command(
         )?;
     }
     Ok(merged.outcome())
+}
+
+/// `rehearse merge` of the shares of a `rehearse mutate --partition` run:
+/// one mutate report whose score (and exit code) covers every share.
+fn merge_mutate(
+    cli: &Cli,
+    env: &Environment,
+    dirs: &[PathBuf],
+    to: Option<&Path>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<RunOutcome, Error> {
+    use crate::mutate::report as mreport;
+    let bad = |message: String| Error::BadFlag {
+        flag: "DIR",
+        message,
+    };
+    let mut partials = Vec::new();
+    for d in dirs {
+        let file = d.join(mreport::MUTATE_JSON);
+        if !file.is_file() {
+            return Err(bad(format!(
+                "{} has no {}: mutate shares merge only with mutate shares",
+                d.display(),
+                mreport::MUTATE_JSON
+            )));
+        }
+        partials.push(mreport::read(&file).map_err(bad)?);
+    }
+    let merged = mreport::merge(partials).map_err(bad)?;
+    let dir = match to {
+        Some(dir) => env.cwd.join(dir),
+        None => {
+            let root = crate::artifacts::Repo::find(&[&env.cwd])
+                .map(|r| r.reports())
+                .unwrap_or_else(|_| env.cwd.join("reports"));
+            let stamp = report::utc(std::time::SystemTime::now());
+            root.join(format!("{}-mutate-merged", stamp.compact))
+        }
+    };
+    if dirs.contains(&dir) {
+        return Err(Error::BadFlag {
+            flag: "--out",
+            message: format!(
+                "{} is one of the partial folders; name a new folder",
+                dir.display()
+            ),
+        });
+    }
+    check_merge_out(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(Error::Output)?;
+    mreport::write_all(&dir, &merged).map_err(Error::Output)?;
+    writeln!(out, "{}", merged.headline())?;
+    if !cli.global.quiet {
+        writeln!(
+            err,
+            "merged {} into {}",
+            report::text::plural(dirs.len(), "mutate share"),
+            dir.display()
+        )?;
+    }
+    Ok(if merged.met() {
+        RunOutcome::AllMet
+    } else {
+        RunOutcome::CellFailed
+    })
 }
 
 /// The merged run's folder must be new or empty: evidence already there

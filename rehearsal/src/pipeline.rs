@@ -78,6 +78,9 @@ pub struct RunArgs {
     /// The matrix the plan was expanded from, for another try's plan
     /// (`None`: a replay, which runs the recorded plan and never retries).
     pub matrix: Option<Arc<crate::matrix::Matrix>>,
+    /// `--workspace-binary`: the awa binary taken as the workspace build
+    /// instead of building one (`rehearse mutate` passes a mutant's).
+    pub workspace_binary: Option<PathBuf>,
     /// Other work on the machine before the run started anything (so
     /// none of it is the run's own): `--jobs auto` packs fewer cells.
     pub busy: Option<Busy>,
@@ -489,7 +492,12 @@ fn resolve(args: &RunArgs, docker: bool, err: &mut dyn Write) -> Result<Resoluti
             let _ = writeln!(err, "{line}");
         }
     };
-    Ok(artifacts::resolve(&args.repo, &wanted, &mut progress)?)
+    Ok(artifacts::resolve_with(
+        &args.repo,
+        &wanted,
+        args.workspace_binary.as_deref(),
+        &mut progress,
+    )?)
 }
 
 /// A new report folder (`-2`, `-3`, ... when the name is taken).

@@ -45,6 +45,17 @@ pub struct Matrix {
     /// cover it, in file order; the report's first table.
     #[serde(default)]
     pub checklist: Vec<ChecklistItem>,
+    /// `[mutate]`: what `rehearse mutate` must score.
+    #[serde(default)]
+    pub mutate: MutatePolicy,
+}
+
+/// `[mutate] min_score = 0.9`: the share of viable mutants (killed or
+/// survived) the matrix must kill for `rehearse mutate` to exit 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MutatePolicy {
+    /// From 0 to 1; `None`: any score passes.
+    pub min_score: Option<f64>,
 }
 
 /// An item of ADR-041 §9 ("validation precedes release") and the cells

@@ -91,6 +91,14 @@ pub(crate) struct RawChecklistItem {
     pub all: Option<Spanned<bool>>,
 }
 
+/// `[mutate]`: what `rehearse mutate` must score.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMutate {
+    /// A number, integer or float: checked in `validate.rs`.
+    pub min_score: Option<Spanned<toml::Value>>,
+}
+
 /// `[[cell]]`; `steps` is read by hand from the spanned tree (see [`RawSteps`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,6 +228,7 @@ pub(crate) struct RawMatrix {
     pub postgres: Option<Spanned<RawPostgres>>,
     pub schedule: Option<Spanned<RawSchedule>>,
     pub checklist: Option<Spanned<Vec<Spanned<RawChecklistItem>>>>,
+    pub mutate: Option<Spanned<RawMutate>>,
     pub cells: Vec<Spanned<RawCell>>,
     /// `[matrix]` entries in file order.
     pub matrices: Vec<RawNamedMatrix>,
@@ -228,7 +237,7 @@ pub(crate) struct RawMatrix {
 }
 
 /// Top-level sections, in the order the error message lists them.
-pub(crate) const SECTIONS: [&str; 9] = [
+pub(crate) const SECTIONS: [&str; 10] = [
     "artifacts",
     "workload",
     "timings",
@@ -236,6 +245,7 @@ pub(crate) const SECTIONS: [&str; 9] = [
     "postgres",
     "schedule",
     "checklist",
+    "mutate",
     "cell",
     "matrix",
 ];
@@ -276,6 +286,10 @@ pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix
             ) {
                 Some(c) => raw.checklist = Some(c),
                 None => raw.broken.push("checklist"),
+            },
+            "mutate" => match deserialize::<Spanned<RawMutate>>(value, sink, "mutate") {
+                Some(m) => raw.mutate = Some(m),
+                None => raw.broken.push("mutate"),
             },
             "cell" => read_cells(value, sink, &mut raw),
             "matrix" => read_matrices(value, sink, &mut raw),

@@ -416,7 +416,7 @@ fn unknown_section() {
     assert_eq!(
         errors(&doc("[workloads]\nrate_per_s = 1\n", &[])),
         [
-            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, schedule, checklist, cell, matrix"
+            "matrix.toml:1:2: unknown section \"workloads\" (did you mean \"workload\"?); expected one of artifacts, workload, timings, schema, postgres, schedule, checklist, mutate, cell, matrix"
         ]
     );
 }
@@ -2040,6 +2040,42 @@ fn a_bad_schedule_estimate_is_located() {
         ),
     ] {
         let text = doc(&format!("[schedule]\n{line}\n"), &[]);
+        assert_eq!(errors(&text), [format!("matrix.toml:{message}")], "{line}");
+    }
+}
+
+// --- mutate --------------------------------------------------------------------------------------
+
+#[test]
+fn mutate_min_score_is_a_share_and_a_bad_one_is_located() {
+    let matrix = parse("matrix.toml", &doc("", &[])).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(matrix.mutate.min_score, None);
+    for (value, share) in [("0.9", 0.9), ("1", 1.0), ("0", 0.0)] {
+        let text = doc(&format!("[mutate]\nmin_score = {value}\n"), &[]);
+        let matrix = parse("matrix.toml", &text).unwrap_or_else(|d| panic!("{value}: {d}"));
+        assert_eq!(matrix.mutate.min_score, Some(share), "{value}");
+    }
+    let wanted =
+        "min_score must be a share from 0 to 1 (killed / (killed + survived) mutants, e.g. 0.9)";
+    for (line, message) in [
+        (
+            "min_score = 90",
+            format!("2:13: mutate: {wanted}, found 90"),
+        ),
+        (
+            "min_score = -0.1",
+            format!("2:13: mutate: {wanted}, found -0.1"),
+        ),
+        (
+            "min_score = \"0.9\"",
+            format!("2:13: mutate: {wanted}, found the string \"0.9\""),
+        ),
+        (
+            "min_scor = 0.9",
+            "2:1: mutate: unknown field `min_scor`, expected `min_score`".to_owned(),
+        ),
+    ] {
+        let text = doc(&format!("[mutate]\n{line}\n"), &[]);
         assert_eq!(errors(&text), [format!("matrix.toml:{message}")], "{line}");
     }
 }

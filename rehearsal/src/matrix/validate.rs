@@ -17,8 +17,8 @@ use super::duration::Duration;
 use super::model::{
     Artifact, ArtifactSource, BuildSource, CORES_PER_CELL_RANGE, CURRENT, Cell, Cron,
     DEFAULT_BUDGET, DEFAULT_SLEEP, Expectation, FindingRule, ImageLine, ImageSource, JobMode,
-    Matrix, NamedMatrix, PREVIOUS, Reach, ScheduleEstimate, SchemaPolicy, Step, Timings, Version,
-    Workload, WorkloadOverride,
+    Matrix, MutatePolicy, NamedMatrix, PREVIOUS, Reach, ScheduleEstimate, SchemaPolicy, Step,
+    Timings, Version, Workload, WorkloadOverride,
 };
 use super::raw::{
     RawArtifact, RawCell, RawMatrix, RawMix, RawNamedMatrix, RawSteps, RawTimings, RawWorkload,
@@ -103,6 +103,10 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
     let checklist = raw.checklist.as_ref().map_or(Some(Vec::new()), |c| {
         super::checklist::validate(c, &cell_names, cells.as_deref(), sink)
     });
+    let mutate = raw
+        .mutate
+        .as_ref()
+        .map_or(Some(MutatePolicy::default()), |m| validate_mutate(m, sink));
     if sink.has_errors() {
         return None;
     }
@@ -116,7 +120,41 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         servers,
         schedule: schedule?,
         checklist: checklist?,
+        mutate: mutate?,
     })
+}
+
+/// `[mutate] min_score = 0.9`: a share from 0 to 1.
+fn validate_mutate(
+    m: &Spanned<super::raw::RawMutate>,
+    sink: &mut Sink<'_>,
+) -> Option<MutatePolicy> {
+    let Some(value) = &m.get_ref().min_score else {
+        return Some(MutatePolicy::default());
+    };
+    let wanted = "a share from 0 to 1 (killed / (killed + survived) mutants, e.g. 0.9)";
+    let number = match value.get_ref() {
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::Integer(i) => Some(*i as f64),
+        _ => None,
+    };
+    match number {
+        Some(n) if (0.0..=1.0).contains(&n) => Some(MutatePolicy { min_score: Some(n) }),
+        _ => {
+            let found = match value.get_ref() {
+                toml::Value::String(text) => format!("the string \"{text}\""),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Integer(i) => i.to_string(),
+                other => format!("a {}", other.type_str()),
+            };
+            sink.error(
+                Some(value.span()),
+                "mutate",
+                format!("min_score must be {wanted}, found {found}"),
+            );
+            None
+        }
+    }
 }
 
 /// `[schedule] cores_per_cell = 0.7`: a number of cores in

@@ -18,6 +18,8 @@
 //! where ours is a rehearsal whose verdicts carry the cell and rule that
 //! failed; its operators are simple enough to implement over `syn`.
 
+pub mod report;
+pub mod run;
 pub mod rust;
 pub mod scope;
 pub mod sql;
@@ -41,6 +43,14 @@ pub struct Options {
     pub all: bool,
     /// `--sample N`.
     pub sample: Option<usize>,
+    /// `--mutant ID`, repeatable: only these.
+    pub mutants: Vec<String>,
+    /// `--partition STRATEGY:I/N`.
+    pub partition: Option<crate::partition::Partition>,
+    /// `--timeout SECS`: a mutant's budget per cell.
+    pub timeout: Option<std::time::Duration>,
+    /// `--list --json`.
+    pub json: bool,
 }
 
 /// A mutation operator: what kind of change a mutant is.
@@ -289,6 +299,14 @@ pub enum MutateError {
     /// The previous release's archive is not listed or not intact (bad input).
     #[error("the previous release's archive: {0}")]
     Release(#[from] awa_runtime::release::ReleaseError),
+    /// `--mutant ID` names no mutant in scope (bad input).
+    #[error(
+        "--mutant {id}: no such mutant in scope; `rehearse mutate --list` (with the same --all/--in-diff) prints the ids"
+    )]
+    UnknownMutant {
+        /// The id given.
+        id: String,
+    },
     /// A source tree could not be read (infrastructure).
     #[error(transparent)]
     Tree(#[from] scope::TreeError),
@@ -310,6 +328,128 @@ pub struct Generated {
     pub mutants: Vec<Mutant>,
     /// How many were in scope before sampling.
     pub in_scope: Counts,
+    /// `in-diff against X.Y.Z` or `all`.
+    pub scope: String,
+}
+
+/// A mutant's budget for a cell: this many times the cell's clean time...
+pub const TIMEOUT_FACTOR: u32 = 3;
+/// ...plus this, for the run's start (cluster, artifacts, fleet).
+pub const TIMEOUT_FLOOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a mutate run needs, checked by the command.
+#[derive(Debug)]
+pub struct SessionArgs {
+    /// The repository.
+    pub repo: crate::artifacts::Repo,
+    /// The matrix file (absolute).
+    pub matrix_file: std::path::PathBuf,
+    /// The matrix.
+    pub matrix: crate::matrix::Matrix,
+    /// The clean cells selected, in matrix order.
+    pub cells: Vec<String>,
+    /// The seed of the sample and of every cell.
+    pub seed: u64,
+    /// The mutants.
+    pub generated: Generated,
+    /// Where the run's folder goes.
+    pub reports_root: std::path::PathBuf,
+    /// `--sample N`.
+    pub sample: Option<usize>,
+    /// `--backend`'s word.
+    pub backend: String,
+    /// `--pg-bindir` directories.
+    pub pg_bindirs: Vec<std::path::PathBuf>,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--partition`, as given.
+    pub partition: Option<String>,
+    /// `--timeout`.
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// Runs the mutants and writes the report: exit 0 when the score meets
+/// `[mutate] min_score`, 1 when not.
+pub fn session(
+    args: SessionArgs,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> Result<crate::exit::RunOutcome, crate::Error> {
+    use crate::Error;
+    let last = report::newest(&args.reports_root);
+    let order = report::kill_order(&args.cells, last.as_ref().map(|(_, r)| r));
+    let stamp = crate::report::utc(std::time::SystemTime::now());
+    let base =
+        crate::report::report_dir(&args.reports_root, &stamp.compact, args.repo.git().short());
+    let dir = std::path::PathBuf::from(format!("{}-mutate", base.display()));
+    std::fs::create_dir_all(&dir).map_err(Error::Output)?;
+    let rehearse = std::env::current_exe().map_err(|e| {
+        Error::Harness(format!(
+            "could not find the rehearse binary to run cells with: {e}"
+        ))
+    })?;
+    let runner = run::Runner {
+        root: args.repo.root.clone(),
+        matrix_file: args.matrix_file.clone(),
+        seed: args.seed,
+        backend: args.backend.clone(),
+        pg_bindirs: args.pg_bindirs.clone(),
+        database_url: args.database_url.clone(),
+        dir: dir.clone(),
+        timeout_factor: TIMEOUT_FACTOR,
+        timeout_floor: TIMEOUT_FLOOR,
+        timeout: args.timeout,
+        rehearse,
+    };
+    let g = &args.generated;
+    let header = report::MutateReport {
+        format_version: report::FORMAT_VERSION.to_owned(),
+        started_at: stamp.rfc3339.clone(),
+        seed: args.seed,
+        scope: g.scope.clone(),
+        sample: args.sample,
+        partition: args.partition.clone(),
+        in_scope: g.in_scope,
+        clean: Vec::new(),
+        min_score: args.matrix.mutate.min_score,
+        mutants: Vec::new(),
+    };
+    let c = Counts::of(&g.mutants);
+    writeln!(
+        err,
+        "mutate: {} mutants ({} SQL, {} Rust; {} in scope, {}), cells in order: {}; report in {}",
+        g.mutants.len(),
+        c.sql,
+        c.rust,
+        g.in_scope.sql + g.in_scope.rust,
+        g.scope,
+        order.join(", "),
+        dir.display()
+    )?;
+    let quiet = args.quiet;
+    let mut progress = |line: String| {
+        if !quiet {
+            let _ = writeln!(err, "{line}");
+        }
+    };
+    let finished = run::session(
+        &runner,
+        &g.current,
+        &g.mutants,
+        &order,
+        header,
+        &mut progress,
+    )
+    .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
+    writeln!(out, "{}", finished.headline())?;
+    writeln!(out, "report: {}", dir.join(report::MUTATE_MD).display())?;
+    Ok(if finished.met() {
+        crate::exit::RunOutcome::AllMet
+    } else {
+        crate::exit::RunOutcome::CellFailed
+    })
 }
 
 /// The mutants `options` ask for: of the workspace's awa-runtime, in the
@@ -323,6 +463,7 @@ pub fn generate_for(
     seed: Option<u64>,
 ) -> Result<Generated, MutateError> {
     let current = Tree::read_dir(&repo.root.join("awa-runtime"))?;
+    let mut described = "all".to_owned();
     let scope = if options.all {
         Scope::All
     } else {
@@ -347,19 +488,61 @@ pub fn generate_for(
         let manifest = awa_runtime::release::load_manifest(&artifacts)?;
         let entry = manifest.release(&previous, &artifacts)?;
         let archive = awa_runtime::release::verify(&artifacts, entry)?;
+        described = format!("in-diff against {previous}");
         Scope::in_diff(&Tree::read_crate(&archive)?)
     };
     let all = generate(&current, &scope);
     let in_scope = Counts::of(&all);
-    let mutants = match options.sample {
+    if let Some(id) = options
+        .mutants
+        .iter()
+        .find(|id| !all.iter().any(|m| &m.id == *id))
+    {
+        return Err(MutateError::UnknownMutant { id: id.clone() });
+    }
+    let mut mutants = match options.sample {
         Some(n) => sample(all, n, seed.unwrap_or(0)),
         None => all,
     };
+    if !options.mutants.is_empty() {
+        mutants.retain(|m| options.mutants.contains(&m.id));
+    }
     Ok(Generated {
         current,
         mutants,
         in_scope,
+        scope: described,
     })
+}
+
+/// `--partition STRATEGY:I/N` of the mutants: by a hash of each id, in
+/// contiguous slices, or balanced by their times in `last` (the last
+/// mutate report).
+pub fn share(
+    mutants: Vec<Mutant>,
+    partition: &crate::partition::Partition,
+    last: Option<&report::MutateReport>,
+) -> Vec<Mutant> {
+    let ids: Vec<String> = mutants.iter().map(|m| m.id.clone()).collect();
+    let durations: BTreeMap<String, u64> = last
+        .map(|r| {
+            r.mutants
+                .iter()
+                .map(|m| (m.mutant.id.clone(), m.elapsed_ms))
+                .collect()
+        })
+        .unwrap_or_default();
+    let shares = crate::partition::shares(&ids, partition.strategy, partition.count, &durations);
+    let keep: Vec<usize> = shares
+        .get(partition.index.saturating_sub(1) as usize)
+        .cloned()
+        .unwrap_or_default();
+    mutants
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, m)| m)
+        .collect()
 }
 
 /// `--sample N --seed S`: `n` mutants drawn without replacement, the same

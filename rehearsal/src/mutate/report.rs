@@ -1,0 +1,456 @@
+//! The mutate report: `mutate.json` (versioned, what `merge` and the next
+//! run's cell order read) and `mutate.md` (survivors first, with their
+//! diffs), written whole and renamed into place like the run reports.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::Counts;
+use super::run::{CleanCell, MutantResult, Status};
+
+/// `mutate.json`'s name.
+pub const MUTATE_JSON: &str = "mutate.json";
+/// `mutate.md`'s name.
+pub const MUTATE_MD: &str = "mutate.md";
+
+/// Format of `mutate.json`: 1.0, the first.
+pub const FORMAT_VERSION: &str = "1.0";
+
+/// One mutate run (or the merge of a partitioned one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MutateReport {
+    /// `major.minor`.
+    pub format_version: String,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// The seed of the sample and of every cell.
+    pub seed: u64,
+    /// `in-diff against 0.6.2` or `all`.
+    pub scope: String,
+    /// `--sample N`, if any.
+    pub sample: Option<usize>,
+    /// `--partition`, if any (`hash:1/4`).
+    pub partition: Option<String>,
+    /// Mutants in scope before sampling.
+    pub in_scope: Counts,
+    /// The cells and their clean run, in the order they judged mutants.
+    pub clean: Vec<CleanCell>,
+    /// `[mutate] min_score` of the matrix, if set.
+    pub min_score: Option<f64>,
+    /// Each mutant's result.
+    pub mutants: Vec<MutantResult>,
+}
+
+/// The tally of a report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Killed by a cell.
+    pub killed: usize,
+    /// Passed by every cell.
+    pub survived: usize,
+    /// Did not build.
+    pub unviable: usize,
+    /// Ran past a budget.
+    pub timeout: usize,
+}
+
+impl Tally {
+    /// killed / (killed + survived); `None` with neither.
+    pub fn score(&self) -> Option<f64> {
+        let judged = self.killed + self.survived;
+        (judged > 0).then(|| self.killed as f64 / judged as f64)
+    }
+
+    /// Viable: built (killed, survived or timeout).
+    pub fn viable(&self) -> usize {
+        self.killed + self.survived + self.timeout
+    }
+}
+
+impl MutateReport {
+    /// Counts by status.
+    pub fn tally(&self) -> Tally {
+        let mut t = Tally::default();
+        for m in &self.mutants {
+            match m.status {
+                Status::Killed { .. } => t.killed += 1,
+                Status::Survived => t.survived += 1,
+                Status::Unviable { .. } => t.unviable += 1,
+                Status::Timeout { .. } => t.timeout += 1,
+            }
+        }
+        t
+    }
+
+    /// Whether the score meets `min_score` (met when none is set; not
+    /// met when nothing was judged and one is).
+    pub fn met(&self) -> bool {
+        match (self.min_score, self.tally().score()) {
+            (None, _) => true,
+            (Some(min), Some(score)) => score + 1e-9 >= min,
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Mean time per mutant, ms.
+    pub fn mean_ms(&self) -> u64 {
+        let n = self.mutants.len() as u64;
+        self.mutants
+            .iter()
+            .map(|m| m.elapsed_ms)
+            .sum::<u64>()
+            .checked_div(n)
+            .unwrap_or(0)
+    }
+
+    /// Kills per cell, the order the next run tries cells in.
+    pub fn kills_by_cell(&self) -> BTreeMap<String, usize> {
+        let mut map = BTreeMap::new();
+        for m in &self.mutants {
+            if let Status::Killed { cell, .. } = &m.status {
+                *map.entry(cell.clone()).or_insert(0) += 1;
+            }
+        }
+        map
+    }
+
+    /// The one-line verdict.
+    pub fn headline(&self) -> String {
+        let t = self.tally();
+        let score = t.score().map_or_else(
+            || "no score (nothing judged)".to_owned(),
+            |s| format!("score {:.1}%", s * 100.0),
+        );
+        let min = self.min_score.map_or_else(String::new, |m| {
+            format!(
+                " (min_score {:.1}%: {})",
+                m * 100.0,
+                if self.met() { "met" } else { "NOT met" }
+            )
+        });
+        format!(
+            "{score}{min}: {} mutants, {} killed, {} survived, {} unviable, {} timeout; mean {:.1} s a mutant",
+            self.mutants.len(),
+            t.killed,
+            t.survived,
+            t.unviable,
+            t.timeout,
+            self.mean_ms() as f64 / 1000.0
+        )
+    }
+}
+
+/// The Markdown report: headline, survivors with their diffs, then every
+/// mutant, then the cells' clean run.
+pub fn render_markdown(r: &MutateReport) -> String {
+    let mut out = String::new();
+    out.push_str("# rehearse mutate\n\n");
+    out.push_str(&format!("**{}**\n\n", r.headline()));
+    let c = r
+        .mutants
+        .iter()
+        .filter(|m| m.mutant.operator.is_sql())
+        .count();
+    out.push_str(&format!(
+        "Scope: {}; {} mutants in scope ({} SQL, {} Rust){}; run: {} ({} SQL, {} Rust); seed {}{}.\n\n",
+        r.scope,
+        r.in_scope.sql + r.in_scope.rust,
+        r.in_scope.sql,
+        r.in_scope.rust,
+        r.sample.map_or_else(String::new, |n| format!(", sample of {n}")),
+        r.mutants.len(),
+        c,
+        r.mutants.len() - c,
+        r.seed,
+        r.partition.as_ref().map_or_else(String::new, |p| format!(", partition {p}")),
+    ));
+    let survivors: Vec<&MutantResult> = r
+        .mutants
+        .iter()
+        .filter(|m| m.status == Status::Survived)
+        .collect();
+    out.push_str(&format!("## Survivors ({})\n\n", survivors.len()));
+    if survivors.is_empty() {
+        out.push_str("None.\n\n");
+    }
+    for m in &survivors {
+        out.push_str(&format!(
+            "### {} {}:{} ({}, in {})\n\n```diff\n{}```\n\n",
+            m.mutant.id, m.mutant.file, m.mutant.line, m.mutant.operator, m.mutant.unit, m.diff
+        ));
+    }
+    out.push_str("## Every mutant\n\n| mutant | where | operator | status | killed by | time |\n|---|---|---|---|---|---|\n");
+    let mut order: Vec<&MutantResult> = r.mutants.iter().collect();
+    order.sort_by_key(|m| {
+        (
+            m.status != Status::Survived,
+            m.mutant.file.clone(),
+            m.mutant.range.start,
+        )
+    });
+    for m in order {
+        let by = match &m.status {
+            Status::Killed { cell, rule } => format!("{cell}: {}", one_line(rule)),
+            Status::Survived => "survived".into(),
+            Status::Unviable { error } => format!("does not build: {}", one_line(error)),
+            Status::Timeout { cell, budget_s } => format!("{cell} past its {budget_s} s budget"),
+        };
+        out.push_str(&format!(
+            "| {} | {}:{} | {} | {} | {} | {:.1} s |\n",
+            m.mutant.id,
+            m.mutant.file,
+            m.mutant.line,
+            m.mutant.operator,
+            m.status.word(),
+            by.replace('|', "\\|"),
+            m.elapsed_ms as f64 / 1000.0
+        ));
+    }
+    out.push_str("\n## Cells (clean run, in the order they judge mutants)\n\n| cell | clean verdict | time | judges |\n|---|---|---|---|\n");
+    for c in &r.clean {
+        out.push_str(&format!(
+            "| {} | {} | {:.1} s | {} |\n",
+            c.outcome.cell,
+            c.outcome.verdict,
+            c.outcome.elapsed_ms as f64 / 1000.0,
+            if c.usable {
+                "yes"
+            } else {
+                "no: not clean on the unmutated build"
+            }
+        ));
+    }
+    out
+}
+
+/// The first line of `text`, at most 160 characters.
+fn one_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() > 160 {
+        format!("{}…", line.chars().take(160).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+/// Writes `mutate.json` and `mutate.md` into `dir`.
+pub fn write_all(dir: &Path, r: &MutateReport) -> std::io::Result<()> {
+    let json = serde_json::to_string_pretty(r).map_err(std::io::Error::other)?;
+    write_whole(&dir.join(MUTATE_JSON), &json)?;
+    write_whole(&dir.join(MUTATE_MD), &render_markdown(r))
+}
+
+/// Written to a temporary name and renamed: never half a file.
+fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a `mutate.json`.
+pub fn read(path: &Path) -> Result<MutateReport, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let r: MutateReport =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if r.format_version.split('.').next() != FORMAT_VERSION.split('.').next() {
+        return Err(format!(
+            "{}: format {} is not one this rehearse reads ({FORMAT_VERSION})",
+            path.display(),
+            r.format_version
+        ));
+    }
+    Ok(r)
+}
+
+/// The newest mutate report under `root` (by folder name, which starts
+/// with the UTC time), if any.
+pub fn newest(root: &Path) -> Option<(PathBuf, MutateReport)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(MUTATE_JSON).is_file())
+        .collect();
+    dirs.sort();
+    while let Some(d) = dirs.pop() {
+        if let Ok(r) = read(&d.join(MUTATE_JSON)) {
+            return Some((d, r));
+        }
+    }
+    None
+}
+
+/// The shares of a `--partition` run joined: the same seed, scope and
+/// sample (so the same mutants were split), each mutant once; the clean
+/// runs of every share kept (each share ran its own).
+pub fn merge(partials: Vec<MutateReport>) -> Result<MutateReport, String> {
+    let mut iter = partials.into_iter();
+    let Some(mut merged) = iter.next() else {
+        return Err("nothing to merge".into());
+    };
+    let mut seen: std::collections::BTreeSet<String> =
+        merged.mutants.iter().map(|m| m.mutant.id.clone()).collect();
+    for p in iter {
+        if (p.seed, &p.scope, p.sample, p.min_score)
+            != (merged.seed, &merged.scope, merged.sample, merged.min_score)
+        {
+            return Err(format!(
+                "the shares were not split from one run: seed {} / {} / sample {:?} against seed {} / {} / sample {:?}; merge shares of one `rehearse mutate --partition` run",
+                p.seed, p.scope, p.sample, merged.seed, merged.scope, merged.sample
+            ));
+        }
+        for m in p.mutants {
+            if !seen.insert(m.mutant.id.clone()) {
+                return Err(format!("mutant {} is in two shares", m.mutant.id));
+            }
+            merged.mutants.push(m);
+        }
+        merged.clean.extend(p.clean);
+        if p.started_at < merged.started_at {
+            merged.started_at = p.started_at;
+        }
+    }
+    merged.partition = None;
+    merged.mutants.sort_by(|a, b| {
+        (&a.mutant.file, a.mutant.range.start).cmp(&(&b.mutant.file, b.mutant.range.start))
+    });
+    Ok(merged)
+}
+
+/// The cells in the order most likely to kill: most kills in `last`
+/// first, then as given.
+pub fn kill_order(cells: &[String], last: Option<&MutateReport>) -> Vec<String> {
+    let kills = last.map(MutateReport::kills_by_cell).unwrap_or_default();
+    let mut order: Vec<(usize, usize, String)> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            (
+                usize::MAX - kills.get(c).copied().unwrap_or(0),
+                i,
+                c.clone(),
+            )
+        })
+        .collect();
+    order.sort();
+    order.into_iter().map(|(_, _, c)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutate::run::CellOutcome;
+    use crate::mutate::{Mutant, Operator};
+
+    fn result(id: &str, status: Status) -> MutantResult {
+        MutantResult {
+            mutant: Mutant::new(
+                "src/a.rs",
+                "fn a() { 1 < 2 }",
+                id,
+                Operator::BinOp,
+                11..12,
+                format!("<= /* {id} */"),
+            ),
+            diff: "-x\n+y\n".into(),
+            status,
+            cells: Vec::<CellOutcome>::new(),
+            build_ms: 1000,
+            elapsed_ms: 4000,
+        }
+    }
+
+    fn report(mutants: Vec<MutantResult>, min_score: Option<f64>) -> MutateReport {
+        MutateReport {
+            format_version: FORMAT_VERSION.into(),
+            started_at: "2026-12-05T08:00:00Z".into(),
+            seed: 1,
+            scope: "all".into(),
+            sample: None,
+            partition: None,
+            in_scope: Counts::default(),
+            clean: Vec::new(),
+            min_score,
+            mutants,
+        }
+    }
+
+    #[test]
+    fn the_score_counts_killed_and_survived_only() {
+        let killed = |c: &str| Status::Killed {
+            cell: c.into(),
+            rule: "lost: 1 job".into(),
+        };
+        let r = report(
+            vec![
+                result("a", killed("fence")),
+                result("b", Status::Survived),
+                result(
+                    "c",
+                    Status::Unviable {
+                        error: "E0308".into(),
+                    },
+                ),
+                result(
+                    "d",
+                    Status::Timeout {
+                        cell: "fence".into(),
+                        budget_s: 60,
+                    },
+                ),
+                result("e", killed("roll")),
+                result("f", killed("fence")),
+            ],
+            Some(0.8),
+        );
+        let t = r.tally();
+        assert_eq!((t.killed, t.survived, t.unviable, t.timeout), (3, 1, 1, 1));
+        assert_eq!(t.score(), Some(0.75));
+        assert!(!r.met());
+        assert!(report(r.mutants.clone(), Some(0.75)).met());
+        assert!(report(r.mutants.clone(), None).met());
+        assert!(
+            !report(
+                vec![result("u", Status::Unviable { error: "x".into() })],
+                Some(0.1)
+            )
+            .met()
+        );
+        assert_eq!(
+            kill_order(&["roll".into(), "smoke".into(), "fence".into()], Some(&r)),
+            vec!["fence", "roll", "smoke"]
+        );
+        assert_eq!(
+            kill_order(&["roll".into(), "fence".into()], None),
+            vec!["roll", "fence"]
+        );
+        // Shares merge into one score; the same mutant twice, or shares of
+        // another run, are refused.
+        let (a, b) = (r.mutants[..3].to_vec(), r.mutants[3..].to_vec());
+        let merged = merge(vec![
+            report(b.clone(), Some(0.8)),
+            report(a.clone(), Some(0.8)),
+        ])
+        .expect("merges");
+        assert_eq!(merged.tally(), t);
+        assert!(
+            merge(vec![
+                report(a.clone(), Some(0.8)),
+                report(a.clone(), Some(0.8))
+            ])
+            .is_err()
+        );
+        let mut other = report(b, Some(0.8));
+        other.seed = 2;
+        assert!(merge(vec![report(a, Some(0.8)), other]).is_err());
+        let md = render_markdown(&r);
+        let survivors = md.find("## Survivors (1)").expect("survivors section");
+        assert!(md.find("## Every mutant").expect("table") > survivors);
+        assert!(
+            md.contains("score 75.0% (min_score 80.0%: NOT met)"),
+            "{md}"
+        );
+        assert!(md.contains("| unviable | does not build: E0308 |"), "{md}");
+    }
+}

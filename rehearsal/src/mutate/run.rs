@@ -1,0 +1,592 @@
+//! Running the mutants: one work copy, one build each, cells until one fails.
+//!
+//! The workspace is copied once into `target/mutate/work` (kept in step
+//! with the workspace on every run) and built into `target/mutate/target`
+//! with incremental compilation, so a mutant costs a rebuild of
+//! awa-runtime alone. Each mutant is written into the copy, built, and
+//! restored; a build that fails makes it *unviable*.
+//!
+//! Each cell runs as `rehearse run --cell NAME --workspace-binary BIN`, a
+//! child process of this binary: the run pipeline itself (artifacts with
+//! the mutant's build as `current`, the driver, reconciliation, the
+//! report folder), nothing duplicated, and a child that overruns its
+//! budget (a multiple of the cell's time on the clean build) is
+//! stopped: the mutant is a *timeout*. The cells first run against the
+//! unmutated build (the clean run): a cell that does not pass there
+//! cannot judge a mutant and is left out. Then, per mutant, the cells run
+//! in the order most likely to kill (most kills in the last mutate
+//! report first), stopping at the first that fails: *killed*, by that
+//! cell and the rule its report names. A cell that comes out
+//! inconclusive does not kill. A mutant every cell passes *survived*.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Mutant, Tree};
+use crate::observe::Verdict;
+
+/// A mutant's outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Status {
+    /// A cell failed on it.
+    Killed {
+        /// The cell that failed (`-`: the build would not start at all).
+        cell: String,
+        /// The rule (or step failure) the cell's report gives first.
+        rule: String,
+    },
+    /// Every cell passed (or was inconclusive).
+    Survived,
+    /// It does not build.
+    Unviable {
+        /// The compiler's first error.
+        error: String,
+    },
+    /// A cell ran past its budget.
+    Timeout {
+        /// The cell.
+        cell: String,
+        /// Its budget, in seconds.
+        budget_s: u64,
+    },
+}
+
+impl Status {
+    /// The word the report uses.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Status::Killed { .. } => "killed",
+            Status::Survived => "survived",
+            Status::Unviable { .. } => "unviable",
+            Status::Timeout { .. } => "timeout",
+        }
+    }
+}
+
+/// How one cell went for one build.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellOutcome {
+    /// The cell.
+    pub cell: String,
+    /// `pass`, `fail`, `inconclusive`, `timeout`, `error`.
+    pub verdict: String,
+    /// The first rule or step failure, when it failed.
+    pub rule: Option<String>,
+    /// Wall time of the child run, ms (with its artifacts and cluster).
+    pub elapsed_ms: u64,
+    /// The cell's own time as its report gives it, ms (0 without a report).
+    #[serde(default)]
+    pub cell_ms: u64,
+    /// The child's report folder (relative to the mutate folder), if it made one.
+    pub report: Option<String>,
+}
+
+/// One mutant's result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutantResult {
+    /// The mutant.
+    pub mutant: Mutant,
+    /// Its unified diff.
+    pub diff: String,
+    /// Its outcome.
+    #[serde(flatten)]
+    pub status: Status,
+    /// The cells run, in order.
+    pub cells: Vec<CellOutcome>,
+    /// Its build's time, ms.
+    pub build_ms: u64,
+    /// Build and cells, ms.
+    pub elapsed_ms: u64,
+}
+
+/// What the runner needs from the command line.
+#[derive(Clone, Debug)]
+pub struct Runner {
+    /// The repository (its `target/` holds the work copy).
+    pub root: PathBuf,
+    /// The matrix file the cells come from.
+    pub matrix_file: PathBuf,
+    /// The seed every cell runs with.
+    pub seed: u64,
+    /// `--backend` as its flag value.
+    pub backend: String,
+    /// `--pg-bindir` directories, passed on.
+    pub pg_bindirs: Vec<PathBuf>,
+    /// `--database-url`, passed on through the environment.
+    pub database_url: Option<String>,
+    /// The mutate run's folder.
+    pub dir: PathBuf,
+    /// A mutant's budget for a cell: this many times the clean run's time...
+    pub timeout_factor: u32,
+    /// ...plus this, for the run's start.
+    pub timeout_floor: Duration,
+    /// `--timeout`: the budget instead.
+    pub timeout: Option<Duration>,
+    /// The `rehearse` binary the cells run with.
+    pub rehearse: PathBuf,
+}
+
+/// Why the runner could not go on (infrastructure, exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The work copy could not be made.
+    #[error("could not prepare the mutation work copy in {path}: {source}")]
+    Copy {
+        /// Where.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The unmutated copy does not build.
+    #[error("the unmutated workspace does not build in the work copy: {0}")]
+    CleanBuild(String),
+    /// A child run could not be started or gave no report.
+    #[error("cell {cell}: {detail}")]
+    Cell {
+        /// The cell.
+        cell: String,
+        /// What happened.
+        detail: String,
+    },
+}
+
+fn copy_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Copy {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl Runner {
+    /// The work copy's root.
+    pub fn work(&self) -> PathBuf {
+        self.root.join("target").join("mutate").join("work")
+    }
+
+    /// The target directory the work copy builds into.
+    fn target(&self) -> PathBuf {
+        self.root.join("target").join("mutate").join("target")
+    }
+
+    /// The binary a build of the work copy makes.
+    pub fn binary(&self) -> PathBuf {
+        self.target().join("release").join("awa")
+    }
+
+    /// The work copy made equal to the workspace: its manifests, lock file,
+    /// and the crates' sources (files that differ are rewritten, so the
+    /// build stays incremental).
+    pub fn sync(&self) -> Result<(), RunError> {
+        let work = self.work();
+        for file in ["Cargo.toml", "Cargo.lock"] {
+            sync_file(&self.root.join(file), &work.join(file))?;
+        }
+        for krate in ["awa-runtime", "rehearsal"] {
+            sync_dir(&self.root.join(krate), &work.join(krate))?;
+        }
+        Ok(())
+    }
+
+    /// Builds the work copy: `Err` with the compiler's first error.
+    pub fn build(&self) -> Result<PathBuf, String> {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(&cargo)
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "awa-runtime",
+                "--bin",
+                "awa",
+                "--target-dir",
+            ])
+            .arg(self.target())
+            .current_dir(self.work())
+            // One crate changes per mutant: incremental rebuilds it in part.
+            .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true")
+            .env_remove("CARGO_TARGET_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("could not run {}: {e}", Path::new(&cargo).display()))?;
+        if out.status.success() {
+            return Ok(self.binary());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("error"))
+            .take(6)
+            .collect::<Vec<_>>()
+            .join("\n");
+        Err(if first.is_empty() {
+            format!("cargo exited with {}", out.status)
+        } else {
+            first
+        })
+    }
+
+    /// Writes `mutant` into the work copy (`Some`), or restores the file
+    /// it changed (`None` restores `file` from `current`).
+    pub fn write(
+        &self,
+        current: &Tree,
+        file: &str,
+        mutant: Option<&Mutant>,
+    ) -> Result<(), RunError> {
+        let text = current.files.get(file).map_or("", String::as_str);
+        let path = self.work().join("awa-runtime").join(file);
+        let body = match mutant {
+            Some(m) => m.apply(text),
+            None => text.to_owned(),
+        };
+        std::fs::write(&path, body).map_err(copy_err(&path))
+    }
+
+    /// Runs one cell against `binary` as a child `rehearse run`, its
+    /// report folder under `under`; stopped past `budget`.
+    pub fn cell(
+        &self,
+        cell: &str,
+        binary: &Path,
+        under: &Path,
+        budget: Option<Duration>,
+    ) -> Result<CellOutcome, RunError> {
+        let fail = |detail: String| RunError::Cell {
+            cell: cell.to_owned(),
+            detail,
+        };
+        std::fs::create_dir_all(under)
+            .map_err(|e| fail(format!("could not create {}: {e}", under.display())))?;
+        let log =
+            std::fs::File::create(under.join("rehearse.log")).map_err(|e| fail(e.to_string()))?;
+        let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
+        let mut cmd = Command::new(&self.rehearse);
+        cmd.arg("--matrix-file")
+            .arg(&self.matrix_file)
+            .arg("--quiet")
+            .args(["run", "--cell", cell, "--seed", &self.seed.to_string()])
+            .args(["--backend", &self.backend, "--jobs", "1", "--retries", "0"])
+            .arg("--reports-dir")
+            .arg(under)
+            .arg("--workspace-binary")
+            .arg(binary)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        if !self.pg_bindirs.is_empty() {
+            let joined = std::env::join_paths(&self.pg_bindirs).map_err(|e| fail(e.to_string()))?;
+            cmd.env(awa_runtime::pgtemp::BINDIR_ENV, joined);
+        }
+        if let Some(url) = &self.database_url {
+            cmd.env(crate::cli::DATABASE_URL_ENV, url);
+        }
+        let started = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| fail(format!("could not start {}: {e}", self.rehearse.display())))?;
+        let mut timed_out = false;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) => {}
+                Err(e) => return Err(fail(format!("waiting for the child run: {e}"))),
+            }
+            if let Some(budget) = budget
+                && !timed_out
+                && started.elapsed() > budget
+            {
+                timed_out = true;
+                stop(&mut child);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let report_dir = newest_report(under);
+        let rel = report_dir
+            .as_ref()
+            .and_then(|d| d.strip_prefix(&self.dir).ok())
+            .map(|p| p.display().to_string());
+        if timed_out {
+            return Ok(CellOutcome {
+                cell: cell.to_owned(),
+                verdict: "timeout".into(),
+                rule: None,
+                elapsed_ms,
+                cell_ms: 0,
+                report: rel,
+            });
+        }
+        let Some(report_dir) = report_dir else {
+            // No report: the run stopped before any cell (the build would
+            // not even say its version, or the harness failed).
+            let text = std::fs::read_to_string(under.join("rehearse.log")).unwrap_or_default();
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            return Ok(CellOutcome {
+                cell: cell.to_owned(),
+                verdict: "error".into(),
+                rule: Some(last),
+                elapsed_ms,
+                cell_ms: 0,
+                report: None,
+            });
+        };
+        let report = crate::report::read_json(&report_dir.join("report.json"))
+            .map_err(|e| fail(awa_runtime::error::chain(&e)))?;
+        let Some(c) = report.cells.first() else {
+            return Err(fail(format!("{} has no cell", report_dir.display())));
+        };
+        let rule = c
+            .findings
+            .first()
+            .map(|f| format!("{}: {}", f.rule.name(), f.message))
+            .or_else(|| c.step_failures.first().cloned())
+            .or_else(|| Some(c.verdict_reason.clone()).filter(|_| c.verdict != Verdict::Pass));
+        Ok(CellOutcome {
+            cell: cell.to_owned(),
+            verdict: crate::report::verdict_name(c.verdict).to_owned(),
+            rule,
+            elapsed_ms,
+            cell_ms: c.elapsed_ms,
+            report: rel,
+        })
+    }
+}
+
+/// SIGTERM (rehearse stops its cell and cleans up), SIGKILL after 30 s.
+fn stop(child: &mut std::process::Child) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The run folder a child made under `under` (the one holding report.json).
+fn newest_report(under: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(under)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("report.json").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn sync_file(from: &Path, to: &Path) -> Result<(), RunError> {
+    let want = std::fs::read(from).map_err(copy_err(from))?;
+    if std::fs::read(to).ok().as_deref() == Some(want.as_slice()) {
+        return Ok(());
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(copy_err(parent))?;
+    }
+    std::fs::write(to, want).map_err(copy_err(to))
+}
+
+/// `to` made a copy of `from` (but `target/`): changed files rewritten,
+/// files gone from `from` removed.
+fn sync_dir(from: &Path, to: &Path) -> Result<(), RunError> {
+    std::fs::create_dir_all(to).map_err(copy_err(to))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(from).map_err(copy_err(from))? {
+        let entry = entry.map_err(copy_err(from))?;
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        seen.insert(name.clone());
+        let (src, dst) = (entry.path(), to.join(&name));
+        if src.is_dir() {
+            sync_dir(&src, &dst)?;
+        } else {
+            sync_file(&src, &dst)?;
+        }
+    }
+    for entry in std::fs::read_dir(to).map_err(copy_err(to))? {
+        let entry = entry.map_err(copy_err(to))?;
+        if !seen.contains(&entry.file_name()) {
+            let p = entry.path();
+            let gone = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            gone.map_err(copy_err(&p))?;
+        }
+    }
+    Ok(())
+}
+
+/// The clean run of one cell: its time and whether it can judge mutants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanCell {
+    /// How it went on the unmutated build.
+    pub outcome: CellOutcome,
+    /// Whether it passed there (only those judge mutants).
+    pub usable: bool,
+}
+
+/// A mutant's budget for a cell that took `clean_ms` on the unmutated
+/// build (the cell's own time, not the clean run's artifact builds):
+/// `timeout_factor` times it, plus `timeout_floor` for the run's start.
+pub fn budget(runner: &Runner, clean_ms: u64) -> Duration {
+    if let Some(fixed) = runner.timeout {
+        return fixed;
+    }
+    Duration::from_millis(clean_ms) * runner.timeout_factor + runner.timeout_floor
+}
+
+/// Runs one mutant: write, build, cells in `order` until one fails.
+pub fn run_mutant(
+    runner: &Runner,
+    current: &Tree,
+    mutant: &Mutant,
+    order: &[(String, u64)],
+    progress: &mut dyn FnMut(String),
+) -> Result<MutantResult, RunError> {
+    let started = Instant::now();
+    let text = current.files.get(&mutant.file).map_or("", String::as_str);
+    let diff = mutant.diff(text);
+    runner.write(current, &mutant.file, Some(mutant))?;
+    let built = runner.build();
+    runner.write(current, &mutant.file, None)?;
+    let build_ms = ms(started.elapsed());
+    let mut cells = Vec::new();
+    let status = match built {
+        Err(error) => Status::Unviable { error },
+        Ok(binary) => {
+            let mut status = Status::Survived;
+            for (cell, clean_ms) in order {
+                let b = budget(runner, *clean_ms);
+                let under = runner.dir.join(&mutant.id).join(cell);
+                let outcome = runner.cell(cell, &binary, &under, Some(b))?;
+                progress(format!(
+                    "  {} {cell}: {} ({} s)",
+                    mutant.id,
+                    outcome.verdict,
+                    outcome.elapsed_ms / 1000
+                ));
+                let verdict = outcome.verdict.clone();
+                let rule = outcome.rule.clone().unwrap_or_default();
+                cells.push(outcome);
+                match verdict.as_str() {
+                    "fail" => {
+                        status = Status::Killed {
+                            cell: cell.clone(),
+                            rule,
+                        };
+                        break;
+                    }
+                    "timeout" => {
+                        status = Status::Timeout {
+                            cell: cell.clone(),
+                            budget_s: b.as_secs(),
+                        };
+                        break;
+                    }
+                    "error" => {
+                        // The candidate did not get as far as a cell: a
+                        // rehearsal refuses it, which is a kill.
+                        status = Status::Killed {
+                            cell: "-".into(),
+                            rule: format!("the run refused the build: {rule}"),
+                        };
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            status
+        }
+    };
+    Ok(MutantResult {
+        mutant: mutant.clone(),
+        diff,
+        status,
+        cells,
+        build_ms,
+        elapsed_ms: ms(started.elapsed()),
+    })
+}
+
+/// Milliseconds, saturating.
+pub fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The whole mutate run: the work copy synced, the clean build and its
+/// run of every cell, then each mutant; `report` (its header filled in)
+/// gets the results and is rewritten into the run's folder after each
+/// mutant, so an interrupted run keeps what it measured.
+pub fn session(
+    runner: &Runner,
+    current: &Tree,
+    mutants: &[Mutant],
+    cells: &[String],
+    mut report: super::report::MutateReport,
+    progress: &mut dyn FnMut(String),
+) -> Result<super::report::MutateReport, RunError> {
+    let write = |r: &super::report::MutateReport| {
+        super::report::write_all(&runner.dir, r).map_err(copy_err(&runner.dir))
+    };
+    progress(format!("mutate: work copy {}", runner.work().display()));
+    runner.sync()?;
+    progress("mutate: clean build (cargo build --release in the work copy) ...".into());
+    let binary = runner.build().map_err(RunError::CleanBuild)?;
+    let mut order = Vec::new();
+    for cell in cells {
+        let outcome = runner.cell(cell, &binary, &runner.dir.join("clean").join(cell), None)?;
+        progress(format!(
+            "mutate: clean {cell}: {} ({} s)",
+            outcome.verdict,
+            outcome.elapsed_ms / 1000
+        ));
+        let usable = outcome.verdict == "pass";
+        if usable {
+            order.push((cell.clone(), outcome.cell_ms));
+        }
+        report.clean.push(CleanCell { outcome, usable });
+    }
+    write(&report)?;
+    for (n, mutant) in mutants.iter().enumerate() {
+        progress(format!(
+            "mutate: [{}/{}] {} {}:{} {}",
+            n + 1,
+            mutants.len(),
+            mutant.id,
+            mutant.file,
+            mutant.line,
+            mutant.operator
+        ));
+        let result = run_mutant(runner, current, mutant, &order, progress)?;
+        progress(format!(
+            "mutate: {} {} in {:.1} s",
+            mutant.id,
+            result.status.word(),
+            result.elapsed_ms as f64 / 1000.0
+        ));
+        report.mutants.push(result);
+        write(&report)?;
+    }
+    Ok(report)
+}
