@@ -53,8 +53,32 @@ pub const PROMOTE_IGNORES_RUN_AT: &str = "promote_ignores_run_at";
 /// `n1-leader-suspended-across-flip` under load; not their cause).
 pub const RESCUE_REQUEUES_WITHOUT_ENTRY: &str = "rescue_requeues_without_entry";
 
+/// The flip installs the trigger layer of the fence but not the resolver
+/// layer: the legacy resolver `awa.ring_cursor(ring)` and the enqueue
+/// fence stay open, so a pre-flip binary running across the flip keeps
+/// claiming and enqueueing.
+pub const FENCE_NO_RESOLVER: &str = "fence_no_resolver";
+/// The flip fences the legacy resolver but leaves the cursor trigger
+/// inactive: a pre-flip leader running across the flip advances the
+/// poisoned columns old-style and prunes by them.
+pub const FENCE_NO_TRIGGER: &str = "fence_no_trigger";
+/// Enqueue puts ready entries one slot ahead of the queue cursor, at the
+/// cursor's generation: a claimer picks most of them up at once, so no
+/// job is lost or stuck, but until then they sit where no cursor put
+/// them (and a prune of that slot would not see them as live).
+pub const ENQUEUE_MISROUTES_SLOT: &str = "enqueue_misroutes_slot";
+/// An operator's cancel of a running job answers that the job was live
+/// but leaves it alone: the job runs on and completes.
+pub const CANCEL_IGNORES_RUNNING: &str = "cancel_ignores_running";
+/// A compat (`columns`) rotator advances the cursor and shadows the
+/// ledger but does not record the opened slot's generation in
+/// `{ring}_ring_slots`, the bookkeeping only the compat prune (of 0.6 and
+/// of 0.7 in compat mode) reads: a slot opened this way is later judged
+/// by the generation of the wrap before, so its live work looks dead.
+pub const COMPAT_SKIPS_SLOT_GENERATION: &str = "compat_skips_slot_generation";
+
 /// Every seeded defect.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 20] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -70,6 +94,11 @@ pub const ALL: [&str; 15] = [
     WORKER_KEYS_ATTEMPTS_BY_JOB,
     PROMOTE_IGNORES_RUN_AT,
     RESCUE_REQUEUES_WITHOUT_ENTRY,
+    FENCE_NO_RESOLVER,
+    FENCE_NO_TRIGGER,
+    ENQUEUE_MISROUTES_SLOT,
+    CANCEL_IGNORES_RUNNING,
+    COMPAT_SKIPS_SLOT_GENERATION,
 ];
 
 /// Whether the failpoint `name` is armed.

@@ -478,3 +478,154 @@ async fn the_requeue_defect_leaves_rescued_jobs_where_no_claim_looks() {
         "a claim found the re-queued job"
     );
 }
+
+/// Whether the fence's resolver layer refuses (`awa.ring_cursor`) and its
+/// trigger layer rejects an old-style advance, after a flip.
+async fn fence_layers(db: &Db) -> (bool, bool) {
+    let c = db.client().await;
+    let resolver = c
+        .query_one("SELECT slot FROM awa.ring_cursor('claim')", &[])
+        .await
+        .is_err();
+    let trigger = c
+        .batch_execute("UPDATE awa.queue_ring_state SET current_slot = 0, generation = 0")
+        .await
+        .is_err();
+    (resolver, trigger)
+}
+
+/// ADR-041 §6: each fence layer covers its own old write path, so a flip
+/// that forgets one leaves that path open (the other layer still stands).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flip_that_forgets_a_fence_layer_leaves_its_path_open() {
+    let _turn = SERIAL.lock().await;
+    let bin062 = tokio::task::spawn_blocking(|| release_bin("0.6.2"))
+        .await
+        .unwrap();
+    let db = Db::expanded("fp_layers_ok", &bin062).await;
+    queue_flip(&db).await;
+    assert_eq!(
+        fence_layers(&db).await,
+        (true, true),
+        "the real flip installs both"
+    );
+
+    let db = Db::expanded("fp_no_resolver", &bin062).await;
+    arm(failpoint::FENCE_NO_RESOLVER);
+    queue_flip(&db).await;
+    disarm(failpoint::FENCE_NO_RESOLVER);
+    assert_eq!(
+        fence_layers(&db).await,
+        (false, true),
+        "the resolver stays open"
+    );
+
+    let db = Db::expanded("fp_no_trigger", &bin062).await;
+    arm(failpoint::FENCE_NO_TRIGGER);
+    queue_flip(&db).await;
+    disarm(failpoint::FENCE_NO_TRIGGER);
+    assert_eq!(
+        fence_layers(&db).await,
+        (true, false),
+        "the trigger stays inactive"
+    );
+}
+
+/// enqueue_misroutes_slot: the ready entry sits one slot ahead of the
+/// cursor, where the placement audit finds it; the real enqueue's does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misrouted_enqueue_is_found_by_the_placement_audit() {
+    use awa_runtime::store::audit;
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_misroute").await;
+    let c = db.client().await;
+    let features = audit::schema_features(&c).await.unwrap();
+    park(&db).await;
+    assert!(audit::misplaced(&c, &features).await.unwrap().is_empty());
+    arm(failpoint::ENQUEUE_MISROUTES_SLOT);
+    park(&db).await;
+    disarm(failpoint::ENQUEUE_MISROUTES_SLOT);
+    let found = audit::misplaced(&c, &features).await.unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].kind.as_str(), found[0].count), ("ready entry", 1));
+}
+
+/// cancel_ignores_running: the operator's cancel of a running job answers
+/// that it was live and leaves it running; the real cancel takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_ignores_running_jobs_leaves_them_running() {
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_cancel").await;
+    let c = db.client().await;
+    let state = |job: i64| {
+        let c = &c;
+        async move {
+            c.query_opt("SELECT state FROM awa.jobs WHERE job_id = $1", &[&job])
+                .await
+                .unwrap()
+                .map(|r| r.get::<_, String>(0))
+        }
+    };
+    let (job, _) = claim_one(&c, "default", "w").await;
+    arm(failpoint::CANCEL_IGNORES_RUNNING);
+    let answered = awa_runtime::store::finish::cancel_by_operator(&c, job)
+        .await
+        .unwrap();
+    disarm(failpoint::CANCEL_IGNORES_RUNNING);
+    assert!(answered, "the defective cancel says the job was live");
+    assert_eq!(
+        state(job).await.as_deref(),
+        Some("running"),
+        "and leaves it running"
+    );
+    let answered = awa_runtime::store::finish::cancel_by_operator(&c, job)
+        .await
+        .unwrap();
+    assert!(answered);
+    assert_eq!(
+        state(job).await,
+        None,
+        "the real cancel takes the running job"
+    );
+}
+
+/// compat_skips_slot_generation: a compat rotation opens the next slot
+/// without recording its generation, which the compat prune reads; the
+/// real compat rotation records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compat_rotator_that_skips_the_slot_generation_leaves_it_a_wrap_old() {
+    use awa_runtime::store::rings::Rotated;
+    let _turn = SERIAL.lock().await;
+    let bin062 = tokio::task::spawn_blocking(|| release_bin("0.6.2"))
+        .await
+        .unwrap();
+    for (armed, want) in [(true, -7), (false, 1)] {
+        let db = Db::expanded(if armed { "fp_slots" } else { "fp_slots_ok" }, &bin062).await;
+        park(&db).await;
+        if armed {
+            arm(failpoint::COMPAT_SKIPS_SLOT_GENERATION);
+        }
+        let r = rings::rotate(&mut db.client().await, Ring::Queue)
+            .await
+            .unwrap();
+        disarm(failpoint::COMPAT_SKIPS_SLOT_GENERATION);
+        assert_eq!(
+            r,
+            Rotated::Advanced {
+                slot: 1,
+                generation: 1
+            }
+        );
+        let got: i64 = db
+            .client()
+            .await
+            .query_one(
+                "SELECT generation FROM awa.queue_ring_slots WHERE slot = 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(got, want, "armed: {armed}");
+    }
+}

@@ -272,3 +272,40 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         Rotated::IdleSkip
     );
 }
+
+/// The placement audit: a ready entry moved to another slot at its old
+/// generation (a misrouted enqueue) is found, with the generation its new
+/// slot was last opened at; rows where the cursor put them are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_placement_audit_finds_a_row_outside_its_slot() {
+    use awa_runtime::store::audit;
+    let db = Db::migrated("placement").await;
+    let client = db.client().await;
+    let features = audit::schema_features(&client).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO awa.jobs (job_id, kind, queue, state) VALUES (1, 'rehearsal', 'q', 'available');
+             INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt) VALUES (0, 0, 1, 'q', 0, 0)",
+        )
+        .await
+        .unwrap();
+    assert!(
+        audit::misplaced(&client, &features)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    client
+        .batch_execute("UPDATE awa.queue_entries SET slot = 1 WHERE job_id = 1")
+        .await
+        .unwrap();
+    let found = audit::misplaced(&client, &features).await.unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let m = &found[0];
+    assert_eq!(
+        (m.ring.as_str(), m.kind.as_str(), m.count, m.ids.as_slice()),
+        ("queue", "ready entry", 1, &[1][..])
+    );
+    // Slot 1 was last opened one wrap before the cursor's generation 0.
+    assert_eq!(m.first, [1, 1, 0, -7]);
+}

@@ -10,7 +10,11 @@
 //! design: one connection, one existence check and a few small queries
 //! per tick. Ring samples are recorded when a ring's state changes (and
 //! once at the end), so a quiet ring costs nothing; census and liveness
-//! samples are recorded every tick.
+//! samples are recorded every tick. Every tick also reads, through the
+//! runtime's audit API, the ready entries, claims and leases that sit
+//! outside the slot their ring's cursor and generation give them (kept
+//! when there are any: a misrouted row a claimer picks up within a
+//! second leaves no other trace).
 //!
 //! Every sample is one consistent snapshot: its statements run in one
 //! `REPEATABLE READ READ ONLY` transaction, so a flip or a rotation that
@@ -32,7 +36,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
-use crate::observe::{CensusSample, LateSample, LivenessSample, RingLiveness, RingSample};
+use awa_runtime::store::audit::{self, Misplaced, SchemaFeatures};
+
+use crate::observe::{
+    CensusSample, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample,
+    RingLiveness, RingSample,
+};
 use crate::stream::{Events, RunEvent};
 
 /// Sampling interval.
@@ -201,6 +210,9 @@ pub struct Samples {
     /// Ticks that found the monitor itself or a runtime that should be
     /// beating late by more than [`LATE_ENOUGH_TO_RECORD`].
     pub late: Vec<LateSample>,
+    /// Ticks that found ring rows outside their slots (the first
+    /// [`MISPLACED_SAMPLES_KEPT`]).
+    pub misplaced: Vec<MisplacedSample>,
 }
 
 /// Lateness below this is noise and not recorded: a tick or a heartbeat
@@ -360,7 +372,14 @@ impl Sampler {
                 liveness,
                 beats,
                 instances_locked,
+                misplaced,
             }) => {
+                if !misplaced.is_empty() && self.samples.misplaced.len() < MISPLACED_SAMPLES_KEPT {
+                    self.samples.misplaced.push(MisplacedSample {
+                        at_ms,
+                        rows: misplaced,
+                    });
+                }
                 // Heartbeats held by a lock on runtime_instances, or by a
                 // server that was down (a pg_crash), are excused.
                 if instances_locked || self.outage {
@@ -511,6 +530,8 @@ struct Snapshot {
     beats: Vec<(String, i64)>,
     /// Heartbeats were blocked by a lock on `runtime_instances`.
     instances_locked: bool,
+    /// Ring rows outside the slot their ring's cursor gives them.
+    misplaced: Vec<Misplaced>,
 }
 
 /// One sample, read in one snapshot. A failed statement aborts the
@@ -570,6 +591,19 @@ async fn read_snapshot(
         0
     };
     let lock_waits = client.query_one(ROTATION_LOCK_WAITS, &[]).await?.get(0);
+    let misplaced = if exists.rings {
+        let features = SchemaFeatures {
+            authority: exists.authority,
+            ledgers: exists.ledgers,
+            rollup_deltas: exists.deltas,
+        };
+        let rows = client
+            .query(audit::misplaced_sql(&features), &[&(audit::MAX_IDS as i32)])
+            .await?;
+        audit::misplaced_rows(&rows)
+    } else {
+        Vec::new()
+    };
     let liveness = if exists.rings {
         let cursors = read_liveness(client, &rings, &slot_counts).await?;
         Some(LivenessSample {
@@ -597,6 +631,7 @@ async fn read_snapshot(
         liveness,
         beats,
         instances_locked,
+        misplaced,
     })
 }
 

@@ -147,6 +147,52 @@ pub struct ProcessRecord {
     pub leader_at_ms: Option<u64>,
 }
 
+/// The layer of the old-binary fence (ADR-041 §6) that stopped a
+/// pre-flip binary, told by what it died of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FenceLayer {
+    /// The fenced legacy resolver `awa.ring_cursor(ring)` or the enqueue
+    /// fence: the old claim and enqueue path.
+    Resolver,
+    /// The trigger that rejects an old-style cursor advance: the old
+    /// rotate and prune path.
+    Trigger,
+    /// A write at the poisoned slot -1 (no partition for it).
+    Poison,
+}
+
+impl FenceLayer {
+    /// What each layer's refusal says (the v003 fence functions, and
+    /// PostgreSQL's own words for a row with no partition).
+    const SAYS: [(&'static str, FenceLayer); 4] = [
+        ("the legacy cursor resolver", FenceLayer::Resolver),
+        (
+            "enqueue from a session that is not flip-aware is fenced",
+            FenceLayer::Resolver,
+        ),
+        ("old-style cursor write", FenceLayer::Trigger),
+        ("no partition of relation", FenceLayer::Poison),
+    ];
+
+    /// The layer whose refusal `error` (a process's last words) is, if any.
+    pub fn refusing(error: &str) -> Option<FenceLayer> {
+        Self::SAYS
+            .iter()
+            .find(|(says, _)| error.contains(says))
+            .map(|&(_, layer)| layer)
+    }
+
+    /// How reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceLayer::Resolver => "the legacy resolver",
+            FenceLayer::Trigger => "the cursor trigger",
+            FenceLayer::Poison => "the poisoned cursor",
+        }
+    }
+}
+
 /// A process a `suspend` step held stopped, and for how long.
 /// Added in report format 1.14.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -492,6 +538,13 @@ pub struct Observations {
     /// lease of the same job.
     #[serde(default)]
     pub unstopped_handlers: Vec<UnstoppedHandler>,
+    /// Monitor ticks that found ring rows outside the slot their ring's
+    /// cursor gives them (the first [`MISPLACED_SAMPLES_KEPT`]). Added in 1.18.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub misplaced: Vec<MisplacedSample>,
+    /// Every job a `cancel` step cancelled as an operator. Added in 1.18.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cancels: Vec<CancelRecord>,
 }
 
 /// A worker started a newer attempt (run lease) of a job while its
@@ -512,6 +565,37 @@ pub struct UnstoppedHandler {
     pub next_run_lease: i64,
     /// When it started the newer one (ms since the cell started).
     pub at_ms: u64,
+}
+
+/// One operator cancel (`awa job cancel`) a `cancel` step ran. Added in
+/// report format 1.18.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRecord {
+    pub job_id: i64,
+    /// What the job was when picked: `running` or `available`.
+    pub state: String,
+    /// The artifact and version whose binary cancelled it.
+    pub artifact: String,
+    pub version: String,
+    /// The command's answer: the job was live, so the cancel took it
+    /// (`None`: it printed no answer).
+    pub was_live: Option<bool>,
+    /// When the command ended (ms since the cell started).
+    pub at_ms: u64,
+}
+
+/// How many monitor ticks with misplaced rows a cell keeps: the first
+/// ones say where it began; later ticks repeat them.
+pub const MISPLACED_SAMPLES_KEPT: usize = 20;
+
+/// A monitor tick that found ring rows where no cursor put them. Added in
+/// report format 1.18.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MisplacedSample {
+    /// When (ms since the cell started).
+    pub at_ms: u64,
+    /// Per ring and kind of row.
+    pub rows: Vec<awa_runtime::store::audit::Misplaced>,
 }
 
 /// Results of rescued attempts that their workers reported anyway (a

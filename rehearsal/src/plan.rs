@@ -226,6 +226,7 @@ pub fn artifacts_named(step: &PlannedStep) -> Vec<&str> {
         Step::Roll(s) => vec![s.artifact.as_str()],
         Step::Rollback(s) => vec![s.artifact.as_str()],
         Step::Fence(s) => vec![s.artifact.as_str()],
+        Step::Cancel(s) => vec![s.artifact.as_str()],
         Step::Flip(s) => vec![s.by.as_str()],
         Step::Kill(s) => s.of.as_deref().into_iter().collect(),
         Step::Suspend(s) => s.of.as_deref().into_iter().collect(),
@@ -406,6 +407,7 @@ fn artifacts_of(step: &Step) -> Vec<&str> {
         Step::Resume(k) => k.of.iter().map(String::as_str).collect(),
         Step::Flip(s) => vec![&s.by],
         Step::Fence(s) => vec![&s.artifact],
+        Step::Cancel(s) => vec![&s.artifact],
         Step::Assert(s) => match &s.check {
             Check::LeaderIs(a) => vec![a],
             _ => vec![],
@@ -462,6 +464,7 @@ fn resolve(step: &Step, among: Option<u32>, rng: &mut SplitMix64) -> PlannedStep
         Step::Hold(s) => Step::Hold(*s),
         Step::Drain(s) => Step::Drain(*s),
         Step::Assert(s) => Step::Assert(s.clone()),
+        Step::Cancel(s) => Step::Cancel(s.clone()),
     }
 }
 

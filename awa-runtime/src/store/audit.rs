@@ -15,7 +15,7 @@
 //! ```no_run
 //! # async fn demo(client: &tokio_postgres::Client) -> awa_runtime::error::Result<()> {
 //! use awa_runtime::{store::audit, workload::Mode};
-//! let jobs = [audit::AuditJob { job_id: 1, mode: Mode::Complete, max_attempts: 3, uncertain: false }];
+//! let jobs = [audit::AuditJob { job_id: 1, mode: Mode::Complete, max_attempts: 3, uncertain: false, cancelled: false }];
 //! let features = audit::schema_features(client).await?;
 //! audit::load_audit_set(client, jobs).await?;
 //! let jobs = audit::audit_jobs(client).await?;
@@ -44,6 +44,10 @@ pub struct AuditJob {
     /// Its enqueue may or may not have committed: it may be absent, but
     /// never terminal twice.
     pub uncertain: bool,
+    /// An operator cancelled it while it was live (`awa job cancel`
+    /// answered `was_live`): its designed end is `cancelled`, on whatever
+    /// attempt it had reached.
+    pub cancelled: bool,
 }
 
 /// Which optional (0.7) relations the schema has; the reads that need
@@ -91,10 +95,11 @@ CREATE TEMP TABLE audit_jobs (
     mode         text NOT NULL,
     max_attempts int NOT NULL,
     uncertain    boolean NOT NULL,
+    cancelled    boolean NOT NULL DEFAULT false,
     cron         boolean NOT NULL DEFAULT false
 )";
 const COPY_AUDIT_SET: &str =
-    "COPY audit_jobs (job_id, mode, max_attempts, uncertain) FROM STDIN (FORMAT binary)";
+    "COPY audit_jobs (job_id, mode, max_attempts, uncertain, cancelled) FROM STDIN (FORMAT binary)";
 /// Cron-fired jobs come from the leader, not a producer: each fire is an
 /// expected job of the schedule's mode (`complete` when it names none).
 const INDEX_AND_ADD_CRON: &str = "
@@ -134,7 +139,7 @@ pub async fn load_audit_set(
         .map_err(|e| Error::db("starting to copy the audit set", e))?;
     let mut writer = pin!(BinaryCopyInWriter::new(
         sink,
-        &[Type::INT8, Type::TEXT, Type::INT4, Type::BOOL]
+        &[Type::INT8, Type::TEXT, Type::INT4, Type::BOOL, Type::BOOL]
     ));
     for job in jobs {
         writer
@@ -144,6 +149,7 @@ pub async fn load_audit_set(
                 &job.mode.name(),
                 &job.max_attempts,
                 &job.uncertain,
+                &job.cancelled,
             ])
             .await
             .map_err(|e| Error::db("copying the audit set", e))?;
@@ -263,7 +269,9 @@ pub fn designed_values() -> String {
 ///   whatever was interrupted;
 /// - past the cap (`max_attempts`, plus one after a snooze) the job is
 ///   dead-lettered by rescue: `('failed', cap)`;
-/// - a mode the handler does not know fails its first attempt.
+/// - a mode the handler does not know fails its first attempt;
+/// - a job an operator cancelled while it was live ends `cancelled`,
+///   whatever its mode: anything else is `cancel_ignored`.
 ///
 /// Shape, for a million jobs: every input streams in job-id order (the
 /// audit set's and `executions`' primary keys, a sorted aggregate of the
@@ -295,7 +303,7 @@ ex AS (
     GROUP BY job_id
 ),
 audited AS (
-    SELECT a.job_id, a.uncertain, a.cron, a.mode, a.max_attempts, j.state AS live_state,
+    SELECT a.job_id, a.uncertain, a.cron, a.cancelled, a.mode, a.max_attempts, j.state AS live_state,
            x.runs, x.completions, x.interrupted, x.released, x.stale, x.first_interrupted
     FROM audit_jobs a
     LEFT JOIN ex x ON x.job_id = a.job_id
@@ -306,6 +314,7 @@ facts AS (
            a.job_id IS NOT NULL AS audited,
            coalesce(a.uncertain, false) AS uncertain,
            coalesce(a.cron, false) AS cron,
+           coalesce(a.cancelled, false) AS op_cancelled,
            a.mode, a.max_attempts, a.live_state,
            coalesce(a.runs, 0) AS runs,
            coalesce(a.completions, 0) AS completions,
@@ -340,8 +349,9 @@ flagged AS (
     SELECT j.*,
            audited AND NOT uncertain AND records = 0 AND live_state IS NULL AS lost,
            records > 1 AS duplicate,
-           audited AND records = 1 AND state <> expected_state AS wrong_state,
-           audited AND records = 1 AND state = expected_state AND attempt <> expected_attempt AS wrong_attempt,
+           audited AND records = 1 AND NOT op_cancelled AND state <> expected_state AS wrong_state,
+           audited AND records = 1 AND NOT op_cancelled AND state = expected_state AND attempt <> expected_attempt AS wrong_attempt,
+           audited AND records = 1 AND op_cancelled AND state <> 'cancelled' AS cancel_ignored,
            completions > 1 AS double_completion,
            audited AND records >= 1 AND runs > attempt + stale + released AS excess_runs
     FROM judged j
@@ -380,6 +390,12 @@ SELECT
     (array_agg(format('job %s (%s, max_attempts %s, %s interrupted attempt(s)) ended (%s, %s), expected (%s, %s)',
         job_id, mode, max_attempts, interrupted, state, attempt, expected_state, expected_attempt)
         ORDER BY job_id) FILTER (WHERE wrong_attempt))[1] AS wrong_attempt_example,
+
+    count(*) FILTER (WHERE cancel_ignored) AS cancel_ignored,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE cancel_ignored))[1:20] AS cancel_ignored_ids,
+    (array_agg(format('job %s (%s) was cancelled by an operator while live but ended (%s, %s) after %s execution(s), %s completed',
+        job_id, mode, state, attempt, runs, completions)
+        ORDER BY job_id) FILTER (WHERE cancel_ignored))[1] AS cancel_ignored_example,
 
     count(*) FILTER (WHERE double_completion) AS double_completion,
     (array_agg(job_id ORDER BY job_id) FILTER (WHERE double_completion))[1:20] AS double_completion_ids,
@@ -449,6 +465,9 @@ pub struct JobAudit {
     pub wrong_state: Offenders,
     /// Jobs in the expected state on another attempt than expected.
     pub wrong_attempt: Offenders,
+    /// Jobs an operator cancelled while they were live that did not end
+    /// cancelled (they are judged by this, not by their mode's design).
+    pub cancel_ignored: Offenders,
     /// Jobs with more than one execution that completed.
     pub double_completion: Offenders,
     /// Terminal jobs with more executions than attempts, releases and
@@ -500,6 +519,7 @@ pub async fn audit_jobs(client: &Client) -> Result<JobAudit> {
         duplicate: Offenders::from_row(&row, "duplicate"),
         wrong_state: Offenders::from_row(&row, "wrong_state"),
         wrong_attempt: Offenders::from_row(&row, "wrong_attempt"),
+        cancel_ignored: Offenders::from_row(&row, "cancel_ignored"),
         double_completion: Offenders::from_row(&row, "double_completion"),
         excess_runs: Offenders::from_row(&row, "excess_runs"),
     })
@@ -601,17 +621,24 @@ pub async fn unreachable_ready(client: &Client) -> Result<Offenders> {
 /// rescue or a spent retry writes) ended in the record's state. A stale
 /// worker's result that lands after a rescue fails one of these: it names
 /// an old lease, or pairs it with the newer attempt. Executions are keyed
-/// by `(job_id, run_lease)`, so each record costs one index probe.
+/// by `(job_id, run_lease)`, so each record costs one index probe. The
+/// `cancelled` record of a job the audit set says an operator cancelled
+/// while live is the operator's, not a run's (its run, if any, lost to
+/// it): it is not judged here. Run it in the transaction that loaded the
+/// audit set.
 pub const TERMINAL_MISMATCH: &str = r"
 WITH t AS (
     SELECT job_id, run_lease, attempt, outcome AS state, 'ring' AS source FROM awa.claim_closures WHERE terminal
     UNION ALL SELECT job_id, run_lease, attempt, state, 'archive' FROM awa.terminal_archive
     UNION ALL SELECT job_id, run_lease, attempt, 'failed', 'dead_letter' FROM awa.dead_letters
+), operator AS (
+    SELECT job_id FROM audit_jobs WHERE cancelled
 ), judged AS (
     SELECT t.job_id, t.run_lease, t.attempt, t.state, t.source, e.attempt AS run_attempt, e.outcome AS run_outcome,
            (SELECT max(x.run_lease) FROM awa.executions x WHERE x.job_id = t.job_id) AS last_lease,
            e.job_id IS NOT NULL AS ran
     FROM t LEFT JOIN awa.executions e ON e.job_id = t.job_id AND e.run_lease = t.run_lease
+    WHERE NOT (t.state = 'cancelled' AND t.job_id IN (SELECT job_id FROM operator))
     OFFSET 0
 ), wrong AS (
     SELECT job_id,
@@ -1167,6 +1194,155 @@ pub async fn attempts_after_flip_by_pre_flip_binaries(
             after_flip_ms: r.get(3),
         })
         .collect())
+}
+
+// ---------------------------------------------------------------------
+// Placement: every ring row in the slot its ring's cursor gives it
+// ---------------------------------------------------------------------
+
+/// Ready entries, claim receipts and closures, and leases whose
+/// `(slot, generation)` is not one the ring's authoritative cursor could
+/// have given them. Rotation advances slot and generation in lock-step
+/// and never opens a slot that holds rows, so a row of slot `s` carries
+/// the generation at which `s` was last opened: `G - ((G - s) mod n)` for
+/// the cursor's generation `G` and `n` slots. Any other generation was
+/// written by a cursor the ring never had (a misrouted entry, a stale or
+/// wrong cursor), wherever a claimer happens to find it. Per ring and
+/// kind of row: how many, the first ids, and the first offender. One
+/// statement, one snapshot; rings whose cursor is poisoned (-1) are not
+/// judged. This variant reads the authority: the ledger's top under
+/// `ledger`, the singleton columns under `columns`.
+pub const MISPLACED: &str = "
+WITH cur AS (
+    SELECT 'queue' AS ring, s.slot_count,
+           CASE WHEN a.authority = 'ledger'
+                THEN (SELECT r.generation FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
+                ELSE s.generation END AS generation
+    FROM awa.queue_ring_state s, awa.ring_cursor_authority a
+    UNION ALL
+    SELECT 'claim', s.slot_count,
+           CASE WHEN a.authority = 'ledger'
+                THEN (SELECT r.generation FROM awa.claim_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
+                ELSE s.generation END
+    FROM awa.claim_ring_state s, awa.ring_cursor_authority a
+    UNION ALL
+    SELECT 'lease', s.slot_count,
+           CASE WHEN a.authority = 'ledger'
+                THEN (SELECT r.generation FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
+                ELSE s.generation END
+    FROM awa.lease_ring_state s, awa.ring_cursor_authority a
+), placed AS (
+    SELECT 'queue' AS ring, 'ready entry' AS kind, job_id, slot, generation FROM awa.queue_entries
+    UNION ALL SELECT 'claim', 'claim receipt', job_id, slot, generation FROM awa.claim_receipts
+    UNION ALL SELECT 'claim', 'claim closure', job_id, slot, generation FROM awa.claim_closures
+    UNION ALL SELECT 'lease', 'lease', job_id, slot, generation FROM awa.leases
+), wrong AS (
+    SELECT p.ring, p.kind, p.job_id, p.slot, p.generation, c.generation AS cursor,
+           c.generation - ((c.generation - p.slot) % c.slot_count + c.slot_count) % c.slot_count AS expected
+    FROM placed p JOIN cur c ON c.ring = p.ring
+    WHERE c.generation >= 0
+)
+SELECT ring, kind, max(cursor), count(*),
+       (array_agg(job_id ORDER BY job_id))[1:$1],
+       (array_agg(job_id ORDER BY job_id))[1], (array_agg(slot ORDER BY job_id))[1],
+       (array_agg(generation ORDER BY job_id))[1], (array_agg(expected ORDER BY job_id))[1]
+FROM wrong WHERE generation <> expected
+GROUP BY ring, kind
+ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], ring), kind";
+
+/// [`MISPLACED`] on a schema before the expand migration: the columns
+/// are the only cursor.
+pub const MISPLACED_COLUMNS: &str = "
+WITH cur AS (
+    SELECT 'queue' AS ring, slot_count, generation FROM awa.queue_ring_state
+    UNION ALL SELECT 'claim', slot_count, generation FROM awa.claim_ring_state
+    UNION ALL SELECT 'lease', slot_count, generation FROM awa.lease_ring_state
+), placed AS (
+    SELECT 'queue' AS ring, 'ready entry' AS kind, job_id, slot, generation FROM awa.queue_entries
+    UNION ALL SELECT 'claim', 'claim receipt', job_id, slot, generation FROM awa.claim_receipts
+    UNION ALL SELECT 'claim', 'claim closure', job_id, slot, generation FROM awa.claim_closures
+    UNION ALL SELECT 'lease', 'lease', job_id, slot, generation FROM awa.leases
+), wrong AS (
+    SELECT p.ring, p.kind, p.job_id, p.slot, p.generation, c.generation AS cursor,
+           c.generation - ((c.generation - p.slot) % c.slot_count + c.slot_count) % c.slot_count AS expected
+    FROM placed p JOIN cur c ON c.ring = p.ring
+    WHERE c.generation >= 0
+)
+SELECT ring, kind, max(cursor), count(*),
+       (array_agg(job_id ORDER BY job_id))[1:$1],
+       (array_agg(job_id ORDER BY job_id))[1], (array_agg(slot ORDER BY job_id))[1],
+       (array_agg(generation ORDER BY job_id))[1], (array_agg(expected ORDER BY job_id))[1]
+FROM wrong WHERE generation <> expected
+GROUP BY ring, kind
+ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], ring), kind";
+
+/// Rows of one kind in one ring that sit where no cursor put them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Misplaced {
+    /// `queue`, `claim` or `lease`.
+    pub ring: String,
+    /// `ready entry`, `claim receipt`, `claim closure` or `lease`.
+    pub kind: String,
+    /// The ring's authoritative cursor generation at the snapshot.
+    pub cursor: i64,
+    /// How many rows.
+    pub count: i64,
+    /// The first [`MAX_IDS`] job ids, ascending.
+    pub ids: Vec<i64>,
+    /// The first offender: job id, its slot, its generation, and the
+    /// generation that slot was last opened at.
+    pub first: [i64; 4],
+}
+
+impl Misplaced {
+    /// `ready entry of job 12 in slot 3 at generation 11, where slot 3 was last opened at generation 3`.
+    pub fn describe_first(&self) -> String {
+        let [job, slot, generation, expected] = self.first;
+        format!(
+            "{} of job {job} in slot {slot} at generation {generation}, where the {} ring's cursor \
+             (generation {}) last opened slot {slot} at generation {expected}",
+            self.kind, self.ring, self.cursor
+        )
+    }
+}
+
+/// The statement [`misplaced`] runs on a schema with `features`, for a
+/// caller that reads it in a snapshot of its own (the rehearsal's
+/// monitor); its one parameter is [`MAX_IDS`] as `int4`.
+pub fn misplaced_sql(features: &SchemaFeatures) -> &'static str {
+    if features.authority && features.ledgers {
+        MISPLACED
+    } else {
+        MISPLACED_COLUMNS
+    }
+}
+
+/// The rows of [`misplaced_sql`], read.
+pub fn misplaced_rows(rows: &[tokio_postgres::Row]) -> Vec<Misplaced> {
+    rows.iter()
+        .map(|r| Misplaced {
+            ring: r.get(0),
+            kind: r.get(1),
+            cursor: r.get(2),
+            count: r.get(3),
+            ids: r.get(4),
+            first: [
+                r.get::<_, i64>(5),
+                i64::from(r.get::<_, i32>(6)),
+                r.get::<_, i64>(7),
+                r.get::<_, i64>(8),
+            ],
+        })
+        .collect()
+}
+
+/// Every misplaced ring row, per ring and kind.
+pub async fn misplaced(client: &Client, features: &SchemaFeatures) -> Result<Vec<Misplaced>> {
+    let rows = client
+        .query(misplaced_sql(features), &[&(MAX_IDS as i32)])
+        .await
+        .map_err(|e| Error::db("reading ring rows outside their slots", e))?;
+    Ok(misplaced_rows(&rows))
 }
 
 #[cfg(test)]

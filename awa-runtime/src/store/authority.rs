@@ -154,11 +154,13 @@ const POISON_SLOT_ONLY: &str = "
 UPDATE awa.queue_ring_state SET current_slot = -1;
 UPDATE awa.claim_ring_state SET current_slot = -1;
 UPDATE awa.lease_ring_state SET current_slot = -1;";
-/// Activate the fence: the trigger on every old-style cursor table (the
-/// rotate and prune path of pre-flip binaries) and the refusal of the
-/// legacy resolver `awa.ring_cursor(ring)` (their claim and enqueue path).
-const ACTIVATE_FENCE: &str = "
-UPDATE awa.ring_cursor_authority SET legacy_fenced = true;
+/// Activate the fence's resolver layer: the refusal of the legacy
+/// resolver `awa.ring_cursor(ring)` and of enqueues from sessions that are
+/// not flip-aware (the claim and enqueue path of pre-flip binaries).
+const FENCE_RESOLVER: &str = "UPDATE awa.ring_cursor_authority SET legacy_fenced = true";
+/// Activate the fence's trigger layer on every old-style cursor table
+/// (the rotate and prune path of pre-flip binaries).
+const FENCE_TRIGGER: &str = "
 ALTER TABLE awa.queue_ring_state ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.claim_ring_state ENABLE TRIGGER ring_cursor_fence;
 ALTER TABLE awa.lease_ring_state ENABLE TRIGGER ring_cursor_fence;
@@ -198,9 +200,17 @@ pub(crate) async fn promote_ledger(tx: &Transaction<'_>) -> Result<()> {
         tx.batch_execute(POISON)
             .await
             .map_err(|e| Error::db("poisoning the cursor columns", e))?;
-        tx.batch_execute(ACTIVATE_FENCE)
-            .await
-            .map_err(|e| Error::db("activating the fence", e))?;
+        // ADR-041 §6: both layers, each covering its own old write path.
+        if !failpoint::armed(failpoint::FENCE_NO_RESOLVER) {
+            tx.batch_execute(FENCE_RESOLVER)
+                .await
+                .map_err(|e| Error::db("fencing the legacy resolver", e))?;
+        }
+        if !failpoint::armed(failpoint::FENCE_NO_TRIGGER) {
+            tx.batch_execute(FENCE_TRIGGER)
+                .await
+                .map_err(|e| Error::db("activating the fence trigger", e))?;
+        }
     }
     tx.batch_execute(SET_LEDGER)
         .await

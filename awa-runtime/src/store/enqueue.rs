@@ -42,6 +42,25 @@ WITH input AS (
 INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
 SELECT cur.slot, cur.generation, j.job_id, j.queue, j.priority, 0 FROM j, cur WHERE j.state = 'available'";
 
+/// The seeded defect [`crate::failpoint::ENQUEUE_MISROUTES_SLOT`]: the
+/// ready entries go to the slot after the cursor's, at its generation.
+const INSERT_JOBS_MISROUTED: &str = "
+WITH input AS (
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::int4[], $7::int4[], $8::int8[])
+        AS t(job_id, kind, queue, args, priority, max_attempts, deadline_ms, run_at_ms)
+), j AS (
+    INSERT INTO awa.jobs (job_id, kind, queue, args, priority, max_attempts, deadline_ms, state, run_at)
+    SELECT job_id, kind, queue, args::jsonb, priority, max_attempts, deadline_ms,
+           CASE WHEN run_at_ms IS NOT NULL AND to_timestamp(run_at_ms / 1000.0) > now()
+                THEN 'scheduled' ELSE 'available' END,
+           CASE WHEN run_at_ms IS NULL THEN now() ELSE to_timestamp(run_at_ms / 1000.0) END
+    FROM input
+    RETURNING job_id, queue, priority, state
+), cur AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
+INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
+SELECT (cur.slot + 1) % n.slot_count, cur.generation, j.job_id, j.queue, j.priority, 0
+FROM j, cur, awa.queue_ring_state n WHERE j.state = 'available'";
+
 /// Take `n` job ids from the sequence, so a producer knows the ids of a
 /// batch even when the commit's acknowledgement is lost.
 pub async fn reserve_ids(client: &Client, n: usize) -> Result<Vec<i64>> {
@@ -62,9 +81,14 @@ pub async fn insert_with_ids(client: &Client, ids: &[i64], jobs: &[NewJob]) -> R
     let maxes: Vec<i32> = jobs.iter().map(|j| j.max_attempts).collect();
     let deadlines: Vec<Option<i32>> = jobs.iter().map(|j| j.deadline_ms).collect();
     let run_ats: Vec<Option<i64>> = jobs.iter().map(|j| j.run_at_ms).collect();
+    let sql = if crate::failpoint::armed(crate::failpoint::ENQUEUE_MISROUTES_SLOT) {
+        INSERT_JOBS_MISROUTED
+    } else {
+        INSERT_JOBS
+    };
     client
         .execute(
-            INSERT_JOBS,
+            sql,
             &[
                 &ids, &kinds, &queues, &args, &prios, &maxes, &deadlines, &run_ats,
             ],

@@ -123,6 +123,9 @@ const CANCEL_BY_OPERATOR: &str = concat!(
     close_claim!("true")
 );
 
+/// The seeded defect's test: the job is running.
+const IS_RUNNING: &str = "SELECT 1 FROM awa.jobs WHERE job_id = $1 AND state = 'running'";
+
 const MARK_STALE: &str = "UPDATE awa.executions x SET finished_at = now(), outcome = 'stale'
 FROM unnest($1::int8[], $2::int8[]) AS t(job_id, run_lease)
 WHERE x.job_id = t.job_id AND x.run_lease = t.run_lease AND x.finished_at IS NULL";
@@ -302,6 +305,15 @@ pub async fn release(client: &Client, job_id: i64, run_lease: i64) -> Result<boo
 /// Cancel a job in any live state (`awa job cancel`). Returns false when
 /// the job is not live (already terminal or unknown).
 pub async fn cancel_by_operator(client: &Client, job_id: i64) -> Result<bool> {
+    if crate::failpoint::armed(crate::failpoint::CANCEL_IGNORES_RUNNING) {
+        let running = client
+            .query_opt(IS_RUNNING, &[&job_id])
+            .await
+            .map_err(|e| Error::db("reading the job to cancel", e))?;
+        if running.is_some() {
+            return Ok(true);
+        }
+    }
     Ok(!closed(client, CANCEL_BY_OPERATOR, &[&job_id])
         .await?
         .is_empty())

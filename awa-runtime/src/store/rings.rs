@@ -268,13 +268,17 @@ pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     tx.execute(&advance, &[&next, &generation])
         .await
         .map_err(|e| Error::db(format!("advancing the {} ring cursor", ring.name()), e))?;
-    let open = format!(
-        "UPDATE awa.{}_ring_slots SET generation = $2 WHERE slot = $1",
-        ring.name()
-    );
-    tx.execute(&open, &[&next, &generation])
-        .await
-        .map_err(|e| Error::db(format!("opening {} slot {next}", ring.name()), e))?;
+    // The opened slot's generation is what a compat prune (0.6's, and
+    // ours under `columns`) reads to tell the slot's live work.
+    if !failpoint::armed(failpoint::COMPAT_SKIPS_SLOT_GENERATION) {
+        let open = format!(
+            "UPDATE awa.{}_ring_slots SET generation = $2 WHERE slot = $1",
+            ring.name()
+        );
+        tx.execute(&open, &[&next, &generation])
+            .await
+            .map_err(|e| Error::db(format!("opening {} slot {next}", ring.name()), e))?;
+    }
     let shadow = format!(
         "INSERT INTO awa.{}_ring_rotations (generation, slot) VALUES ($1, $2) ON CONFLICT (generation) DO NOTHING",
         ring.name()

@@ -318,6 +318,7 @@ impl<'a> Cell<'a> {
         self.state.obs.census = samples.census;
         self.state.obs.liveness = samples.liveness;
         self.state.obs.late = samples.late;
+        self.state.obs.misplaced = samples.misplaced;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;

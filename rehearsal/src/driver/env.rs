@@ -34,6 +34,19 @@ pub const WAITS: awa_runtime::store::audit::Waits = awa_runtime::store::audit::W
     retry_backoff: std::time::Duration::from_millis(200),
     snooze: std::time::Duration::from_millis(200),
 };
+/// What makes a worker idle (`idle = true` on a fleet step): it serves a
+/// queue nobody enqueues to and, after its first round, waits an hour
+/// before it polls for work again or, as leader, promotes, rescues or
+/// fires cron; it keeps heartbeating, and rotating and pruning at the
+/// matrix's cadence. The variables are the frozen rehearsal contract, and
+/// so is their syntax: 0.6 reads durations in ms, s or m only.
+pub const IDLE: [(&str, &str); 5] = [
+    ("AWA_QUEUES", "idle"),
+    ("AWA_POLL_INTERVAL", "60m"),
+    ("AWA_PROMOTE_INTERVAL", "60m"),
+    ("AWA_CRON_INTERVAL", "60m"),
+    ("AWA_RESCUE_INTERVAL", "60m"),
+];
 
 /// How long the runtime's graceful stop may take (`AWA_SHUTDOWN_GRACE`).
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);

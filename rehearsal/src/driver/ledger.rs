@@ -41,6 +41,8 @@ pub enum Role {
     Fence,
     /// A maintenance-free worker that finishes cron jobs fired during the final stop.
     Mopup,
+    /// `awa job cancel`, as an operator.
+    Operator,
 }
 
 impl Role {
@@ -55,6 +57,7 @@ impl Role {
             Role::Flip => "flip",
             Role::Fence => "fence",
             Role::Mopup => "mopup",
+            Role::Operator => "operator",
         }
     }
 
@@ -312,7 +315,7 @@ impl FleetView {
                 proc.contract.events += 1;
                 let keep = matches!(
                     proc.role,
-                    Role::Migrate | Role::Flip | Role::Fence | Role::Cron
+                    Role::Migrate | Role::Flip | Role::Fence | Role::Cron | Role::Operator
                 ) || matches!(event, Event::Flipped(_) | Event::FlipCheck(_));
                 if keep {
                     proc.json.push(event.clone());

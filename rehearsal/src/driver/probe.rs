@@ -145,6 +145,15 @@ const LOCK_WAITS: &str = "
 SELECT count(*), coalesce(max(extract(epoch FROM now() - state_change)) * 1000, 0)::float8
 FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'";
+/// Jobs an operator's `cancel` step may pick: producer-enqueued (not cron)
+/// jobs in state `$1`, newest first (`$3` limits), those of mode `$2`
+/// first when given (sleep jobs, so a cancel of a running one lands while
+/// it runs).
+const CANCEL_CANDIDATES: &str = "
+SELECT job_id FROM awa.jobs
+WHERE state = $1 AND NOT (args ? 'cron')
+ORDER BY (args->>'mode' IS NOT DISTINCT FROM $2) DESC, job_id DESC
+LIMIT $3";
 const CRON_BOUNDS: &str =
     "SELECT min(fire_ms), max(fire_ms), count(*) FROM awa.cron_fires WHERE name = $1";
 
@@ -392,6 +401,22 @@ impl Probe {
             not_rescued: row.get(2),
             outcomes: row.get(3),
         })
+    }
+
+    /// Up to `limit` jobs in `state` an operator may cancel, those of
+    /// `mode` first.
+    pub async fn cancel_candidates(
+        &mut self,
+        state: &str,
+        mode: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<i64>, String> {
+        Ok(self
+            .rows(CANCEL_CANDIDATES, &[&state, &mode, &limit])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
     }
 
     /// (first fire, last fire, fires) of a cron schedule, if it fired.

@@ -249,7 +249,12 @@ impl Cell<'_> {
             .max(1);
         let mut started = Vec::new();
         for &s in seats {
-            let Seat { role, artifact, .. } = self.state.seats[s].clone();
+            let Seat {
+                role,
+                artifact,
+                idle,
+                ..
+            } = self.state.seats[s].clone();
             let (args, env) = match role {
                 Role::Producer => {
                     let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
@@ -259,6 +264,13 @@ impl Cell<'_> {
                         producer_env(rate, 0, &mix, self.plan.workload.sleep),
                     )
                 }
+                _ if idle => (
+                    vec!["worker".to_owned()],
+                    super::env::IDLE
+                        .iter()
+                        .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect(),
+                ),
                 _ => (vec!["worker".to_owned()], Vec::new()),
             };
             let id = self.spawn(&artifact, role, args, env).await?;
@@ -598,7 +610,11 @@ impl Cell<'_> {
                 p.stderr_tail(10)
             )
         };
-        let line = fence_line(&text)?.to_owned();
+        let line = fence_line(&text)?;
+        let line = match crate::observe::FenceLayer::refusing(line) {
+            Some(layer) => format!("{} refused it: {line}", layer.name()),
+            None => line.to_owned(),
+        };
         let flipped = self.probe.authority().await.ok().flatten();
         (flipped.as_deref() == Some("ledger")).then_some(line)
     }

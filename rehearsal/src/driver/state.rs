@@ -49,6 +49,8 @@ pub(super) struct Seat {
     pub parked: bool,
     /// Gone: killed, refused for good, or died; removed after the step.
     pub dead: bool,
+    /// An idle worker (see [`super::env::IDLE`]).
+    pub idle: bool,
 }
 
 /// A flip started ahead of its step and already let go at the start gate:
@@ -132,6 +134,7 @@ impl CellState {
                 last: None,
                 parked: false,
                 dead: false,
+                idle: false,
             });
         }
         (first..self.seats.len()).collect()

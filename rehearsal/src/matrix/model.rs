@@ -422,16 +422,24 @@ pub enum Reach {
     /// while the job's next attempt ran elsewhere: the race the run-lease
     /// guard exists for.
     LateResultDuringRerun,
+    /// A pre-flip binary running across the flip was stopped by the
+    /// fenced legacy resolver (its claim or enqueue path).
+    FencedByResolver,
+    /// A pre-flip binary running across the flip was stopped by the
+    /// cursor trigger (its rotate path).
+    FencedByTrigger,
 }
 
 impl Reach {
     /// Every interleaving, in the order `rehearse list` shows them.
-    pub const ALL: [Reach; 5] = [
+    pub const ALL: [Reach; 7] = [
         Reach::MixedClaims,
         Reach::LeaderFrozenAcrossFlip,
         Reach::LeaderTakeover,
         Reach::RescuedByCurrent,
         Reach::LateResultDuringRerun,
+        Reach::FencedByResolver,
+        Reach::FencedByTrigger,
     ];
 
     /// The name matrix.toml uses.
@@ -442,6 +450,8 @@ impl Reach {
             Reach::LeaderTakeover => "leader_takeover",
             Reach::RescuedByCurrent => "rescued_by_current",
             Reach::LateResultDuringRerun => "late_result_during_rerun",
+            Reach::FencedByResolver => "fenced_by_resolver",
+            Reach::FencedByTrigger => "fenced_by_trigger",
         }
     }
 
@@ -633,11 +643,19 @@ pub enum FindingRule {
     /// A job is `available` but no ready entry of its queue names it: no
     /// claim, which reads the entries, can ever pick it.
     UnreachableReady,
+    /// A ready entry, claim or lease sits in a slot, or at a generation,
+    /// that its ring's cursor never gave it (a misrouted row, wherever a
+    /// claimer happens to find it).
+    Misplaced,
+    /// An operator's cancel was accepted (the job was live) but the job
+    /// did not end cancelled: it ran on and completed, or the cancel hit
+    /// another job.
+    CancelIgnored,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 23] = [
+    pub const ALL: [FindingRule; 25] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -661,6 +679,8 @@ impl FindingRule {
         FindingRule::UnstoppedHandler,
         FindingRule::EarlyStart,
         FindingRule::UnreachableReady,
+        FindingRule::Misplaced,
+        FindingRule::CancelIgnored,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -686,6 +706,8 @@ impl FindingRule {
                 | FindingRule::UnstoppedHandler
                 | FindingRule::EarlyStart
                 | FindingRule::UnreachableReady
+                | FindingRule::Misplaced
+                | FindingRule::CancelIgnored
         )
     }
 
@@ -715,6 +737,8 @@ impl FindingRule {
             FindingRule::UnstoppedHandler => "unstopped_handler",
             FindingRule::EarlyStart => "early_start",
             FindingRule::UnreachableReady => "unreachable_ready",
+            FindingRule::Misplaced => "misplaced",
+            FindingRule::CancelIgnored => "cancel_ignored",
         }
     }
 
@@ -757,12 +781,14 @@ pub enum Step<K = KillStep, S = SuspendStep> {
     Drain(DrainStep),
     /// Check a named condition now.
     Assert(AssertStep),
+    /// Cancel running and available jobs as an operator (`awa job cancel`).
+    Cancel(CancelStep),
 }
 
 /// The step names, in the order error messages list them.
-pub const STEP_NAMES: [&str; 14] = [
+pub const STEP_NAMES: [&str; 15] = [
     "fleet", "load", "migrate", "roll", "rollback", "kill", "suspend", "resume", "pg_crash",
-    "flip", "fence", "hold", "drain", "assert",
+    "flip", "fence", "hold", "drain", "assert", "cancel",
 ];
 
 impl<K, S> Step<K, S> {
@@ -783,6 +809,7 @@ impl<K, S> Step<K, S> {
             Step::Hold(_) => "hold",
             Step::Drain(_) => "drain",
             Step::Assert(_) => "assert",
+            Step::Cancel(_) => "cancel",
         }
     }
 }
@@ -802,6 +829,12 @@ pub struct FleetStep {
     /// (a runtime arriving while the migration holds its preflight).
     #[serde(default)]
     pub when: When,
+    /// Its workers claim nothing and promote, rescue and fire cron only
+    /// when they start: they serve a queue nobody enqueues to, poll
+    /// seldom, and as leader do little but rotate and prune. An old
+    /// leader whose only write path after a flip is the cursor advance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle: bool,
 }
 
 /// `{ load = "on" }`
@@ -1036,6 +1069,20 @@ pub struct FlipStep {
     pub by: String,
 }
 
+/// `{ cancel = "previous", running = 2, available = 2 }`: an operator
+/// cancels that many running jobs (sleep jobs in flight, so the cancel
+/// lands while they run) and available ones (not yet claimed) with the
+/// artifact's `awa job cancel`, one job a command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelStep {
+    /// Artifact whose binary cancels.
+    pub artifact: String,
+    /// Running jobs to cancel.
+    pub running: u32,
+    /// Available jobs to cancel.
+    pub available: u32,
+}
+
 /// `{ fence = "previous" }`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FenceStep {
@@ -1225,6 +1272,9 @@ impl<K: fmt::Display, S: fmt::Display> fmt::Display for Step<K, S> {
                 if s.leader {
                     f.write_str(", first worker becomes leader")?;
                 }
+                if s.idle {
+                    f.write_str(", idle (claims nothing, rotates only)")?;
+                }
                 if s.when != When::Now {
                     write!(f, ", {}", s.when.describe())?;
                 }
@@ -1303,6 +1353,13 @@ impl<K: fmt::Display, S: fmt::Display> fmt::Display for Step<K, S> {
             }
             Step::Drain(s) => write!(f, "drain, until {} without progress", s.timeout),
             Step::Assert(s) => write!(f, "assert {}", s.check),
+            Step::Cancel(s) => write!(
+                f,
+                "cancel {} and {} as an operator with {}",
+                plural(s.running, "running job"),
+                plural(s.available, "available job"),
+                s.artifact
+            ),
         }
     }
 }

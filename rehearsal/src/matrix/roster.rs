@@ -226,6 +226,11 @@ impl Roster {
                 }
             }
             Step::Hold(_) | Step::Drain(_) => {}
+            Step::Cancel(_) => {
+                if self.workers.total == 0 {
+                    self.problem(index, "cancel needs running workers (a job runs only while a worker claims it); start a fleet first");
+                }
+            }
             Step::Assert(s) => self.check_assert(index, &s.check),
         }
     }

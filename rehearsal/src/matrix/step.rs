@@ -15,10 +15,10 @@ use toml::{Spanned, Value};
 use super::diagnostic::{Sink, did_you_mean};
 use super::duration::Duration;
 use super::model::{
-    AssertStep, CHECK_NAMES, CURRENT, Check, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep,
-    HoldStep, KillStep, KillTarget, LEADER_IS, LoadStep, MigrateStep, Outcome, PgCrashStep,
-    ResumeSignal, ResumeStep, RollStep, RollbackStep, STEP_NAMES, Signal, Step, SuspendAt,
-    SuspendStep, Until, When,
+    AssertStep, CHECK_NAMES, CURRENT, CancelStep, Check, DrainStep, FenceStep, FleetStep, FlipMode,
+    FlipStep, HoldStep, KillStep, KillTarget, LEADER_IS, LoadStep, MigrateStep, Outcome,
+    PgCrashStep, ResumeSignal, ResumeStep, RollStep, RollbackStep, STEP_NAMES, Signal, Step,
+    SuspendAt, SuspendStep, Until, When,
 };
 use super::raw::RawStep;
 
@@ -26,12 +26,14 @@ use super::raw::RawStep;
 pub const MAX_WORKERS: u64 = 32;
 /// Most producers one step may start.
 pub const MAX_PRODUCERS: u64 = 8;
+/// Most jobs of each kind one cancel step may cancel (one command a job).
+pub const MAX_CANCELS: u64 = 20;
 /// Largest `after_started` threshold.
 pub const MAX_AFTER_STARTED: u64 = 1_000_000;
 
 /// The options each step takes, besides its own key.
-const OPTIONS: [(&str, &[&str]); 14] = [
-    ("fleet", &["workers", "producers", "leader", "when"]),
+const OPTIONS: [(&str, &[&str]); 15] = [
+    ("fleet", &["workers", "producers", "leader", "when", "idle"]),
     ("load", &[]),
     ("migrate", &["allow_live_runtimes", "expect"]),
     ("roll", &["one_at_a_time", "pause", "producers"]),
@@ -45,6 +47,7 @@ const OPTIONS: [(&str, &[&str]); 14] = [
     ("hold", &["reads", "until"]),
     ("drain", &[]),
     ("assert", &[]),
+    ("cancel", &["running", "available"]),
 ];
 
 const WHEN: [(&str, When); 3] = [
@@ -185,6 +188,7 @@ fn read_step(step: &str, r: &mut Reader<'_, '_>) -> Option<Step> {
         "assert" => r
             .head_check()
             .map(|check| Step::Assert(AssertStep { check })),
+        "cancel" => cancel(r),
         _ => None,
     }
 }
@@ -272,6 +276,7 @@ fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
     let workers = r.count("workers", 0, 0, MAX_WORKERS);
     let producers = r.count("producers", 0, 0, MAX_PRODUCERS);
     let leader = r.boolean("leader", false);
+    let idle = r.boolean("idle", false);
     let when = r.choice("when", &WHEN, When::Now);
     if when == When::DuringFlip {
         let span = r.span_of("when");
@@ -300,6 +305,13 @@ fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
             "leader = true needs workers >= 1: the leader is this fleet's first worker",
         );
     }
+    if idle && (workers == 0 || producers > 0) && r.ok {
+        let span = r.span_of("idle");
+        r.fail(
+            span,
+            "idle = true is for workers only: set workers >= 1 and no producers (start producers in a fleet step of their own)",
+        );
+    }
     let (workers, producers) = (to_u32(workers), to_u32(producers));
     artifact.map(|artifact| {
         Step::Fleet(FleetStep {
@@ -307,7 +319,29 @@ fn fleet(r: &mut Reader<'_, '_>) -> Option<Step> {
             workers,
             producers,
             leader,
+            idle,
             when,
+        })
+    })
+}
+
+/// `{ cancel = "previous", running = 2, available = 2 }`
+fn cancel(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let artifact = r.head_artifact();
+    let running = r.count("running", 0, 0, MAX_CANCELS);
+    let available = r.count("available", 0, 0, MAX_CANCELS);
+    if running == 0 && available == 0 && r.ok {
+        r.fail(
+            Some(r.table.clone()),
+            "a cancel step must cancel something: set running or available (or both)",
+        );
+    }
+    let (running, available) = (to_u32(running), to_u32(available));
+    artifact.map(|artifact| {
+        Step::Cancel(CancelStep {
+            artifact,
+            running,
+            available,
         })
     })
 }

@@ -90,7 +90,7 @@ fn assert_valid_steps(lines: &[&str]) -> Matrix {
     parse("matrix.toml", &text).unwrap_or_else(|d| panic!("rejected:\n{d}"))
 }
 
-const STEP_LIST: &str = "fleet, load, migrate, roll, rollback, kill, suspend, resume, pg_crash, flip, fence, hold, drain, assert";
+const STEP_LIST: &str = "fleet, load, migrate, roll, rollback, kill, suspend, resume, pg_crash, flip, fence, hold, drain, assert, cancel";
 
 // --- the shipped matrix -------------------------------------------------------
 
@@ -141,6 +141,15 @@ fn shipped_matrix_is_valid() {
         "defect-worker-keys-attempts-by-job",
         "defect-promote-ignores-run-at",
         "defect-rescue-requeues-without-entry",
+        "fence-resolver-alone",
+        "fence-trigger-alone",
+        "defect-fence-no-resolver",
+        "defect-fence-no-trigger",
+        "defect-enqueue-misroutes-slot",
+        "compat-window-rollback",
+        "defect-compat-skips-slot-generation",
+        "operator-cancel-mixed",
+        "defect-cancel-ignores-running",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -222,6 +231,36 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_requeue",
             "rescue_requeues_without_entry",
             FindingRule::UnreachableReady,
+        ),
+        (
+            "defect-fence-no-resolver",
+            "defective_no_resolver",
+            "fence_no_resolver",
+            FindingRule::FenceBreached,
+        ),
+        (
+            "defect-fence-no-trigger",
+            "defective_no_trigger",
+            "fence_no_trigger",
+            FindingRule::FenceBreached,
+        ),
+        (
+            "defect-enqueue-misroutes-slot",
+            "defective_misroute",
+            "enqueue_misroutes_slot",
+            FindingRule::Misplaced,
+        ),
+        (
+            "defect-compat-skips-slot-generation",
+            "defective_compat_slots",
+            "compat_skips_slot_generation",
+            FindingRule::Stuck,
+        ),
+        (
+            "defect-cancel-ignores-running",
+            "defective_cancel",
+            "cancel_ignores_running",
+            FindingRule::CancelIgnored,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();
@@ -320,6 +359,7 @@ fn a_valid_matrix_parses_every_step_with_defaults() {
             producers: 1,
             leader: true,
             when: When::Now,
+            idle: false,
         })
     );
     assert_eq!(s[1], Step::Load(LoadStep { on: true }));
@@ -488,7 +528,7 @@ fn reach_names_known_interleavings_once() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nreach = [\"mixed_claim\", \"leader_takeover\", \"leader_takeover\"]\nsteps = [{ hold = \"1s\" }]\n",
         &[
-            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun",
+            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger",
             "matrix.toml:4:44: cell \"c\": reach lists \"leader_takeover\" twice; list it once",
         ],
     );
@@ -752,6 +792,40 @@ fn artifact_name_must_be_a_string() {
 }
 
 // --- steps: option types and ranges ---------------------------------------------------
+
+#[test]
+fn a_cancel_step_and_an_idle_fleet_are_read_and_checked() {
+    let m = assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 1, leader = true, idle = true }"#,
+        r#"{ cancel = "previous", running = 2 }"#,
+    ]);
+    let steps = &m.cell("c").unwrap().steps;
+    assert!(matches!(&steps[0], Step::Fleet(f) if f.idle && f.leader));
+    assert_eq!(
+        steps[1],
+        Step::Cancel(CancelStep {
+            artifact: "previous".into(),
+            running: 2,
+            available: 0,
+        })
+    );
+    assert_eq!(
+        steps[1].to_string(),
+        "cancel 2 running jobs and 0 available jobs as an operator with previous"
+    );
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1, producers = 1, idle = true }"#,
+            r#"{ cancel = "previous" }"#,
+            r#"{ cancel = "previous", running = 21 }"#,
+        ],
+        &[
+            "matrix.toml:5:60: cell \"c\", step 1 (fleet): idle = true is for workers only: set workers >= 1 and no producers (start producers in a fleet step of their own)",
+            "matrix.toml:6:3: cell \"c\", step 2 (cancel): a cancel step must cancel something: set running or available (or both)",
+            "matrix.toml:7:36: cell \"c\", step 3 (cancel): running must be an integer from 0 to 20, found 21",
+        ],
+    );
+}
 
 #[test]
 fn counts_are_checked_for_type_and_range() {
@@ -1068,7 +1142,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, schema_drift, unstopped_handler, early_start, unreachable_ready";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",

@@ -8,7 +8,7 @@
 
 use awa_runtime::error::Error as DbError;
 use awa_runtime::store::audit::{
-    self, AuditJob, AuditSetSize, CronFault, CronWindow, JobAudit, LateAttempt, Ledger,
+    self, AuditJob, AuditSetSize, CronFault, CronWindow, JobAudit, LateAttempt, Ledger, Misplaced,
     RingColumns, StateCount, Stuck, UnprovenRescue,
 };
 use awa_runtime::workload::Mode;
@@ -43,6 +43,9 @@ pub(super) struct Input<'o> {
     windows: Vec<CronWindow>,
     /// Accepted scheduled jobs and their `run_at` (Unix ms).
     scheduled: Vec<(i64, i64)>,
+    /// Jobs an operator cancelled while they were live: cancelled is their
+    /// designed end.
+    cancelled: std::collections::BTreeSet<i64>,
 }
 
 impl<'o> Input<'o> {
@@ -97,8 +100,15 @@ impl<'o> Input<'o> {
             .iter()
             .filter_map(|job| job.run_at_ms.map(|at| (job.job_id, at)))
             .collect();
+        let cancelled = obs
+            .cancels
+            .iter()
+            .filter(|c| c.was_live == Some(true))
+            .map(|c| c.job_id)
+            .collect();
         Ok(Input {
             scheduled,
+            cancelled,
             accepted_jobs: &obs.accepted,
             uncertain_jobs: &obs.uncertain,
             order,
@@ -123,6 +133,7 @@ impl<'o> Input<'o> {
                 mode: self.modes[i],
                 max_attempts: job.max_attempts,
                 uncertain,
+                cancelled: self.cancelled.contains(&job.job_id),
             }
         })
     }
@@ -153,6 +164,8 @@ pub(super) struct Storage {
     pub(super) late_attempts: Vec<LateAttempt>,
     /// `awa.schema_version` at the end.
     pub(super) schema_versions: Vec<SchemaVersionRow>,
+    /// Ring rows outside the slot their ring's cursor gives them, at the end.
+    pub(super) misplaced: Vec<Misplaced>,
 }
 
 /// Why the reads stopped.
@@ -215,6 +228,7 @@ async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage,
         ledgers: audit::ledgers(client, &features).await?,
         late_attempts: audit::attempts_after_flip_by_pre_flip_binaries(client, &features).await?,
         schema_versions: schema_versions(client).await?,
+        misplaced: audit::misplaced(client, &features).await?,
     })
 }
 

@@ -13,6 +13,8 @@
 //! - `rules` turns job, cron and count audits into findings;
 //! - `rings` judges the fence, the ring disciplines and the flip;
 //! - `liveness` judges whether the rings kept rotating while they held rows;
+//! - `placement` finds ready entries, claims and leases outside the slot
+//!   their ring's cursor gives them (monitor ticks and the end state);
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
@@ -49,6 +51,7 @@ mod growth;
 mod judged;
 mod liveness;
 mod load;
+mod placement;
 mod reach;
 mod rings;
 mod rules;
@@ -168,6 +171,7 @@ pub async fn reconcile_with_stats(
         liveness::stall_after_ms(&plan.timings),
     ));
     findings.extend(growth::findings(&storage, obs));
+    findings.extend(placement::findings(&storage.misplaced, obs));
     findings.extend(runtimes::findings(&storage, obs));
     findings.extend(schema::findings(obs, &storage.schema_versions));
     // Stable: within a rule, findings keep the order they were made in.

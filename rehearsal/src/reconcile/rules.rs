@@ -103,6 +103,14 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
             "jobs started an attempt before it was due",
         ),
     );
+    add(
+        FindingRule::CancelIgnored,
+        &jobs.cancel_ignored,
+        (
+            "job an operator cancelled while it was live did not end cancelled",
+            "jobs an operator cancelled while they were live did not end cancelled",
+        ),
+    );
     out.extend(rescue_unproven(storage, obs));
     out.extend(unstopped_handlers(obs));
     out.extend(cron(storage));

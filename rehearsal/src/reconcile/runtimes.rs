@@ -65,7 +65,7 @@ fn floor_bypassed(m: &MidMigrationStart, obs: &Observations) -> Option<Finding> 
 
 /// Whether `version` belongs to this workspace's release line or later
 /// (the binaries that know the ledger authority).
-fn flip_aware(version: &str) -> bool {
+pub(super) fn flip_aware(version: &str) -> bool {
     let own =
         parse_version(awa_runtime::version::VERSION).map(|(major, minor, _)| (major, minor, 0));
     match (parse_version(version), own) {

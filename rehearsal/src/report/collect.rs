@@ -150,6 +150,8 @@ fn cell_report(
         schema_history: obs.schema_history,
         schema_checks: obs.schema_checks,
         late: obs.late,
+        misplaced: obs.misplaced,
+        cancels: obs.cancels,
         tries: Vec::new(),
     }
 }

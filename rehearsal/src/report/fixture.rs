@@ -257,6 +257,8 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         schema_history: vec![],
         schema_checks: vec![],
         late: vec![],
+        misplaced: vec![],
+        cancels: vec![],
         tries: vec![],
     }
 }

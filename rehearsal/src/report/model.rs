@@ -89,7 +89,13 @@ use crate::reconcile::Detection;
 ///   its `run_at`, retry backoff or snooze ended, by the database's
 ///   clock) and `unstopped_handler`, and per accepted job of the observations `run_at_ms`
 ///   (scheduled jobs only; absent otherwise).
-pub const FORMAT_VERSION: &str = "1.17";
+/// - `1.18`: per cell `misplaced`, the monitor ticks (the first 20) that
+///   found ready entries, claims or leases outside the slot their ring's
+///   cursor and generation give them, per ring and kind of row; absent
+///   when none did; and per cell `cancels`, every job a `cancel` step
+///   cancelled as an operator (job, its state when picked, the binary
+///   that cancelled it, whether it was live); absent when none.
+pub const FORMAT_VERSION: &str = "1.18";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -237,6 +243,14 @@ pub struct CellReport {
     /// beating late: the starvation the cell met. Added in 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late: Vec<crate::observe::LateSample>,
+    /// Monitor ticks that found ring rows outside the slot their ring's
+    /// cursor gives them (the first 20). Added in 1.18.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub misplaced: Vec<crate::observe::MisplacedSample>,
+    /// Every job a `cancel` step cancelled as an operator, with the
+    /// command's answer. Added in 1.18.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cancels: Vec<crate::observe::CancelRecord>,
     /// Earlier tries that were inconclusive for the harness's own reasons
     /// (`--retries`); the cell's verdict is its last try's. Added in 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

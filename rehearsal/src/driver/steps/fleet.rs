@@ -32,6 +32,9 @@ impl Cell<'_> {
         let mut notes = Vec::new();
         let version = self.version_of(&s.artifact);
         let workers = self.state.add_seats(Role::Worker, &s.artifact, s.workers);
+        for &w in &workers {
+            self.state.seats[w].idle = s.idle;
+        }
         if s.leader && !workers.is_empty() {
             let head = workers[0];
             self.launch_seats(&[head], &mut notes).await?;

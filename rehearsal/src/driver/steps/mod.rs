@@ -5,6 +5,7 @@
 
 mod armed;
 mod assert;
+mod cancel;
 mod drain;
 mod effect;
 mod evidence;
@@ -54,6 +55,7 @@ impl Cell<'_> {
             Step::Hold(s) => self.hold(s).await,
             Step::Drain(s) => self.drain(s.timeout).await,
             Step::Assert(s) => self.assert(&s.check).await,
+            Step::Cancel(s) => self.cancel_jobs(s).await,
         }
     }
 
