@@ -752,9 +752,9 @@ async fn a_stale_result_landing_after_a_rescue_is_a_terminal_mismatch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_started_before_they_were_due_are_early_starts() {
-    // Job 2 (retry_once) ran attempt 2 150 ms after attempt 1 asked for
+    // Job 2 (retry_once) ran attempt 2 100 ms after attempt 1 asked for
     // its 200 ms backoff; job 17 (exhaust_retries) waited attempt 1's 200
-    // ms to the microsecond (on time); job 5 ran attempt 2 0.5 ms before
+    // ms to the microsecond (on time); job 5 ran attempt 2 40 ms before
     // its 200 ms snooze ended (inside the tolerance: on time); job 18 ran
     // attempt 2 100 ms after attempt 1 snoozed; and the scheduled job 9
     // ran 2 s before its run_at.
@@ -771,9 +771,9 @@ async fn attempts_started_before_they_were_due_are_early_starts() {
         )
     };
     let fault = [
-        next_after(2, 150.0),
+        next_after(2, 100.0),
         next_after(17, 200.0),
-        next_after(5, 199.5),
+        next_after(5, 160.0),
         next_after(18, 100.0),
     ]
     .concat();
@@ -786,7 +786,7 @@ async fn attempts_started_before_they_were_due_are_early_starts() {
     assert_eq!(
         found[0].message,
         "3 jobs started an attempt before it was due; first: job 2 attempt 2 (run lease 2) \
-         started 50.0 ms before the 200.0 ms backoff after attempt 1's retry ended"
+         started 100.0 ms before the 200.0 ms backoff after attempt 1's retry ended"
     );
 
     // The same history on time: nothing found.
