@@ -95,8 +95,12 @@ pub struct Finished {
     pub dir: PathBuf,
 }
 
-/// Reconciliation over a cell's database, as the driver asks for it.
-struct DatabaseReconcile;
+/// Reconciliation over a cell's database, as the driver asks for it; the
+/// terminal history it judged goes into the run folder `dir`
+/// (`history/<cell>.json.gz`), for `rehearse verify`.
+struct DatabaseReconcile {
+    dir: PathBuf,
+}
 
 impl Reconcile for DatabaseReconcile {
     fn findings<'a>(
@@ -109,9 +113,16 @@ impl Reconcile for DatabaseReconcile {
             let client = crate::pg::connect(database_url)
                 .await
                 .map_err(|e| format!("reconciliation could not connect: {e}"))?;
-            crate::reconcile::reconcile(&client, plan, observations)
-                .await
-                .map_err(|e| awa_runtime::error::chain(&e))
+            let (findings, _, history) =
+                crate::reconcile::reconcile_recorded(&client, plan, observations)
+                    .await
+                    .map_err(|e| awa_runtime::error::chain(&e))?;
+            // The evidence is part of the verdict: a cell whose history
+            // cannot be kept is not judged.
+            let file = crate::reconcile::history::path(&self.dir, &plan.name);
+            crate::reconcile::history::write(&file, &history)
+                .map_err(|e| format!("could not record the terminal history: {e}"))?;
+            Ok(findings)
         })
     }
 }
@@ -329,9 +340,11 @@ fn drive(
     err: &mut dyn Write,
 ) -> Result<RunReport, Error> {
     let (events, rx) = crate::stream::channel();
-    let driver = std::thread::spawn(move || {
-        crate::driver::run::execute(request, events, Arc::new(DatabaseReconcile))
+    let reconcile = Arc::new(DatabaseReconcile {
+        dir: dir.to_owned(),
     });
+    let driver =
+        std::thread::spawn(move || crate::driver::run::execute(request, events, reconcile));
     let stream = (args.format == Format::Json).then_some(&mut *out);
     let collected = report_events(rx, dir, args.quiet, stream, err);
     let ran = driver

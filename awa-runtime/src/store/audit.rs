@@ -184,8 +184,9 @@ pub async fn load_audit_set(
 
 /// Whether the handler behaves differently on attempt 1 than on later
 /// attempts (`workload::run` matches on `attempt == 1`). When attempt 1
-/// is interrupted, that designed first step never happens.
-fn first_attempt_differs(mode: Mode) -> bool {
+/// is interrupted, that designed first step never happens. Public so a
+/// recorded history is judged by the same contract (rehearse verify).
+pub fn first_attempt_differs(mode: Mode) -> bool {
     match mode {
         Mode::RetryOnce | Mode::SnoozeOnce | Mode::OverrunDeadline => true,
         Mode::Complete
@@ -199,7 +200,7 @@ fn first_attempt_differs(mode: Mode) -> bool {
 
 /// Whether the designed first attempt snoozes, which raises the job's
 /// `max_attempts` by one (`finish::SNOOZE`).
-fn first_attempt_raises_max(mode: Mode) -> bool {
+pub fn first_attempt_raises_max(mode: Mode) -> bool {
     match mode {
         Mode::SnoozeOnce => true,
         Mode::Complete

@@ -46,6 +46,8 @@ pub(super) struct Input<'o> {
     /// Jobs an operator cancelled while they were live: cancelled is their
     /// designed end.
     cancelled: std::collections::BTreeSet<i64>,
+    /// The windows as the driver recorded them, for the history.
+    cron_windows: &'o [crate::observe::CronWindow],
 }
 
 impl<'o> Input<'o> {
@@ -116,6 +118,7 @@ impl<'o> Input<'o> {
             accepted,
             killed,
             windows,
+            cron_windows: &obs.cron,
         })
     }
 
@@ -166,6 +169,8 @@ pub(super) struct Storage {
     pub(super) schema_versions: Vec<SchemaVersionRow>,
     /// Ring rows outside the slot their ring's cursor gives them, at the end.
     pub(super) misplaced: Vec<Misplaced>,
+    /// The rows the exactly-once rules judged, for the run folder.
+    pub(super) history: super::history::History,
 }
 
 /// Why the reads stopped.
@@ -184,12 +189,16 @@ impl From<DbError> for ReadError {
 }
 
 /// Run every read in one snapshot, then roll it back, whatever happened.
-pub(super) async fn read(client: &Client, input: &Input<'_>) -> Result<Storage, ReadError> {
+pub(super) async fn read(
+    client: &Client,
+    cell: &str,
+    input: &Input<'_>,
+) -> Result<Storage, ReadError> {
     client
         .batch_execute(BEGIN)
         .await
         .map_err(|e| DbError::db("starting the reconciliation snapshot", e))?;
-    let result = read_in_snapshot(client, input).await;
+    let result = read_in_snapshot(client, cell, input).await;
     let ended = client
         .batch_execute(ROLLBACK)
         .await
@@ -199,7 +208,11 @@ pub(super) async fn read(client: &Client, input: &Input<'_>) -> Result<Storage, 
     Ok(storage)
 }
 
-async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage, ReadError> {
+async fn read_in_snapshot(
+    client: &Client,
+    cell: &str,
+    input: &Input<'_>,
+) -> Result<Storage, ReadError> {
     if awa_runtime::schema::current_version(client)
         .await?
         .is_none()
@@ -209,7 +222,9 @@ async fn read_in_snapshot(client: &Client, input: &Input<'_>) -> Result<Storage,
     let features = audit::schema_features(client).await?;
     let set = audit::load_audit_set(client, input.audit_jobs()).await?;
     let authority = audit::authority(client, &features).await?;
+    let history = super::history::read(client, cell, input.cron_windows).await?;
     Ok(Storage {
+        history,
         set,
         jobs: audit::audit_jobs(client).await?,
         stuck: audit::stuck(client).await?,

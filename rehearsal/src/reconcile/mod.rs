@@ -22,7 +22,10 @@
 //! - `reach` says whether the cell reached the interleavings it declares;
 //! - `starvation` says whether a timing-sensitive step ran starved past
 //!   what the cell's timings tolerate (a failure then is inconclusive);
-//! - `verdict` holds the findings and step failures against the expectation.
+//! - `verdict` holds the findings and step failures against the expectation;
+//! - `history` records the rows the exactly-once rules judged (the run
+//!   folder keeps them), and `recorded` re-applies those rules to a
+//!   recorded history without the database (`rehearse verify`).
 //!
 //! Both `rules` and `rings` are pure functions of plain data, so each rule
 //! is tested without a database; `tests/reconcile.rs` runs the SQL.
@@ -48,11 +51,13 @@
 
 mod faults;
 mod growth;
+pub mod history;
 mod judged;
 mod liveness;
 mod load;
 mod placement;
 mod reach;
+pub mod recorded;
 mod rings;
 mod rules;
 mod runtimes;
@@ -153,17 +158,31 @@ pub async fn reconcile_with_stats(
     plan: &CellPlan,
     obs: &Observations,
 ) -> Result<(Vec<Finding>, ReconcileStats), ReconcileError> {
+    let (findings, stats, _) = reconcile_recorded(client, plan, obs).await?;
+    Ok((findings, stats))
+}
+
+/// [`reconcile_with_stats`], with the terminal history the exactly-once
+/// rules judged, read in the same snapshot (what the run folder keeps
+/// for `rehearse verify`).
+pub async fn reconcile_recorded(
+    client: &tokio_postgres::Client,
+    plan: &CellPlan,
+    obs: &Observations,
+) -> Result<(Vec<Finding>, ReconcileStats, history::History), ReconcileError> {
     let started = Instant::now();
     let input = load::Input::validate(&plan.name, obs)?;
-    let storage = load::read(client, &input).await.map_err(|e| match e {
-        load::ReadError::NoSchema => ReconcileError::NoSchema {
-            cell: plan.name.clone(),
-        },
-        load::ReadError::Db(source) => ReconcileError::Database {
-            cell: plan.name.clone(),
-            source,
-        },
-    })?;
+    let mut storage = load::read(client, &plan.name, &input)
+        .await
+        .map_err(|e| match e {
+            load::ReadError::NoSchema => ReconcileError::NoSchema {
+                cell: plan.name.clone(),
+            },
+            load::ReadError::Db(source) => ReconcileError::Database {
+                cell: plan.name.clone(),
+                source,
+            },
+        })?;
     let mut findings = rules::findings(&storage, obs);
     findings.extend(rings::findings(&storage, obs));
     findings.extend(liveness::findings(
@@ -188,7 +207,7 @@ pub async fn reconcile_with_stats(
         stale_executions: count(jobs.stale_runs),
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
-    Ok((findings, stats))
+    Ok((findings, stats, std::mem::take(&mut storage.history)))
 }
 
 /// The findings the monitor's ring samples alone can show (the MixedFleet
