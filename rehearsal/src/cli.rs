@@ -109,6 +109,17 @@ enum Cmd {
         /// The run's report folder.
         dir: PathBuf,
     },
+    /// Re-check a run folder offline, as the evidence a release carries: its
+    /// files present and consistent (plan.json's digest, report.json against
+    /// plan.json and report.html), every planned cell judged, and each
+    /// cell's recorded terminal history judged again by the exactly-once
+    /// rules, without the database. Exit 0 when everything holds, 1 when a
+    /// history disagrees with its verdict or findings, 2 when DIR is not a
+    /// run folder or its files disagree.
+    Verify {
+        /// The run's report folder (a merged one too).
+        dir: PathBuf,
+    },
     /// Print a shell completion script (e.g. `rehearse completions bash > ~/.local/share/bash-completion/completions/rehearse`).
     Completions {
         /// The shell.
@@ -497,6 +508,11 @@ pub enum Command {
         /// The run's report folder.
         dir: PathBuf,
     },
+    /// `rehearse verify DIR`.
+    Verify {
+        /// The run's report folder.
+        dir: PathBuf,
+    },
     /// `rehearse completions SHELL`.
     Completions {
         /// The shell.
@@ -804,6 +820,7 @@ impl Line {
                 Some(Command::Replay { plan: r.plan })
             }
             Some(Cmd::Report { dir }) => Some(Command::Report { dir }),
+            Some(Cmd::Verify { dir }) => Some(Command::Verify { dir }),
             Some(Cmd::Completions { shell }) => Some(Command::Completions { shell }),
             Some(Cmd::Artifacts { action }) => Some(Command::Artifacts { action }),
         };

@@ -85,6 +85,7 @@ pub mod servers;
 pub mod stamp;
 pub mod stream;
 pub mod stress;
+pub mod verify;
 
 pub use commands::{Environment, execute};
 pub use error::Error;

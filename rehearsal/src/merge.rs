@@ -453,10 +453,19 @@ fn add_times(run: &mut RunInfo, partials: &[Partial]) {
     run.end.interrupted = runs().any(|r| r.end.interrupted);
 }
 
-/// Copies each partial's `logs/` to `out/logs/<partial run id>/` and its
-/// `events.jsonl` to `out/events/<partial run id>.jsonl`.
+/// Copies each partial's `logs/` to `out/logs/<partial run id>/`, its
+/// `events.jsonl` to `out/events/<partial run id>.jsonl`, and its cells'
+/// terminal histories to `out/history/` (each cell is in one share only,
+/// so they sit side by side as in one run, for `rehearse verify`).
 pub fn copy_files(partials: &[Partial], out: &Path) -> std::io::Result<()> {
     for p in partials {
+        let histories = p.dir.join(crate::reconcile::history::HISTORY_DIR);
+        if histories.is_dir() {
+            copy_tree(
+                &histories,
+                &out.join(crate::reconcile::history::HISTORY_DIR),
+            )?;
+        }
         let id = &p.report.run.header.run_id;
         let logs = p.dir.join("logs");
         if logs.is_dir() {
