@@ -447,6 +447,11 @@ struct MutateArgs {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
 
+    /// Where the work copy of the workspace and its builds are kept
+    /// [default: target/mutate of the repository]; two mutate runs at once need one each.
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+
     #[command(flatten)]
     select: SelectArgs,
 
@@ -803,6 +808,7 @@ impl Line {
                     mutants: m.mutants,
                     partition: m.partition,
                     timeout: m.timeout.map(std::time::Duration::from_secs),
+                    work_dir: m.work_dir,
                     json,
                 }))
             }

@@ -157,6 +157,7 @@ fn mutate_command(
             quiet: cli.global.quiet,
             partition: options.partition.map(|p| p.to_string()),
             timeout: options.timeout,
+            work_dir: options.work_dir.as_ref().map(|d| env.cwd.join(d)),
         },
         out,
         err,

@@ -49,6 +49,8 @@ pub struct Options {
     pub partition: Option<crate::partition::Partition>,
     /// `--timeout SECS`: a mutant's budget per cell.
     pub timeout: Option<std::time::Duration>,
+    /// `--work-dir DIR`: the work copy and its builds.
+    pub work_dir: Option<std::path::PathBuf>,
     /// `--list --json`.
     pub json: bool,
 }
@@ -368,6 +370,8 @@ pub struct SessionArgs {
     pub partition: Option<String>,
     /// `--timeout`.
     pub timeout: Option<std::time::Duration>,
+    /// `--work-dir`.
+    pub work_dir: Option<std::path::PathBuf>,
 }
 
 /// Runs the mutants and writes the report: exit 0 when the score meets
@@ -392,6 +396,10 @@ pub fn session(
     })?;
     let runner = run::Runner {
         root: args.repo.root.clone(),
+        work_dir: args
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| args.repo.root.join("target").join("mutate")),
         matrix_file: args.matrix_file.clone(),
         seed: args.seed,
         backend: args.backend.clone(),

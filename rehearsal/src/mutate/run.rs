@@ -1,7 +1,8 @@
 //! Running the mutants: one work copy, one build each, cells until one fails.
 //!
 //! The workspace is copied once into `target/mutate/work` (kept in step
-//! with the workspace on every run) and built into `target/mutate/target`
+//! with the workspace on every run; `--work-dir` puts it elsewhere, so two
+//! mutate runs need not share one) and built into `target/mutate/target`
 //! with incremental compilation, so a mutant costs a rebuild of
 //! awa-runtime alone. Each mutant is written into the copy, built, and
 //! restored; a build that fails makes it *unviable*.
@@ -106,8 +107,11 @@ pub struct MutantResult {
 /// What the runner needs from the command line.
 #[derive(Clone, Debug)]
 pub struct Runner {
-    /// The repository (its `target/` holds the work copy).
+    /// The repository the work copy is made from.
     pub root: PathBuf,
+    /// Where the work copy (`work/`) and its target directory (`target/`)
+    /// are kept (`--work-dir`, default `target/mutate` of the repository).
+    pub work_dir: PathBuf,
     /// The matrix file the cells come from.
     pub matrix_file: PathBuf,
     /// The seed every cell runs with.
@@ -164,12 +168,12 @@ fn copy_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 impl Runner {
     /// The work copy's root.
     pub fn work(&self) -> PathBuf {
-        self.root.join("target").join("mutate").join("work")
+        self.work_dir.join("work")
     }
 
     /// The target directory the work copy builds into.
     fn target(&self) -> PathBuf {
-        self.root.join("target").join("mutate").join("target")
+        self.work_dir.join("target")
     }
 
     /// The binary a build of the work copy makes.
