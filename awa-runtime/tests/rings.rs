@@ -282,9 +282,12 @@ async fn the_placement_audit_finds_a_row_outside_its_slot() {
     let db = Db::migrated("placement").await;
     let client = db.client().await;
     let features = audit::schema_features(&client).await.unwrap();
+    // misplaced reads inside its caller's transaction, as the monitor and
+    // reconciliation call it.
     client
         .batch_execute(
-            "INSERT INTO awa.jobs (job_id, kind, queue, state) VALUES (1, 'rehearsal', 'q', 'available');
+            "BEGIN;
+             INSERT INTO awa.jobs (job_id, kind, queue, state) VALUES (1, 'rehearsal', 'q', 'available');
              INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt) VALUES (0, 0, 1, 'q', 0, 0)",
         )
         .await
@@ -308,4 +311,23 @@ async fn the_placement_audit_finds_a_row_outside_its_slot() {
     );
     // Slot 1 was last opened one wrap before the cursor's generation 0.
     assert_eq!(m.first, [1, 1, 0, -7]);
+    client.batch_execute("COMMIT").await.unwrap();
+
+    // A schema that lost the columns placement reads (an expand that
+    // dropped them): nothing to place, and the caller's transaction (the
+    // monitor's and reconciliation's snapshots) goes on.
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .batch_execute("ALTER TABLE awa.queue_entries DROP COLUMN generation")
+        .await
+        .unwrap();
+    assert!(
+        audit::misplaced(&client, &features)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let still: i32 = client.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    assert_eq!(still, 1, "the transaction was not aborted");
+    client.batch_execute("ROLLBACK").await.unwrap();
 }

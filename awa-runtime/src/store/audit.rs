@@ -1341,13 +1341,47 @@ pub fn misplaced_rows(rows: &[tokio_postgres::Row]) -> Vec<Misplaced> {
         .collect()
 }
 
-/// Every misplaced ring row, per ring and kind.
+/// Every misplaced ring row, per ring and kind, read inside the caller's
+/// transaction. A schema without the columns placement reads (an expand
+/// that dropped them, which the schema and N-1 rules name) has no
+/// placement to judge: none, not an error, and the transaction goes on
+/// (the read runs under a savepoint).
 pub async fn misplaced(client: &Client, features: &SchemaFeatures) -> Result<Vec<Misplaced>> {
-    let rows = client
+    let db = |e| Error::db("reading ring rows outside their slots", e);
+    client
+        .batch_execute(PLACEMENT_SAVEPOINT)
+        .await
+        .map_err(db)?;
+    match client
         .query(misplaced_sql(features), &[&(MAX_IDS as i32)])
         .await
-        .map_err(|e| Error::db("reading ring rows outside their slots", e))?;
-    Ok(misplaced_rows(&rows))
+    {
+        Ok(rows) => {
+            client.batch_execute(PLACEMENT_RELEASE).await.map_err(db)?;
+            Ok(misplaced_rows(&rows))
+        }
+        Err(e) if schema_lacks(&e) => {
+            client.batch_execute(PLACEMENT_ROLLBACK).await.map_err(db)?;
+            Ok(Vec::new())
+        }
+        Err(e) => Err(db(e)),
+    }
+}
+
+/// The savepoint [`misplaced`] reads under, so a schema that lacks what
+/// it reads does not abort the caller's transaction.
+pub const PLACEMENT_SAVEPOINT: &str = "SAVEPOINT placement";
+/// [`PLACEMENT_SAVEPOINT`] kept: the read succeeded.
+pub const PLACEMENT_RELEASE: &str = "RELEASE SAVEPOINT placement";
+/// [`PLACEMENT_SAVEPOINT`] undone: the schema lacked what placement reads.
+pub const PLACEMENT_ROLLBACK: &str = "ROLLBACK TO SAVEPOINT placement";
+
+/// Whether `e` says the schema lacks a column or table the query names
+/// (SQLSTATE 42703 or 42P01).
+pub fn schema_lacks(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code()
+        .is_some_and(|c| *c == SqlState::UNDEFINED_COLUMN || *c == SqlState::UNDEFINED_TABLE)
 }
 
 #[cfg(test)]
