@@ -597,24 +597,7 @@ async fn read_snapshot(
             ledgers: exists.ledgers,
             rollup_deltas: exists.deltas,
         };
-        // Under a savepoint: a schema without the columns placement reads
-        // (an expand that dropped them) has nothing to place, and the
-        // sample's transaction goes on.
-        client.batch_execute(audit::PLACEMENT_SAVEPOINT).await?;
-        match client
-            .query(audit::misplaced_sql(&features), &[&(audit::MAX_IDS as i32)])
-            .await
-        {
-            Ok(rows) => {
-                client.batch_execute(audit::PLACEMENT_RELEASE).await?;
-                audit::misplaced_rows(&rows)
-            }
-            Err(e) if audit::schema_lacks(&e) => {
-                client.batch_execute(audit::PLACEMENT_ROLLBACK).await?;
-                Vec::new()
-            }
-            Err(e) => return Err(e),
-        }
+        audit::read_misplaced(client, &features).await?
     } else {
         Vec::new()
     };

@@ -198,7 +198,11 @@ fn an_image_artifact_is_refused_before_anything_starts() {
 fn without_postgresql_the_run_is_inconclusive_and_says_what_to_install() {
     let scratch = scratch("no-pg", MATRIX);
     let mut cmd = rehearse(&scratch, &["--matrix", "smoke", "--seed", "1"]);
-    cmd.env("AWA_PG_BINDIR", scratch.path().join("no-postgres-here"));
+    // A folder that exists but holds no PostgreSQL (a folder that does not
+    // exist is bad input, refused with exit 2 before anything starts).
+    let empty = scratch.path().join("no-postgres-here");
+    std::fs::create_dir_all(&empty).unwrap();
+    cmd.env("AWA_PG_BINDIR", &empty);
     let (status, _, err) = run(cmd, Duration::from_secs(600));
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(

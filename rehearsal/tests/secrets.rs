@@ -189,12 +189,13 @@ fn a_run_against_a_password_dsn_writes_the_password_nowhere() {
         assert!(logged_env, "a process log names its AWA_DATABASE_URL");
     }
 
-    // A wrong password: the run cannot connect and says so (exit 3),
-    // without quoting the password it was given.
+    // A wrong password: bad input (SQLSTATE 28P01), refused before
+    // anything is built or started (exit 2), without quoting the password
+    // it was given.
     let scratch = scratch("wrong");
     let dsn = format!("postgres://{ROLE}:{WRONG}@127.0.0.1:{port}/postgres");
     let (code, out, err) = rehearse(&scratch, &["--cell", "tiny", "--database-url", &dsn]);
-    assert_eq!(code, Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(code, Some(2), "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("password authentication failed"), "{err}");
     assert!(err.contains(&format!("{ROLE}:***@")), "{err}");
     assert_absent("stdout", out.as_bytes(), &[WRONG]);

@@ -1341,31 +1341,41 @@ pub fn misplaced_rows(rows: &[tokio_postgres::Row]) -> Vec<Misplaced> {
         .collect()
 }
 
-/// Every misplaced ring row, per ring and kind, read inside the caller's
-/// transaction. A schema without the columns placement reads (an expand
-/// that dropped them, which the schema and N-1 rules name) has no
-/// placement to judge: none, not an error, and the transaction goes on
-/// (the read runs under a savepoint).
+/// Every misplaced ring row, per ring and kind. A schema without the
+/// columns placement reads (an expand that dropped them, which the schema
+/// and N-1 rules name) has no placement to judge: none, not an error.
 pub async fn misplaced(client: &Client, features: &SchemaFeatures) -> Result<Vec<Misplaced>> {
-    let db = |e| Error::db("reading ring rows outside their slots", e);
-    client
-        .batch_execute(PLACEMENT_SAVEPOINT)
+    read_misplaced(client, features)
         .await
-        .map_err(db)?;
-    match client
+        .map_err(|e| Error::db("reading ring rows outside their slots", e))
+}
+
+/// [`misplaced`] for a caller that keeps the driver's error: inside a
+/// transaction the read runs under a savepoint, so a schema lacking what
+/// it reads leaves the caller's transaction usable; outside one (the
+/// savepoint refused with SQLSTATE 25P01) it runs on its own.
+pub async fn read_misplaced(
+    client: &Client,
+    features: &SchemaFeatures,
+) -> std::result::Result<Vec<Misplaced>, tokio_postgres::Error> {
+    use tokio_postgres::error::SqlState;
+    let in_transaction = match client.batch_execute(PLACEMENT_SAVEPOINT).await {
+        Ok(()) => true,
+        Err(e) if e.code() == Some(&SqlState::NO_ACTIVE_SQL_TRANSACTION) => false,
+        Err(e) => return Err(e),
+    };
+    let read = client
         .query(misplaced_sql(features), &[&(MAX_IDS as i32)])
-        .await
-    {
-        Ok(rows) => {
-            client.batch_execute(PLACEMENT_RELEASE).await.map_err(db)?;
-            Ok(misplaced_rows(&rows))
-        }
-        Err(e) if schema_lacks(&e) => {
-            client.batch_execute(PLACEMENT_ROLLBACK).await.map_err(db)?;
-            Ok(Vec::new())
-        }
-        Err(e) => Err(db(e)),
+        .await;
+    let (end, found) = match read {
+        Ok(rows) => (PLACEMENT_RELEASE, misplaced_rows(&rows)),
+        Err(e) if schema_lacks(&e) => (PLACEMENT_ROLLBACK, Vec::new()),
+        Err(e) => return Err(e),
+    };
+    if in_transaction {
+        client.batch_execute(end).await?;
     }
+    Ok(found)
 }
 
 /// The savepoint [`misplaced`] reads under, so a schema that lacks what
