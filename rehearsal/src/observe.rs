@@ -394,6 +394,26 @@ pub struct RingPrunedBack {
     pub through_generation: i64,
     /// Rows of those generations still in the ring when the check ended.
     pub rows_left: i64,
+    /// The ring's generation when the check ended (or gave up on it).
+    #[serde(default)]
+    pub generation: i64,
+    /// How long its generation had not moved by then.
+    #[serde(default)]
+    pub still_ms: u64,
+}
+
+impl RingPrunedBack {
+    /// `3 rotations past it, then stood still for 12.0s`.
+    pub fn progress(&self) -> String {
+        let rotations = (self.generation - self.through_generation)
+            .max(0)
+            .unsigned_abs();
+        format!(
+            "{} past it, then stood still for {}",
+            count(rotations, "rotation"),
+            duration(self.still_ms)
+        )
+    }
 }
 
 /// A `rings_pruned_back` check: how long it waited and what was left.
@@ -403,7 +423,8 @@ pub struct PrunedBack {
     /// When the workload's jobs were all done (ms since the cell started).
     pub from_ms: u64,
     pub waited_ms: u64,
-    /// How long the rings had.
+    /// How long a ring's cursor could stand still before the check gave
+    /// up on it (a wrap of rotations and a few more at the cell's cadence).
     pub bound_ms: u64,
     pub rings: Vec<RingPrunedBack>,
 }

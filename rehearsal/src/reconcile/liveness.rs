@@ -144,12 +144,14 @@ fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
             phase: phase_at(obs, p.from_ms).unwrap_or(RECONCILE).to_owned(),
             message: format!(
                 "the {} ring did not rotate and prune back once the work was done: {} of generation {} or older \
-                 {} left {} after the workload's last job (it had {}: a wrap of rotations and a few more)",
+                 {} left {} after the workload's last job, with {} (a ring gets a wrap of rotations and a few more, \
+                 and may stand still for {} between two)",
                 r.ring,
                 observe::count(r.rows_left.unsigned_abs(), "row"),
                 r.through_generation,
                 observe::agree(r.rows_left.unsigned_abs(), "was", "were"),
                 observe::duration(p.waited_ms),
+                r.progress(),
                 observe::duration(p.bound_ms),
             ),
             ids: vec![r.through_generation],
@@ -358,6 +360,8 @@ mod tests {
                         ring: ring.into(),
                         through_generation: 41,
                         rows_left: if ring == "claim" { claim_left } else { 0 },
+                        generation: 44,
+                        still_ms: 12_000,
                     })
                     .to_vec(),
             }],
@@ -376,6 +380,13 @@ mod tests {
             found[0].message.starts_with(
                 "the claim ring did not rotate and prune back once the work was done: 120 rows of generation 41 or older"
             ),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[0]
+                .message
+                .contains("with 3 rotations past it, then stood still for 12.0s"),
             "{}",
             found[0].message
         );

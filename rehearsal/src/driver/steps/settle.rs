@@ -6,8 +6,15 @@
 //! stream of new rows. Once the workload's jobs are all done, each ring
 //! must prune every row written until then within a wrap of rotations
 //! and a few more (cron jobs still come and go; a correct leader keeps
-//! rotating while the ring holds rows and the next slot is free). The
-//! check records what was left ([`PrunedBack`]) for the liveness rule.
+//! rotating while the ring holds rows and the next slot is free).
+//!
+//! The bound is counted in rotations, not in wall time: a leader on a
+//! busy machine ticks late, and a ring that keeps rotating is waited for.
+//! The check gives up on a ring that rotated a wrap and a few more past
+//! the workload's last generation and still holds its rows (prune does
+//! not follow rotation), or whose cursor stood still for as long as those
+//! rotations take at the cell's cadence (rotation stopped). It records
+//! what was left ([`PrunedBack`]) for the liveness rule.
 
 use std::time::{Duration, Instant};
 
@@ -20,8 +27,11 @@ use crate::observe::{PrunedBack, RingPrunedBack};
 /// Slots per ring in every schema this rehearsal knows.
 const SLOTS: u32 = 8;
 /// Rotations beyond a wrap the rings get (a prune waiting on a claim's
-/// lock, a slow tick).
+/// lock, a rotation waiting on a busy next slot).
 const SPARE_ROTATIONS: u32 = 4;
+/// Rotations past the workload's last generation within which a ring
+/// must have pruned it back.
+const ROTATIONS: i64 = (SLOTS + SPARE_ROTATIONS) as i64;
 /// How often the check looks.
 const POLL: Duration = Duration::from_millis(250);
 const RINGS: [&str; 3] = ["queue", "claim", "lease"];
@@ -50,29 +60,35 @@ impl Cell<'_> {
         }
         let from_ms = self.ms();
         let through = self.probe.ring_generations().await.map_err(unreadable)?;
-        let bound = self.plan.timings.rotate_every.to_std() * (SLOTS + SPARE_ROTATIONS);
+        let stall = stall_after(self.plan.timings.rotate_every.to_std());
         let settled = Instant::now();
-        let mut left = self
-            .probe
-            .ring_rows_through(through)
-            .await
-            .map_err(unreadable)?;
-        while left.iter().any(|&n| n > 0) && settled.elapsed() < bound {
-            self.cancel().sleep(POLL).await?;
-            left = self
+        let mut watched = through.map(|g| Watch::new(g, settled));
+        loop {
+            let now = Instant::now();
+            let generations = self.probe.ring_generations().await.map_err(unreadable)?;
+            let left = self
                 .probe
                 .ring_rows_through(through)
                 .await
                 .map_err(unreadable)?;
+            for (w, (&g, &n)) in watched.iter_mut().zip(generations.iter().zip(&left)) {
+                w.look(g, n, now, stall);
+            }
+            if watched.iter().all(|w| w.look != Look::Waiting) {
+                break;
+            }
+            self.cancel().sleep(POLL).await?;
         }
         let waited_ms = settled.elapsed().as_millis() as u64;
         let rings: Vec<RingPrunedBack> = RINGS
             .iter()
-            .zip(through.iter().zip(left))
-            .map(|(ring, (&g, n))| RingPrunedBack {
+            .zip(&watched)
+            .map(|(ring, w)| RingPrunedBack {
                 ring: (*ring).to_owned(),
-                through_generation: g,
-                rows_left: n,
+                through_generation: w.through,
+                rows_left: w.rows_left,
+                generation: w.generation,
+                still_ms: w.still_ms,
             })
             .collect();
         let stuck: Vec<String> = rings
@@ -80,10 +96,11 @@ impl Cell<'_> {
             .filter(|r| r.rows_left > 0)
             .map(|r| {
                 format!(
-                    "the {} ring still holds {} of generation {} or older",
+                    "the {} ring still holds {} of generation {} or older ({})",
                     r.ring,
                     crate::observe::count(r.rows_left.unsigned_abs(), "row"),
-                    r.through_generation
+                    r.through_generation,
+                    r.progress()
                 )
             })
             .collect();
@@ -91,7 +108,7 @@ impl Cell<'_> {
             step: self.state.step_index,
             from_ms,
             waited_ms,
-            bound_ms: bound.as_millis() as u64,
+            bound_ms: stall.as_millis() as u64,
             rings,
         });
         Ok(if stuck.is_empty() {
@@ -101,10 +118,131 @@ impl Cell<'_> {
             ))
         } else {
             Err(format!(
-                "{} after {} ms: rotation and prune did not bring it back",
+                "{} after {waited_ms} ms: rotation and prune did not bring it back",
                 stuck.join("; "),
-                bound.as_millis()
             ))
         })
+    }
+}
+
+/// How long a ring's cursor may stand still while it holds the
+/// workload's rows: as long as [`ROTATIONS`] take at the cell's cadence.
+fn stall_after(rotate_every: Duration) -> Duration {
+    rotate_every * (SLOTS + SPARE_ROTATIONS)
+}
+
+/// Where one ring stands in the check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Look {
+    /// Still rotating towards pruning the workload's rows.
+    Waiting,
+    /// Nothing of the workload's generations left.
+    Pruned,
+    /// Rotated [`ROTATIONS`] past them, or stood still a stall long, and
+    /// still holds them: the check stops looking at this ring.
+    GaveUp,
+}
+
+/// One ring watched by the check.
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    /// The ring's generation when the workload was done.
+    through: i64,
+    /// Its generation at the last look.
+    generation: i64,
+    /// When its generation last moved.
+    moved_at: Instant,
+    /// How long it had stood still at the last look.
+    still_ms: u64,
+    /// Rows of `through` or older at the last look.
+    rows_left: i64,
+    look: Look,
+}
+
+impl Watch {
+    fn new(through: i64, now: Instant) -> Self {
+        Watch {
+            through,
+            generation: through,
+            moved_at: now,
+            still_ms: 0,
+            rows_left: 0,
+            look: Look::Waiting,
+        }
+    }
+
+    /// Takes one look: the ring at `generation` holding `rows_left` of
+    /// the workload's generations. A ring given up on stays given up.
+    fn look(&mut self, generation: i64, rows_left: i64, now: Instant, stall: Duration) {
+        if self.look == Look::GaveUp {
+            return;
+        }
+        if generation != self.generation {
+            self.generation = generation;
+            self.moved_at = now;
+        }
+        let still = now.saturating_duration_since(self.moved_at);
+        self.still_ms = still.as_millis() as u64;
+        self.rows_left = rows_left;
+        self.look = if rows_left <= 0 {
+            Look::Pruned
+        } else if generation - self.through >= ROTATIONS || still >= stall {
+            Look::GaveUp
+        } else {
+            Look::Waiting
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STALL: Duration = Duration::from_secs(12);
+
+    #[test]
+    fn a_ring_that_keeps_rotating_slowly_is_waited_for() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(20, t0);
+        // A rotation every 3 s (a leader ticking late), rows left until
+        // the ninth: waited for all 27 s, then pruned.
+        for i in 1..=9 {
+            let left = if i < 9 { 76 } else { 0 };
+            w.look(20 + i, left, t0 + Duration::from_secs(3 * i as u64), STALL);
+            let want = if i < 9 { Look::Waiting } else { Look::Pruned };
+            assert_eq!(w.look, want, "rotation {i}");
+        }
+    }
+
+    #[test]
+    fn a_ring_that_stands_still_with_rows_is_given_up_on_after_a_stall() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(20, t0);
+        w.look(21, 76, t0 + Duration::from_secs(1), STALL);
+        w.look(21, 76, t0 + Duration::from_secs(12), STALL);
+        assert_eq!(w.look, Look::Waiting);
+        w.look(21, 76, t0 + Duration::from_secs(13), STALL);
+        assert_eq!(w.look, Look::GaveUp);
+        assert_eq!(w.still_ms, 12_000);
+        // Given up stays given up, whatever the ring does next.
+        w.look(22, 0, t0 + Duration::from_secs(14), STALL);
+        assert_eq!((w.look, w.generation, w.rows_left), (Look::GaveUp, 21, 76));
+    }
+
+    #[test]
+    fn a_ring_that_rotates_a_wrap_and_more_without_pruning_is_given_up_on() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(20, t0);
+        for i in 1..ROTATIONS {
+            w.look(20 + i, 5, t0 + Duration::from_millis(500 * i as u64), STALL);
+            assert_eq!(w.look, Look::Waiting, "rotation {i}");
+        }
+        w.look(20 + ROTATIONS, 5, t0 + Duration::from_secs(7), STALL);
+        assert_eq!(w.look, Look::GaveUp);
+    }
+
+    #[test]
+    fn the_stall_is_a_wrap_and_the_spare_rotations_at_the_cadence() {
+        assert_eq!(stall_after(Duration::from_secs(1)), STALL);
     }
 }
