@@ -76,9 +76,13 @@ pub const CANCEL_IGNORES_RUNNING: &str = "cancel_ignores_running";
 /// of 0.7 in compat mode) reads: a slot opened this way is later judged
 /// by the generation of the wrap before, so its live work looks dead.
 pub const COMPAT_SKIPS_SLOT_GENERATION: &str = "compat_skips_slot_generation";
+/// A graceful stop's release hands the attempt back without giving its
+/// number back: the next run of a released job spends one more attempt,
+/// as if a roll or a drain had interrupted it.
+pub const RELEASE_SPENDS_ATTEMPT: &str = "release_spends_attempt";
 
 /// Every seeded defect.
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 21] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -99,6 +103,7 @@ pub const ALL: [&str; 20] = [
     ENQUEUE_MISROUTES_SLOT,
     CANCEL_IGNORES_RUNNING,
     COMPAT_SKIPS_SLOT_GENERATION,
+    RELEASE_SPENDS_ATTEMPT,
 ];
 
 /// Whether the failpoint `name` is armed.

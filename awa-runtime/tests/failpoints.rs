@@ -629,3 +629,30 @@ async fn a_compat_rotator_that_skips_the_slot_generation_leaves_it_a_wrap_old() 
         assert_eq!(got, want, "armed: {armed}");
     }
 }
+
+/// release_spends_attempt: a graceful stop's release of an attempt keeps
+/// its number, so the job's next claim spends one more; the real release
+/// gives it back and the next claim runs the same attempt again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_spends_its_attempt_runs_the_next_claim_one_attempt_on() {
+    use awa_runtime::store::{claim, finish};
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_release").await;
+    let c = db.client().await;
+    let next_attempt = |lease: i64, job: i64| {
+        let c = &c;
+        async move {
+            assert!(finish::release(c, job, lease).await.unwrap(), "released");
+            let again = claim::claim(c, "default", 1, "w", "0.7.0").await.unwrap();
+            assert_eq!((again.len(), again[0].job_id), (1, job));
+            (again[0].attempt, again[0].run_lease)
+        }
+    };
+    let (job, lease) = claim_one(&c, "default", "w").await;
+    let (attempt, lease) = next_attempt(lease, job).await;
+    assert_eq!(attempt, 1, "the real release gives the attempt back");
+    arm(failpoint::RELEASE_SPENDS_ATTEMPT);
+    let (attempt, _) = next_attempt(lease, job).await;
+    disarm(failpoint::RELEASE_SPENDS_ATTEMPT);
+    assert_eq!(attempt, 2, "the defective release spent it");
+}

@@ -577,9 +577,46 @@ async fn a_job_on_the_wrong_attempt_is_found() {
         &observations(),
     )
     .await;
-    assert_eq!(rules(&found), [FindingRule::WrongAttempt]);
+    // Job 2's second run also skipped a number.
+    assert_eq!(
+        rules(&found),
+        [FindingRule::WrongAttempt, FindingRule::WrongAttempt]
+    );
     assert_eq!((found[0].ids.as_slice(), found[0].count), (&[2, 8][..], 2));
     assert!(found[0].message.contains("job 2 (retry_once, max_attempts 3, 0 interrupted attempt(s)) ended (completed, 3), expected (completed, 2)"), "{}", found[0].message);
+    assert_eq!((found[1].ids.as_slice(), found[1].count), (&[2][..], 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_spends_its_attempt_is_a_wrong_attempt() {
+    // Job 13 (complete) was released by a graceful stop and completed on
+    // its next run: under the same attempt 1 (clean), or, when the
+    // release spent the number, on attempt 2.
+    let found = reconcile_with(
+        "UPDATE awa.executions SET attempt = 2 WHERE job_id = 13 AND run_lease = 2;
+         UPDATE awa.claim_receipts SET attempt = 2 WHERE job_id = 13 AND run_lease = 2;
+         UPDATE awa.claim_closures SET attempt = 2 WHERE job_id = 13 AND run_lease = 2;",
+        &observations(),
+    )
+    .await;
+    assert_eq!(
+        rules(&found),
+        [FindingRule::WrongAttempt, FindingRule::WrongAttempt],
+        "{found:#?}"
+    );
+    assert!(
+        found[0].message.ends_with(
+            "first: job 13 (complete, max_attempts 3, 0 interrupted attempt(s)) ended (completed, 2), expected (completed, 1)"
+        ),
+        "{}",
+        found[0].message
+    );
+    assert_eq!(
+        found[1].message,
+        "1 job ran an attempt its run before does not explain (a released attempt runs again \
+         under its number); first: job 13 (complete): run lease 2 ran attempt 2 after run lease 1 \
+         ended released on attempt 1, so it was due attempt 1"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -667,30 +704,32 @@ async fn a_completion_recorded_twice_is_a_double_execution() {
         &observations(),
     )
     .await;
-    // two completions, and two runs where one attempt explains one; and
-    // the terminal record is not the outcome of the last run
+    // a second run under the number the first one spent; two
+    // completions, and two runs where one attempt explains one; and the
+    // terminal record is not the outcome of the last run
     assert_eq!(
         rules(&found),
         [
+            FindingRule::WrongAttempt,
             FindingRule::DoubleExecution,
             FindingRule::DoubleExecution,
             FindingRule::TerminalMismatch
         ]
     );
-    assert_eq!(found[0].ids, [7]);
-    assert!(
-        found[0]
-            .message
-            .contains("more than one completed execution"),
-        "{}",
-        found[0].message
-    );
+    assert_eq!(found[1].ids, [7]);
     assert!(
         found[1]
             .message
-            .contains("job 7 (sleep) ran 2 times but ended on attempt 1"),
+            .contains("more than one completed execution"),
         "{}",
         found[1].message
+    );
+    assert!(
+        found[2]
+            .message
+            .contains("job 7 (sleep) ran 2 times but ended on attempt 1"),
+        "{}",
+        found[2].message
     );
 }
 

@@ -272,7 +272,12 @@ pub fn designed_values() -> String {
 ///   dead-lettered by rescue: `('failed', cap)`;
 /// - a mode the handler does not know fails its first attempt;
 /// - a job an operator cancelled while it was live ends `cancelled`,
-///   whatever its mode: anything else is `cancel_ignored`.
+///   whatever its mode: anything else is `cancel_ignored`;
+/// - run by run, each claim takes the attempt after the run before it,
+///   but after a `released` run the same attempt again (a graceful stop
+///   gives the number back, `finish::RELEASE`, in 0.6 and 0.7 alike): a
+///   run numbered otherwise is `misnumbered`, whatever the job's end (a
+///   mode that ends at the cap hides a spent release in its terminal).
 ///
 /// Shape, for a million jobs: every input streams in job-id order (the
 /// audit set's and `executions`' primary keys, a sorted aggregate of the
@@ -299,13 +304,29 @@ ex AS (
            count(*) FILTER (WHERE outcome LIKE 'rescued\_%' OR outcome IS NULL)::int AS interrupted,
            count(*) FILTER (WHERE outcome = 'released')::int AS released,
            count(*) FILTER (WHERE outcome = 'stale')::int AS stale,
-           bool_or(attempt = 1 AND (outcome LIKE 'rescued\_%' OR outcome IS NULL)) AS first_interrupted
-    FROM awa.executions
+           bool_or(attempt = 1 AND (outcome LIKE 'rescued\_%' OR outcome IS NULL)) AS first_interrupted,
+           count(*) FILTER (WHERE attempt <> due_attempt)::int AS misnumbered,
+           (array_agg(format('run lease %s ran attempt %s after run lease %s ended %s on attempt %s, so it was due attempt %s',
+                             run_lease, attempt, run_lease - 1, coalesce(prev_outcome, 'never'), prev_attempt, due_attempt)
+                      ORDER BY run_lease) FILTER (WHERE attempt <> due_attempt))[1] AS misnumbered_how
+    FROM (
+        SELECT r.*,
+               CASE WHEN prev_lease = run_lease - 1
+                    THEN prev_attempt + 1 - (prev_outcome IS NOT DISTINCT FROM 'released')::int END AS due_attempt
+        FROM (
+            SELECT job_id, run_lease, attempt, outcome,
+                   lag(run_lease) OVER w AS prev_lease, lag(attempt) OVER w AS prev_attempt,
+                   lag(outcome) OVER w AS prev_outcome
+            FROM awa.executions
+            WINDOW w AS (PARTITION BY job_id ORDER BY run_lease)
+        ) r
+    ) runs
     GROUP BY job_id
 ),
 audited AS (
     SELECT a.job_id, a.uncertain, a.cron, a.cancelled, a.mode, a.max_attempts, j.state AS live_state,
-           x.runs, x.completions, x.interrupted, x.released, x.stale, x.first_interrupted
+           x.runs, x.completions, x.interrupted, x.released, x.stale, x.first_interrupted,
+           x.misnumbered, x.misnumbered_how
     FROM audit_jobs a
     LEFT JOIN ex x ON x.job_id = a.job_id
     LEFT JOIN awa.jobs j ON j.job_id = a.job_id
@@ -323,6 +344,7 @@ facts AS (
            coalesce(a.released, 0) AS released,
            coalesce(a.stale, 0) AS stale,
            coalesce(a.first_interrupted, false) AS first_interrupted,
+           coalesce(a.misnumbered, 0) AS misnumbered, a.misnumbered_how,
            coalesce(t.records, 0) AS records, t.state, t.attempt
     FROM audited a
     FULL JOIN term t ON t.job_id = a.job_id
@@ -353,6 +375,7 @@ flagged AS (
            audited AND records = 1 AND NOT op_cancelled AND state <> expected_state AS wrong_state,
            audited AND records = 1 AND NOT op_cancelled AND state = expected_state AND attempt <> expected_attempt AS wrong_attempt,
            audited AND records = 1 AND op_cancelled AND state <> 'cancelled' AS cancel_ignored,
+           audited AND misnumbered > 0 AS misnumbered_runs,
            completions > 1 AS double_completion,
            audited AND records >= 1 AND runs > attempt + stale + released AS excess_runs
     FROM judged j
@@ -391,6 +414,11 @@ SELECT
     (array_agg(format('job %s (%s, max_attempts %s, %s interrupted attempt(s)) ended (%s, %s), expected (%s, %s)',
         job_id, mode, max_attempts, interrupted, state, attempt, expected_state, expected_attempt)
         ORDER BY job_id) FILTER (WHERE wrong_attempt))[1] AS wrong_attempt_example,
+
+    count(*) FILTER (WHERE misnumbered_runs) AS misnumbered,
+    (array_agg(job_id ORDER BY job_id) FILTER (WHERE misnumbered_runs))[1:20] AS misnumbered_ids,
+    (array_agg(format('job %s (%s): %s', job_id, mode, misnumbered_how)
+        ORDER BY job_id) FILTER (WHERE misnumbered_runs))[1] AS misnumbered_example,
 
     count(*) FILTER (WHERE cancel_ignored) AS cancel_ignored,
     (array_agg(job_id ORDER BY job_id) FILTER (WHERE cancel_ignored))[1:20] AS cancel_ignored_ids,
@@ -466,6 +494,9 @@ pub struct JobAudit {
     pub wrong_state: Offenders,
     /// Jobs in the expected state on another attempt than expected.
     pub wrong_attempt: Offenders,
+    /// Jobs a run of which took another attempt number than the run
+    /// before it leaves it (one more, or the same after a release).
+    pub misnumbered: Offenders,
     /// Jobs an operator cancelled while they were live that did not end
     /// cancelled (they are judged by this, not by their mode's design).
     pub cancel_ignored: Offenders,
@@ -520,6 +551,7 @@ pub async fn audit_jobs(client: &Client) -> Result<JobAudit> {
         duplicate: Offenders::from_row(&row, "duplicate"),
         wrong_state: Offenders::from_row(&row, "wrong_state"),
         wrong_attempt: Offenders::from_row(&row, "wrong_attempt"),
+        misnumbered: Offenders::from_row(&row, "misnumbered"),
         cancel_ignored: Offenders::from_row(&row, "cancel_ignored"),
         double_completion: Offenders::from_row(&row, "double_completion"),
         excess_runs: Offenders::from_row(&row, "excess_runs"),

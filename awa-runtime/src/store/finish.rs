@@ -115,6 +115,22 @@ const RELEASE: &str = concat!(
     close_claim!("false")
 );
 
+/// The seeded defect: the attempt goes back to ready with its number
+/// kept, so its next claim spends one more.
+const RELEASE_SPENDING: &str = concat!(
+    "WITH j AS (
+    UPDATE awa.jobs SET state = 'available'
+    WHERE job_id = $1 AND run_lease = $2 AND state = 'running'
+    RETURNING job_id, run_lease, attempt, queue, priority, kind, attempt AS next_attempt,
+              'released'::text AS outcome
+), qc AS (SELECT slot, generation FROM awa.flip_aware_ring_cursor('queue'))
+, q AS (
+    INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
+    SELECT qc.slot, qc.generation, j.job_id, j.queue, j.priority, j.next_attempt FROM j, qc
+)",
+    close_claim!("false")
+);
+
 const CANCEL_BY_OPERATOR: &str = concat!(
     "WITH j AS (
     DELETE FROM awa.jobs WHERE job_id = $1
@@ -297,7 +313,12 @@ pub async fn finish_many_with<S: ToStatement + ?Sized>(
 
 /// Put a claimed attempt back to ready without spending an attempt.
 pub async fn release(client: &Client, job_id: i64, run_lease: i64) -> Result<bool> {
-    Ok(!closed(client, RELEASE, &[&job_id, &run_lease])
+    let sql = if crate::failpoint::armed(crate::failpoint::RELEASE_SPENDS_ATTEMPT) {
+        RELEASE_SPENDING
+    } else {
+        RELEASE
+    };
+    Ok(!closed(client, sql, &[&job_id, &run_lease])
         .await?
         .is_empty())
 }

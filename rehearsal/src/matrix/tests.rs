@@ -150,6 +150,7 @@ fn shipped_matrix_is_valid() {
         "defect-compat-skips-slot-generation",
         "operator-cancel-mixed",
         "defect-cancel-ignores-running",
+        "defect-release-spends-attempt",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -261,6 +262,12 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_cancel",
             "cancel_ignores_running",
             FindingRule::CancelIgnored,
+        ),
+        (
+            "defect-release-spends-attempt",
+            "defective_release",
+            "release_spends_attempt",
+            FindingRule::WrongAttempt,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();

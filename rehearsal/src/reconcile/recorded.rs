@@ -112,6 +112,10 @@ struct Facts<'h> {
     released: i32,
     stale: i32,
     first_interrupted: bool,
+    /// Runs numbered otherwise than the run before them leaves them, and
+    /// the first one's account.
+    misnumbered: i32,
+    misnumbered_how: Option<String>,
     records: i32,
     state: Option<&'h str>,
     attempt: i32,
@@ -162,6 +166,24 @@ fn job_audit(h: &History) -> JobAudit {
         // Only audited jobs' executions are counted, as the audit joins them.
         let Some(f) = facts.get_mut(id) else { continue };
         let outcome = e.outcome[i].map(|o| h.text(o));
+        // The run before, in the recorded order (job, run lease).
+        if i > 0 && e.job[i - 1] == *id && e.lease[i - 1] == e.lease[i] - 1 {
+            let prev = e.outcome[i - 1].map(|o| h.text(o));
+            let due = e.attempt[i - 1] + 1 - i32::from(prev == Some("released"));
+            if e.attempt[i] != due {
+                f.misnumbered += 1;
+                f.misnumbered_how.get_or_insert_with(|| {
+                    format!(
+                        "run lease {} ran attempt {} after run lease {} ended {} on attempt {}, so it was due attempt {due}",
+                        e.lease[i],
+                        e.attempt[i],
+                        e.lease[i - 1],
+                        prev.unwrap_or("never"),
+                        e.attempt[i - 1]
+                    )
+                });
+            }
+        }
         let interrupted = outcome.is_none_or(|o| o.starts_with("rescued_"));
         f.runs += 1;
         f.completions += i32::from(outcome == Some("completed"));
@@ -186,8 +208,8 @@ fn job_audit(h: &History) -> JobAudit {
     let mut out = JobAudit::default();
     let (mut lost, mut duplicate, mut wrong_state, mut wrong_attempt) =
         (Gather::new(), Gather::new(), Gather::new(), Gather::new());
-    let (mut double_completion, mut excess_runs, mut unaccounted) =
-        (Gather::new(), Gather::new(), Gather::new());
+    let (mut double_completion, mut excess_runs, mut unaccounted, mut misnumbered) =
+        (Gather::new(), Gather::new(), Gather::new(), Gather::new());
     for (&id, f) in &facts {
         let mode = f.mode.unwrap_or("");
         let d = designed(f.mode);
@@ -244,6 +266,14 @@ fn job_audit(h: &History) -> JobAudit {
         {
             wrong_attempt.add(id, account);
         }
+        if f.audited && f.misnumbered > 0 {
+            misnumbered.add(id, || {
+                format!(
+                    "job {id} ({mode}): {}",
+                    f.misnumbered_how.as_deref().unwrap_or_default()
+                )
+            });
+        }
         if f.completions > 1 {
             let mode = f.mode.unwrap_or("not audited");
             double_completion.add(id, || {
@@ -266,6 +296,7 @@ fn job_audit(h: &History) -> JobAudit {
     out.duplicate = duplicate.done();
     out.wrong_state = wrong_state.done();
     out.wrong_attempt = wrong_attempt.done();
+    out.misnumbered = misnumbered.done();
     out.double_completion = double_completion.done();
     out.excess_runs = excess_runs.done();
     let mut unaccounted = unaccounted.done();
@@ -541,6 +572,42 @@ mod tests {
             .ended(1, 2, 2, "completed", "ring")
             .0;
         assert_eq!(found(&h), []);
+    }
+
+    #[test]
+    fn a_released_attempt_runs_again_under_its_number() {
+        let clean = Build::new()
+            .job(1, "exhaust_retries", 0)
+            .ran(1, 1, 1, Some("released"))
+            .ran(1, 2, 1, Some("retry"))
+            .ran(1, 3, 2, Some("retry"))
+            .ran(1, 4, 3, Some("dead_lettered"))
+            .ended(1, 4, 3, "failed", "dead_letter")
+            .0;
+        assert_eq!(found(&clean), []);
+        // The release spent its number: the job still ends at its cap, one
+        // run short, and only its runs show it.
+        let spent = Build::new()
+            .job(1, "exhaust_retries", 0)
+            .ran(1, 1, 1, Some("released"))
+            .ran(1, 2, 2, Some("retry"))
+            .ran(1, 3, 3, Some("dead_lettered"))
+            .ended(1, 3, 3, "failed", "dead_letter")
+            .0;
+        let f = findings(&spent);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].rule, f[0].ids.as_slice()),
+            (FindingRule::WrongAttempt, &[1][..])
+        );
+        assert!(
+            f[0].message.ends_with(
+                "first: job 1 (exhaust_retries): run lease 2 ran attempt 2 after run lease 1 \
+                 ended released on attempt 1, so it was due attempt 1"
+            ),
+            "{}",
+            f[0].message
+        );
     }
 
     #[test]

@@ -54,6 +54,17 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
             "jobs ended on an attempt their mode and interruptions do not explain",
         ),
     );
+    // Run by run: a graceful stop's release gives its attempt back, any
+    // other ending spends it. A mode that ends at the cap hides a spent
+    // release in its terminal; its runs still show it.
+    add(
+        FindingRule::WrongAttempt,
+        &jobs.misnumbered,
+        (
+            "job ran an attempt its run before does not explain (a released attempt runs again under its number)",
+            "jobs ran an attempt their run before does not explain (a released attempt runs again under its number)",
+        ),
+    );
     add(
         FindingRule::Stuck,
         &storage.stuck.jobs,
@@ -377,6 +388,12 @@ mod tests {
             "job 8 (fail_terminal ...) ended (completed, 1), expected (failed, 1)",
         );
         storage.jobs.wrong_attempt = offenders(1, &[9], "job 9 ...");
+        storage.jobs.misnumbered = offenders(
+            1,
+            &[14],
+            "job 14 (exhaust_retries): run lease 2 ran attempt 2 after run lease 1 ended released \
+             on attempt 1, so it was due attempt 1",
+        );
         storage.jobs.double_completion = offenders(
             1,
             &[10],
@@ -400,11 +417,18 @@ mod tests {
                 FindingRule::Duplicate,
                 FindingRule::WrongState,
                 FindingRule::WrongAttempt,
+                FindingRule::WrongAttempt,
                 FindingRule::Stuck,
                 FindingRule::UnreachableReady,
                 FindingRule::DoubleExecution,
                 FindingRule::DoubleExecution,
             ]
+        );
+        assert_eq!(
+            found[4].message,
+            "1 job ran an attempt its run before does not explain (a released attempt runs again \
+             under its number); first: job 14 (exhaust_retries): run lease 2 ran attempt 2 after \
+             run lease 1 ended released on attempt 1, so it was due attempt 1"
         );
         let lost = &found[0];
         assert_eq!(
@@ -417,14 +441,14 @@ mod tests {
         );
         assert_eq!(lost.at_ms, None, "only the end state shows a lost job");
         assert_eq!(
-            found[5].message,
+            found[6].message,
             "1 job is ready where no claim can reach it; first: job 12 is available (attempt 1) \
              with no ready entry in its queue default, where claims look; it has no entry in any slot"
         );
         assert!(
-            found[4].message.contains("(1 live row, 1 open claim)"),
+            found[5].message.contains("(1 live row, 1 open claim)"),
             "{}",
-            found[4].message
+            found[5].message
         );
     }
 
