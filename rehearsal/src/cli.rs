@@ -1029,10 +1029,35 @@ pub fn completions(shell: Shell) -> Vec<u8> {
 impl Backend {
     /// The flag's word.
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Process => "process",
-            Backend::Docker => "docker",
-            Backend::Auto => "auto",
+        crate::vocab::Backend::from(self).name()
+    }
+}
+
+impl From<Backend> for crate::vocab::Backend {
+    fn from(backend: Backend) -> Self {
+        match backend {
+            Backend::Process => Self::Process,
+            Backend::Docker => Self::Docker,
+            Backend::Auto => Self::Auto,
+        }
+    }
+}
+
+impl From<Format> for crate::vocab::Format {
+    fn from(format: Format) -> Self {
+        match format {
+            Format::Human => Self::Human,
+            Format::Json => Self::Json,
+        }
+    }
+}
+
+impl From<Color> for crate::vocab::Color {
+    fn from(color: Color) -> Self {
+        match color {
+            Color::Auto => Self::Auto,
+            Color::Always => Self::Always,
+            Color::Never => Self::Never,
         }
     }
 }

@@ -47,7 +47,6 @@ pub fn execute(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
-    report::terminal::set_color(cli.global.color);
     match &cli.command {
         Some(Command::Completions { shell }) => {
             out.write_all(&crate::cli::completions(*shell))?;
@@ -448,13 +447,14 @@ fn request(
         repo,
         reports_root,
         database_url: cli.global.database_url.clone(),
-        backend: cli.global.backend,
+        backend: cli.global.backend.into(),
         jobs: cli.global.jobs,
         keep: cli.global.keep,
         pg_bindirs: cli.global.pg_bindirs.clone(),
         quiet: cli.global.quiet,
         json: cli.global.json,
-        format: cli.global.format,
+        format: cli.global.format.into(),
+        color: cli.global.color.into(),
         command_line: plan::command_line(),
         selftest,
         pinned: None,
@@ -584,7 +584,7 @@ fn merge_command(
     report::write_all(&dir, &merged).map_err(harness)?;
     std::fs::write(dir.join(crate::planfile::PLAN_JSON), plan.to_json()).map_err(Error::Output)?;
     crate::merge::copy_files(&partials, &dir).map_err(Error::Output)?;
-    let color = report::terminal::use_color();
+    let color = report::terminal::use_color(cli.global.color.into());
     let summary = if cli.global.quiet {
         report::terminal::quiet_summary(&merged, color)
     } else {
@@ -1020,7 +1020,7 @@ fn report_command(
         }
     }
     report::render_all(&dir, &run).map_err(|e| Error::Output(std::io::Error::other(e)))?;
-    let color = report::terminal::use_color();
+    let color = report::terminal::use_color(cli.global.color.into());
     out.write_all(report::terminal::summary_table(&run, color).as_bytes())?;
     if !cli.global.quiet {
         writeln!(

@@ -86,6 +86,7 @@ pub mod stamp;
 pub mod stream;
 pub mod stress;
 pub mod verify;
+pub mod vocab;
 
 pub use commands::{Environment, execute};
 pub use error::Error;

@@ -18,7 +18,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::Error;
 use crate::artifacts::{self, Repo, Resolution};
-use crate::cli::{Backend, Format};
 use crate::driver::cell::{Reconcile, Retry};
 use crate::driver::run::RunRequest;
 use crate::exit::RunOutcome;
@@ -33,6 +32,7 @@ use crate::schedule::{History, Machine, Schedule};
 use crate::servers::Spec;
 use crate::stream::{CellRun, RunEvent};
 use crate::stress::{BusyLoad, Stress, StressInfo};
+use crate::vocab::{Backend, Color, Format};
 use awa_runtime::pgtemp::Search;
 
 /// What `rehearse run` was asked to do, validated.
@@ -60,6 +60,8 @@ pub struct RunArgs {
     pub json: bool,
     /// `--format`: `json` streams the events on stdout as they happen.
     pub format: Format,
+    /// `--color`: whether the summary on stdout is coloured.
+    pub color: Color,
     /// The command line, for the record (secrets redacted).
     pub command_line: String,
     /// `rehearse selftest`: score the run against the runtime's seeded defects.
@@ -579,7 +581,7 @@ fn write_report(
     let harness = |e: report::ReportError| Error::Harness(awa_runtime::error::chain(&e));
     report::write_all(dir, report).map_err(harness)?;
     let machine = args.json || args.format == Format::Json;
-    let color = report::terminal::use_color() && !machine;
+    let color = report::terminal::use_color(args.color) && !machine;
     let summary = if args.quiet {
         report::terminal::quiet_summary(report, color)
     } else {

@@ -24,8 +24,8 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 /// reason for its place. Modules on one line share a rank.
 const RANKS: &[(&[&str], &str)] = &[
     (
-        &["stamp", "pg"],
-        "leaves: UTC stamps and a PostgreSQL connection, no stage of their own",
+        &["vocab", "stamp", "pg"],
+        "leaves: the words every stage shares, UTC stamps, a PostgreSQL connection",
     ),
     (&["matrix"], "the first stage: matrix.toml as types"),
     (
@@ -130,11 +130,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "returns the library's Error, not one of its own",
     ),
     (
-        "fleet/choice.rs",
-        "cli",
-        "cli::Backend, a clap type, chooses the backend",
-    ),
-    (
         "image/command.rs",
         "error",
         "`rehearse image`, a subcommand kept beside its stage",
@@ -195,7 +190,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "cli::DATABASE_URL_ENV, the variable a child run reads",
     ),
     ("observe.rs", "image", "Observations carry image::ImageInfo"),
-    ("pipeline.rs", "cli", "cli::{Backend, Format}, clap types"),
     (
         "plan.rs",
         "partition",
@@ -221,11 +215,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "report/model.rs",
         "exit",
         "exit::RunOutcome, how a run turned out",
-    ),
-    (
-        "report/terminal.rs",
-        "cli",
-        "a global OnceLock<cli::Color> that commands sets",
     ),
     (
         "report/terminal.rs",

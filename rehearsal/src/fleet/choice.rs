@@ -5,8 +5,8 @@
 //! and goes into the report. `docker` without an answering engine stops
 //! the run before anything is built.
 
-use crate::cli::Backend;
 use crate::image::{Engine, EngineError};
+use crate::vocab::Backend;
 
 /// The backend a run will use.
 #[derive(Clone, Debug)]

@@ -26,6 +26,7 @@ use tabled::settings::{Alignment, Style};
 
 use crate::observe::Verdict;
 use crate::stream::RunEvent;
+use crate::vocab::Color;
 
 use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
@@ -178,22 +179,14 @@ fn paint(verdict: Verdict, color: bool) -> String {
     format!("\x1b[{code}m{word}\x1b[0m")
 }
 
-/// `--color`, set once by the command before anything is printed.
-static COLOR: std::sync::OnceLock<crate::cli::Color> = std::sync::OnceLock::new();
-
-/// Records `--color` for [`use_color`]; later calls keep the first choice.
-pub fn set_color(choice: crate::cli::Color) {
-    let _ = COLOR.set(choice);
-}
-
-/// Whether to colour stdout: `--color always|never` as given; with
-/// `auto` (the default) only on a terminal, and never when `NO_COLOR`
+/// Whether to colour stdout, given `--color`: `always|never` as given;
+/// with `auto` (the default) only on a terminal, and never when `NO_COLOR`
 /// is set to anything non-empty (<https://no-color.org>) or `TERM` is `dumb`.
-pub fn use_color() -> bool {
-    match COLOR.get() {
-        Some(crate::cli::Color::Always) => return true,
-        Some(crate::cli::Color::Never) => return false,
-        Some(crate::cli::Color::Auto) | None => {}
+pub fn use_color(choice: Color) -> bool {
+    match choice {
+        Color::Always => return true,
+        Color::Never => return false,
+        Color::Auto => {}
     }
     color_wanted(
         std::io::stdout().is_terminal(),
