@@ -65,6 +65,13 @@ fn session_options(identity: &SessionIdentity) -> String {
 
 /// Open one connection and drive it on the runtime.
 pub async fn connect(url: &str) -> Result<Client> {
+    connect_with(url, "").await
+}
+
+/// [`connect`], with `extra` server options (`-c name=value ...`) after
+/// this binary's own: for a caller whose sessions need settings of their
+/// own (the rehearsal's monitor and audits turn JIT off).
+pub async fn connect_with(url: &str, extra: &str) -> Result<Client> {
     let connect_error = |detail: String| Error::Connect {
         target: crate::redact::redact(url),
         detail,
@@ -79,10 +86,14 @@ pub async fn connect(url: &str) -> Result<Client> {
     if config.get_application_name().is_none() {
         config.application_name(application_name(identity.instance_id.as_deref()));
     }
-    let options = match config.get_options() {
+    let mut options = match config.get_options() {
         Some(given) => format!("{given} {}", session_options(&identity)),
         None => session_options(&identity),
     };
+    if !extra.is_empty() {
+        options.push(' ');
+        options.push_str(extra);
+    }
     config.options(&options);
     let (client, connection) = config
         .connect(NoTls)

@@ -3,14 +3,24 @@
 
 use tokio_postgres::Client;
 
+/// The rehearsal's own sessions run without JIT. Its statements are small
+/// but some are planned with large estimates (placement's union of every
+/// ring partition joined to the cursors), and JIT compiled each of them
+/// afresh: 1.6 s of a monitor tick planned at 250 ms on a quiet machine,
+/// more under load, so liveness samples came seconds apart and a stalled
+/// ring went unseen. The runtime's sessions keep the server's setting.
+pub const HARNESS_OPTIONS: &str = "-c jit=off";
+
 /// Connects (the runtime crate's connect: it drives the connection and
-/// names the transport error's causes).
+/// names the transport error's causes), with [`HARNESS_OPTIONS`].
 pub async fn connect(url: &str) -> Result<Client, String> {
-    let client = awa_runtime::db::connect(url).await.map_err(|e| match e {
-        awa_runtime::error::Error::Connect { target, detail } => {
-            format!("could not connect to {target}: {detail}")
-        }
-        other => other.to_string(),
-    })?;
+    let client = awa_runtime::db::connect_with(url, HARNESS_OPTIONS)
+        .await
+        .map_err(|e| match e {
+            awa_runtime::error::Error::Connect { target, detail } => {
+                format!("could not connect to {target}: {detail}")
+            }
+            other => other.to_string(),
+        })?;
     Ok(client)
 }

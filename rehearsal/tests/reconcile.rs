@@ -1115,3 +1115,30 @@ async fn a_database_without_the_schema_is_a_harness_error() {
         .await
         .expect("session still usable");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harness_sessions_run_without_jit_and_the_runtimes_keep_the_servers_setting() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let url = cluster.url("postgres");
+    let show = |client: Client| async move {
+        client
+            .query_one("SHOW jit", &[])
+            .await
+            .expect("show jit")
+            .get::<_, String>(0)
+    };
+    let harness = rehearsal::pg::connect(&url).await.expect("harness connect");
+    assert_eq!(show(harness).await, "off");
+    let runtime = awa_runtime::db::connect(&url)
+        .await
+        .expect("runtime connect");
+    let server: String = cluster
+        .connect("postgres")
+        .await
+        .expect("plain connect")
+        .query_one("SELECT current_setting('jit')", &[])
+        .await
+        .expect("read the server's jit")
+        .get(0);
+    assert_eq!(show(runtime).await, server);
+}
