@@ -566,6 +566,21 @@ pub struct Observations {
     /// Every job a `cancel` step cancelled as an operator. Added in 1.18.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cancels: Vec<CancelRecord>,
+    /// Every `hold` with `until`: whether its condition held in time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untils: Vec<UntilRecord>,
+}
+
+/// A `hold` with `until`: whether its condition held before the hold's
+/// duration ran out (if not, the steps after it ran anyway, without it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntilRecord {
+    /// The hold's step (1-based).
+    pub step: usize,
+    pub until: crate::matrix::Until,
+    pub held: bool,
+    /// When the hold ended (ms since the cell started).
+    pub at_ms: u64,
 }
 
 /// A worker started a newer attempt (run lease) of a job while its

@@ -428,11 +428,15 @@ pub enum Reach {
     /// A pre-flip binary running across the flip was stopped by the
     /// cursor trigger (its rotate path).
     FencedByTrigger,
+    /// A `hold` until `slot_zero_free` saw its condition before it ran
+    /// out: the flip after it met every ring busy and slot 0 free, the
+    /// window a stale-discipline rotation needs.
+    SlotZeroFree,
 }
 
 impl Reach {
     /// Every interleaving, in the order `rehearse list` shows them.
-    pub const ALL: [Reach; 7] = [
+    pub const ALL: [Reach; 8] = [
         Reach::MixedClaims,
         Reach::LeaderFrozenAcrossFlip,
         Reach::LeaderTakeover,
@@ -440,6 +444,7 @@ impl Reach {
         Reach::LateResultDuringRerun,
         Reach::FencedByResolver,
         Reach::FencedByTrigger,
+        Reach::SlotZeroFree,
     ];
 
     /// The name matrix.toml uses.
@@ -452,6 +457,7 @@ impl Reach {
             Reach::LateResultDuringRerun => "late_result_during_rerun",
             Reach::FencedByResolver => "fenced_by_resolver",
             Reach::FencedByTrigger => "fenced_by_trigger",
+            Reach::SlotZeroFree => "slot_zero_free",
         }
     }
 

@@ -7,7 +7,7 @@
 //! naming what was missing (and `--retries` tries it again with a new
 //! seed); a reached interleaving is one of the cell's proved sentences.
 
-use crate::matrix::Reach;
+use crate::matrix::{Reach, Until};
 use crate::observe::{FenceLayer, Observations, duration};
 
 /// One declared interleaving and what the run showed of it.
@@ -35,6 +35,7 @@ pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> V
                 Reach::LateResultDuringRerun => late_result_during_rerun(obs),
                 Reach::FencedByResolver => fenced_by(FenceLayer::Resolver, obs),
                 Reach::FencedByTrigger => fenced_by(FenceLayer::Trigger, obs),
+                Reach::SlotZeroFree => until_held(Until::SlotZeroFree, obs),
             };
             Reached {
                 reach,
@@ -216,6 +217,26 @@ fn late_result_during_rerun(obs: &Observations) -> (bool, String) {
 /// layer, and no other, stood between its old write and the data.
 /// Whether the write really changed nothing is for the fence rules
 /// (late attempts, poisoned columns) to judge.
+/// A hold until `until` whose condition held before it ran out.
+fn until_held(until: Until, obs: &Observations) -> (bool, String) {
+    let holds: Vec<_> = obs.untils.iter().filter(|u| u.until == until).collect();
+    if let Some(h) = holds.iter().find(|h| h.held) {
+        return (
+            true,
+            format!("{until} held at {} (step {})", duration(h.at_ms), h.step),
+        );
+    }
+    let seen = if holds.is_empty() {
+        format!("no hold until {until} ran")
+    } else {
+        format!(
+            "the hold until {until} ran out at {} without it",
+            list(holds.iter().map(|h| duration(h.at_ms)))
+        )
+    };
+    (false, seen)
+}
+
 fn fenced_by(layer: FenceLayer, obs: &Observations) -> (bool, String) {
     let Some(first_flip) = obs.flips.iter().map(|f| f.at_ms).min() else {
         return (false, "no flip ran".into());
@@ -324,6 +345,37 @@ mod tests {
         obs.late_results.during_rerun = 3;
         obs.late_results.first = Some("job 101 by defective_finish-worker-1".into());
         assert!(one(Reach::LateResultDuringRerun, &obs, &[]).reached);
+    }
+
+    #[test]
+    fn slot_zero_free_is_reached_only_by_a_hold_whose_condition_held() {
+        use crate::observe::UntilRecord;
+        let mut obs = Observations::default();
+        let r = one(Reach::SlotZeroFree, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (false, "no hold until slot_zero_free ran")
+        );
+        obs.untils.push(UntilRecord {
+            step: 5,
+            until: Until::SlotZeroFree,
+            held: false,
+            at_ms: 21_000,
+        });
+        let r = one(Reach::SlotZeroFree, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (
+                false,
+                "the hold until slot_zero_free ran out at 21.0s without it"
+            )
+        );
+        obs.untils[0].held = true;
+        let r = one(Reach::SlotZeroFree, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (true, "slot_zero_free held at 21.0s (step 5)")
+        );
     }
 
     #[test]

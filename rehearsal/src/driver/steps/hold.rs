@@ -7,7 +7,7 @@ use super::super::cell::Cell;
 use super::super::state::GatedFlip;
 use super::super::{Abort, Done};
 use crate::matrix::{HoldStep, Until};
-use crate::observe::StepOutcome;
+use crate::observe::{StepOutcome, UntilRecord};
 
 /// One read statement that keeps a snapshot (and so a `backend_xmin`)
 /// for `$1` seconds, inside no transaction of its own.
@@ -96,6 +96,15 @@ impl Cell<'_> {
             .poll_until(&client, &sql, s.duration.to_std(), gate.as_ref())
             .await;
         let held_ms = start.elapsed().as_millis();
+        if let Ok(held) = held {
+            let record = UntilRecord {
+                step: self.state.step_index,
+                until,
+                held,
+                at_ms: self.ms(),
+            };
+            self.state.obs.untils.push(record);
+        }
         match held {
             Ok(true) => {
                 let note = self.let_go(gate).await;
