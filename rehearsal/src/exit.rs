@@ -16,16 +16,7 @@ pub const BAD_INPUT: u8 = 2;
 /// Inconclusive: the harness or its infrastructure failed, or a part is not built yet.
 pub const INCONCLUSIVE: u8 = 3;
 
-/// How a command that ran to the end turned out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// Every cell met its expectation.
-    AllMet,
-    /// Some cell failed.
-    CellFailed,
-    /// Some cell was inconclusive and none failed.
-    Inconclusive,
-}
+pub use crate::vocab::RunOutcome;
 
 /// The exit code of a finished command.
 pub fn for_outcome(outcome: RunOutcome) -> u8 {

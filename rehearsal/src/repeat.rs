@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::exit::RunOutcome;
 use crate::observe::Verdict;
 use crate::plan::SplitMix64;
 use crate::report::RunReport;
+use crate::vocab::RunOutcome;
 
 /// The most runs `--repeat` accepts.
 pub const MAX_REPEAT: u32 = 100;

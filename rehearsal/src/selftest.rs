@@ -11,11 +11,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit::RunOutcome;
 use crate::matrix::Expectation;
 use crate::observe::Verdict;
 use crate::reconcile::Detection;
 use crate::report::CellReport;
+use crate::vocab::RunOutcome;
 
 /// The named matrix of the seeded-defect cells.
 pub const DEFECTS_MATRIX: &str = "defects";

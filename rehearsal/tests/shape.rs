@@ -136,11 +136,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     (
         "image/command.rs",
-        "exit",
-        "`rehearse image`, a subcommand kept beside its stage",
-    ),
-    (
-        "image/command.rs",
         "fleet",
         "`rehearse image`, a subcommand kept beside its stage",
     ),
@@ -180,11 +175,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "returns the library's Error, not one of its own",
     ),
     (
-        "mutate/mod.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
-    ),
-    (
         "mutate/run.rs",
         "cli",
         "cli::DATABASE_URL_ENV, the variable a child run reads",
@@ -196,31 +186,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "Plan carries partition::PartitionInfo",
     ),
     ("plan.rs", "servers", "CellPlan carries servers::Major"),
-    (
-        "repeat.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
-    ),
-    (
-        "report/html/mod.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
-    ),
-    (
-        "report/markdown.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
-    ),
-    (
-        "report/model.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
-    ),
-    (
-        "report/terminal.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
-    ),
     (
         "report/text.rs",
         "partition",
@@ -235,11 +200,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "schema/mod.rs",
         "driver",
         "driver::probe::describe, the PostgreSQL error describer",
-    ),
-    (
-        "selftest.rs",
-        "exit",
-        "exit::RunOutcome, how a run turned out",
     ),
     (
         "selftest.rs",

@@ -20,9 +20,9 @@ use super::registry::{Registry, RegistryError};
 use super::{Engine, ImageError, ImageInfo, REPOSITORY, credentials, labels, publish, resolve};
 use crate::Error;
 use crate::artifacts::{self, Repo};
-use crate::exit::RunOutcome;
 use crate::fleet::{DockerFleet, Fleet};
 use crate::matrix::{Artifact, ArtifactSource, BuildSource, CURRENT, Version};
+use crate::vocab::RunOutcome;
 
 fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_multi_thread()

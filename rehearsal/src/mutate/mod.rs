@@ -380,7 +380,7 @@ pub fn session(
     args: SessionArgs,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
-) -> Result<crate::exit::RunOutcome, crate::Error> {
+) -> Result<crate::vocab::RunOutcome, crate::Error> {
     use crate::Error;
     let last = report::newest(&args.reports_root);
     let order = report::kill_order(&args.cells, last.as_ref().map(|(_, r)| r));
@@ -454,9 +454,9 @@ pub fn session(
     writeln!(out, "{}", finished.headline())?;
     writeln!(out, "report: {}", dir.join(report::MUTATE_MD).display())?;
     Ok(if finished.met() {
-        crate::exit::RunOutcome::AllMet
+        crate::vocab::RunOutcome::AllMet
     } else {
-        crate::exit::RunOutcome::CellFailed
+        crate::vocab::RunOutcome::CellFailed
     })
 }
 

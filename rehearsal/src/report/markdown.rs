@@ -36,11 +36,11 @@ pub fn render_markdown(r: &RunReport) -> String {
 fn header(md: &mut String, r: &RunReport) {
     let run = &r.run;
     let verdict = match r.outcome() {
-        crate::exit::RunOutcome::AllMet => "PASS: every cell met its expectation",
-        crate::exit::RunOutcome::CellFailed => {
+        crate::vocab::RunOutcome::AllMet => "PASS: every cell met its expectation",
+        crate::vocab::RunOutcome::CellFailed => {
             "FAIL: at least one cell did not meet its expectation"
         }
-        crate::exit::RunOutcome::Inconclusive => {
+        crate::vocab::RunOutcome::Inconclusive => {
             "INCONCLUSIVE: the harness could not judge every cell"
         }
     };

@@ -8,7 +8,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit::RunOutcome;
 use crate::matrix::Expectation;
 use crate::observe::{
     CensusSample, FenceRecord, Finding, FlipRecord, KillRecord, Phase, ProcessRecord, RingSample,
@@ -16,6 +15,7 @@ use crate::observe::{
 };
 use crate::plan::CellPlan;
 pub use crate::stream::{RunEnd, RunHeader};
+use crate::vocab::RunOutcome;
 
 pub use crate::observe::ArtifactInfo;
 use crate::reconcile::Detection;

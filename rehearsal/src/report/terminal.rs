@@ -32,8 +32,8 @@ use super::model::{CellReport, RunReport, verdict_name};
 use super::text::{
     by_server, duration, findings_summary, first_ids, found_in, no_cells, tally_line,
 };
-use crate::exit::RunOutcome;
 use crate::observe::thousands;
+use crate::vocab::RunOutcome;
 
 /// The table printed at the end of a run and by `rehearse report DIR`:
 /// one row per cell, then the verdict line, the reasons for inconclusive

@@ -12,8 +12,8 @@
 
 use std::fmt::Write as _;
 
-use crate::exit::RunOutcome;
 use crate::observe::{Verdict, thousands};
+use crate::vocab::RunOutcome;
 
 mod series;
 mod timeline;
