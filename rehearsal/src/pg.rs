@@ -1,5 +1,6 @@
-//! Connecting to PostgreSQL: one function for the driver, the monitor
-//! and reconciliation, so none of them reaches into another for it.
+//! Connecting to PostgreSQL, and its errors on one line: for the driver,
+//! the monitor, reconciliation and the schema comparison, so none of them
+//! reaches into another for it.
 
 use tokio_postgres::Client;
 
@@ -23,4 +24,15 @@ pub async fn connect(url: &str) -> Result<Client, String> {
             other => other.to_string(),
         })?;
     Ok(client)
+}
+
+/// The server's message (with detail) or the client error, on one line.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {detail}", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => e.to_string(),
+    }
 }

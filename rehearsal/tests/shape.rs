@@ -197,11 +197,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "--jobs auto reads a past report.json's durations",
     ),
     (
-        "schema/mod.rs",
-        "driver",
-        "driver::probe::describe, the PostgreSQL error describer",
-    ),
-    (
         "selftest.rs",
         "report",
         "the score is read from report::CellReport",

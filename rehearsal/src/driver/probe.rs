@@ -12,6 +12,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 use super::database::connect;
+use crate::pg::describe;
 
 const RINGS: [&str; 3] = ["queue", "claim", "lease"];
 
@@ -525,17 +526,6 @@ pub fn changed_lines(before: &str, after: &str) -> Vec<String> {
         .filter(|l| !old.contains(l))
         .map(str::to_owned)
         .collect()
-}
-
-/// The server's message (with detail) or the client error, on one line.
-pub fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{}: {detail}", db.message()),
-            None => db.message().to_owned(),
-        },
-        None => e.to_string(),
-    }
 }
 
 /// A bigint advisory-lock key as `pg_locks` shows it: (`classid`, `objid`).

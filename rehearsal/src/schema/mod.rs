@@ -125,7 +125,7 @@ pub async fn introspect(client: &tokio_postgres::Client) -> Result<Snapshot, Str
     let rows = client.query(CATALOG, &[&SCHEMA]).await.map_err(|e| {
         format!(
             "reading the schema from the catalogs: {}",
-            crate::driver::probe::describe(&e)
+            crate::pg::describe(&e)
         )
     })?;
     let mut snapshot = Snapshot::default();

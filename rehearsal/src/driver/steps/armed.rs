@@ -279,7 +279,7 @@ impl MigrationHold {
             .map_err(|e| {
                 format!(
                     "could not take the migration's hold: {}",
-                    super::super::probe::describe(&e)
+                    crate::pg::describe(&e)
                 )
             })?;
         let (watch, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -329,7 +329,7 @@ async fn watch_blocked(
     let since: f64 = client
         .query_one(SERVER_EPOCH, &[])
         .await
-        .map_err(|e| super::super::probe::describe(&e))?
+        .map_err(|e| crate::pg::describe(&e))?
         .get(0);
     let (high, low) =
         super::super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
@@ -340,7 +340,7 @@ async fn watch_blocked(
                 let row = client
                     .query_one(BLOCKED_SINCE, &[&since, &high, &low])
                     .await
-                    .map_err(|e| super::super::probe::describe(&e))?;
+                    .map_err(|e| crate::pg::describe(&e))?;
                 if row.get::<_, bool>(0) {
                     return Ok(true);
                 }

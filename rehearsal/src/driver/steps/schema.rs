@@ -65,12 +65,10 @@ impl Cell<'_> {
             format!("DROP DATABASE IF EXISTS \"{scratch}\""),
             format!("CREATE DATABASE \"{scratch}\""),
         ] {
-            admin.batch_execute(&sql).await.map_err(|e| {
-                harness(
-                    "creating the scratch database",
-                    super::super::probe::describe(&e),
-                )
-            })?;
+            admin
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| harness("creating the scratch database", crate::pg::describe(&e)))?;
         }
         let compared = self.compare_with_fresh(&scratch_url).await;
         let kept = self.ctx.keep;
@@ -79,7 +77,7 @@ impl Cell<'_> {
             if let Err(e) = admin.batch_execute(&drop).await {
                 self.state.facts.notes.push(format!(
                     "the scratch database {scratch} could not be dropped: {}",
-                    super::super::probe::describe(&e)
+                    crate::pg::describe(&e)
                 ));
             }
         }
