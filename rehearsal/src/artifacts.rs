@@ -49,7 +49,7 @@ pub struct Resolved {
     /// The seeded defect to arm with `AWA_FAILPOINTS`, if any.
     pub failpoint: Option<String>,
     /// Its image, on the docker backend (built, reused or pulled).
-    pub image: Option<crate::image::ImageInfo>,
+    pub image: Option<crate::vocab::image::ImageInfo>,
 }
 
 impl Resolved {

@@ -483,7 +483,7 @@ pub struct ArtifactInfo {
     pub failpoint: Option<String>,
     /// On the docker backend: its image (reference, id, digest, tag, built/reused/pulled). Added in 1.4.
     #[serde(default)]
-    pub image: Option<crate::image::ImageInfo>,
+    pub image: Option<crate::vocab::image::ImageInfo>,
 }
 
 /// What a cell showed that the observations alone do not hold, for the

@@ -123,7 +123,6 @@ const ROOT_ITEMS: &[(&str, Option<&str>)] = &[
 /// Remove an entry when its arrow goes; never add one.
 const ALLOWED: &[(&str, &str, &str)] = &[
     ("artifacts.rs", "fleet", "Resolved names fleet::Runnable"),
-    ("artifacts.rs", "image", "Resolved carries image::ImageInfo"),
     (
         "driver/run.rs",
         "error",
@@ -155,16 +154,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "servers::Major, a PostgreSQL major in [postgres]",
     ),
     (
-        "matrix/path.rs",
-        "image",
-        "image::Reference, an image line's reference",
-    ),
-    (
-        "matrix/validate.rs",
-        "image",
-        "image::Reference, an image line's reference",
-    ),
-    (
         "matrix/validate.rs",
         "servers",
         "servers::Major, a PostgreSQL major in [postgres]",
@@ -179,7 +168,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "cli",
         "cli::DATABASE_URL_ENV, the variable a child run reads",
     ),
-    ("observe.rs", "image", "Observations carry image::ImageInfo"),
     (
         "plan.rs",
         "partition",

@@ -19,17 +19,14 @@ pub mod engine;
 pub mod probe;
 pub mod publish;
 pub mod pull;
-pub mod reference;
 pub mod registry;
 pub mod resolve;
 pub mod rootfs;
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::vocab::image::{ImageInfo, Obtained, Reference};
 pub use engine::{Engine, EngineError};
-pub use reference::Reference;
 
 /// The repository local images are tagged in.
 pub const REPOSITORY: &str = "awa-runtime";
@@ -48,58 +45,6 @@ pub mod labels {
     pub const SOURCE_DIGEST: &str = "io.rehearse.source.digest";
     /// The digest of the `awa` binary inside.
     pub const BINARY_DIGEST: &str = "io.rehearse.binary.digest";
-}
-
-/// How an image came to be on the engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Obtained {
-    /// Assembled and imported by this run.
-    Built,
-    /// Already present with the same source digest.
-    Reused,
-    /// Pulled from a registry by digest.
-    Pulled,
-}
-
-impl std::fmt::Display for Obtained {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Obtained::Built => "built",
-            Obtained::Reused => "reused",
-            Obtained::Pulled => "pulled",
-        })
-    }
-}
-
-/// One image a run uses, for the fleet and the report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageInfo {
-    /// The reference the run starts containers from (`awa-runtime:0.6.2`,
-    /// or `127.0.0.1:5000/awa-runtime@sha256:...` when pulled).
-    pub reference: String,
-    /// The engine's image id (`sha256:...`).
-    pub id: String,
-    /// The registry manifest digest, when the image came from (or went to) a registry.
-    #[serde(default)]
-    pub digest: Option<String>,
-    /// The tag it was found or built under.
-    #[serde(default)]
-    pub tag: Option<String>,
-    /// Built, reused or pulled.
-    pub obtained: Obtained,
-    /// Size in bytes, as the engine reports it.
-    #[serde(default)]
-    pub size: u64,
-    /// How long building (or pulling) took, when this run did it.
-    #[serde(default)]
-    pub build_ms: Option<u64>,
-    /// The shared objects copied in beside the binary (built images).
-    #[serde(default)]
-    pub libraries: Vec<String>,
-    /// The version label.
-    #[serde(default)]
-    pub version: Option<String>,
 }
 
 /// What can go wrong with an image. Every message names the artifact.

@@ -40,7 +40,7 @@ impl Known {
                 .map_or(Known::Unknown, Known::Exact),
             ArtifactSource::Image(image) => match &image.line {
                 Some(line) => Known::Line(line.major, line.minor, line.floor.clone()),
-                None => crate::image::Reference::parse(&image.reference)
+                None => crate::vocab::image::Reference::parse(&image.reference)
                     .ok()
                     .and_then(|r| r.tag)
                     .and_then(|tag| tag.parse().ok())

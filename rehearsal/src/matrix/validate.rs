@@ -330,7 +330,7 @@ fn from_registry(a: &RawArtifact, reference: &str) -> Result<RawArtifact, String
     };
     let span = release.span();
     let at = |value: String| Some(Spanned::new(span.clone(), value));
-    let parsed = crate::image::Reference::parse(reference).ok();
+    let parsed = crate::vocab::image::Reference::parse(reference).ok();
     if parsed
         .as_ref()
         .is_some_and(|r| r.tag.is_none() && r.digest.is_some())
@@ -543,7 +543,7 @@ fn source(
             );
             None
         }
-        _ => match crate::image::Reference::parse(text) {
+        _ => match crate::vocab::image::Reference::parse(text) {
             Ok(_) => Some(ArtifactSource::Image(ImageSource {
                 reference: text.clone(),
                 line: None,
@@ -572,7 +572,8 @@ fn image_line(
     let Some(ArtifactSource::Image(mut image)) = source else {
         return without_image(a, source, context, sink);
     };
-    let reference = crate::image::Reference::parse(&image.reference).expect("checked by source()");
+    let reference =
+        crate::vocab::image::Reference::parse(&image.reference).expect("checked by source()");
     let span = a.image.as_ref().expect("an image source").span();
     let Some(line) = &a.line else {
         return pinned_image(a, image, &reference, span, context, sink);
@@ -634,7 +635,7 @@ fn without_image(
 fn pinned_image(
     a: &RawArtifact,
     image: ImageSource,
-    reference: &crate::image::Reference,
+    reference: &crate::vocab::image::Reference,
     span: Range<usize>,
     context: &str,
     sink: &mut Sink<'_>,
@@ -668,7 +669,7 @@ fn pinned_image(
 /// tag). True when it does.
 fn line_reference(
     image: &ImageSource,
-    reference: &crate::image::Reference,
+    reference: &crate::vocab::image::Reference,
     span: Range<usize>,
     context: &str,
     sink: &mut Sink<'_>,

@@ -1,13 +1,19 @@
-//! Image references as written in matrix.toml and on the command line:
-//! `[REGISTRY/]REPOSITORY[:TAG][@sha256:HEX]`.
+//! Images as every stage names them: references as written in
+//! matrix.toml and on the command line (`[REGISTRY/]REPOSITORY[:TAG][@sha256:HEX]`),
+//! and the image a run used, as artifacts resolve it, the fleet starts
+//! it and the report records it. Building, resolving and pulling them is
+//! `image`'s work.
 //!
-//! The first path component is a registry when it looks like a host (it
-//! has a `.` or a `:`, or is `localhost`), as the engine decides it.
+//! The first path component of a reference is a registry when it looks
+//! like a host (it has a `.` or a `:`, or is `localhost`), as the engine
+//! decides it.
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// A parsed image reference.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reference {
     /// `127.0.0.1:5000`, if the reference names a registry.
     pub registry: Option<String>,
@@ -125,6 +131,58 @@ impl fmt::Display for Reference {
         }
         Ok(())
     }
+}
+
+/// How an image came to be on the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Obtained {
+    /// Assembled and imported by this run.
+    Built,
+    /// Already present with the same source digest.
+    Reused,
+    /// Pulled from a registry by digest.
+    Pulled,
+}
+
+impl std::fmt::Display for Obtained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Obtained::Built => "built",
+            Obtained::Reused => "reused",
+            Obtained::Pulled => "pulled",
+        })
+    }
+}
+
+/// One image a run uses, for the fleet and the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageInfo {
+    /// The reference the run starts containers from (`awa-runtime:0.6.2`,
+    /// or `127.0.0.1:5000/awa-runtime@sha256:...` when pulled).
+    pub reference: String,
+    /// The engine's image id (`sha256:...`).
+    pub id: String,
+    /// The registry manifest digest, when the image came from (or went to) a registry.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// The tag it was found or built under.
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// Built, reused or pulled.
+    pub obtained: Obtained,
+    /// Size in bytes, as the engine reports it.
+    #[serde(default)]
+    pub size: u64,
+    /// How long building (or pulling) took, when this run did it.
+    #[serde(default)]
+    pub build_ms: Option<u64>,
+    /// The shared objects copied in beside the binary (built images).
+    #[serde(default)]
+    pub libraries: Vec<String>,
+    /// The version label.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 #[cfg(test)]
