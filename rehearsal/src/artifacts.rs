@@ -52,19 +52,6 @@ pub struct Resolved {
     pub image: Option<crate::vocab::image::ImageInfo>,
 }
 
-impl Resolved {
-    /// What the fleet starts: the image when there is one, else the binary.
-    pub fn runnable(&self) -> crate::fleet::Runnable {
-        match &self.image {
-            Some(image) => crate::fleet::Runnable::Image {
-                reference: image.reference.clone(),
-                id: image.id.clone(),
-            },
-            None => crate::fleet::Runnable::Binary(self.binary.clone()),
-        }
-    }
-}
-
 /// The repository's state, for the report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GitInfo {

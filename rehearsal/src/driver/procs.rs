@@ -99,7 +99,7 @@ impl Cell<'_> {
         let spec = Spec {
             id,
             name: name.clone(),
-            runnable: resolved.runnable(),
+            runnable: crate::fleet::Runnable::of(resolved),
             labels: Labels {
                 // A later try's processes have the same names: its
                 // containers must not meet the earlier try's.

@@ -524,7 +524,7 @@ fn artifact_infos(resolution: &Resolution) -> Vec<ArtifactInfo> {
             source: a.source.clone(),
             digest: a.digest.clone(),
             obtained: a.obtained.clone(),
-            binary: a.runnable().to_string(),
+            binary: crate::fleet::Runnable::of(a).to_string(),
             failpoint: a.failpoint.clone(),
             image: a.image.clone(),
         })

@@ -48,6 +48,20 @@ pub enum Runnable {
     },
 }
 
+impl Runnable {
+    /// What the fleet starts of a resolved artifact: its image when there
+    /// is one, else its binary.
+    pub fn of(resolved: &crate::artifacts::Resolved) -> Runnable {
+        match &resolved.image {
+            Some(image) => Runnable::Image {
+                reference: image.reference.clone(),
+                id: image.id.clone(),
+            },
+            None => Runnable::Binary(resolved.binary.clone()),
+        }
+    }
+}
+
 impl std::fmt::Display for Runnable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
