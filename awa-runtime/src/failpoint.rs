@@ -80,9 +80,14 @@ pub const COMPAT_SKIPS_SLOT_GENERATION: &str = "compat_skips_slot_generation";
 /// number back: the next run of a released job spends one more attempt,
 /// as if a roll or a drain had interrupted it.
 pub const RELEASE_SPENDS_ATTEMPT: &str = "release_spends_attempt";
+/// Terminal completions are guarded by job id and state only and record
+/// the attempt they closed: a stale worker's result after a rescue closes
+/// the job's newer attempt under that attempt's own lease, so the record
+/// reads as the newer run's while that run is told its lease is gone.
+pub const FINISH_CLOSES_NEWER_ATTEMPT: &str = "finish_closes_newer_attempt";
 
 /// Every seeded defect.
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 22] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -104,6 +109,7 @@ pub const ALL: [&str; 21] = [
     CANCEL_IGNORES_RUNNING,
     COMPAT_SKIPS_SLOT_GENERATION,
     RELEASE_SPENDS_ATTEMPT,
+    FINISH_CLOSES_NEWER_ATTEMPT,
 ];
 
 /// Whether the failpoint `name` is armed.

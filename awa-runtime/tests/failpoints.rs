@@ -656,3 +656,62 @@ async fn a_release_that_spends_its_attempt_runs_the_next_claim_one_attempt_on() 
     disarm(failpoint::RELEASE_SPENDS_ATTEMPT);
     assert_eq!(attempt, 2, "the defective release spent it");
 }
+
+/// finish_closes_newer_attempt: a rescued attempt's late result closes the
+/// job's newer attempt under that attempt's lease, so its terminal record
+/// matches the newest run in every field; only the newer run's own report
+/// (its lease lost) disowns it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_result_that_closes_the_newer_attempt_is_disowned_only_by_its_run() {
+    use awa_runtime::store::{audit, claim, finish, rescue};
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_newer").await;
+    let c = db.client().await;
+    // Its claimer has no runtime row: crash rescue takes attempt 1.
+    let (job, old) = claim_one(&c, "default", "gone").await;
+    rescue::rescue(&mut db.client().await, 60_000.0)
+        .await
+        .unwrap();
+    let newer = claim::claim(&c, "default", 1, "w2", "0.7.0").await.unwrap();
+    assert_eq!((newer[0].job_id, newer[0].attempt), (job, 2));
+    let newer = newer[0].run_lease;
+    arm(failpoint::FINISH_CLOSES_NEWER_ATTEMPT);
+    let closed = finish::finish(&c, job, old, &finish::Outcome::Completed)
+        .await
+        .unwrap();
+    disarm(failpoint::FINISH_CLOSES_NEWER_ATTEMPT);
+    assert_eq!(closed, finish::Closed::Accepted, "the late result landed");
+    let lease: i64 = c
+        .query_one(
+            "SELECT run_lease FROM awa.claim_closures WHERE job_id = $1 AND terminal",
+            &[&job],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(lease, newer, "under the newer attempt's lease");
+    // The newer run's own close now loses: it reports its close stale.
+    let own = finish::finish(&c, job, newer, &finish::Outcome::Completed)
+        .await
+        .unwrap();
+    assert_eq!(own, finish::Closed::Stale);
+    let set = [audit::AuditJob {
+        job_id: job,
+        mode: awa_runtime::workload::Mode::Complete,
+        max_attempts: 3,
+        uncertain: false,
+        cancelled: false,
+    }];
+    audit::load_audit_set(&c, set).await.unwrap();
+    assert!(
+        audit::terminal_mismatches(&c, &[(job, old)])
+            .await
+            .unwrap()
+            .is_empty(),
+        "the record matches the newest run's lease, attempt and outcome"
+    );
+    let found = audit::terminal_mismatches(&c, &[(job, old), (job, newer)])
+        .await
+        .unwrap();
+    assert_eq!(found.ids, [job], "{found:?}");
+}

@@ -569,6 +569,11 @@ pub struct Observations {
     /// Every `hold` with `until`: whether its condition held in time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untils: Vec<UntilRecord>,
+    /// Attempts whose own run reported them lost (`lease_lost`, or a close
+    /// that lost) and never reported its close recorded, by run lease.
+    /// The run folder keeps them in the cell's history (format 1.1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disowned_runs: Vec<DisownedRun>,
 }
 
 /// A `hold` with `until`: whether its condition held before the hold's
@@ -581,6 +586,15 @@ pub struct UntilRecord {
     pub held: bool,
     /// When the hold ended (ms since the cell started).
     pub at_ms: u64,
+}
+
+/// An attempt its own run disowned: the worker reported its lease lost
+/// or its close lost, never its close recorded, so no terminal record
+/// naming this run lease is that run's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DisownedRun {
+    pub job_id: i64,
+    pub run_lease: i64,
 }
 
 /// A worker started a newer attempt (run lease) of a job while its

@@ -12,7 +12,8 @@ use common::database::on_06_schema;
 use common::matrix::{PREVIOUS_AND_CURRENT, matrix};
 use rehearsal::matrix::{self, FindingRule};
 use rehearsal::observe::{
-    AcceptedJob, CronWindow, FenceRecord, Finding, FlipRecord, InFlight, KillRecord, Observations,
+    AcceptedJob, CronWindow, DisownedRun, FenceRecord, Finding, FlipRecord, InFlight, KillRecord,
+    Observations,
 };
 use rehearsal::plan::{self, CellPlan};
 use rehearsal::reconcile::{ReconcileError, reconcile, reconcile_with_stats};
@@ -786,6 +787,44 @@ async fn a_stale_result_landing_after_a_rescue_is_a_terminal_mismatch() {
         ),
         "{}",
         mismatch.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_record_its_own_run_disowned_is_a_terminal_mismatch() {
+    // Job 10 (complete): attempt 1 (run lease 1) was crash-rescued and
+    // run lease 2 completed, its record naming lease 2. Its rescued run
+    // reported its late close lost: that disowns lease 1, which no record
+    // names, so the history is clean.
+    let mut obs = observations();
+    obs.disowned_runs = vec![DisownedRun {
+        job_id: 10,
+        run_lease: 1,
+    }];
+    assert_eq!(reconcile_with("", &obs).await, []);
+    // The same rows when run lease 2's own worker reported that lease
+    // lost: a late result closed attempt 2 and wrote its lease, and the
+    // record, right in every field, is not that run's. A rescue's dead
+    // letter naming the lease its run lost (job 15, lease 2) is the
+    // leader's record, not a run's: not judged so.
+    obs.disowned_runs.extend([
+        DisownedRun {
+            job_id: 10,
+            run_lease: 2,
+        },
+        DisownedRun {
+            job_id: 15,
+            run_lease: 2,
+        },
+    ]);
+    let found = reconcile_with("", &obs).await;
+    assert_eq!(rules(&found), [FindingRule::TerminalMismatch], "{found:#?}");
+    assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
+    assert_eq!(
+        found[0].message,
+        "1 job has a terminal record that is not the outcome of its last run (run lease and attempt); \
+         first: job 10: its ring record (completed, attempt 2) names run lease 2, whose own run \
+         reported that lease lost: another result closed it"
     );
 }
 

@@ -59,11 +59,26 @@ const TERMINAL_ANY_LEASE: &str = concat!(
     close_claim!("true")
 );
 
+/// The seeded defect: the guard forgets the run lease and the record
+/// takes the closed attempt's own lease, so a stale worker's result
+/// closes the attempt running now as if that attempt had produced it.
+const TERMINAL_NEWER_ATTEMPT: &str = concat!(
+    "WITH input AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) AS t(job_id, run_lease, outcome))
+, j AS (
+    DELETE FROM awa.jobs USING input i
+    WHERE jobs.job_id = i.job_id AND jobs.state = 'running'
+    RETURNING jobs.job_id, jobs.run_lease, jobs.attempt, jobs.queue, jobs.priority, jobs.kind, i.outcome
+)",
+    close_claim!("true")
+);
+
 /// The terminal statement this build runs ([`TERMINAL`], unless a seeded
 /// defect replaces it).
 pub fn terminal_statement() -> &'static str {
     if crate::failpoint::armed(crate::failpoint::FINISH_IGNORES_RUN_LEASE) {
         TERMINAL_ANY_LEASE
+    } else if crate::failpoint::armed(crate::failpoint::FINISH_CLOSES_NEWER_ATTEMPT) {
+        TERMINAL_NEWER_ATTEMPT
     } else {
         TERMINAL
     }

@@ -584,6 +584,7 @@ impl Cell<'_> {
                 .map(|(id, job)| format!("job {job} by {}", ledger.procs[id].name)),
         };
         self.state.obs.unstopped_handlers = ledger.unstopped.clone();
+        self.state.obs.disowned_runs = ledger.disowned();
         self.state.obs.processes = ledger
             .procs
             .iter()

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::fleet::events::Flipped;
 use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, Parsed, ProcId, Report};
-use crate::observe::{AcceptedJob, ContractCount, InFlight, UnstoppedHandler};
+use crate::observe::{AcceptedJob, ContractCount, DisownedRun, InFlight, UnstoppedHandler};
 use crate::stream::{Events, RunEvent};
 
 /// stderr lines kept per process for messages.
@@ -204,6 +204,12 @@ pub struct FleetView {
     /// Older attempts a worker kept running when it started a newer run
     /// lease of the same job.
     pub unstopped: Vec<UnstoppedHandler>,
+    /// Attempts (job_id, run_lease) whose own run reported them lost: a
+    /// `lease_lost`, or a `finished` whose close lost (`stale`).
+    pub lost_by_run: BTreeSet<(i64, i64)>,
+    /// Attempts whose own run reported its close recorded (a `finished`
+    /// with any outcome but `stale`).
+    pub closed_by_run: BTreeSet<(i64, i64)>,
     /// stdout lines that broke the contract, with the process.
     pub garbled: Vec<(ProcId, String)>,
     /// Events of a kind the contract does not have (a newer release's), with the process.
@@ -238,6 +244,8 @@ impl FleetView {
             rescued: BTreeSet::new(),
             late_results: LateResults::default(),
             unstopped: Vec::new(),
+            lost_by_run: BTreeSet::new(),
+            closed_by_run: BTreeSet::new(),
             garbled: Vec::new(),
             unknown: Vec::new(),
         }
@@ -369,11 +377,21 @@ impl FleetView {
             Event::Finished(f) => {
                 proc.finished += 1;
                 proc.in_flight.remove(&(f.job_id, f.run_lease));
+                let key = (f.job_id, f.run_lease);
+                if f.outcome == awa_runtime::events::AttemptOutcome::Stale {
+                    self.lost_by_run.insert(key);
+                } else {
+                    self.closed_by_run.insert(key);
+                }
                 self.judge_late_result(id, f.job_id, f.run_lease);
             }
-            // The worker stopped the attempt's handler (or, at its stop,
-            // handed the attempt back): it no longer runs it.
-            Event::LeaseLost(l) | Event::Released(l) => {
+            // The worker stopped the attempt's handler: its lease is gone.
+            Event::LeaseLost(l) => {
+                proc.in_flight.remove(&(l.job_id, l.run_lease));
+                self.lost_by_run.insert((l.job_id, l.run_lease));
+            }
+            // At its stop, the worker handed the attempt back.
+            Event::Released(l) => {
                 proc.in_flight.remove(&(l.job_id, l.run_lease));
             }
             Event::Leader(_) => {
@@ -438,6 +456,18 @@ impl FleetView {
         } else {
             self.late_results.after_rerun += 1;
         }
+    }
+
+    /// Attempts whose own run reported them lost and never reported its
+    /// close recorded: whatever terminal record names one of their run
+    /// leases, that run did not write it (its result lost, or another's
+    /// result closed it). A run that reports both (its close committed
+    /// just as its heartbeat missed the deleted lease twice) owns it.
+    pub fn disowned(&self) -> Vec<DisownedRun> {
+        self.lost_by_run
+            .difference(&self.closed_by_run)
+            .map(|&(job_id, run_lease)| DisownedRun { job_id, run_lease })
+            .collect()
     }
 
     /// The process that reported `leader` last, if it is still running.
@@ -685,6 +715,34 @@ mod tests {
         assert_eq!(l.counts["0.6.2"]["started"], 3);
         assert_eq!(l.counts["0.6.2"]["finished"], 1);
         assert!(l.claimed_by.contains("0.6.2"));
+    }
+
+    /// A run disowns its lease when it reports it lost or its close lost,
+    /// and never its close recorded; a release is no such report.
+    #[test]
+    fn runs_that_report_their_lease_or_close_lost_disown_it() {
+        let (mut l, w, _) = ledger();
+        let finished = |job: i64, lease: i64, outcome: &str| {
+            format!(
+                r#"{{"event":"finished","job_id":{job},"attempt":1,"run_lease":{lease},"outcome":"{outcome}","mode":"sleep","version":"0.7.0"}}"#
+            )
+        };
+        let lease = |event: &str, job: i64, lease: i64| {
+            format!(r#"{{"event":"{event}","job_id":{job},"run_lease":{lease}}}"#)
+        };
+        l.apply(line(w, &lease("lease_lost", 1, 2)));
+        l.apply(line(w, &finished(2, 1, "stale")));
+        l.apply(line(w, &finished(3, 1, "completed")));
+        // Lost just as its own close committed: the run owns its record.
+        l.apply(line(w, &lease("lease_lost", 4, 1)));
+        l.apply(line(w, &finished(4, 1, "completed")));
+        l.apply(line(w, &lease("released", 5, 1)));
+        let disowned: Vec<(i64, i64)> = l
+            .disowned()
+            .iter()
+            .map(|d| (d.job_id, d.run_lease))
+            .collect();
+        assert_eq!(disowned, [(1, 2), (2, 1)]);
     }
 
     /// The `leader-handoff-cron` run under load: a 0.7 worker started

@@ -151,6 +151,7 @@ fn shipped_matrix_is_valid() {
         "operator-cancel-mixed",
         "defect-cancel-ignores-running",
         "defect-release-spends-attempt",
+        "defect-finish-closes-newer-attempt",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -268,6 +269,12 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_release",
             "release_spends_attempt",
             FindingRule::WrongAttempt,
+        ),
+        (
+            "defect-finish-closes-newer-attempt",
+            "defective_superseded",
+            "finish_closes_newer_attempt",
+            FindingRule::TerminalMismatch,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();

@@ -33,7 +33,9 @@ pub const HISTORY_DIR: &str = "history";
 ///
 /// - 1.0: audit set, executions, terminal records, live rows, open
 ///   claims, cron claims and windows.
-pub const HISTORY_FORMAT: &str = "1.0";
+/// - 1.1: `disowned_runs`, the attempts whose own run reported them lost
+///   (from the workers' events; empty in 1.0 files).
+pub const HISTORY_FORMAT: &str = "1.1";
 
 /// The audit set as reconciliation loaded it (cron fires included).
 const AUDIT_SET: &str = "SELECT job_id, mode, max_attempts, uncertain, cron, cancelled FROM pg_temp.audit_jobs ORDER BY job_id";
@@ -89,6 +91,20 @@ pub struct History {
     pub cron_windows: Vec<CronWindow>,
     /// Who claims which fire time.
     pub cron_claims: CronClaims,
+    /// Attempts whose own run reported them lost and never its close
+    /// recorded (the observations' `disowned_runs`): no terminal record
+    /// may name one as its run's result. Added in 1.1.
+    #[serde(default)]
+    pub disowned_runs: Runs,
+}
+
+/// Attempts by run lease, a column each.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Runs {
+    /// The job.
+    pub job: Vec<i64>,
+    /// The attempt's run lease.
+    pub lease: Vec<i64>,
 }
 
 /// The audit set, a column each.
@@ -260,6 +276,8 @@ impl History {
         lengths("live", &[l.job.len(), l.state.len(), l.attempt.len()]);
         let c = &self.cron_claims;
         lengths("cron", &[c.name.len(), c.fire_ms.len(), c.job.len()]);
+        let d = &self.disowned_runs;
+        lengths("disowned runs", &[d.job.len(), d.lease.len()]);
         let n = self.words.len();
         let words = (j.mode.iter())
             .chain(e.outcome.iter().flatten())

@@ -46,6 +46,8 @@ pub(super) struct Input<'o> {
     /// Jobs an operator cancelled while they were live: cancelled is their
     /// designed end.
     cancelled: std::collections::BTreeSet<i64>,
+    /// Attempts whose own run reported them lost: (job_id, run_lease).
+    disowned: Vec<(i64, i64)>,
     /// The windows as the driver recorded them, for the history.
     cron_windows: &'o [crate::observe::CronWindow],
 }
@@ -108,7 +110,13 @@ impl<'o> Input<'o> {
             .filter(|c| c.was_live == Some(true))
             .map(|c| c.job_id)
             .collect();
+        let disowned = obs
+            .disowned_runs
+            .iter()
+            .map(|d| (d.job_id, d.run_lease))
+            .collect();
         Ok(Input {
+            disowned,
             scheduled,
             cancelled,
             accepted_jobs: &obs.accepted,
@@ -222,14 +230,18 @@ async fn read_in_snapshot(
     let features = audit::schema_features(client).await?;
     let set = audit::load_audit_set(client, input.audit_jobs()).await?;
     let authority = audit::authority(client, &features).await?;
-    let history = super::history::read(client, cell, input.cron_windows).await?;
+    let mut history = super::history::read(client, cell, input.cron_windows).await?;
+    history.disowned_runs = super::history::Runs {
+        job: input.disowned.iter().map(|d| d.0).collect(),
+        lease: input.disowned.iter().map(|d| d.1).collect(),
+    };
     Ok(Storage {
         history,
         set,
         jobs: audit::audit_jobs(client).await?,
         stuck: audit::stuck(client).await?,
         unreachable: audit::unreachable_ready(client).await?,
-        mismatched: audit::terminal_mismatches(client).await?,
+        mismatched: audit::terminal_mismatches(client, &input.disowned).await?,
         early: audit::early_starts(client, &input.scheduled, &crate::driver::env::WAITS).await?,
         rescues: audit::unproven_rescues(client, &input.killed).await?,
         cron: audit::cron_faults(client, &input.windows).await?,

@@ -348,6 +348,9 @@ fn mismatches(h: &History) -> Offenders {
         .filter(|&i| h.jobs.flags[i] & CANCELLED != 0)
         .map(|i| h.jobs.id[i])
         .collect();
+    let d = &h.disowned_runs;
+    let disowned: BTreeSet<(i64, i64)> =
+        d.job.iter().copied().zip(d.lease.iter().copied()).collect();
     let t = &h.terminals;
     let mut wrong: BTreeMap<i64, String> = BTreeMap::new();
     for i in 0..t.job.len() {
@@ -371,6 +374,15 @@ fn mismatches(h: &History) -> Offenders {
                 Some(format!(
                     "job {job}: its {source} record says {state} (attempt {attempt}), but the execution of run lease {lease} ended {}",
                     outcome.unwrap_or("never")
+                ))
+            }
+            Some(&(_, outcome))
+                if disowned.contains(&(job, lease))
+                    && !(source == "dead_letter"
+                        && outcome.is_some_and(|o| o.starts_with("rescued_"))) =>
+            {
+                Some(format!(
+                    "job {job}: its {source} record ({state}, attempt {attempt}) names run lease {lease}, whose own run reported that lease lost: another result closed it"
                 ))
             }
             Some(_) => None,
@@ -635,6 +647,46 @@ mod tests {
         );
         assert!(
             f[0].message.contains("run lease 1 ran attempt 1"),
+            "{}",
+            f[0].message
+        );
+    }
+
+    #[test]
+    fn a_record_its_own_run_disowned_is_a_mismatch() {
+        // Job 1's attempt 1 was rescued; its late result closed attempt 2
+        // and wrote attempt 2's lease, whose own run then said it lost it.
+        let late = |disowned: &[(i64, i64)]| {
+            let mut h = Build::new()
+                .job(1, "complete", 0)
+                .ran(1, 1, 1, Some("rescued_heartbeat"))
+                .ran(1, 2, 2, Some("completed"))
+                .ended(1, 2, 2, "completed", "ring")
+                // A rescue's dead letter names the lease its run lost.
+                .job(2, "complete", 0)
+                .ran(2, 1, 1, Some("rescued_crash"))
+                .ran(2, 2, 2, Some("rescued_crash"))
+                .ran(2, 3, 3, Some("rescued_crash"))
+                .ended(2, 3, 3, "failed", "dead_letter")
+                .0;
+            h.disowned_runs = crate::reconcile::history::Runs {
+                job: disowned.iter().map(|d| d.0).collect(),
+                lease: disowned.iter().map(|d| d.1).collect(),
+            };
+            h
+        };
+        assert_eq!(found(&late(&[(1, 1), (2, 3)])), []);
+        let f = findings(&late(&[(1, 1), (1, 2), (2, 3)]));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].rule, f[0].ids.as_slice()),
+            (FindingRule::TerminalMismatch, &[1][..])
+        );
+        assert!(
+            f[0].message.ends_with(
+                "first: job 1: its ring record (completed, attempt 2) names run lease 2, whose own \
+                 run reported that lease lost: another result closed it"
+            ),
             "{}",
             f[0].message
         );
