@@ -155,7 +155,7 @@ pub struct Plan {
     pub matrix_checksum: String,
     /// `--partition`: which share of the selection this plan is. Added in 1.10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<crate::partition::PartitionInfo>,
+    pub partition: Option<crate::vocab::partition::PartitionInfo>,
     /// matrix.toml's `[schedule]`: what `--jobs auto` packs by when no
     /// report covers these cells, kept with the plan so a replay packs
     /// as its run did (plan.json 1.1; the default before).

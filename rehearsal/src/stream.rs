@@ -255,7 +255,7 @@ pub struct RunHeader {
     /// `--partition`: which share of the selection the run covered, and
     /// every cell of the whole selection (null: the whole selection ran). Added in 1.10.
     #[serde(default)]
-    pub partition: Option<crate::partition::PartitionInfo>,
+    pub partition: Option<crate::vocab::partition::PartitionInfo>,
     /// `--stress`: the busy processes the cells ran beside (null: none). Added in 1.15.
     #[serde(default)]
     pub stress: Option<crate::stress::StressInfo>,

@@ -167,17 +167,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "cli",
         "cli::DATABASE_URL_ENV, the variable a child run reads",
     ),
-    (
-        "plan.rs",
-        "partition",
-        "Plan carries partition::PartitionInfo",
-    ),
     ("plan.rs", "servers", "CellPlan carries servers::Major"),
-    (
-        "report/text.rs",
-        "partition",
-        "partition::PartitionInfo, printed in the header",
-    ),
     (
         "schedule.rs",
         "report",
@@ -194,11 +184,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "returns the library's Error, not one of its own",
     ),
     ("stream.rs", "fleet", "RunStarted carries fleet::CpuSource"),
-    (
-        "stream.rs",
-        "partition",
-        "RunStarted carries partition::PartitionInfo",
-    ),
     (
         "stream.rs",
         "reconcile",

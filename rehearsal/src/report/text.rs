@@ -440,7 +440,7 @@ pub fn no_cells(r: &super::model::RunReport) -> String {
 }
 
 /// `hash:1/2: 2 of the 3 selected cells; rehearse merge joins the shares`.
-fn partition_row(p: &crate::partition::PartitionInfo, here: usize) -> String {
+fn partition_row(p: &crate::vocab::partition::PartitionInfo, here: usize) -> String {
     let total = plural(p.cells.len(), "selected cell");
     if here == 0 {
         format!(

@@ -1,7 +1,7 @@
 //! The words every stage shares, at the bottom of the pipeline.
 //!
 //! A type lives here when stages at different heights name it: the
-//! choices a command line makes (which backend, whether to colour), how a run turned out, the images a run names,
+//! choices a command line makes (which backend, whether to colour), how a run turned out, the images a run names, the share of a partitioned run,
 //! and the facts a run carries from the stage that finds them to the
 //! ones that record them. Nothing here imports another module of the
 //! crate, so any stage may use it without looking up the pipeline;
@@ -11,6 +11,7 @@
 pub mod choice;
 pub mod image;
 pub mod outcome;
+pub mod partition;
 
 pub use choice::{Backend, Color, Format};
 pub use outcome::RunOutcome;
