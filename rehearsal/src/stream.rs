@@ -33,7 +33,7 @@ use crate::observe::{
     Verdict,
 };
 use crate::plan::CellPlan;
-use crate::reconcile::Detection;
+use crate::vocab::detection::Detection;
 
 /// One thing that happened in a run, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -322,7 +322,7 @@ pub struct RunEnd {
     /// parent cgroup: every container's whole CPU) or `stats` (the engine's
     /// stats sampled about once a second: a lower bound). Added in 1.9.
     #[serde(default)]
-    pub container_cpu_source: Option<crate::fleet::CpuSource>,
+    pub container_cpu_source: Option<crate::vocab::cpu::CpuSource>,
     /// The run was cut short (Ctrl-C or SIGTERM): cells not listed never ran.
     pub interrupted: bool,
     /// `--jobs auto` where the kernel reports CPU pressure: how often and

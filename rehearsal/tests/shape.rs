@@ -183,12 +183,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "error",
         "returns the library's Error, not one of its own",
     ),
-    ("stream.rs", "fleet", "RunStarted carries fleet::CpuSource"),
-    (
-        "stream.rs",
-        "reconcile",
-        "CellJudged carries reconcile::Detection",
-    ),
     (
         "stream.rs",
         "stress",

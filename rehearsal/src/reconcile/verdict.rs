@@ -13,23 +13,10 @@
 //! - A harness error (or a fault that did not fire) makes any cell
 //!   inconclusive: the run could not judge the release either way.
 
-use serde::{Deserialize, Serialize};
-
 use crate::matrix::{Expectation, FindingRule};
 use crate::observe::{Finding, Verdict};
 
-/// How a `detect` cell's run measured against its named rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Detection {
-    /// The named rule produced a finding.
-    ByName,
-    /// Something went wrong (other rules' findings, step failures), but
-    /// not what the cell names.
-    AsOther,
-    /// Nothing was found and every step did what the plan required.
-    NotCaught,
-}
+pub use crate::vocab::detection::Detection;
 
 /// A cell's verdict and why.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The words every stage shares, at the bottom of the pipeline.
 //!
 //! A type lives here when stages at different heights name it: the
-//! choices a command line makes (which backend, whether to colour), how a run turned out, the images a run names, the share of a partitioned run,
+//! choices a command line makes (which backend, whether to colour), how a run turned out, the images a run names, the share of a partitioned run, how CPU time was counted, how a defect was caught,
 //! and the facts a run carries from the stage that finds them to the
 //! ones that record them. Nothing here imports another module of the
 //! crate, so any stage may use it without looking up the pipeline;
@@ -9,6 +9,8 @@
 //! (`cli` derives the flags and maps them onto these with `From`).
 
 pub mod choice;
+pub mod cpu;
+pub mod detection;
 pub mod image;
 pub mod outcome;
 pub mod partition;
