@@ -197,7 +197,7 @@ pub struct CellPlan {
     /// The PostgreSQL major it runs on (`--postgres`, `[postgres]
     /// servers`); `None`: the run's one server, whichever was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<crate::servers::Major>,
+    pub server: Option<crate::vocab::major::Major>,
     /// The interleavings the cell must reach (matrix.toml's `reach`).
     /// Added in report format 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -148,16 +148,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "schema::ObjectKind, a word [schema] shares with the comparison",
     ),
     (
-        "matrix/model.rs",
-        "servers",
-        "servers::Major, a PostgreSQL major in [postgres]",
-    ),
-    (
-        "matrix/validate.rs",
-        "servers",
-        "servers::Major, a PostgreSQL major in [postgres]",
-    ),
-    (
         "mutate/mod.rs",
         "error",
         "returns the library's Error, not one of its own",
@@ -167,7 +157,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "cli",
         "cli::DATABASE_URL_ENV, the variable a child run reads",
     ),
-    ("plan.rs", "servers", "CellPlan carries servers::Major"),
     (
         "schedule.rs",
         "report",

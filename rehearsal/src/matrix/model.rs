@@ -37,7 +37,7 @@ pub struct Matrix {
     /// `[postgres] servers`: the majors every cell runs on unless
     /// `--postgres` says otherwise; empty: the first server found.
     #[serde(default)]
-    pub servers: Vec<crate::servers::Major>,
+    pub servers: Vec<crate::vocab::major::Major>,
     /// `[schedule]`: what `--jobs auto` packs by before any report covers the cells.
     #[serde(default)]
     pub schedule: ScheduleEstimate,

@@ -205,7 +205,7 @@ fn validate_schedule(
 fn validate_servers(
     p: &Spanned<super::raw::RawPostgres>,
     sink: &mut Sink<'_>,
-) -> Vec<crate::servers::Major> {
+) -> Vec<crate::vocab::major::Major> {
     let Some(list) = &p.get_ref().servers else {
         sink.error(
             table_head(&p.span()),
@@ -217,7 +217,7 @@ fn validate_servers(
     let mut majors = Vec::new();
     for item in list.get_ref() {
         let text = item.get_ref().to_string();
-        match crate::servers::Major::parse(&text) {
+        match crate::vocab::major::Major::parse(&text) {
             Ok(m) if majors.contains(&m) => sink.error(
                 Some(item.span()),
                 "postgres.servers",
