@@ -6,15 +6,14 @@
 //! defect counts as caught only when its cell found that finding by name
 //! (a failpoint without a cell, or whose cell was not run, is not caught).
 //! Beside them a clean selection must pass, or the rehearsal cries wolf.
-//! The score is computed from the run's cell reports, so `rehearse report`
+//! The score is computed from the run's cell reports (`Score::of`, in
+//! `report::score`, the stage that has them), so `rehearse report`
 //! re-renders it as it was.
 
 use serde::{Deserialize, Serialize};
 
-use crate::matrix::Expectation;
 use crate::observe::Verdict;
 use crate::reconcile::Detection;
-use crate::report::CellReport;
 use crate::vocab::RunOutcome;
 
 /// The named matrix of the seeded-defect cells.
@@ -68,26 +67,6 @@ pub struct Score {
 }
 
 impl Score {
-    /// Scores `cells` against the seeded defects `failpoints`; the clean
-    /// cells are those expecting `pass`.
-    pub fn of(failpoints: &[&str], cells: &[CellReport]) -> Score {
-        let defects = failpoints.iter().map(|fp| defect(fp, cells)).collect();
-        let clean: Vec<&CellReport> = cells
-            .iter()
-            .filter(|c| c.expect == Expectation::Pass)
-            .collect();
-        Score {
-            defects,
-            clean_run: clean.len(),
-            clean_passed: clean.iter().filter(|c| c.verdict == Verdict::Pass).count(),
-            clean_failures: clean
-                .iter()
-                .filter(|c| c.verdict != Verdict::Pass)
-                .map(|c| (c.name.clone(), c.verdict_reason.clone()))
-                .collect(),
-        }
-    }
-
     /// Defects caught by name.
     pub fn caught(&self) -> usize {
         self.defects.iter().filter(|d| d.caught()).count()
@@ -147,54 +126,13 @@ impl Score {
     }
 }
 
-fn defect(failpoint: &str, cells: &[CellReport]) -> DefectScore {
-    let name = cell_for(failpoint);
-    let Some(cell) = cells.iter().find(|c| c.name == name) else {
-        return DefectScore {
-            failpoint: failpoint.to_owned(),
-            cell: name.clone(),
-            expected: None,
-            detection: None,
-            verdict: None,
-            phase: None,
-            reason: format!("no cell {name} ran: a seeded defect without a cell is not caught"),
-        };
-    };
-    let expected = match cell.expect {
-        Expectation::Detect(rule) => Some(rule),
-        Expectation::Pass => None,
-    };
-    let phase = expected.and_then(|rule| {
-        cell.findings
-            .iter()
-            .find(|f| f.rule == rule)
-            .map(|f| f.phase.clone())
-    });
-    let reason = if expected.is_none() {
-        format!("{name} expects pass, not a named finding")
-    } else {
-        cell.verdict_reason.clone()
-    };
-    DefectScore {
-        failpoint: failpoint.to_owned(),
-        cell: name,
-        expected: expected.map(|r| r.name().to_owned()),
-        detection: if expected.is_some() {
-            cell.detection
-        } else {
-            Some(Detection::NotCaught)
-        },
-        verdict: Some(cell.verdict),
-        phase,
-        reason,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix::Expectation;
     use crate::matrix::FindingRule;
     use crate::observe::Finding;
+    use crate::report::CellReport;
 
     fn cell(
         name: &str,

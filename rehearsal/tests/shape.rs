@@ -163,11 +163,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "--jobs auto reads a past report.json's durations",
     ),
     (
-        "selftest.rs",
-        "report",
-        "the score is read from report::CellReport",
-    ),
-    (
         "servers.rs",
         "error",
         "returns the library's Error, not one of its own",

@@ -39,6 +39,7 @@ mod json;
 mod junit;
 mod markdown;
 pub mod model;
+mod score;
 pub mod terminal;
 pub mod text;
 
