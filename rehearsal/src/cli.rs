@@ -43,8 +43,7 @@ Environment (the flag wins over its variable):
 
 /// `--backend` from the environment.
 pub const BACKEND_ENV: &str = "REHEARSE_BACKEND";
-/// `--database-url` from the environment.
-pub const DATABASE_URL_ENV: &str = "REHEARSE_DATABASE_URL";
+pub use crate::vocab::choice::DATABASE_URL_ENV;
 /// `--format` from the environment.
 pub const FORMAT_ENV: &str = "REHEARSE_FORMAT";
 /// `--stress` from the environment.

@@ -153,11 +153,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "returns the library's Error, not one of its own",
     ),
     (
-        "mutate/run.rs",
-        "cli",
-        "cli::DATABASE_URL_ENV, the variable a child run reads",
-    ),
-    (
         "schedule.rs",
         "report",
         "--jobs auto reads a past report.json's durations",

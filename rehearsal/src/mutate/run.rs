@@ -286,7 +286,7 @@ impl Runner {
             cmd.env(awa_runtime::pgtemp::BINDIR_ENV, joined);
         }
         if let Some(url) = &self.database_url {
-            cmd.env(crate::cli::DATABASE_URL_ENV, url);
+            cmd.env(crate::vocab::choice::DATABASE_URL_ENV, url);
         }
         let started = Instant::now();
         let mut child = cmd

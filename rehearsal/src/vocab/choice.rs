@@ -3,6 +3,10 @@
 //! `cli` parses each from its flag (clap's `ValueEnum` stays there) and
 //! converts it with `From`; a stage below never sees clap.
 
+/// `--database-url` from the environment (also how `rehearse mutate`
+/// hands the server to the rehearsals it runs as child processes).
+pub const DATABASE_URL_ENV: &str = "REHEARSE_DATABASE_URL";
+
 /// Where worker and producer processes run (`--backend`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
