@@ -138,16 +138,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "`rehearse image`, a subcommand kept beside its stage",
     ),
     (
-        "matrix/intended.rs",
-        "schema",
-        "schema::ObjectKind, a word [schema] shares with the comparison",
-    ),
-    (
-        "matrix/model.rs",
-        "schema",
-        "schema::ObjectKind, a word [schema] shares with the comparison",
-    ),
-    (
         "mutate/mod.rs",
         "error",
         "returns the library's Error, not one of its own",

@@ -13,7 +13,7 @@ use toml::Spanned;
 use super::diagnostic::{Sink, did_you_mean};
 use super::model::{IntendedDifference, SchemaPolicy};
 use super::raw::{RawSchema, table_head};
-use crate::schema::ObjectKind;
+use crate::vocab::schema::ObjectKind;
 
 /// Checks `[schema]`; `None` when an entry is invalid (each is reported).
 pub(crate) fn validate(raw: &Spanned<RawSchema>, sink: &mut Sink<'_>) -> Option<SchemaPolicy> {

@@ -529,7 +529,7 @@ pub struct SchemaPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IntendedDifference {
     /// The kind of schema object.
-    pub kind: crate::schema::ObjectKind,
+    pub kind: crate::vocab::schema::ObjectKind,
     /// Its qualified name; `*` matches any run of characters.
     pub name: String,
     /// Why the difference is intended, and until when.
@@ -538,7 +538,7 @@ pub struct IntendedDifference {
 
 impl IntendedDifference {
     /// Whether this declaration covers the object `kind name`.
-    pub fn covers(&self, kind: crate::schema::ObjectKind, name: &str) -> bool {
+    pub fn covers(&self, kind: crate::vocab::schema::ObjectKind, name: &str) -> bool {
         self.kind == kind && glob_matches(&self.name, name)
     }
 }
