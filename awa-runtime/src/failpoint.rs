@@ -85,9 +85,13 @@ pub const RELEASE_SPENDS_ATTEMPT: &str = "release_spends_attempt";
 /// the job's newer attempt under that attempt's own lease, so the record
 /// reads as the newer run's while that run is told its lease is gone.
 pub const FINISH_CLOSES_NEWER_ATTEMPT: &str = "finish_closes_newer_attempt";
+/// The rescue pass also takes healthy attempts now and then (the first
+/// run of every tenth job, its heartbeat fresh), as a heartbeat rescue:
+/// the job runs again one attempt on, and every count still adds up.
+pub const RESCUE_HEALTHY_ATTEMPTS: &str = "rescue_healthy_attempts";
 
 /// Every seeded defect.
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 23] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -110,6 +114,7 @@ pub const ALL: [&str; 22] = [
     COMPAT_SKIPS_SLOT_GENERATION,
     RELEASE_SPENDS_ATTEMPT,
     FINISH_CLOSES_NEWER_ATTEMPT,
+    RESCUE_HEALTHY_ATTEMPTS,
 ];
 
 /// Whether the failpoint `name` is armed.

@@ -715,3 +715,36 @@ async fn a_late_result_that_closes_the_newer_attempt_is_disowned_only_by_its_run
         .unwrap();
     assert_eq!(found.ids, [job], "{found:?}");
 }
+
+/// rescue_healthy_attempts: the rescue pass takes the healthy first run
+/// of every tenth job, its runtime and lease freshly beating; the real
+/// pass leaves it running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescue_pass_that_takes_healthy_attempts_rescues_fresh_leases() {
+    use awa_runtime::store::{instances, rescue};
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_healthy").await;
+    let c = db.client().await;
+    instances::register(&c, "healthy", "healthy", "0.7.0", "worker")
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(claim_one(&c, "default", "healthy").await);
+    }
+    let tenth: Vec<i64> = held.iter().map(|h| h.0).filter(|j| j % 10 == 0).collect();
+    assert_eq!(tenth.len(), 1, "{held:?}");
+    instances::heartbeat(&c, "healthy", &held).await.unwrap();
+    let real = rescue::rescue(&mut db.client().await, 60_000.0)
+        .await
+        .unwrap();
+    assert_eq!(real, [], "the real pass leaves healthy attempts alone");
+    arm(failpoint::RESCUE_HEALTHY_ATTEMPTS);
+    let taken = rescue::rescue(&mut db.client().await, 60_000.0)
+        .await
+        .unwrap();
+    disarm(failpoint::RESCUE_HEALTHY_ATTEMPTS);
+    let taken: Vec<(i64, rescue::RescueReason)> =
+        taken.iter().map(|r| (r.job_id, r.reason)).collect();
+    assert_eq!(taken, [(tenth[0], rescue::RescueReason::Heartbeat)]);
+}

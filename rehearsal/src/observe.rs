@@ -574,6 +574,11 @@ pub struct Observations {
     /// The run folder keeps them in the cell's history (format 1.1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disowned_runs: Vec<DisownedRun>,
+    /// The `runtime_instances` keys of the runtimes an injected fault
+    /// reached: killed, suspended, or ended without being asked to stop
+    /// (a fence's refusal, a crash). Their attempts' rescues have a cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faulted_runtimes: Vec<String>,
 }
 
 /// A `hold` with `until`: whether its condition held before the hold's

@@ -471,6 +471,8 @@ fn observations() -> Observations {
             from_ms: 1_000,
             to_ms: 4_000,
         }],
+        // Every run of the history ran on runtime w1, which was killed.
+        faulted_runtimes: vec!["w1".into()],
         ..Default::default()
     }
 }
@@ -826,6 +828,42 @@ async fn a_terminal_record_its_own_run_disowned_is_a_terminal_mismatch() {
          first: job 10: its ring record (completed, attempt 2) names run lease 2, whose own run \
          reported that lease lost: another result closed it"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescues_no_injected_fault_explains_are_unexplained_interruptions() {
+    // The same rescues with runtime w1 never killed, suspended or ended:
+    // the crash and heartbeat rescues have no cause; the deadline rescues
+    // of the overrun jobs 8 and 16 still have theirs.
+    let mut obs = observations();
+    obs.faulted_runtimes.clear();
+    let found = reconcile_with("", &obs).await;
+    assert_eq!(
+        rules(&found),
+        [FindingRule::UnexplainedInterruption],
+        "{found:#?}"
+    );
+    assert_eq!(
+        (found[0].ids.as_slice(), found[0].count),
+        (&[10, 11, 12, 14, 15, 16, 17, 18][..], 8)
+    );
+    assert!(
+        found[0].message.ends_with(
+            "first: job 10 (complete) attempt 1 (run lease 1) on w1 was rescued (crash) though its \
+             runtime was neither killed, suspended nor ended unasked, and PostgreSQL did not crash"
+        ),
+        "{}",
+        found[0].message
+    );
+    // A deadline rescue of a job that has no deadline is unexplained even
+    // on a killed runtime.
+    let found = reconcile_with(
+        "UPDATE awa.executions SET outcome = 'rescued_deadline' WHERE job_id = 10 AND run_lease = 1",
+        &observations(),
+    )
+    .await;
+    assert_eq!(rules(&found), [FindingRule::UnexplainedInterruption]);
+    assert_eq!(found[0].ids, [10]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

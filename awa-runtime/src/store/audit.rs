@@ -893,6 +893,55 @@ pub async fn unproven_rescues(
 }
 
 // ---------------------------------------------------------------------
+// Interruptions and their causes
+// ---------------------------------------------------------------------
+
+/// Every attempt of an audited job that a rescue closed, with the runtime
+/// that ran it and the job's mode: what the caller holds against the
+/// faults it injected. A lost lease whose run was really aborted is one
+/// of these too (the rescue closed its execution); one its own close
+/// recorded, or an operator's cancel took, is not an interruption.
+pub const RESCUED_ATTEMPTS: &str = r"
+SELECT e.job_id, e.run_lease, e.attempt, substr(e.outcome, 9), e.instance_id, a.mode
+FROM awa.executions e JOIN audit_jobs a ON a.job_id = e.job_id
+WHERE e.outcome LIKE 'rescued\_%'
+ORDER BY e.job_id, e.run_lease";
+
+/// An attempt a rescue closed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RescuedAttempt {
+    pub job_id: i64,
+    pub run_lease: i64,
+    pub attempt: i32,
+    /// `deadline`, `crash` or `heartbeat` (`rescued_<reason>`).
+    pub reason: String,
+    /// The runtime that ran it.
+    pub instance_id: String,
+    /// The job's mode, as the audit set has it.
+    pub mode: String,
+}
+
+/// Every rescued attempt of an audited job ([`RESCUED_ATTEMPTS`]). Run it
+/// in the transaction that loaded the audit set.
+pub async fn rescued_attempts(client: &Client) -> Result<Vec<RescuedAttempt>> {
+    let rows = client
+        .query(RESCUED_ATTEMPTS, &[])
+        .await
+        .map_err(|e| Error::db("reading rescued attempts", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| RescuedAttempt {
+            job_id: r.get(0),
+            run_lease: r.get(1),
+            attempt: r.get(2),
+            reason: r.get(3),
+            instance_id: r.get(4),
+            mode: r.get(5),
+        })
+        .collect())
+}
+
+// ---------------------------------------------------------------------
 // Cron
 // ---------------------------------------------------------------------
 

@@ -27,6 +27,40 @@ WHERE (l.deadline_at IS NOT NULL AND l.deadline_at < now())
    OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
 LIMIT 500";
 
+/// The seeded defect: [`FIND`], and the healthy first run of every tenth
+/// job, its lease's heartbeat fresh, as a heartbeat rescue.
+const FIND_WITH_HEALTHY: &str = "
+SELECT job_id, run_lease, reason FROM (
+    SELECT m.job_id, m.run_lease, 'deadline' AS reason
+    FROM awa.claim_batches cb
+    CROSS JOIN LATERAL unnest(cb.job_ids, cb.run_leases) AS m(job_id, run_lease)
+    JOIN awa.jobs j ON j.job_id = m.job_id AND j.run_lease = m.run_lease AND j.state = 'running'
+    WHERE cb.deadline_at < now()
+    UNION ALL
+    SELECT l.job_id, l.run_lease,
+           CASE WHEN l.deadline_at IS NOT NULL AND l.deadline_at < now() THEN 'deadline'
+                WHEN ri.instance_id IS NULL OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond' THEN 'crash'
+                ELSE 'heartbeat' END
+    FROM awa.leases l
+    LEFT JOIN awa.runtime_instances ri ON ri.instance_id = l.instance_id
+    WHERE (l.deadline_at IS NOT NULL AND l.deadline_at < now())
+       OR l.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
+       OR ri.instance_id IS NULL
+       OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
+       OR (l.job_id % 10 = 0 AND l.run_lease = 1)
+) found
+LIMIT 500";
+
+/// The statement that finds what to rescue ([`FIND`], unless a seeded
+/// defect replaces it).
+fn find_statement() -> &'static str {
+    if crate::failpoint::armed(crate::failpoint::RESCUE_HEALTHY_ATTEMPTS) {
+        FIND_WITH_HEALTHY
+    } else {
+        FIND
+    }
+}
+
 /// The job rows of one rescue pass (`$1` job ids, `$2` run leases),
 /// locked up front in job order. Workers close and heartbeat in their own
 /// order, so a pass can still meet one in a deadlock; PostgreSQL then
@@ -170,7 +204,7 @@ pub struct Rescued {
 /// promotion, while overrunning handlers waited on their rescue.
 pub async fn rescue(client: &mut Client, stale_ms: f64) -> Result<Vec<Rescued>> {
     let found = client
-        .query(FIND, &[&stale_ms])
+        .query(find_statement(), &[&stale_ms])
         .await
         .map_err(|e| Error::db("finding attempts to rescue", e))?;
     let mut pass = Pass::default();

@@ -585,6 +585,21 @@ impl Cell<'_> {
         };
         self.state.obs.unstopped_handlers = ledger.unstopped.clone();
         self.state.obs.disowned_runs = ledger.disowned();
+        let suspended: std::collections::BTreeSet<&str> = (self.state.obs.suspensions.iter())
+            .map(|s| s.process.as_str())
+            .collect();
+        self.state.obs.faulted_runtimes = ledger
+            .procs
+            .iter()
+            .filter(|p| {
+                p.killed
+                    || suspended.contains(p.name.as_str())
+                    || p.fatal.is_some()
+                    || p.refused.is_some()
+                    || (p.exit.is_some() && !p.stopping)
+            })
+            .filter_map(|p| p.instance_id.clone())
+            .collect();
         self.state.obs.processes = ledger
             .procs
             .iter()

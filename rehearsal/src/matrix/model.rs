@@ -657,11 +657,15 @@ pub enum FindingRule {
     /// did not end cancelled: it ran on and completed, or the cancel hit
     /// another job.
     CancelIgnored,
+    /// An attempt was rescued with no injected fault to explain it: its
+    /// runtime was neither killed, suspended nor ended unasked, PostgreSQL
+    /// did not crash, and it was no deadline overrun.
+    UnexplainedInterruption,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 25] = [
+    pub const ALL: [FindingRule; 26] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -687,6 +691,7 @@ impl FindingRule {
         FindingRule::UnreachableReady,
         FindingRule::Misplaced,
         FindingRule::CancelIgnored,
+        FindingRule::UnexplainedInterruption,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -745,6 +750,7 @@ impl FindingRule {
             FindingRule::UnreachableReady => "unreachable_ready",
             FindingRule::Misplaced => "misplaced",
             FindingRule::CancelIgnored => "cancel_ignored",
+            FindingRule::UnexplainedInterruption => "unexplained_interruption",
         }
     }
 

@@ -163,6 +163,8 @@ pub(super) struct Storage {
     /// Jobs an attempt of which started before it was due.
     pub(super) early: audit::Offenders,
     pub(super) rescues: Vec<UnprovenRescue>,
+    /// Every attempt of an audited job a rescue closed.
+    pub(super) rescued: Vec<audit::RescuedAttempt>,
     pub(super) cron: Vec<CronFault>,
     pub(super) counts: Vec<StateCount>,
     /// `None` before the expand migration.
@@ -244,6 +246,7 @@ async fn read_in_snapshot(
         mismatched: audit::terminal_mismatches(client, &input.disowned).await?,
         early: audit::early_starts(client, &input.scheduled, &crate::driver::env::WAITS).await?,
         rescues: audit::unproven_rescues(client, &input.killed).await?,
+        rescued: audit::rescued_attempts(client).await?,
         cron: audit::cron_faults(client, &input.windows).await?,
         counts: audit::terminal_counts(client, &features).await?,
         columns: if authority.is_some() {

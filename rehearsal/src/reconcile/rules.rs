@@ -123,6 +123,7 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         ),
     );
     out.extend(rescue_unproven(storage, obs));
+    out.extend(unexplained_interruptions(storage, obs));
     out.extend(unstopped_handlers(obs));
     out.extend(cron(storage));
     out.extend(count_drift(storage));
@@ -244,6 +245,56 @@ fn unstopped_handlers(obs: &Observations) -> Option<Finding> {
         ids: ids.into_iter().take(MAX_IDS).collect(),
         count: n,
         at_ms: Some(first.at_ms),
+    })
+}
+
+/// Rescues no injected fault explains. A rescue has a cause when its
+/// attempt's runtime was killed, suspended or ended unasked, when
+/// PostgreSQL crashed in the cell (every heartbeat then goes stale), or,
+/// for a deadline rescue, when the job was made to overrun its deadline
+/// (no other job has one). A healthy runtime starved past `stale_after`
+/// is rescued too; the monitor sees that starvation, and the rule is not
+/// timing-independent, so the cell is then inconclusive, not failed.
+fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Finding> {
+    let pg_crashed = obs.phases.iter().any(|p| p.name == "pg_crash");
+    let faulted: std::collections::BTreeSet<&str> =
+        obs.faulted_runtimes.iter().map(String::as_str).collect();
+    let unexplained: Vec<_> = storage
+        .rescued
+        .iter()
+        .filter(|r| match r.reason.as_str() {
+            "deadline" => r.mode != "overrun_deadline",
+            _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
+        })
+        .collect();
+    let first = unexplained.first()?;
+    let mut ids: Vec<i64> = unexplained.iter().map(|r| r.job_id).collect();
+    ids.dedup();
+    let n = ids.len() as u64;
+    let what = if n == 1 { "job was" } else { "jobs were" };
+    Some(Finding {
+        rule: FindingRule::UnexplainedInterruption,
+        phase: RECONCILE.into(),
+        message: format!(
+            "{} {what} interrupted with no injected fault to explain it; first: job {} ({}) \
+             attempt {} (run lease {}) on {} was rescued ({}) though its runtime was neither \
+             killed, suspended nor ended unasked{}",
+            thousands(n),
+            first.job_id,
+            first.mode,
+            first.attempt,
+            first.run_lease,
+            first.instance_id,
+            first.reason,
+            if first.reason == "deadline" {
+                ", and its job has no deadline to overrun"
+            } else {
+                ", and PostgreSQL did not crash"
+            }
+        ),
+        ids: ids.into_iter().take(MAX_IDS).collect(),
+        count: n,
+        at_ms: None,
     })
 }
 
@@ -559,6 +610,59 @@ mod tests {
             "{}",
             found[0].message
         );
+    }
+
+    #[test]
+    fn a_rescue_no_injected_fault_explains_is_unexplained() {
+        use awa_runtime::store::audit::RescuedAttempt;
+        let rescued = |job_id: i64, reason: &str, instance: &str, mode: &str| RescuedAttempt {
+            job_id,
+            run_lease: 1,
+            attempt: 1,
+            reason: reason.into(),
+            instance_id: instance.into(),
+            mode: mode.into(),
+        };
+        let storage = Storage {
+            rescued: vec![
+                // Its runtime was killed, and a deadline overrun: explained.
+                rescued(3, "crash", "current-worker-1-a", "complete"),
+                rescued(4, "deadline", "current-worker-2-b", "overrun_deadline"),
+                // A healthy runtime's attempt, and a deadline nobody set.
+                rescued(5, "heartbeat", "current-worker-2-b", "sleep"),
+                rescued(6, "deadline", "current-worker-2-b", "complete"),
+            ],
+            ..Default::default()
+        };
+        let obs = Observations {
+            faulted_runtimes: vec!["current-worker-1-a".into()],
+            ..Default::default()
+        };
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::UnexplainedInterruption]);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[5, 6][..], 2));
+        assert_eq!(
+            found[0].message,
+            "2 jobs were interrupted with no injected fault to explain it; first: job 5 (sleep) \
+             attempt 1 (run lease 1) on current-worker-2-b was rescued (heartbeat) though its \
+             runtime was neither killed, suspended nor ended unasked, and PostgreSQL did not crash"
+        );
+        assert!(!FindingRule::UnexplainedInterruption.timing_independent());
+        // A PostgreSQL crash explains every crash and heartbeat rescue, not
+        // a deadline nobody set.
+        let crashed = Observations {
+            phases: vec![Phase {
+                step: 3,
+                name: "pg_crash".into(),
+                detail: String::new(),
+                start_ms: 0,
+                end_ms: 1,
+                outcome: crate::observe::StepOutcome::Ok,
+            }],
+            ..obs
+        };
+        let found = findings(&storage, &crashed);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[6][..], 1));
     }
 
     /// The rule catches what the ledger records of a worker that left a
