@@ -208,8 +208,8 @@ pub struct FleetView {
     /// `lease_lost`, or a `finished` whose close lost (`stale`).
     pub lost_by_run: BTreeSet<(i64, i64)>,
     /// Attempts whose own run reported its close recorded (a `finished`
-    /// with any outcome but `stale`).
-    pub closed_by_run: BTreeSet<(i64, i64)>,
+    /// with any outcome but `stale`), and whether that close was terminal.
+    pub closed_by_run: BTreeMap<(i64, i64), bool>,
     /// stdout lines that broke the contract, with the process.
     pub garbled: Vec<(ProcId, String)>,
     /// Events of a kind the contract does not have (a newer release's), with the process.
@@ -245,7 +245,7 @@ impl FleetView {
             late_results: LateResults::default(),
             unstopped: Vec::new(),
             lost_by_run: BTreeSet::new(),
-            closed_by_run: BTreeSet::new(),
+            closed_by_run: BTreeMap::new(),
             garbled: Vec::new(),
             unknown: Vec::new(),
         }
@@ -378,10 +378,17 @@ impl FleetView {
                 proc.finished += 1;
                 proc.in_flight.remove(&(f.job_id, f.run_lease));
                 let key = (f.job_id, f.run_lease);
-                if f.outcome == awa_runtime::events::AttemptOutcome::Stale {
-                    self.lost_by_run.insert(key);
-                } else {
-                    self.closed_by_run.insert(key);
+                use awa_runtime::events::AttemptOutcome as O;
+                match f.outcome {
+                    O::Stale => {
+                        self.lost_by_run.insert(key);
+                    }
+                    O::Retry | O::Snoozed => {
+                        self.closed_by_run.insert(key, false);
+                    }
+                    O::Completed | O::Failed | O::Cancelled | O::DeadLettered => {
+                        self.closed_by_run.insert(key, true);
+                    }
                 }
                 self.judge_late_result(id, f.job_id, f.run_lease);
             }
@@ -459,13 +466,23 @@ impl FleetView {
     }
 
     /// Attempts whose own run reported them lost and never reported its
-    /// close recorded: whatever terminal record names one of their run
-    /// leases, that run did not write it (its result lost, or another's
-    /// result closed it). A run that reports both (its close committed
-    /// just as its heartbeat missed the deleted lease twice) owns it.
+    /// close recorded, of jobs another run of which reported its terminal
+    /// close recorded: a terminal record naming one of these leases is
+    /// that other run's result, closing an attempt that was not its own.
+    /// A run that reports both (its close committed just as its heartbeat
+    /// missed the deleted lease twice) owns its lease; and a run alone in
+    /// reporting its close lost disowns nothing, since a PostgreSQL crash
+    /// can lose the answer to a close that committed (the retried close
+    /// then finds the attempt gone and says `stale`).
     pub fn disowned(&self) -> Vec<DisownedRun> {
         self.lost_by_run
-            .difference(&self.closed_by_run)
+            .iter()
+            .filter(|key| !self.closed_by_run.contains_key(key))
+            .filter(|&&(job, lease)| {
+                self.closed_by_run
+                    .range((job, i64::MIN)..=(job, i64::MAX))
+                    .any(|(&(_, other), &terminal)| terminal && other != lease)
+            })
             .map(|&(job_id, run_lease)| DisownedRun { job_id, run_lease })
             .collect()
     }
@@ -730,13 +747,22 @@ mod tests {
         let lease = |event: &str, job: i64, lease: i64| {
             format!(r#"{{"event":"{event}","job_id":{job},"run_lease":{lease}}}"#)
         };
+        // Another run of the job reported a terminal close recorded.
+        l.apply(line(w, &finished(1, 1, "completed")));
         l.apply(line(w, &lease("lease_lost", 1, 2)));
+        l.apply(line(w, &finished(2, 2, "failed")));
         l.apply(line(w, &finished(2, 1, "stale")));
         l.apply(line(w, &finished(3, 1, "completed")));
         // Lost just as its own close committed: the run owns its record.
+        l.apply(line(w, &finished(4, 2, "completed")));
         l.apply(line(w, &lease("lease_lost", 4, 1)));
         l.apply(line(w, &finished(4, 1, "completed")));
         l.apply(line(w, &lease("released", 5, 1)));
+        // Alone in its report (a PostgreSQL crash lost its close's
+        // answer), or beside another run that only retried: nothing.
+        l.apply(line(w, &finished(6, 1, "stale")));
+        l.apply(line(w, &finished(7, 1, "retry")));
+        l.apply(line(w, &lease("lease_lost", 7, 2)));
         let disowned: Vec<(i64, i64)> = l
             .disowned()
             .iter()
