@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo bench -p awa-runtime --bench rings [-- ROTATIONS]`.
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use awa_runtime::store::{Ring, rings};
 use std::process::{Command, Stdio};
 use std::time::Instant;

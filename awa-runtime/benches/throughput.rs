@@ -9,7 +9,7 @@
 //! job is left. The frozen 0.6.2 (built from its archive) runs beside
 //! this build, on the same server.
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;

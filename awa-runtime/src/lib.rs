@@ -29,7 +29,6 @@ pub mod events;
 pub mod failpoint;
 pub mod gate;
 pub mod maintenance;
-pub mod pgtemp;
 pub mod producer;
 pub mod redact;
 pub mod release;

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use rehearsal::matrix;
 use rehearsal::observe::{AcceptedJob, CronWindow, InFlight, KillRecord, Observations};
 use rehearsal::plan;

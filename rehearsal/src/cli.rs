@@ -279,11 +279,11 @@ struct ServerArgs {
 struct BinDirArgs {
     /// PostgreSQL bin directories (':'-separated) searched first for the
     /// throwaway clusters; each major is read from its own `postgres --version`.
-    #[arg(long, value_name = "DIRS", env = awa_runtime::pgtemp::BINDIR_ENV)]
+    #[arg(long, value_name = "DIRS", env = awa_harness::pgtemp::BINDIR_ENV)]
     pg_bindir: Option<PathBuf>,
 
     /// The older name of --pg-bindir, searched after it.
-    #[arg(long, value_name = "DIRS", env = awa_runtime::pgtemp::LEGACY_BINDIR_ENV)]
+    #[arg(long, value_name = "DIRS", env = awa_harness::pgtemp::LEGACY_BINDIR_ENV)]
     awa_pg_bindir: Option<PathBuf>,
 }
 
@@ -292,8 +292,8 @@ impl BinDirArgs {
     fn dirs(self) -> Vec<(&'static str, PathBuf)> {
         let mut dirs = Vec::new();
         for (var, value) in [
-            (awa_runtime::pgtemp::BINDIR_ENV, self.pg_bindir),
-            (awa_runtime::pgtemp::LEGACY_BINDIR_ENV, self.awa_pg_bindir),
+            (awa_harness::pgtemp::BINDIR_ENV, self.pg_bindir),
+            (awa_harness::pgtemp::LEGACY_BINDIR_ENV, self.awa_pg_bindir),
         ] {
             if let Some(value) = value.filter(|v| !v.as_os_str().is_empty()) {
                 dirs.extend(std::env::split_paths(&value).map(|d| (var, d)));

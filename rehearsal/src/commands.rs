@@ -736,7 +736,7 @@ fn doctor(
         Ok(_) => {}
         Err(e) => matrix_problem = Some(awa_runtime::error::chain(&e)),
     }
-    let mut search = awa_runtime::pgtemp::Search::from_env();
+    let mut search = awa_harness::pgtemp::Search::from_env();
     search.env_dirs = cli.global.pg_bindirs.clone();
     let report = crate::doctor::examine(&crate::doctor::Ask {
         majors: &majors,

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use awa_runtime::pgtemp::{Found, Search, WHEEL_MAJOR, install_hint};
+use awa_harness::pgtemp::{Found, Search, WHEEL_MAJOR, install_hint};
 
 use crate::artifacts::Repo;
 use crate::servers::Major;
@@ -420,7 +420,7 @@ async fn registry(doctor: &mut Doctor, host: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use awa_runtime::pgtemp::{Installation, Origin, Problem};
+    use awa_harness::pgtemp::{Installation, Origin, Problem};
 
     fn install(major: u32) -> Installation {
         Installation {

@@ -33,7 +33,7 @@ use crate::servers::Spec;
 use crate::stream::{CellRun, RunEvent};
 use crate::stress::{BusyLoad, Stress, StressInfo};
 use crate::vocab::{Backend, Color, Format};
-use awa_runtime::pgtemp::Search;
+use awa_harness::pgtemp::Search;
 
 /// What `rehearse run` was asked to do, validated.
 #[derive(Clone, Debug)]

@@ -10,14 +10,14 @@
 //! report names the server once, for the run).
 //!
 //! Which binaries serve a major is found by
-//! [`awa_runtime::pgtemp::Search`] (its order is documented there); a
+//! [`awa_harness::pgtemp::Search`] (its order is documented there); a
 //! requested major that is missing is bad input (exit 2), refused with how
 //! to install it before anything is built or started.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use awa_runtime::pgtemp::{Installation, Search};
+use awa_harness::pgtemp::{Installation, Search};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;

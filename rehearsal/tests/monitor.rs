@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use common::database::on_06_schema;
 use rehearsal::matrix::FindingRule;
 use rehearsal::monitor::{Beating, Counts, EVENT_EVERY, Live, Monitor, Samples};

@@ -15,7 +15,7 @@ use std::process::Command;
 use common::rehearse::{checkout, text};
 use common::scratch::Scratch;
 
-use awa_runtime::pgtemp::{Cluster, Search};
+use awa_harness::pgtemp::{Cluster, Search};
 use serde_json::Value;
 
 /// A scratch tree (for reports, with an empty folder `empty/`); runs use

@@ -11,7 +11,7 @@
 
 pub mod common;
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use common::database::on_06_schema;
 use rehearsal::driver::probe::Probe;
 use tokio_postgres::Client;

@@ -5,8 +5,8 @@
 
 pub mod common;
 
+use awa_harness::pgtemp::Cluster;
 use awa_runtime::events::{Event, Flipped};
-use awa_runtime::pgtemp::Cluster;
 use awa_runtime::store::authority::RingFlip;
 use common::database::on_06_schema;
 use common::matrix::{PREVIOUS_AND_CURRENT, matrix};

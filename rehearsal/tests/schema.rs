@@ -12,7 +12,7 @@ pub mod common;
 
 use std::time::Instant;
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use awa_runtime::schema::{MIGRATIONS, MigrateOptions};
 use common::database::on_06_schema;
 use common::matrix::{PREVIOUS_AND_CURRENT, matrix};

@@ -9,7 +9,7 @@ pub mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use common::matrix::current_only;
 use common::rehearse::{on_scratch, run};
 use common::scratch::Scratch;

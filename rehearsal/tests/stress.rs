@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use common::matrix::current_only;
 use common::rehearse::{on_scratch, run, wait};
 use common::report::read_report;

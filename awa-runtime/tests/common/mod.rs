@@ -5,7 +5,7 @@
     reason = "each test binary compiles this shared harness and uses only part of it"
 )]
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use serde_json::Value;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use awa_runtime::pgtemp::{Cluster, PgError};
+use awa_harness::pgtemp::{Cluster, PgError};
 use tokio::sync::Mutex;
 
 /// Longest identifier PostgreSQL keeps.

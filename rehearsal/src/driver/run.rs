@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use nix::sys::resource::UsageWho;
 use tokio::sync::{Mutex, watch};
 

@@ -189,7 +189,7 @@ impl Runner {
         for file in ["Cargo.toml", "Cargo.lock"] {
             sync_file(&self.root.join(file), &work.join(file))?;
         }
-        for krate in ["awa-runtime", "rehearsal"] {
+        for krate in ["awa-runtime", "awa-harness", "rehearsal"] {
             sync_dir(&self.root.join(krate), &work.join(krate))?;
         }
         Ok(())
@@ -283,7 +283,7 @@ impl Runner {
             .stderr(log2);
         if !self.pg_bindirs.is_empty() {
             let joined = std::env::join_paths(&self.pg_bindirs).map_err(|e| fail(e.to_string()))?;
-            cmd.env(awa_runtime::pgtemp::BINDIR_ENV, joined);
+            cmd.env(awa_harness::pgtemp::BINDIR_ENV, joined);
         }
         if let Some(url) = &self.database_url {
             cmd.env(crate::vocab::choice::DATABASE_URL_ENV, url);

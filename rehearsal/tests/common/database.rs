@@ -1,6 +1,6 @@
 //! Databases on a throwaway cluster, set up the way a fleet leaves them.
 
-use awa_runtime::pgtemp::Cluster;
+use awa_harness::pgtemp::Cluster;
 use awa_runtime::schema::MIGRATIONS;
 use tokio_postgres::Client;
 

@@ -347,7 +347,7 @@ async fn watch_registrations(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use awa_runtime::pgtemp::Cluster;
+    use awa_harness::pgtemp::Cluster;
     use awa_runtime::schema::{MigrateOptions, migrate};
     use awa_runtime::version::SCHEMA_VERSION;
 

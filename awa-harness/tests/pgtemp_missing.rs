@@ -2,7 +2,7 @@
 //! binary because environment variables are process-global and the other
 //! pgtemp tests must not see this one.
 
-use awa_runtime::pgtemp::{Cluster, PgError, find_bindir};
+use awa_harness::pgtemp::{Cluster, PgError, find_bindir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_bindir_env_is_reported_with_install_hint() {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use awa_runtime::pgtemp::{Cluster, PgError};
+use awa_harness::pgtemp::{Cluster, PgError};
 use tokio_postgres::NoTls;
 
 /// Connects with a URL, as a user of `Cluster::url` would.
