@@ -4,5 +4,8 @@
 //!
 //! * [`pgtemp`]: a throwaway PostgreSQL cluster, and where PostgreSQL's
 //!   server binaries are found.
+//! * [`release`]: the frozen release archives of `artifacts/`, verified
+//!   against their digests and built.
 
 pub mod pgtemp;
+pub mod release;

@@ -108,9 +108,9 @@ async fn main() {
         .unwrap()
         .to_path_buf();
     let artifacts = repo.join("artifacts");
-    let manifest = awa_runtime::release::load_manifest(&artifacts).unwrap();
+    let manifest = awa_harness::release::load_manifest(&artifacts).unwrap();
     let r = manifest.release("0.6.2", &artifacts).unwrap();
-    let bin062 = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases"))
+    let bin062 = awa_harness::release::build(&artifacts, r, &repo.join("target").join("releases"))
         .unwrap()
         .binary;
 

@@ -110,9 +110,9 @@ fn release_062() -> Option<String> {
         .parent()?
         .to_path_buf();
     let artifacts = repo.join("artifacts");
-    let manifest = awa_runtime::release::load_manifest(&artifacts).ok()?;
+    let manifest = awa_harness::release::load_manifest(&artifacts).ok()?;
     let r = manifest.release("0.6.2", &artifacts).ok()?;
-    match awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases")) {
+    match awa_harness::release::build(&artifacts, r, &repo.join("target").join("releases")) {
         Ok(b) => Some(b.binary.to_string_lossy().into_owned()),
         Err(e) => {
             eprintln!("skipping 0.6.2: {e}");

@@ -31,7 +31,6 @@ pub mod gate;
 pub mod maintenance;
 pub mod producer;
 pub mod redact;
-pub mod release;
 pub mod schema;
 pub mod store;
 pub mod timings;

@@ -6,7 +6,7 @@
 
 mod common;
 
-use awa_runtime::release::{self, Built};
+use awa_harness::release::{self, Built};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

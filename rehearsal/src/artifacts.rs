@@ -11,7 +11,7 @@
 //!   `--features failpoints` into `target/failpoints` (the failpoint is armed
 //!   per process with `AWA_FAILPOINTS`, so defective candidates share it);
 //! - `release = "X.Y.Z"`: the archive listed in `artifacts/manifest.toml`,
-//!   digest-verified and built by `awa_runtime::release` (cached by digest
+//!   digest-verified and built by `awa_harness::release` (cached by digest
 //!   under `target/releases`, reported as `cached` when it was);
 //! - `image = "..."`: refused: the process backend runs binaries; on the
 //!   docker backend image artifacts are resolved by `crate::image` and
@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use awa_runtime::release::{self, ReleaseError};
+use awa_harness::release::{self, ReleaseError};
 
 use crate::matrix::{Artifact, ArtifactSource, BuildSource, Version};
 
@@ -135,7 +135,7 @@ pub enum ArtifactError {
     Release {
         /// The artifact.
         name: String,
-        /// What `awa_runtime::release` said.
+        /// What `awa_harness::release` said.
         #[source]
         source: ReleaseError,
     },

@@ -187,7 +187,7 @@ fn known(cli: &Cli, env: &Environment, matrix_file: &Path) -> Result<matrix::Kno
     let manifest = match crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)]) {
         Ok(repo) => {
             let dir = repo.artifacts();
-            let manifest = awa_runtime::release::load_manifest(&dir).map_err(|source| {
+            let manifest = awa_harness::release::load_manifest(&dir).map_err(|source| {
                 crate::artifacts::ArtifactError::Release {
                     name: "(manifest)".into(),
                     source,
@@ -248,7 +248,7 @@ fn matrix_checksum(path: &Path) -> Result<String, Error> {
             source,
         })
     })?;
-    Ok(awa_runtime::release::sha256_hex(&bytes))
+    Ok(awa_harness::release::sha256_hex(&bytes))
 }
 
 /// `--durations FILE`, read before anything starts (only with

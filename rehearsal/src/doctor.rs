@@ -240,7 +240,7 @@ fn cargo(doctor: &mut Doctor) {
 /// Each release archive against its manifest digest, and whether it is built.
 fn releases(doctor: &mut Doctor, repo: &Repo) {
     let dir = repo.artifacts();
-    let manifest = match awa_runtime::release::load_manifest(&dir) {
+    let manifest = match awa_harness::release::load_manifest(&dir) {
         Ok(m) => m,
         Err(e) => {
             doctor.push(
@@ -253,7 +253,7 @@ fn releases(doctor: &mut Doctor, repo: &Repo) {
     };
     for r in &manifest.releases {
         let path = dir.join(&r.archive);
-        match awa_runtime::release::verify(&dir, r) {
+        match awa_harness::release::verify(&dir, r) {
             Ok(_) => doctor.push(
                 "release",
                 Status::Ok,

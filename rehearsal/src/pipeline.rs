@@ -400,7 +400,7 @@ fn docker_stage(
         }
     )?;
     let wanted = wanted(&args.plan);
-    let manifest = awa_runtime::release::load_manifest(&args.repo.artifacts()).ok();
+    let manifest = awa_harness::release::load_manifest(&args.repo.artifacts()).ok();
     let quiet = args.quiet;
     let mut progress = |line: String| {
         if !quiet {

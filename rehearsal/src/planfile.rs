@@ -279,7 +279,7 @@ impl PlanFile {
 /// sha256 (hex) of a plan.json's content without its digest: the
 /// compact JSON of the value, whose object keys serde_json keeps sorted.
 fn content_digest(value: &serde_json::Value) -> String {
-    awa_runtime::release::sha256_hex(value.to_string().as_bytes())
+    awa_harness::release::sha256_hex(value.to_string().as_bytes())
 }
 
 /// A digest as artifacts are pinned: 64 hex digits, bare (a binary) or

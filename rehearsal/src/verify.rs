@@ -168,7 +168,7 @@ fn check_rendered(dir: &Path, report_path: &Path, v: &mut Verification) {
     ) else {
         return;
     };
-    let sha = awa_runtime::release::sha256_hex(&json);
+    let sha = awa_harness::release::sha256_hex(&json);
     if !html.contains(&sha) {
         v.problems.push(Problem::Evidence(format!(
             "report.json's sha256 is {sha}, which {} does not record: report.json changed after the report was rendered",

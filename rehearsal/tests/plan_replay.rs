@@ -81,7 +81,7 @@ fn a_recorded_plan_replays_with_the_same_steps_and_a_changed_digest_is_refused()
     );
     assert_eq!(
         recorded.plan.matrix_checksum,
-        awa_runtime::release::sha256_hex(text.as_bytes())
+        awa_harness::release::sha256_hex(text.as_bytes())
     );
     for cell in &report.cells {
         let planned = recorded

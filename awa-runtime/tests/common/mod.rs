@@ -228,9 +228,9 @@ pub fn release_bin(version: &str) -> String {
         .unwrap()
         .to_path_buf();
     let artifacts = repo.join("artifacts");
-    let manifest = awa_runtime::release::load_manifest(&artifacts).unwrap();
+    let manifest = awa_harness::release::load_manifest(&artifacts).unwrap();
     let r = manifest.release(version, &artifacts).unwrap();
-    let built = awa_runtime::release::build(&artifacts, r, &repo.join("target").join("releases"))
+    let built = awa_harness::release::build(&artifacts, r, &repo.join("target").join("releases"))
         .unwrap_or_else(|e| panic!("{e}"));
     built.binary.to_str().unwrap().to_string()
 }

@@ -514,7 +514,7 @@ impl Probe {
 pub fn digest(dump: &str) -> String {
     format!(
         "sha256:{}",
-        awa_runtime::release::sha256_hex(dump.as_bytes())
+        awa_harness::release::sha256_hex(dump.as_bytes())
     )
 }
 

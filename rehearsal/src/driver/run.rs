@@ -536,7 +536,7 @@ pub fn migration_checksums() -> BTreeMap<String, String> {
     awa_runtime::schema::MIGRATIONS
         .iter()
         .map(|m| {
-            let hex = awa_runtime::release::sha256_hex(m.sql.as_bytes());
+            let hex = awa_harness::release::sha256_hex(m.sql.as_bytes());
             (format!("v{}", m.version), hex)
         })
         .collect()

@@ -2,7 +2,7 @@
 //!
 //! `build` makes (or reuses) the image of every release listed in
 //! `artifacts/manifest.toml` (each archive SHA-256-checked and built by
-//! `awa_runtime::release`) and of the current workspace build. `publish`
+//! `awa_harness::release`) and of the current workspace build. `publish`
 //! does the release images and pushes them to a registry, printing the
 //! digest the registry serves for each. `list` shows the local runtime
 //! images and, with `--registry`, the registry's tags with their digests
@@ -33,7 +33,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 
 /// The artifacts `build` makes images of: every release, plus the current build.
 fn every_artifact(repo: &Repo, with_current: bool) -> Result<BTreeMap<String, Artifact>, Error> {
-    let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).map_err(|source| {
+    let manifest = awa_harness::release::load_manifest(&repo.artifacts()).map_err(|source| {
         artifacts::ArtifactError::Release {
             name: "manifest".into(),
             source,
@@ -80,7 +80,7 @@ fn build_images(
         let _ = writeln!(err, "{line}");
     };
     let mut resolution = artifacts::resolve(repo, &wanted, &mut progress)?;
-    let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).ok();
+    let manifest = awa_harness::release::load_manifest(&repo.artifacts()).ok();
     let fleet = DockerFleet::new(
         engine.clone(),
         &format!("artifacts-{}", std::process::id()),
@@ -261,7 +261,7 @@ fn list_registry(
     local_digests: &[(String, String)],
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let manifest = awa_runtime::release::load_manifest(&repo.artifacts()).ok();
+    let manifest = awa_harness::release::load_manifest(&repo.artifacts()).ok();
     let client = Registry::new(host, credentials::lookup(host));
     let registry_error = |e: super::registry::RegistryError| {
         Error::Image(super::ImageError::Registry {
@@ -358,7 +358,7 @@ pub fn prune(
     let runtime = runtime()?;
     let engine = runtime.block_on(Engine::connect())?;
     writeln!(err, "{}", engine.describe())?;
-    let releases: Vec<String> = awa_runtime::release::load_manifest(&repo.artifacts())
+    let releases: Vec<String> = awa_harness::release::load_manifest(&repo.artifacts())
         .map(|m| m.releases.into_iter().map(|r| r.image).collect())
         .unwrap_or_default();
     let images = rehearsal_images(&runtime, &engine)?;

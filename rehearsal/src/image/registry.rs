@@ -107,7 +107,7 @@ pub fn check_host(registry: &str) -> Result<(), String> {
 
 /// `sha256:HEX` of some bytes (a manifest's digest).
 pub fn digest_of(bytes: &[u8]) -> String {
-    format!("sha256:{}", awa_runtime::release::sha256_hex(bytes))
+    format!("sha256:{}", awa_harness::release::sha256_hex(bytes))
 }
 
 /// The `next` target of a `Link` header (`</v2/x/tags/list?last=a&n=100>; rel="next"`).

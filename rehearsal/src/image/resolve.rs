@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use awa_runtime::release::Manifest;
+use awa_harness::release::Manifest;
 
 use super::build::{self, BuildRequest};
 use super::credentials;

@@ -300,7 +300,7 @@ pub enum MutateError {
     },
     /// The previous release's archive is not listed or not intact (bad input).
     #[error("the previous release's archive: {0}")]
-    Release(#[from] awa_runtime::release::ReleaseError),
+    Release(#[from] awa_harness::release::ReleaseError),
     /// `--mutant ID` names no mutant in scope (bad input).
     #[error(
         "--mutant {id}: no such mutant in scope; `rehearse mutate --list` (with the same --all/--in-diff) prints the ids"
@@ -493,9 +493,9 @@ pub fn generate_for(
             }
         };
         let artifacts = repo.artifacts();
-        let manifest = awa_runtime::release::load_manifest(&artifacts)?;
+        let manifest = awa_harness::release::load_manifest(&artifacts)?;
         let entry = manifest.release(&previous, &artifacts)?;
-        let archive = awa_runtime::release::verify(&artifacts, entry)?;
+        let archive = awa_harness::release::verify(&artifacts, entry)?;
         described = format!("in-diff against {previous}");
         Scope::in_diff(&Tree::read_crate(&archive)?)
     };

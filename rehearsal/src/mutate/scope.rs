@@ -11,8 +11,10 @@
 //! Never mutated: the failpoints (`src/failpoint.rs`, and at their call
 //! sites the condition and the branch an armed failpoint takes), the
 //! audit API the rehearsal reads to judge (`src/store/audit.rs`), the
-//! throwaway-PostgreSQL and release-building helpers (`src/pgtemp*`,
-//! `src/release.rs`), tests, benches and `#[cfg(test)]` code.
+//! throwaway-PostgreSQL and release-building helpers where a release
+//! archive still carries them (`src/pgtemp*`, `src/release.rs`; since
+//! 0.7 they live in awa-harness, outside what is mutated), tests,
+//! benches and `#[cfg(test)]` code.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

@@ -46,7 +46,7 @@ pub fn render_all(dir: &Path, report: &RunReport) -> Result<(), ReportError> {
     write_file(dir, JUNIT_XML, &render_junit(report))?;
     let json_sha256 = std::fs::read(dir.join(REPORT_JSON))
         .ok()
-        .map(|bytes| awa_runtime::release::sha256_hex(&bytes));
+        .map(|bytes| awa_harness::release::sha256_hex(&bytes));
     write_file(
         dir,
         REPORT_HTML,
@@ -134,7 +134,7 @@ mod tests {
         // report.html names the hash of the report.json beside it.
         let json = std::fs::read(target.join(REPORT_JSON)).unwrap();
         let html = std::fs::read_to_string(target.join(REPORT_HTML)).unwrap();
-        let sum = awa_runtime::release::sha256_hex(&json);
+        let sum = awa_harness::release::sha256_hex(&json);
         assert_eq!(sum.len(), 64);
         assert!(html.contains(&format!("<code class=\"digest\">{sum}</code>")));
     }
