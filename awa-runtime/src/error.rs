@@ -40,7 +40,7 @@ pub enum Error {
     },
     /// An operator command gave up waiting for a lock; the holders are named.
     #[error("{0}")]
-    Blocked(Box<crate::store::lock_wait::Blocked>),
+    Blocked(Box<crate::locks::Blocked>),
     /// Local I/O (stdout closed, signal setup).
     #[error("{0}")]
     Io(#[from] std::io::Error),

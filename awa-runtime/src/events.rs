@@ -21,8 +21,8 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::locks::Blocked;
 use crate::store::authority::{Authority, Blocker, RingFlip};
-use crate::store::lock_wait::Blocked;
 use crate::store::rescue::RescueReason;
 use crate::workload::Mode;
 

@@ -28,6 +28,7 @@ pub mod error;
 pub mod events;
 pub mod failpoint;
 pub mod gate;
+pub mod locks;
 pub mod maintenance;
 pub mod producer;
 pub mod redact;
