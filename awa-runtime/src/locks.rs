@@ -1,10 +1,18 @@
-//! The runtime's locks as words every layer shares: who held locks on
-//! the runtime's tables when an operator command gave up waiting
-//! ([`Blocked`], which the error type carries and `blocked` events
-//! report). A leaf: it names no other module, so the error type and the
-//! store both build on it.
+//! The runtime's locks as words every layer shares: the advisory lock
+//! keys, and who held locks on the runtime's tables when an operator
+//! command gave up waiting ([`Blocked`], which the error type carries and
+//! `blocked` events report). A leaf: it names no other module, so the
+//! error type, the store, maintenance and migrations all build on it.
 
 use serde::{Deserialize, Serialize};
+
+/// The session advisory lock key of maintenance leadership. The store's
+/// lock waits match a 0.6 session to the leader by it.
+pub const LEADER_LOCK_KEY: i64 = 0x6177_615f_6c65_6164;
+
+/// Serialises migrators (transaction-scoped advisory lock). Public so an
+/// observer (the rehearsal) can see a migration in flight in `pg_locks`.
+pub const MIGRATE_LOCK_KEY: i64 = 0x6177_615f_6d67_7274;
 
 /// The runtime a lock-holding session belongs to.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -13,8 +13,7 @@ use crate::timings::Timings;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 
-/// The session advisory lock key of maintenance leadership.
-pub const LEADER_LOCK_KEY: i64 = 0x6177_615f_6c65_6164;
+pub use crate::locks::LEADER_LOCK_KEY;
 
 const TRY_LEAD: &str = "SELECT pg_try_advisory_lock($1)";
 const RESIGN: &str = "SELECT pg_advisory_unlock($1)";

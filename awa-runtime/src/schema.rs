@@ -47,9 +47,7 @@ pub const MIGRATION_RUNTIME_VERSION_FLOORS: &[(i32, &str)] = &[(3, "0.6.2")];
 /// design review, a header justification and an operator procedure.
 pub const EXCLUSIVE_WINDOW_MIGRATIONS: &[i32] = &[];
 
-/// Serialises migrators (transaction-scoped advisory lock). Public so an
-/// observer (the rehearsal) can see a migration in flight in `pg_locks`.
-pub const MIGRATE_LOCK_KEY: i64 = 0x6177_615f_6d67_7274;
+pub use crate::locks::MIGRATE_LOCK_KEY;
 
 /// The advisory lock a rehearsal holds to keep a paused migration open
 /// (`AWA_MIGRATE_HOLD_KEY`): the pause ends once the migration's session

@@ -62,7 +62,7 @@ ORDER BY h.xact_ms DESC, h.pid";
 pub async fn holders(client: &impl GenericClient, min_age: Duration) -> Result<Vec<LockHolder>> {
     let min_ms = min_age.as_secs_f64() * 1000.0;
     let rows = client
-        .query(HOLDERS, &[&min_ms, &crate::maintenance::LEADER_LOCK_KEY])
+        .query(HOLDERS, &[&min_ms, &crate::locks::LEADER_LOCK_KEY])
         .await
         .map_err(|e| Error::db("naming the sessions that hold the locks", e))?;
     Ok(rows
