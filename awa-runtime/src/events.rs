@@ -26,6 +26,8 @@ use crate::store::authority::{Authority, Blocker, RingFlip};
 use crate::store::rescue::RescueReason;
 use crate::workload::Mode;
 
+pub use crate::outcome::AttemptOutcome;
+
 /// One event line, tagged by its `event` field.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -198,26 +200,6 @@ pub struct Started {
     pub instance_id: String,
     /// The worker's version.
     pub version: String,
-}
-
-/// What became of an attempt, as `finished` says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttemptOutcome {
-    /// Done.
-    Completed,
-    /// Failed for good.
-    Failed,
-    /// The handler cancelled its job.
-    Cancelled,
-    /// Re-queued for another attempt.
-    Retry,
-    /// Put back to run later, the attempt not counted as spent.
-    Snoozed,
-    /// Retries were spent: dead-lettered.
-    DeadLettered,
-    /// The attempt no longer held its job (rescued, cancelled, superseded): nothing was written.
-    Stale,
 }
 
 /// `finished`: a worker recorded an attempt's outcome.

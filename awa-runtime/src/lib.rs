@@ -30,6 +30,7 @@ pub mod failpoint;
 pub mod gate;
 pub mod locks;
 pub mod maintenance;
+pub mod outcome;
 pub mod producer;
 pub mod redact;
 pub mod schema;

@@ -1,7 +1,7 @@
 //! The built-in `rehearsal` job kind: each mode has exactly one designed
 //! terminal `(state, attempt)`, so reconciliation can judge every job.
 
-use crate::store::finish::Outcome;
+use crate::outcome::Outcome;
 use std::time::Duration;
 
 /// The job kind of the rehearsal workload.

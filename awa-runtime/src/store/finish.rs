@@ -9,6 +9,8 @@
 use crate::error::{Error, Result};
 use tokio_postgres::{Client, ToStatement};
 
+pub use crate::outcome::Outcome;
+
 /// The tail every close shares: given a CTE `j` of closed attempts
 /// (job_id, run_lease, attempt, queue, priority, kind, outcome), append closure
 /// evidence, release the lease and finish the execution row; returns the
@@ -160,46 +162,6 @@ const IS_RUNNING: &str = "SELECT 1 FROM awa.jobs WHERE job_id = $1 AND state = '
 const MARK_STALE: &str = "UPDATE awa.executions x SET finished_at = now(), outcome = 'stale'
 FROM unnest($1::int8[], $2::int8[]) AS t(job_id, run_lease)
 WHERE x.job_id = t.job_id AND x.run_lease = t.run_lease AND x.finished_at IS NULL";
-
-/// What a handler asks for at the end of an attempt.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Done.
-    Completed,
-    /// Failed for good.
-    Failed,
-    /// The handler cancelled the job.
-    Cancelled,
-    /// Run again after a backoff, or dead-letter when attempts are spent.
-    Retry { backoff_ms: f64, reason: String },
-    /// Run again later without spending an attempt.
-    Snooze { ms: f64 },
-}
-
-impl Outcome {
-    /// What the `finished` event says of it once recorded.
-    pub fn attempt_outcome(&self) -> crate::events::AttemptOutcome {
-        use crate::events::AttemptOutcome;
-        match self {
-            Outcome::Completed => AttemptOutcome::Completed,
-            Outcome::Failed => AttemptOutcome::Failed,
-            Outcome::Cancelled => AttemptOutcome::Cancelled,
-            Outcome::Retry { .. } => AttemptOutcome::Retry,
-            Outcome::Snooze { .. } => AttemptOutcome::Snoozed,
-        }
-    }
-
-    /// The word used in closures, executions and events.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::Failed => "failed",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Retry { .. } => "retry",
-            Outcome::Snooze { .. } => "snoozed",
-        }
-    }
-}
 
 /// What became of a close.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
