@@ -48,6 +48,7 @@ pub const MIGRATION_RUNTIME_VERSION_FLOORS: &[(i32, &str)] = &[(3, "0.6.2")];
 pub const EXCLUSIVE_WINDOW_MIGRATIONS: &[i32] = &[];
 
 pub use crate::locks::MIGRATE_LOCK_KEY;
+pub use crate::store::read::current_version;
 
 /// The advisory lock a rehearsal holds to keep a paused migration open
 /// (`AWA_MIGRATE_HOLD_KEY`): the pause ends once the migration's session
@@ -70,8 +71,6 @@ CREATE TABLE IF NOT EXISTS awa.schema_version (
     version    int PRIMARY KEY,
     applied_at timestamptz NOT NULL DEFAULT now()
 );";
-const HAS_VERSION_TABLE: &str = "SELECT to_regclass('awa.schema_version') IS NOT NULL";
-const MAX_VERSION: &str = "SELECT coalesce(max(version), 0) FROM awa.schema_version";
 const RECORD_VERSION: &str = "INSERT INTO awa.schema_version (version) VALUES ($1)";
 /// Held until the migration commits, so no runtime can register or
 /// heartbeat its way past the preflight (blocks INSERT and UPDATE).
@@ -117,24 +116,6 @@ impl Default for MigrateOptions {
             hold_key: None,
         }
     }
-}
-
-/// The schema's current version, or `None` when no schema is installed.
-pub async fn current_version(client: &impl tokio_postgres::GenericClient) -> Result<Option<i32>> {
-    let has: bool = client
-        .query_one(HAS_VERSION_TABLE, &[])
-        .await
-        .map_err(|e| Error::db("reading the schema version", e))?
-        .get(0);
-    if !has {
-        return Ok(None);
-    }
-    let v: i32 = client
-        .query_one(MAX_VERSION, &[])
-        .await
-        .map_err(|e| Error::db("reading the schema version", e))?
-        .get(0);
-    Ok(Some(v))
 }
 
 fn newer_schema(found: i32) -> Error {

@@ -114,9 +114,30 @@ pub async fn status_bounded(
     super::lock_wait::name_holders(client, "status", lock_timeout, result).await
 }
 
+const HAS_VERSION_TABLE: &str = "SELECT to_regclass('awa.schema_version') IS NOT NULL";
+const MAX_VERSION: &str = "SELECT coalesce(max(version), 0) FROM awa.schema_version";
+
+/// The schema's current version, or `None` when no schema is installed.
+pub async fn current_version(client: &impl tokio_postgres::GenericClient) -> Result<Option<i32>> {
+    let has: bool = client
+        .query_one(HAS_VERSION_TABLE, &[])
+        .await
+        .map_err(|e| Error::db("reading the schema version", e))?
+        .get(0);
+    if !has {
+        return Ok(None);
+    }
+    let v: i32 = client
+        .query_one(MAX_VERSION, &[])
+        .await
+        .map_err(|e| Error::db("reading the schema version", e))?
+        .get(0);
+    Ok(Some(v))
+}
+
 /// Read the whole status; `stale_ms` decides which runtimes are fresh.
 pub async fn status(client: &Client, stale_ms: f64) -> Result<Status> {
-    let schema_version = crate::schema::current_version(client).await?;
+    let schema_version = current_version(client).await?;
     let mut s = Status {
         binary_version: crate::version::VERSION.to_string(),
         schema_version,
