@@ -125,6 +125,20 @@ impl Conn {
         })
     }
 
+    /// Open a task's connection, or report the failure as fatal.
+    pub(crate) async fn open_or_report(
+        url: &str,
+        fatal: &tokio::sync::mpsc::Sender<Error>,
+    ) -> Option<Conn> {
+        match Conn::open(url).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let _ = fatal.send(e).await;
+                None
+            }
+        }
+    }
+
     /// The live client, reconnecting first if the last one died.
     pub async fn client(&mut self) -> Result<&Client> {
         if self.client.as_ref().is_none_or(|c| c.is_closed()) {

@@ -34,7 +34,7 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
     fatal: mpsc::Sender<Error>,
 ) {
-    let Some(mut conn) = crate::worker::open_or_report(&url, &fatal).await else {
+    let Some(mut conn) = Conn::open_or_report(&url, &fatal).await else {
         return;
     };
     let mut patience = Patience::new(t.db_patience);

@@ -311,7 +311,7 @@ async fn closer(
     mut rx: mpsc::UnboundedReceiver<Done>,
     fatal: mpsc::Sender<Error>,
 ) {
-    let Some(mut conn) = open_or_report(&url, &fatal).await else {
+    let Some(mut conn) = Conn::open_or_report(&url, &fatal).await else {
         return;
     };
     while let Some(first) = rx.recv().await {
@@ -388,7 +388,7 @@ async fn heartbeat(
     mut stop: watch::Receiver<bool>,
     fatal: mpsc::Sender<Error>,
 ) {
-    let Some(mut conn) = open_or_report(&url, &fatal).await else {
+    let Some(mut conn) = Conn::open_or_report(&url, &fatal).await else {
         return;
     };
     let mut patience = Patience::new(t.db_patience);
@@ -437,17 +437,6 @@ async fn heartbeat(
         tokio::select! {
             _ = tokio::time::sleep(t.heartbeat) => {}
             _ = stop.changed() => {}
-        }
-    }
-}
-
-/// Open a task's connection, or report the failure as fatal.
-pub(crate) async fn open_or_report(url: &str, fatal: &mpsc::Sender<Error>) -> Option<Conn> {
-    match Conn::open(url).await {
-        Ok(c) => Some(c),
-        Err(e) => {
-            let _ = fatal.send(e).await;
-            None
         }
     }
 }
