@@ -6,6 +6,9 @@
 //!   server binaries are found.
 //! * [`release`]: the frozen release archives of `artifacts/`, verified
 //!   against their digests and built.
+//! * [`shape`]: which top-level module each file of a crate names; both
+//!   crates' `tests/shape.rs` rank their modules with it.
 
 pub mod pgtemp;
 pub mod release;
+pub mod shape;
