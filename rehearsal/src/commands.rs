@@ -19,6 +19,8 @@ use crate::matrix::{self, Expectation, Matrix, NamedMatrix};
 use crate::plan::{self, Plan, Selection};
 use crate::report;
 
+mod images;
+
 /// What a command needs from the process environment, gathered once by `main`.
 #[derive(Clone, Debug)]
 pub struct Environment {
@@ -161,6 +163,7 @@ fn mutate_command(
         out,
         err,
     )
+    .map_err(Error::from)
 }
 
 fn selection(cli: &Cli) -> Selection {
@@ -896,14 +899,13 @@ fn artifacts_command(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<RunOutcome, Error> {
-    use crate::image::command;
     let repo = crate::artifacts::Repo::find(&[&env.cwd])?;
     match action {
-        ArtifactsAction::Build => command::build(&repo, out, err),
-        ArtifactsAction::Publish { registry } => command::publish(&repo, registry, out, err),
-        ArtifactsAction::List { registry } => command::list(&repo, registry.as_deref(), out, err),
+        ArtifactsAction::Build => images::build(&repo, out, err),
+        ArtifactsAction::Publish { registry } => images::publish(&repo, registry, out, err),
+        ArtifactsAction::List { registry } => images::list(&repo, registry.as_deref(), out, err),
         ArtifactsAction::Prune { all, repository } => {
-            command::prune(&repo, *all, repository.as_deref(), out, err)
+            images::prune(&repo, *all, repository.as_deref(), out, err)
         }
     }
 }

@@ -99,3 +99,23 @@ impl From<crate::planfile::PlanFileError> for Error {
         Error::PlanFile(Box::new(e))
     }
 }
+
+impl From<crate::driver::run::RunError> for Error {
+    fn from(e: crate::driver::run::RunError) -> Self {
+        use crate::driver::run::RunError;
+        match e {
+            RunError::Harness(message) => Error::Harness(message),
+            RunError::Postgres(message) => Error::Postgres(message),
+        }
+    }
+}
+
+impl From<crate::mutate::SessionError> for Error {
+    fn from(e: crate::mutate::SessionError) -> Self {
+        use crate::mutate::SessionError;
+        match e {
+            SessionError::Output(source) => Error::Output(source),
+            SessionError::Harness(message) => Error::Harness(message),
+        }
+    }
+}

@@ -349,13 +349,15 @@ fn drive(
         std::thread::spawn(move || crate::driver::run::execute(request, events, reconcile));
     let stream = (args.format == Format::Json).then_some(&mut *out);
     let collected = report_events(rx, dir, args.quiet, stream, err);
-    let ran = driver
-        .join()
-        .unwrap_or_else(|_| Err(Error::Harness("the driver's thread panicked".into())));
+    let ran = driver.join().unwrap_or_else(|_| {
+        Err(crate::driver::run::RunError::Harness(
+            "the driver's thread panicked".into(),
+        ))
+    });
     if let Err(e) = ran {
         // Nothing ran: leave no empty report folder behind.
         let _ = std::fs::remove_dir(dir);
-        return Err(e);
+        return Err(e.into());
     }
     collected?
         .ok_or_else(|| Error::Harness("the run's event stream ended before the run did".into()))

@@ -45,12 +45,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::matrix::{Expectation, FlipMode, Step};
 use crate::plan::{CellPlan, Plan};
-use crate::report::RunReport;
 
 pub mod pressure;
 
@@ -96,7 +95,8 @@ impl fmt::Display for Jobs {
     }
 }
 
-/// What an earlier run tells the scheduler.
+/// What an earlier run tells the scheduler, read from its report.json
+/// by [`History::of`] and [`History::best_for`] (which `report` holds).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct History {
     /// The report it came from (`None`: no earlier report).
@@ -143,71 +143,10 @@ impl Load {
 const SATURATED: f64 = 0.85;
 
 impl History {
-    /// What `report` says about its cells and its load. A run beside a
-    /// `--stress` load says nothing of its load: its cells waited for CPU
-    /// the load held, so their CPU per second understates what they ask,
-    /// and the next unstressed run would start too many at once.
-    pub fn of(report: &RunReport, source: PathBuf) -> History {
-        let durations: BTreeMap<String, u64> = report
-            .cells
-            .iter()
-            .map(|c| (c.name.clone(), c.elapsed_ms))
-            .collect();
-        let cell_ms: u64 = durations.values().sum();
-        let measured = !report.run.end.interrupted && report.run.header.stress.is_none();
-        let load = (cell_ms > 0 && measured).then(|| Load {
-            // The containers' CPU is already part of children_cpu_ms.
-            cpu_ms: report.run.end.harness_cpu_ms + report.run.end.children_cpu_ms,
-            cell_ms,
-            wall_ms: report.run.end.wall_ms,
-            cores: report.run.header.cores,
-            jobs: report.run.header.jobs,
-        });
-        History {
-            source: Some(source),
-            backend: report.run.header.backend.clone(),
-            durations,
-            load,
-        }
-    }
-
-    /// The report under `reports_root` that tells most about a run of
-    /// `cells` on `backend`: the newest of that backend with CPU figures
-    /// for at least half of the cells, else the newest of another backend
-    /// with them, else the newest of that backend, else the newest at
-    /// all (folders are named by UTC time, so the last name is the
-    /// newest); none when there is no readable report. Only the newest
-    /// [`LOOKBACK`] reports are read.
-    pub fn best_for(reports_root: &Path, cells: &[CellPlan], backend: &str) -> History {
-        let Ok(entries) = std::fs::read_dir(reports_root) else {
-            return History::default();
-        };
-        let mut dirs: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        let mut best: Option<(u8, History)> = None;
-        for history in dirs
-            .iter()
-            .rev()
-            .filter_map(|d| History::of_file(&d.join("report.json")))
-            .take(LOOKBACK)
-        {
-            let rank = history.rank(cells, backend);
-            if best.as_ref().is_none_or(|(r, _)| rank > *r) {
-                best = Some((rank, history));
-            }
-            if best.as_ref().is_some_and(|(r, _)| *r == BEST_RANK) {
-                break;
-            }
-        }
-        best.map(|(_, h)| h).unwrap_or_default()
-    }
-
     /// How well this history fits a run of `cells` on `backend`, from 0
-    /// (another backend, too few cells) to [`BEST_RANK`].
-    fn rank(&self, cells: &[CellPlan], backend: &str) -> u8 {
+    /// (another backend, too few cells) to [`BEST_RANK`]: which earlier
+    /// report [`History::best_for`] takes.
+    pub fn rank(&self, cells: &[CellPlan], backend: &str) -> u8 {
         let same = self.backend == backend;
         let sizes = self.load.is_some() && Coverage::of(cells, self).enough();
         match (sizes, same) {
@@ -217,11 +156,6 @@ impl History {
             (false, false) => 0,
         }
     }
-
-    fn of_file(file: &Path) -> Option<History> {
-        let report = crate::report::read_json(file).ok()?;
-        Some(History::of(&report, file.to_owned()))
-    }
 }
 
 /// How many earlier reports [`History::best_for`] reads at most: each
@@ -229,7 +163,7 @@ impl History {
 pub const LOOKBACK: usize = 20;
 
 /// The rank of a history of the run's backend that covers its cells.
-const BEST_RANK: u8 = 3;
+pub const BEST_RANK: u8 = 3;
 
 /// How much of a selection a history measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -720,6 +654,7 @@ pub fn cores() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::RunReport;
 
     #[test]
     fn jobs_parse_a_number_or_auto() {

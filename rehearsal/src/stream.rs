@@ -258,7 +258,7 @@ pub struct RunHeader {
     pub partition: Option<crate::vocab::partition::PartitionInfo>,
     /// `--stress`: the busy processes the cells ran beside (null: none). Added in 1.15.
     #[serde(default)]
-    pub stress: Option<crate::stress::StressInfo>,
+    pub stress: Option<crate::vocab::stress::StressInfo>,
     /// matrix.toml's `[[checklist]]`: ADR-041 §9, each item with the cells
     /// that cover it (empty: none declared). Added in 1.16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -21,7 +21,6 @@ use super::CellContext;
 use super::cell::{Reconcile, Retry};
 use super::database::{Server, connect, redact};
 use super::ledger::Cancel;
-use crate::Error;
 use crate::artifacts::Resolution;
 use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
@@ -29,6 +28,19 @@ use crate::plan::Plan;
 use crate::schedule::pressure::{self, Holds};
 use crate::servers::{Major, ServerInfo, Spec};
 use crate::stream::{CellTry, Events, HeldBack, Note, RunEnd, RunEvent, RunHeader, RunStart};
+
+/// Why a run could not run at all: the library's `Error` wraps it (as
+/// `Harness` and `Postgres`, so a caller sees the same kinds as before).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The harness failed outside any cell (the async runtime).
+    #[error("{0}")]
+    Harness(String),
+    /// No PostgreSQL to run against: a throwaway cluster that would not
+    /// start, a `--database-url` that does not answer.
+    #[error("no PostgreSQL to run the cells against: {0}")]
+    Postgres(String),
+}
 
 /// Overrides where report folders are created (default: `<repo>/reports`).
 pub const REPORTS_DIR_ENV: &str = "REHEARSE_REPORTS_DIR";
@@ -80,12 +92,12 @@ pub fn execute(
     req: RunRequest,
     events: Events,
     reconcile: Arc<dyn Reconcile>,
-) -> Result<(), Error> {
+) -> Result<(), RunError> {
     let children_before = cpu_ms(UsageWho::RUSAGE_CHILDREN);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::Harness(format!("could not start the async runtime: {e}")))?;
+        .map_err(|e| RunError::Harness(format!("could not start the async runtime: {e}")))?;
     let ran = runtime.block_on(run_cells(&req, &events, reconcile));
     // Everything of this run goes, whatever happened (a failed cell, Ctrl-C).
     let shutdown = runtime.block_on(req.fleet.shutdown());
@@ -193,7 +205,7 @@ type Servers = BTreeMap<Option<Major>, Server>;
 
 /// A throwaway cluster per spec, or the server `--database-url` names;
 /// with what report.json records of each.
-async fn open_servers(specs: &[Spec]) -> Result<(Servers, Vec<ServerInfo>), Error> {
+async fn open_servers(specs: &[Spec]) -> Result<(Servers, Vec<ServerInfo>), RunError> {
     let mut servers = Servers::new();
     let mut infos = Vec::new();
     for spec in specs {
@@ -201,7 +213,7 @@ async fn open_servers(specs: &[Spec]) -> Result<(Servers, Vec<ServerInfo>), Erro
             Spec::Throwaway { install, .. } => {
                 let cluster = Cluster::start_in(install.bindir.clone())
                     .await
-                    .map_err(|e| Error::Postgres(e.to_string()))?;
+                    .map_err(|e| RunError::Postgres(e.to_string()))?;
                 let server = Server::Throwaway {
                     cluster: Arc::new(Mutex::new(cluster)),
                     bindir: install.bindir.clone(),
@@ -214,7 +226,7 @@ async fn open_servers(specs: &[Spec]) -> Result<(Servers, Vec<ServerInfo>), Erro
             }
             Spec::External { url, .. } => {
                 connect(url).await.map_err(|e| {
-                    Error::Postgres(format!("{e}; check --database-url {}", redact(url)))
+                    RunError::Postgres(format!("{e}; check --database-url {}", redact(url)))
                 })?;
                 let server = Server::External {
                     url: url.to_owned(),
@@ -289,7 +301,7 @@ async fn run_cells(
     req: &RunRequest,
     events: &Events,
     reconcile: Arc<dyn Reconcile>,
-) -> Result<Ran, Error> {
+) -> Result<Ran, RunError> {
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let cancel = Cancel::new(cancel_rx);
     let signals = watch_signals(cancel_tx, events.clone());
@@ -302,7 +314,7 @@ async fn run_cells(
     };
     events.send(RunEvent::RunStarted(run_start(req, infos)));
     let Some(first) = servers.values().next().cloned() else {
-        return Err(Error::Postgres("no server was planned".into()));
+        return Err(RunError::Postgres("no server was planned".into()));
     };
     let ctx = CellContext {
         fleet: req.fleet.clone(),

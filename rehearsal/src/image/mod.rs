@@ -11,9 +11,11 @@
 //!   newest release on a line at or above a floor, credentials;
 //! - [`pull`] and [`publish`]: bollard's pull by digest and push;
 //! - [`engine`]: the connection (`DOCKER_HOST`).
+//!
+//! `rehearse artifacts` (build, publish, list, prune outside a run) is
+//! `commands::images`.
 
 pub mod build;
-pub mod command;
 pub mod credentials;
 pub mod engine;
 pub mod probe;

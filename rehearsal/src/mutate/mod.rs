@@ -321,6 +321,18 @@ impl MutateError {
     }
 }
 
+/// Why a session stopped before its report: the library's `Error` wraps
+/// it (as `Output` and `Harness`, so a closed pipe stays quiet).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Writing the report folder, stdout or stderr failed.
+    #[error("failed to write output")]
+    Output(#[from] std::io::Error),
+    /// The harness failed outside any mutant (the rehearse binary, a child run).
+    #[error("{0}")]
+    Harness(String),
+}
+
 /// The mutants of a run, and the tree they apply to.
 #[derive(Clone, Debug)]
 pub struct Generated {
@@ -380,17 +392,16 @@ pub fn session(
     args: SessionArgs,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
-) -> Result<crate::vocab::RunOutcome, crate::Error> {
-    use crate::Error;
+) -> Result<crate::vocab::RunOutcome, SessionError> {
     let last = report::newest(&args.reports_root);
     let order = report::kill_order(&args.cells, last.as_ref().map(|(_, r)| r));
     let stamp = crate::report::utc(std::time::SystemTime::now());
     let base =
         crate::report::report_dir(&args.reports_root, &stamp.compact, args.repo.git().short());
     let dir = std::path::PathBuf::from(format!("{}-mutate", base.display()));
-    std::fs::create_dir_all(&dir).map_err(Error::Output)?;
+    std::fs::create_dir_all(&dir).map_err(SessionError::Output)?;
     let rehearse = std::env::current_exe().map_err(|e| {
-        Error::Harness(format!(
+        SessionError::Harness(format!(
             "could not find the rehearse binary to run cells with: {e}"
         ))
     })?;
@@ -450,7 +461,7 @@ pub fn session(
         header,
         &mut progress,
     )
-    .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
+    .map_err(|e| SessionError::Harness(awa_runtime::error::chain(&e)))?;
     writeln!(out, "{}", finished.headline())?;
     writeln!(out, "report: {}", dir.join(report::MUTATE_MD).display())?;
     Ok(if finished.met() {

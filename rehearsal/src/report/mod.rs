@@ -34,6 +34,7 @@
 pub mod checklist;
 mod collect;
 mod folder;
+mod history;
 mod html;
 mod json;
 mod junit;

@@ -1,4 +1,6 @@
-//! `rehearse artifacts build|publish|list|prune`: the runtime's images outside a run.
+//! `rehearse artifacts build|publish|list|prune`: the runtime's images outside a run,
+//! a subcommand over `image`'s stage (and the docker fleet that removes
+//! what a run left), so it sits with the other subcommands.
 //!
 //! `build` makes (or reuses) the image of every release listed in
 //! `artifacts/manifest.toml` (each archive SHA-256-checked and built by
@@ -16,11 +18,13 @@ use std::io::Write;
 use bollard::models::ImageSummary;
 use bollard::query_parameters::ListImagesOptions;
 
-use super::registry::{Registry, RegistryError};
-use super::{Engine, ImageError, ImageInfo, REPOSITORY, credentials, labels, publish, resolve};
 use crate::Error;
 use crate::artifacts::{self, Repo};
 use crate::fleet::{DockerFleet, Fleet};
+use crate::image::registry::{Registry, RegistryError};
+use crate::image::{
+    Engine, ImageError, ImageInfo, REPOSITORY, credentials, labels, publish, resolve,
+};
 use crate::matrix::{Artifact, ArtifactSource, BuildSource, CURRENT, Version};
 use crate::vocab::RunOutcome;
 
@@ -263,8 +267,8 @@ fn list_registry(
 ) -> Result<(), Error> {
     let manifest = awa_harness::release::load_manifest(&repo.artifacts()).ok();
     let client = Registry::new(host, credentials::lookup(host));
-    let registry_error = |e: super::registry::RegistryError| {
-        Error::Image(super::ImageError::Registry {
+    let registry_error = |e: RegistryError| {
+        Error::Image(ImageError::Registry {
             artifact: REPOSITORY.to_owned(),
             registry: host.to_owned(),
             message: e.to_string(),
@@ -302,7 +306,7 @@ fn list_registry(
 }
 
 fn check_registry(registry: &str) -> Result<(), Error> {
-    super::registry::check_host(registry).map_err(|message| Error::BadFlag {
+    crate::image::registry::check_host(registry).map_err(|message| Error::BadFlag {
         flag: "--registry",
         message,
     })
