@@ -236,22 +236,34 @@ fn make_plan_at(cli: &Cli, env: &Environment) -> Result<Planned, Error> {
     let (path, matrix) = load(cli, env)?;
     let history = durations(cli, env)?;
     let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
-    let mut plan = plan_with_seed(cli, &matrix, seed)?;
-    plan.matrix_checksum = matrix_checksum(&path)?;
-    let plan = partition(cli, plan, history.as_ref());
-    Ok((path.clone(), matrix, plan, history))
+    let plan = plan_request(cli, &path, seed, history.as_ref()).expand(&matrix)?;
+    Ok((path, matrix, plan, history))
 }
 
-/// sha256 (hex) of the matrix file's bytes: partial runs and replays
-/// check they planned from the same file.
-fn matrix_checksum(path: &Path) -> Result<String, Error> {
-    let bytes = std::fs::read(path).map_err(|source| {
-        Error::Matrix(matrix::LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })
-    })?;
-    Ok(awa_harness::release::sha256_hex(&bytes))
+/// What `run`, `plan` and `--repeat` ask of the plan for `seed`: the
+/// flags as typed, the matrix file read from `path`, the `--durations`
+/// times.
+fn plan_request(cli: &Cli, path: &Path, seed: u64, history: Option<&History>) -> plan::Request {
+    plan::Request {
+        selection: selection(cli),
+        seed,
+        postgres: cli.global.postgres.clone(),
+        partition: cli.global.partition,
+        durations: cli
+            .global
+            .durations
+            .clone()
+            .zip(history)
+            .map(|(file, h)| plan::Durations {
+                file,
+                cells: h.durations.clone(),
+            }),
+        matrix_path: Some(path.to_owned()),
+        matrix_file: cli.global.matrix_file.clone(),
+        replay_as: plan::ReplayAs::Selection,
+        from_registry: cli.global.from_registry.clone(),
+        stress: cli.global.stress,
+    }
 }
 
 /// `--durations FILE`, read before anything starts (only with
@@ -295,61 +307,9 @@ fn durations(cli: &Cli, env: &Environment) -> Result<Option<History>, Error> {
     Ok(Some(History::of(&report, path)))
 }
 
-/// The plan cut to `--partition`'s share (unchanged without one); the
-/// replay line names the share.
-fn partition(cli: &Cli, plan: Plan, history: Option<&History>) -> Plan {
-    let Some(p) = cli.global.partition else {
-        return plan;
-    };
-    let none = std::collections::BTreeMap::new();
-    let durations = history.map_or(&none, |h| &h.durations);
-    let mut plan = crate::partition::apply(plan, p, durations, cli.global.durations.as_ref());
-    plan.replay.push_str(&format!(" --partition {p}"));
-    if let Some(file) = cli
-        .global
-        .durations
-        .as_ref()
-        .filter(|_| p.strategy == crate::partition::Strategy::Duration)
-    {
-        plan.replay.push_str(" --durations ");
-        plan.replay
-            .push_str(&plan::shell_quote(&file.display().to_string()));
-    }
-    plan
-}
-
-/// The selection expanded with `seed`, each cell once per PostgreSQL
-/// major it runs on (`--postgres`, `[postgres] servers`, `--cell NAME@pgN`).
-fn plan_with_seed(cli: &Cli, matrix: &Matrix, seed: u64) -> Result<Plan, Error> {
-    let (choice, names) =
-        crate::servers::Choice::new(&cli.global.postgres, &cli.global.cells, &matrix.servers)?;
-    let selection = Selection {
-        matrix: cli.global.matrix.clone(),
-        cells: names,
-    };
-    let mut plan = crate::servers::multiply(plan::expand(matrix, &selection, seed)?, &choice);
-    plan.replay = replay(cli, seed);
-    Ok(plan)
-}
-
-/// The replay command: the selection as typed (`--cell fence@pg18` kept),
-/// and `--postgres` when it was given.
-fn replay(cli: &Cli, seed: u64) -> String {
-    let mut line = plan::replay_command(&selection(cli), seed, cli.global.matrix_file.as_deref());
-    if !cli.global.postgres.is_empty() {
-        line.push_str(" --postgres ");
-        line.push_str(&crate::servers::list(&cli.global.postgres));
-    }
-    for (name, reference) in &cli.global.from_registry {
-        line.push_str(&format!(" --from-registry {name}={reference}"));
-    }
-    line.push_str(&stress_words(cli));
-    line
-}
-
-/// ` --stress cpu=2x` when the run has a load beside it (flag or
-/// variable), so a replay reproduces the conditions; before any
-/// `--partition`, which `rehearse merge` cuts off.
+/// ` --stress cpu=2x` when the replay of a recorded plan has a load
+/// beside it (flag or variable), so its replay line reproduces the
+/// conditions (a plan from the matrix gets its line from `plan::Request`).
 fn stress_words(cli: &Cli) -> String {
     cli.global
         .stress
@@ -434,7 +394,7 @@ fn request(
     }
     check_bindirs(&cli.global.pg_bindirs)?;
     if cli.global.database_url.is_some() {
-        crate::servers::one_server(&crate::servers::keys(&plan))?;
+        crate::pipeline::servers::one_server(&crate::servers::keys(&plan))?;
     }
     let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)])?;
     let reports_root = cli
@@ -800,36 +760,25 @@ fn selftest(
                 .collect::<Vec<_>>(),
         );
     }
-    let selection = Selection {
-        matrix: None,
-        cells,
-    };
-    let seed = cli.global.seed.unwrap_or_else(plan::random_seed);
-    let (choice, _) = crate::servers::Choice::new(&cli.global.postgres, &[], &matrix.servers)?;
-    let mut plan = crate::servers::multiply(plan::expand(&matrix, &selection, seed)?, &choice);
-    plan.matrix_checksum = matrix_checksum(&path)?;
-    plan.replay = selftest_replay(seed, cli.global.matrix_file.as_deref());
-    if !cli.global.postgres.is_empty() {
-        plan.replay.push_str(" --postgres ");
-        plan.replay
-            .push_str(&crate::servers::list(&cli.global.postgres));
+    let plan = plan::Request {
+        selection: Selection {
+            matrix: None,
+            cells,
+        },
+        seed: cli.global.seed.unwrap_or_else(plan::random_seed),
+        postgres: cli.global.postgres.clone(),
+        matrix_path: Some(path.clone()),
+        matrix_file: cli.global.matrix_file.clone(),
+        replay_as: plan::ReplayAs::Selftest,
+        // Selftest's replay line has never named --from-registry.
+        from_registry: Vec::new(),
+        stress: cli.global.stress,
+        ..plan::Request::default()
     }
-    plan.replay.push_str(&stress_words(cli));
+    .expand(&matrix)?;
     let mut request = request(cli, env, &path, plan, None, true, err)?;
     request.matrix = Some(Arc::new(matrix));
     crate::pipeline::run(request, out, err)
-}
-
-fn selftest_replay(seed: u64, matrix_file: Option<&Path>) -> String {
-    let file = matrix_file
-        .map(|f| {
-            format!(
-                "--matrix-file {} ",
-                plan::shell_quote(&f.display().to_string())
-            )
-        })
-        .unwrap_or_default();
-    format!("rehearse {file}selftest --seed {seed}")
 }
 
 /// `--repeat N`: the selection N times with fresh seeds; per cell how
@@ -843,15 +792,12 @@ fn repeat(
 ) -> Result<RunOutcome, Error> {
     let (path, matrix) = load(cli, env)?;
     let history = durations(cli, env)?;
-    let checksum = matrix_checksum(&path)?;
     let base = cli.global.seed.unwrap_or_else(plan::random_seed);
     let seeds = crate::repeat::seeds(base, n);
     // Every plan is checked before the first run starts.
     let mut plans = Vec::new();
     for &seed in &seeds {
-        let mut plan = plan_with_seed(cli, &matrix, seed)?;
-        plan.matrix_checksum.clone_from(&checksum);
-        plans.push(partition(cli, plan, history.as_ref()));
+        plans.push(plan_request(cli, &path, seed, history.as_ref()).expand(&matrix)?);
     }
     writeln!(
         err,
@@ -1411,15 +1357,6 @@ mod tests {
         assert!(
             error.to_string().contains("has no [matrix] defects"),
             "{error}"
-        );
-    }
-
-    #[test]
-    fn the_selftest_replay_names_the_subcommand() {
-        assert_eq!(selftest_replay(5, None), "rehearse selftest --seed 5");
-        assert_eq!(
-            selftest_replay(5, Some(Path::new("my matrix.toml"))),
-            "rehearse --matrix-file 'my matrix.toml' selftest --seed 5"
         );
     }
 

@@ -119,3 +119,23 @@ impl From<crate::mutate::SessionError> for Error {
         }
     }
 }
+
+impl From<crate::vocab::flag::BadFlag> for Error {
+    fn from(e: crate::vocab::flag::BadFlag) -> Self {
+        Error::BadFlag {
+            flag: e.flag,
+            message: e.message,
+        }
+    }
+}
+
+impl From<crate::plan::PlanError> for Error {
+    fn from(e: crate::plan::PlanError) -> Self {
+        use crate::plan::PlanError;
+        match e {
+            PlanError::Select(e) => Error::Select(e),
+            PlanError::Flag(e) => e.into(),
+            PlanError::Matrix(e) => Error::Matrix(e),
+        }
+    }
+}

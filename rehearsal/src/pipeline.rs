@@ -35,6 +35,8 @@ use crate::stress::{BusyLoad, Stress, StressInfo};
 use crate::vocab::{Backend, Color, Format};
 use awa_harness::pgtemp::Search;
 
+pub mod servers;
+
 /// What `rehearse run` was asked to do, validated.
 #[derive(Clone, Debug)]
 pub struct RunArgs {
@@ -453,16 +455,16 @@ fn locate_servers(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Erro
         Some(url) => {
             // Before any build: flags first, then the server itself (its
             // credentials, its database, its major).
-            crate::servers::one_server(&keys)?;
+            servers::one_server(&keys)?;
             let major = one_shot_runtime()?
                 .block_on(crate::driver::database::server_major(url))
                 .map_err(database_refused)?;
-            crate::servers::external(url, &keys, Some(major))?
+            servers::external(url, &keys, Some(major))?
         }
         None => {
             let mut search = Search::from_env();
             search.env_dirs = args.pg_bindirs.clone();
-            crate::servers::locate(&search, &keys)?
+            servers::locate(&search, &keys)?
         }
     };
     if !args.quiet {

@@ -8,6 +8,11 @@
 //! adding a cell does not change another cell's choices. The plan is
 //! what `rehearse plan` prints, what the driver executes, and what
 //! report.json records, so a failing run can be replayed exactly.
+//!
+//! A command asks once, with a [`Request`] (selection, seed, majors,
+//! share, matrix file), and gets the finished plan: cells copied per
+//! PostgreSQL major ([`majors`]), cut to a `--partition` share
+//! ([`share`]), with the matrix file's checksum and the replay line.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,6 +24,14 @@ use crate::matrix::{
     Artifact, CURRENT, Cell, Check, Duration, Expectation, IntendedDifference, KillTarget, Matrix,
     PREVIOUS, Roster, Signal, Step, SuspendAt, Timings, UpgradePath, When, Workload,
 };
+
+pub mod majors;
+mod request;
+pub mod share;
+
+pub use majors::{Choice, cell_id};
+pub use request::{Durations, PlanError, ReplayAs, Request};
+pub use share::Partition;
 
 /// Largest random delay, in milliseconds, added to a kill that does not wait for started jobs.
 pub const MAX_JITTER_MS: u64 = 500;
@@ -283,22 +296,32 @@ pub struct Pick {
     pub among: u32,
 }
 
-/// Expands the selected cells of `matrix` with `seed`.
+/// Expands the selected cells of `matrix` with `seed`: the selection
+/// alone, on no major in particular, whole, with no checksum and a replay
+/// line of the selection. A command's plan comes from a [`Request`].
 pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan, SelectError> {
-    let cells = select(matrix, selection)?;
     Ok(Plan {
         seed,
         selection: selection.clone(),
         replay: replay_command(selection, seed, None),
-        cells: cells
-            .into_iter()
-            .map(|cell| plan_cell(matrix, cell, seed))
-            .collect(),
+        cells: plan_cells(matrix, selection, seed)?,
         matrix_checksum: String::new(),
         partition: None,
         schedule: matrix.schedule,
         checklist: matrix.checklist.clone(),
     })
+}
+
+/// The plan of each selected cell, drawn with `seed`, in run order.
+fn plan_cells(
+    matrix: &Matrix,
+    selection: &Selection,
+    seed: u64,
+) -> Result<Vec<CellPlan>, SelectError> {
+    Ok(select(matrix, selection)?
+        .into_iter()
+        .map(|cell| plan_cell(matrix, cell, seed))
+        .collect())
 }
 
 /// The plan of another try of `previous` (a cell of `matrix`, or of one

@@ -1,0 +1,131 @@
+//! The PostgreSQL servers a run's cells are planned on, found before
+//! anything is built or started.
+//!
+//! Which binaries serve a major is found by
+//! [`awa_harness::pgtemp::Search`] (its order is documented there); a
+//! requested major that is missing is bad input (exit 2), refused with how
+//! to install it. `--database-url` is one server, which takes every cell
+//! only when they are planned on its own major or on none.
+
+use awa_harness::pgtemp::Search;
+
+use crate::Error;
+use crate::servers::{Major, Spec, list};
+
+/// The installation for each key of [`keys`](crate::servers::keys). A
+/// missing major is bad input (exit 2) saying how to install it; no
+/// server at all when none was asked for is infrastructure (exit 3), as
+/// before majors existed.
+pub fn locate(search: &Search, keys: &[Option<Major>]) -> Result<Vec<Spec>, Error> {
+    keys.iter()
+        .map(|&major| {
+            let install = match major {
+                None => search
+                    .find(None)
+                    .map_err(|e| Error::Postgres(e.to_string()))?,
+                Some(m) => search
+                    .find(Some(m.0))
+                    .map_err(|e| Error::MissingServer(e.to_string()))?,
+            };
+            Ok(Spec::Throwaway { major, install })
+        })
+        .collect()
+}
+
+/// `--database-url` is one server: refused (before connecting to it) when
+/// the cells are to run on two majors or more, naming both flags.
+pub fn one_server(keys: &[Option<Major>]) -> Result<(), Error> {
+    let mut asked: Vec<Major> = keys.iter().flatten().copied().collect();
+    asked.sort_unstable_by_key(|m| m.0);
+    asked.dedup();
+    if asked.len() < 2 {
+        return Ok(());
+    }
+    Err(Error::BadFlag {
+        flag: "--database-url",
+        message: format!(
+            "the cells are to run on PostgreSQL {} (--postgres or [postgres] servers), but --database-url \
+             (or REHEARSE_DATABASE_URL) gives one server; drop --database-url to run each major on a \
+             throwaway cluster, or ask for the server's own major only",
+            list(&asked)
+        ),
+    })
+}
+
+/// `--database-url` for the keys of [`keys`](crate::servers::keys): the
+/// one server takes every cell, so at most one major may be asked for,
+/// and it must be the server's own (`server_major`, read from the server; `None` when it was
+/// not needed because no major was asked for).
+pub fn external(
+    url: &str,
+    keys: &[Option<Major>],
+    server_major: Option<u32>,
+) -> Result<Vec<Spec>, Error> {
+    let asked: Vec<Major> = keys.iter().flatten().copied().collect();
+    let fits = match (asked.as_slice(), server_major) {
+        ([], _) => true,
+        ([one], Some(major)) => one.0 == major,
+        _ => false,
+    };
+    if !fits {
+        let server = server_major.map_or_else(|| "unknown".to_owned(), |m| m.to_string());
+        return Err(Error::BadFlag {
+            flag: "--database-url",
+            message: format!(
+                "the server is PostgreSQL {server}, but the cells are to run on {}; \
+                 --database-url gives one server: drop --postgres (or [postgres] servers) to \
+                 use it, or drop --database-url to run each major on a throwaway cluster",
+                asked
+                    .iter()
+                    .map(|m| m.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        });
+    }
+    Ok(keys
+        .iter()
+        .map(|&major| Spec::External {
+            major,
+            url: url.to_owned(),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_url_takes_at_most_its_own_major() {
+        let url = "postgres://u@h/db";
+        let keys = |list: &[u32]| list.iter().map(|&m| Some(Major(m))).collect::<Vec<_>>();
+        assert_eq!(external(url, &[None], None).unwrap()[0].key(), None);
+        assert_eq!(
+            external(url, &keys(&[16]), Some(16)).unwrap()[0].key(),
+            Some(Major(16))
+        );
+        for asked in [keys(&[18]), keys(&[16, 18])] {
+            let err = external(url, &asked, Some(16)).unwrap_err();
+            assert!(
+                err.to_string().contains("the server is PostgreSQL 16"),
+                "{err}"
+            );
+            assert_eq!(crate::exit::for_error(&err), crate::exit::BAD_INPUT);
+        }
+    }
+
+    #[test]
+    fn one_database_server_refuses_two_majors_before_connecting() {
+        let keys = |list: &[u32]| list.iter().map(|&m| Some(Major(m))).collect::<Vec<_>>();
+        assert!(one_server(&[None, None]).is_ok());
+        assert!(
+            one_server(&keys(&[18, 18])).is_ok(),
+            "one major, twice the cells"
+        );
+        let err = one_server(&keys(&[15, 18])).unwrap_err();
+        assert!(err.to_string().contains("PostgreSQL 15,18"), "{err}");
+        assert!(err.to_string().contains("--database-url"), "{err}");
+        assert_eq!(crate::exit::for_error(&err), crate::exit::BAD_INPUT);
+    }
+}
