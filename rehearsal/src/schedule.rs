@@ -6,7 +6,9 @@
 //! one [`History::best_for`] picks; by a static estimate from the plan
 //! for a cell that has none); with
 //! no cell measured at all they start in matrix order, which packed
-//! better than the estimate did.
+//! better than the estimate did, except the few the estimate puts far
+//! above the rest ([`outliers_first`]): a run cannot end before its
+//! longest cell, so those start first.
 //!
 //! `--jobs auto` picks the concurrency from the cores and the CPU a
 //! running cell keeps busy: a cell spends most of its time in holds, so
@@ -269,6 +271,33 @@ pub fn expected_ms(cells: &[CellPlan], history: &History) -> Vec<u64> {
                 .unwrap_or_else(|| estimate_ms(c))
         })
         .collect()
+}
+
+/// How many times the median cell's estimate a cell's must be for a first
+/// run to start it ahead of matrix order.
+pub const OUTLIER: u64 = 2;
+
+/// The order of a run with no cell measured: matrix order, but the cells
+/// whose plan estimate is over [`OUTLIER`] times the median start first,
+/// longest first; returns the order and how many moved. Ordering every
+/// cell by the estimate packed worse than matrix order (the estimate
+/// cannot see, say, a drain of 20 s jobs; 20 cells at `--jobs 2`: 253 s
+/// against 223 s), but a cell far above the rest started late in matrix
+/// order is the run's tail: the full matrix's first run, quiet, took
+/// 7m38s at 1.79x its floor while compat-window-rollback (estimated 66 s
+/// against a median of 26 s, 2m01s measured) ran alone at the end.
+pub fn outliers_first(estimates: &[u64]) -> (Vec<usize>, usize) {
+    let mut sorted = estimates.to_vec();
+    sorted.sort_unstable();
+    let Some(&median) = sorted.get(sorted.len() / 2) else {
+        return (Vec::new(), 0);
+    };
+    let long = |i: &usize| estimates[*i] > OUTLIER * median;
+    let mut first: Vec<usize> = (0..estimates.len()).filter(long).collect();
+    first.sort_by(|&a, &b| estimates[b].cmp(&estimates[a]).then(a.cmp(&b)));
+    let moved = first.len();
+    first.extend((0..estimates.len()).filter(|i| !long(i)));
+    (first, moved)
 }
 
 /// Indices of `durations` longest first; equal durations keep plan order.
@@ -586,10 +615,11 @@ impl Schedule {
         // With no cell measured, the plan's estimate ordered worse than the
         // matrix does (the same 20 cells at --jobs 2: 253 s longest first
         // by estimate, 223 s in matrix order): keep the matrix's order.
-        let order = if measured == 0 {
-            (0..cells.len()).collect()
+        let estimates: Vec<u64> = cells.iter().map(estimate_ms).collect();
+        let (order, outliers) = if measured == 0 {
+            outliers_first(&estimates)
         } else {
-            longest_first(&expected_ms(cells, history))
+            (longest_first(&expected_ms(cells, history)), 0)
         };
         let by = match &history.source {
             Some(source) if measured > 0 => format!(
@@ -599,6 +629,10 @@ impl Schedule {
                     || source.display().to_string(),
                     |d| d.to_string_lossy().into_owned()
                 )
+            ),
+            _ if outliers > 0 => format!(
+                "in matrix order (no earlier report of these cells), but {} the plan puts at over {OUTLIER}x the median cell first",
+                crate::observe::count(outliers as u64, "cell")
             ),
             _ => "in matrix order (no earlier report of these cells)".to_owned(),
         };
@@ -676,6 +710,24 @@ mod tests {
         }
         assert_eq!(Jobs::Auto.to_string(), "auto");
         assert_eq!(Jobs::Fixed(3).to_string(), "3");
+    }
+
+    #[test]
+    fn a_first_run_starts_only_the_outlier_long_cells_first() {
+        // Median 20: only cells over 40 move, longest first; the rest keep
+        // matrix order.
+        let (order, moved) = outliers_first(&[20, 45, 10, 20, 90, 15, 30]);
+        assert_eq!(order, [4, 1, 0, 2, 3, 5, 6]);
+        assert_eq!(moved, 2);
+        // Nothing far above the rest: matrix order.
+        assert_eq!(outliers_first(&[20, 30, 10]), (vec![0, 1, 2], 0));
+        assert_eq!(outliers_first(&[]), (Vec::new(), 0));
+        // The shipped full matrix has such cells, and they start first.
+        let plan = full_plan();
+        let estimates: Vec<u64> = plan.cells.iter().map(estimate_ms).collect();
+        let (order, moved) = outliers_first(&estimates);
+        assert!(moved > 0);
+        assert_eq!(plan.cells[order[0]].name, "compat-window-rollback");
     }
 
     #[test]
@@ -1020,7 +1072,7 @@ mod tests {
         assert_eq!(first.jobs, 5);
         assert_eq!(
             first.describe,
-            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells); no cell starts beside others while a running cell ticked starved in the last 10.0s"
+            "jobs auto: 5 (2 cores; no earlier report: packing from the shipped estimate of 0.70 cores a cell); in matrix order (no earlier report of these cells), but 2 cells the plan puts at over 2x the median cell first; no cell starts beside others while a running cell ticked starved in the last 10.0s"
         );
         // The plan carries matrix.toml's figure.
         plan.schedule.cores_per_cell = 0.55;
