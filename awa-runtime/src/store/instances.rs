@@ -12,9 +12,29 @@ VALUES ($1, $2, $3, $4, $3)
 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = now()";
 const HEARTBEAT: &str =
     "UPDATE awa.runtime_instances SET heartbeat_at = now() WHERE instance_id = $1";
-const HEARTBEAT_LEASES: &str = "UPDATE awa.leases SET heartbeat_at = now()
-WHERE instance_id = $1 AND (job_id, run_lease) IN (SELECT * FROM unnest($2::int8[], $3::int8[]))
-RETURNING job_id, run_lease";
+/// Refreshes the heartbeat of every lease of ours it can lock without
+/// waiting, and reports as held every lease that still exists.
+///
+/// A lease row locked by someone else is being deleted by a close or a
+/// rescue, so it is about to go anyway: waiting for it would stall this
+/// heartbeat behind our own closer (or deadlock with it, the two locking
+/// rows in different orders) until the other leases go stale and are
+/// rescued although healthy. It is still reported held (it existed at the
+/// statement's snapshot), so the worker's handler keeps running; once the
+/// deletion commits, the next heartbeat reports it missing.
+const HEARTBEAT_LEASES: &str = "
+WITH wanted AS (SELECT * FROM unnest($2::int8[], $3::int8[]) AS w(job_id, run_lease))
+, free AS (
+    SELECT l.job_id, l.run_lease FROM awa.leases l JOIN wanted w USING (job_id, run_lease)
+    WHERE l.instance_id = $1
+    FOR NO KEY UPDATE OF l SKIP LOCKED
+)
+, beat AS (
+    UPDATE awa.leases l SET heartbeat_at = now() FROM free f
+    WHERE l.instance_id = $1 AND l.job_id = f.job_id AND l.run_lease = f.run_lease
+)
+SELECT l.job_id, l.run_lease FROM awa.leases l JOIN wanted w USING (job_id, run_lease)
+WHERE l.instance_id = $1";
 const DEREGISTER: &str = "DELETE FROM awa.runtime_instances WHERE instance_id = $1";
 const MARK_LEADER: &str =
     "UPDATE awa.runtime_instances SET leader = (instance_id = $1) WHERE leader OR instance_id = $1";
