@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::database::CellDb;
-use super::ledger::{Cancel, Role, Shared};
+use super::ledger::{Cancel, FleetView, Proc, Role, Shared};
 use super::probe::Probe;
 use super::state::CellState;
 use super::{Abort, CellContext, Done, EXIT_OK};
-use crate::fleet::Sink;
+use crate::fleet::{ProcId, Sink};
 use crate::matrix::{FlipMode, Step};
 use crate::monitor::{Beating, Live, Monitor};
 use crate::observe::{
@@ -67,6 +67,16 @@ impl Cell<'_> {
     /// The cancellation to use for waits: none once the cell is winding down.
     pub fn cancel(&self) -> Cancel {
         self.ctx.cancel.clone()
+    }
+
+    /// Reads one process of the ledger.
+    pub(super) fn proc<T>(&self, id: ProcId, read: impl FnOnce(&Proc) -> T) -> T {
+        read(&self.shared.lock().procs[id])
+    }
+
+    /// Reads the ledger as a whole.
+    pub(super) fn view<T>(&self, read: impl FnOnce(&FleetView) -> T) -> T {
+        read(&self.shared.lock())
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Inside: `state` (the cell's state, owned in one place: seats, armed
 //! faults, suspensions, observations), `ledger` (what the fleet reported,
-//! and waiting on it), `steps`
+//! and waiting on it), `migration_hold` (the lock that keeps a paused
+//! migration open while runtimes start inside it), `steps`
 //! (one file per step kind, `steps/mod.rs` dispatching), `procs`
 //! (starting, stopping and killing processes; the fleet's seats), `probe`
 //! (the driver's own SQL: asserts, fence digests, live jobs), `database`
@@ -34,6 +35,7 @@ pub mod cell;
 pub mod database;
 pub mod env;
 pub mod ledger;
+mod migration_hold;
 pub mod probe;
 mod procs;
 pub mod run;

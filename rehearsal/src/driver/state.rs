@@ -1,14 +1,14 @@
 //! The cell's state, owned in one place: its seats in the fleet, the
 //! faults armed and the processes suspended, the step running, and what
 //! it observed and proved so far. What the processes reported is the
-//! ledger's ([`FleetView`]); steps read it through [`Cell::proc`] and
-//! [`Cell::view`], which never hold its lock across an await.
+//! ledger's ([`super::ledger::FleetView`]); steps read it through
+//! `Cell::proc` and `Cell::view`, which never hold its lock across an
+//! await. Plain data: nothing here names the cell or its steps.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::cell::Cell;
-use super::ledger::{FleetView, Proc, Role};
-use super::steps::MigrationHold;
+use super::ledger::Role;
+use super::migration_hold::MigrationHold;
 use crate::fleet::ProcId;
 use crate::matrix::{FleetStep, KillTarget, When};
 use crate::observe::{Observations, ProvedFacts, StepFailure};
@@ -145,17 +145,5 @@ impl CellState {
         self.seats
             .iter()
             .position(|s| s.proc == Some(id) && !s.dead)
-    }
-}
-
-impl Cell<'_> {
-    /// Reads one process of the ledger.
-    pub(super) fn proc<T>(&self, id: ProcId, read: impl FnOnce(&Proc) -> T) -> T {
-        read(&self.shared.lock().procs[id])
-    }
-
-    /// Reads the ledger as a whole.
-    pub(super) fn view<T>(&self, read: impl FnOnce(&FleetView) -> T) -> T {
-        read(&self.shared.lock())
     }
 }

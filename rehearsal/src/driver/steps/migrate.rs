@@ -2,10 +2,11 @@
 
 use super::super::cell::Cell;
 use super::super::ledger::Role;
+use super::super::migration_hold::MigrationHold;
 use super::super::state::ArmedFault;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
-use super::armed::{ArmedCommand, Detector, MigrationHold};
+use super::armed::{ArmedCommand, Detector};
 use super::evidence::Before;
 use super::{CommandEnd, with_notes};
 use crate::fleet::Event;

@@ -27,7 +27,6 @@ mod suspend;
 use super::cell::Cell;
 use super::{Abort, Done};
 use crate::matrix::Step;
-pub(super) use armed::MigrationHold;
 pub(super) use effect::{Beat, Effect};
 pub(super) use suspend::PROOF_SLACK;
 
