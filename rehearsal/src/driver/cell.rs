@@ -12,6 +12,7 @@ use super::database::CellDb;
 use super::ledger::{Cancel, FleetView, Proc, Role, Shared};
 use super::probe::Probe;
 use super::state::CellState;
+use super::step_ctx::{FleetHandle, StepCtx};
 use super::{Abort, CellContext, Done, EXIT_OK};
 use crate::fleet::{ProcId, Sink};
 use crate::matrix::{FlipMode, Step};
@@ -77,6 +78,17 @@ impl Cell<'_> {
     /// Reads the ledger as a whole.
     pub(super) fn view<T>(&self, read: impl FnOnce(&FleetView) -> T) -> T {
         read(&self.shared.lock())
+    }
+
+    /// What a step may touch, lent for one step.
+    pub(super) fn step_ctx(&mut self) -> StepCtx<'_> {
+        let fleet = FleetHandle {
+            ctx: self.ctx,
+            shared: &self.shared,
+            sink: &self.sink,
+            t0: self.t0,
+        };
+        StepCtx::new(fleet, self.plan, &self.db, &mut self.probe, &mut self.state)
     }
 }
 

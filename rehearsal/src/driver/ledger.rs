@@ -679,6 +679,34 @@ impl Shared {
             }
         }
     }
+
+    /// Waits until `id` has ended and its output is read; false on timeout.
+    pub async fn await_done(
+        &self,
+        id: ProcId,
+        timeout: Duration,
+        cancel: &Cancel,
+    ) -> Result<bool, Interrupted> {
+        Ok(self
+            .wait_for(timeout, cancel, |l| l.procs[id].done().then_some(()))
+            .await?
+            .is_some())
+    }
+
+    /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
+    pub async fn kill_quietly(&self, id: ProcId) {
+        let handle = {
+            let mut l = self.lock();
+            l.procs[id].killed = true;
+            l.procs[id].handle.clone()
+        };
+        if let Some(h) = handle {
+            h.kill();
+        }
+        let _ = self
+            .await_done(id, Duration::from_secs(10), &Cancel::never())
+            .await;
+    }
 }
 
 #[cfg(test)]

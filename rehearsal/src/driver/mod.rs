@@ -40,6 +40,7 @@ pub mod probe;
 mod procs;
 pub mod run;
 mod state;
+mod step_ctx;
 mod steps;
 
 use std::collections::BTreeMap;

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use super::cell::{Cell, START_TIMEOUT, cell_dir};
-use super::env::{ProcessEnv, mix_string, producer_env, runtime_env};
+use super::cell::{Cell, START_TIMEOUT};
+use super::env::{mix_string, producer_env};
 use super::ledger::{Cancel, Role};
 use super::state::Seat;
 use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
-use crate::fleet::{Labels, ProcId, Spec};
+use crate::fleet::ProcId;
 use crate::matrix::{Expectation, KillTarget};
 use crate::observe::KillRecord;
 use crate::plan::Pick;
@@ -52,17 +52,7 @@ impl Cell<'_> {
             .map_or_else(|| "unknown".to_owned(), |a| a.version.clone())
     }
 
-    fn next_name(&mut self, artifact: &str, role: Role) -> String {
-        let n = self
-            .state
-            .names
-            .entry((artifact.to_owned(), role))
-            .or_default();
-        *n += 1;
-        format!("{artifact}-{}-{n}", role.name())
-    }
-
-    /// Starts `awa ARGS` of `artifact` with the cell's environment plus `extra`.
+    /// Starts `awa ARGS` of `artifact` (see [`super::step_ctx::StepCtx::spawn`]).
     pub(super) async fn spawn(
         &mut self,
         artifact: &str,
@@ -70,73 +60,7 @@ impl Cell<'_> {
         args: Vec<String>,
         extra: Vec<(String, String)>,
     ) -> Result<ProcId, Abort> {
-        let Some(resolved) = self.ctx.artifacts.get(artifact) else {
-            return Err(Abort::Harness(format!(
-                "artifact {artifact} was not resolved"
-            )));
-        };
-        let name = self.next_name(artifact, role);
-        let log = format!("{}/{name}.log", cell_dir(&self.plan.name));
-        let report_dir = self.ctx.report_dir.display().to_string();
-        let mut env = runtime_env(&ProcessEnv {
-            database_url: &self.db.url,
-            name: &name,
-            timings: &self.plan.timings,
-            auto_flip: role == Role::Worker && self.state.auto_flip_by.contains(artifact),
-            failpoint: resolved.failpoint.as_deref(),
-            report_dir: &report_dir,
-        });
-        // What the caller gives wins (a scratch database's URL, a pause).
-        env.retain(|(key, _)| extra.iter().all(|(k, _)| k != key));
-        env.extend(extra);
-        let id = self.shared.lock().register(
-            name.clone(),
-            artifact,
-            &resolved.version,
-            role,
-            log.clone(),
-        );
-        let spec = Spec {
-            id,
-            name: name.clone(),
-            runnable: crate::fleet::Runnable::of(resolved),
-            labels: Labels {
-                // A later try's processes have the same names: its
-                // containers must not meet the earlier try's.
-                cell: format!(
-                    "{}{}",
-                    self.plan.name,
-                    super::try_tag(self.ctx.attempt, '-')
-                ),
-                role: role.name().to_owned(),
-                artifact: artifact.to_owned(),
-                version: resolved.version.clone(),
-            },
-            args,
-            env,
-            log: self.ctx.report_dir.join(&log),
-        };
-        let fleet = self.ctx.fleet.clone();
-        match fleet.spawn(spec, self.sink.clone()).await {
-            Ok(handle) => {
-                self.shared.lock().procs[id].handle = Some(handle);
-                self.emit(RunEvent::ProcessStarted {
-                    cell: self.plan.name.clone(),
-                    process: name,
-                    role: role.name().to_owned(),
-                    version: resolved.version.clone(),
-                    at_ms: self.ms(),
-                });
-                Ok(id)
-            }
-            Err(e) => {
-                let mut text = e.to_string();
-                if let Some(cause) = std::error::Error::source(&e) {
-                    text.push_str(&format!(": {cause}"));
-                }
-                Err(Abort::Harness(text))
-            }
-        }
+        self.step_ctx().spawn(artifact, role, args, extra).await
     }
 
     /// Waits until `id` has ended and its output is read; false on timeout.
@@ -146,11 +70,7 @@ impl Cell<'_> {
         timeout: Duration,
         cancel: &Cancel,
     ) -> Result<bool, Interrupted> {
-        Ok(self
-            .shared
-            .wait_for(timeout, cancel, |l| l.procs[id].done().then_some(()))
-            .await?
-            .is_some())
+        self.shared.await_done(id, timeout, cancel).await
     }
 
     /// Runs a one-shot command to its end (SIGKILL after `timeout`).
@@ -162,9 +82,9 @@ impl Cell<'_> {
         env: Vec<(String, String)>,
         timeout: Duration,
     ) -> Result<ProcId, Abort> {
-        let id = self.spawn(artifact, role, args, env).await?;
-        self.finish_command(id, timeout).await?;
-        Ok(id)
+        (self.step_ctx())
+            .run_command(artifact, role, args, env, timeout)
+            .await
     }
 
     /// Waits for a command started with [`Cell::spawn`]; kills it after `timeout`.
@@ -173,30 +93,12 @@ impl Cell<'_> {
         id: ProcId,
         timeout: Duration,
     ) -> Result<(), Abort> {
-        if !self.await_done(id, timeout, &self.cancel()).await? {
-            let name = self.proc(id, |p| p.name.clone());
-            self.kill_quietly(id).await;
-            self.state.fail(format!(
-                "{name} did not finish within {}s and was killed",
-                timeout.as_secs()
-            ));
-        }
-        Ok(())
+        self.step_ctx().finish_command(id, timeout).await
     }
 
     /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
     pub(super) async fn kill_quietly(&mut self, id: ProcId) {
-        let handle = {
-            let mut l = self.shared.lock();
-            l.procs[id].killed = true;
-            l.procs[id].handle.clone()
-        };
-        if let Some(h) = handle {
-            h.kill();
-        }
-        let _ = self
-            .await_done(id, Duration::from_secs(10), &Cancel::never())
-            .await;
+        self.shared.kill_quietly(id).await;
     }
 
     /// Waits for a runtime's `ready`, or its refusal or exit.

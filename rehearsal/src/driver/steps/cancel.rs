@@ -11,9 +11,10 @@ use std::time::Duration;
 use awa_runtime::events::Event;
 use awa_runtime::workload::Mode;
 
-use super::super::cell::Cell;
 use super::super::ledger::Role;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
+use super::CommandEnd;
 use crate::matrix::CancelStep;
 use crate::observe::{CancelRecord, StepOutcome};
 
@@ -22,96 +23,94 @@ const CANCEL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the step looks for jobs in the states it is to cancel.
 const PICK_PATIENCE: Duration = Duration::from_secs(5);
 
-impl Cell<'_> {
-    /// `cancel`: pick `running` running jobs (sleep jobs first, which run
-    /// long enough for the cancel to land while they run) and `available`
-    /// ones (the newest, least likely to be claimed first), then cancel
-    /// each with the artifact's binary. Picking fewer than asked within a
-    /// few seconds is a step failure: the cell did not do what it says.
-    pub(super) async fn cancel_jobs(&mut self, s: &CancelStep) -> Result<Done, Abort> {
-        let version = self.version_of(&s.artifact);
-        let sleep = Some(Mode::Sleep.name());
-        let mut picked: Vec<(i64, &'static str)> = Vec::new();
-        let until = std::time::Instant::now() + PICK_PATIENCE;
-        for (state, want, mode) in [
-            ("running", s.running, sleep),
-            ("available", s.available, None),
-        ] {
-            if want == 0 {
-                continue;
-            }
-            loop {
-                let ids = self
-                    .probe
-                    .cancel_candidates(state, mode, i64::from(want))
-                    .await
-                    .map_err(|e| Abort::Harness(format!("could not pick jobs to cancel: {e}")))?;
-                if ids.len() >= want as usize || std::time::Instant::now() >= until {
-                    picked.extend(ids.into_iter().map(|id| (id, state)));
-                    break;
-                }
-                self.cancel().sleep(Duration::from_millis(100)).await?;
-            }
+/// `cancel`: pick `running` running jobs (sleep jobs first, which run
+/// long enough for the cancel to land while they run) and `available`
+/// ones (the newest, least likely to be claimed first), then cancel
+/// each with the artifact's binary. Picking fewer than asked within a
+/// few seconds is a step failure: the cell did not do what it says.
+pub(super) async fn cancel_jobs(cx: &mut StepCtx<'_>, s: &CancelStep) -> Result<Done, Abort> {
+    let version = cx.version_of(&s.artifact);
+    let sleep = Some(Mode::Sleep.name());
+    let mut picked: Vec<(i64, &'static str)> = Vec::new();
+    let until = std::time::Instant::now() + PICK_PATIENCE;
+    for (state, want, mode) in [
+        ("running", s.running, sleep),
+        ("available", s.available, None),
+    ] {
+        if want == 0 {
+            continue;
         }
-        let mut lines = Vec::new();
-        for &(job_id, state) in &picked {
-            let id = self
-                .run_command(
-                    &s.artifact,
-                    Role::Operator,
-                    vec!["job".into(), "cancel".into(), job_id.to_string()],
-                    Vec::new(),
-                    CANCEL_TIMEOUT,
-                )
-                .await?;
-            let end = self.command_end(id);
-            let was_live = end.output.iter().find_map(|e| match e {
-                Event::Cancelled(c) if c.job_id == job_id => Some(c.was_live),
-                _ => None,
-            });
-            self.state.obs.cancels.push(CancelRecord {
-                job_id,
-                state: state.to_owned(),
-                artifact: s.artifact.clone(),
-                version: version.clone(),
-                was_live,
-                at_ms: self.ms(),
-            });
-            lines.push(match was_live {
-                Some(true) => format!("job {job_id} ({state}) cancelled"),
-                Some(false) => format!("job {job_id} ({state}) had already ended"),
-                None => {
-                    self.state.fail(format!(
-                        "{} printed no answer to cancelling job {job_id} ({})",
-                        end.name, end.why
-                    ));
-                    format!("job {job_id} ({state}): no answer")
-                }
-            });
-        }
-        let running = picked.iter().filter(|p| p.1 == "running").count();
-        let available = picked.len() - running;
-        if running < s.running as usize || available < s.available as usize {
-            self.state.fail(format!(
-                "found {running} of {} running and {available} of {} available jobs to cancel within {}s",
-                s.running,
-                s.available,
-                PICK_PATIENCE.as_secs()
-            ));
-        }
-        let detail = format!(
-            "{} ({version}) as an operator: {}",
-            s.artifact,
-            if lines.is_empty() {
-                "nothing to cancel".to_owned()
-            } else {
-                lines.join(", ")
+        loop {
+            let ids = cx
+                .probe
+                .cancel_candidates(state, mode, i64::from(want))
+                .await
+                .map_err(|e| Abort::Harness(format!("could not pick jobs to cancel: {e}")))?;
+            if ids.len() >= want as usize || std::time::Instant::now() >= until {
+                picked.extend(ids.into_iter().map(|id| (id, state)));
+                break;
             }
-        );
-        Ok(if picked.is_empty() {
-            Done::with(StepOutcome::Failed, detail)
-        } else {
-            Done::ok(detail)
-        })
+            cx.cancel().sleep(Duration::from_millis(100)).await?;
+        }
     }
+    let mut lines = Vec::new();
+    for &(job_id, state) in &picked {
+        let id = cx
+            .run_command(
+                &s.artifact,
+                Role::Operator,
+                vec!["job".into(), "cancel".into(), job_id.to_string()],
+                Vec::new(),
+                CANCEL_TIMEOUT,
+            )
+            .await?;
+        let end = cx.proc(id, CommandEnd::of);
+        let was_live = end.output.iter().find_map(|e| match e {
+            Event::Cancelled(c) if c.job_id == job_id => Some(c.was_live),
+            _ => None,
+        });
+        cx.state.obs.cancels.push(CancelRecord {
+            job_id,
+            state: state.to_owned(),
+            artifact: s.artifact.clone(),
+            version: version.clone(),
+            was_live,
+            at_ms: cx.ms(),
+        });
+        lines.push(match was_live {
+            Some(true) => format!("job {job_id} ({state}) cancelled"),
+            Some(false) => format!("job {job_id} ({state}) had already ended"),
+            None => {
+                cx.state.fail(format!(
+                    "{} printed no answer to cancelling job {job_id} ({})",
+                    end.name, end.why
+                ));
+                format!("job {job_id} ({state}): no answer")
+            }
+        });
+    }
+    let running = picked.iter().filter(|p| p.1 == "running").count();
+    let available = picked.len() - running;
+    if running < s.running as usize || available < s.available as usize {
+        cx.state.fail(format!(
+            "found {running} of {} running and {available} of {} available jobs to cancel within {}s",
+            s.running,
+            s.available,
+            PICK_PATIENCE.as_secs()
+        ));
+    }
+    let detail = format!(
+        "{} ({version}) as an operator: {}",
+        s.artifact,
+        if lines.is_empty() {
+            "nothing to cancel".to_owned()
+        } else {
+            lines.join(", ")
+        }
+    );
+    Ok(if picked.is_empty() {
+        Done::with(StepOutcome::Failed, detail)
+    } else {
+        Done::ok(detail)
+    })
 }

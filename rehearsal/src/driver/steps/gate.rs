@@ -14,8 +14,8 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::Cell;
 use super::super::ledger::Role;
+use super::super::step_ctx::StepCtx;
 use crate::fleet::ProcId;
 use crate::matrix::{FlipMode, Step, When};
 
@@ -68,39 +68,37 @@ pub(super) fn flip_args(mode: FlipMode) -> Vec<String> {
     args
 }
 
-impl Cell<'_> {
-    /// When the step after this one is a manual or forced flip with no
-    /// fault armed inside it, starts it now behind a closed gate.
-    /// `None` (and the flip starts in its own step) when there is no such
-    /// flip or the gate cannot be set up.
-    pub(super) async fn start_next_flip_gated(&mut self) -> Result<Option<StartGate>, Abort> {
-        let Some(Step::Flip(flip)) = self.plan.steps.get(self.state.step_index) else {
-            return Ok(None);
-        };
-        if flip.mode == FlipMode::Auto
-            || self.state.armed.iter().any(|(w, _)| *w == When::DuringFlip)
-        {
-            return Ok(None);
-        }
-        let (artifact, args) = (flip.by.clone(), flip_args(flip.mode));
-        // Only a binary that knows the gate (0.7 on) waits at it.
-        if !knows_the_gate(&self.version_of(&artifact)) {
-            return Ok(None);
-        }
-        let Ok(holder) = super::super::database::connect(&self.db.url).await else {
-            return Ok(None);
-        };
-        if holder.query_one(CLOSE, &[&KEY]).await.is_err() {
-            return Ok(None);
-        }
-        let env = vec![("AWA_START_GATE_KEY".to_owned(), KEY.to_string())];
-        let id = self.spawn(&artifact, Role::Flip, args.clone(), env).await?;
-        Ok(Some(StartGate {
-            id,
-            holder,
-            spawned: Instant::now(),
-        }))
+/// When the step after this one is a manual or forced flip with no
+/// fault armed inside it, starts it now behind a closed gate.
+/// `None` (and the flip starts in its own step) when there is no such
+/// flip or the gate cannot be set up.
+pub(super) async fn start_next_flip_gated(
+    cx: &mut StepCtx<'_>,
+) -> Result<Option<StartGate>, Abort> {
+    let Some(Step::Flip(flip)) = cx.plan.steps.get(cx.state.step_index) else {
+        return Ok(None);
+    };
+    if flip.mode == FlipMode::Auto || cx.state.armed.iter().any(|(w, _)| *w == When::DuringFlip) {
+        return Ok(None);
     }
+    let (artifact, args) = (flip.by.clone(), flip_args(flip.mode));
+    // Only a binary that knows the gate (0.7 on) waits at it.
+    if !knows_the_gate(&cx.version_of(&artifact)) {
+        return Ok(None);
+    }
+    let Ok(holder) = super::super::database::connect(&cx.db.url).await else {
+        return Ok(None);
+    };
+    if holder.query_one(CLOSE, &[&KEY]).await.is_err() {
+        return Ok(None);
+    }
+    let env = vec![("AWA_START_GATE_KEY".to_owned(), KEY.to_string())];
+    let id = cx.spawn(&artifact, Role::Flip, args.clone(), env).await?;
+    Ok(Some(StartGate {
+        id,
+        holder,
+        spawned: Instant::now(),
+    }))
 }
 
 /// Whether `awa` of this version waits at `AWA_START_GATE_KEY` (0.7.0 on;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::super::cell::Cell;
 use super::super::state::GatedFlip;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use crate::matrix::{HoldStep, Until};
 use crate::observe::{StepOutcome, UntilRecord};
@@ -13,47 +13,45 @@ use crate::observe::{StepOutcome, UntilRecord};
 /// for `$1` seconds, inside no transaction of its own.
 const READ: &str = "SELECT pg_sleep($1::float8)";
 
-impl Cell<'_> {
-    /// `hold`: sleep for the duration (interrupted by Ctrl-C). With
-    /// `reads`, a client on its own connection runs back-to-back read
-    /// statements of that length meanwhile; the last one ends after the
-    /// hold (at most `reads` later).
-    pub(super) async fn hold(&mut self, s: &HoldStep) -> Result<Done, Abort> {
-        if let Some(until) = s.until {
-            return self.hold_until(s, until).await;
-        }
-        let Some(reads) = s.reads else {
-            self.cancel().sleep(s.duration.to_std()).await?;
-            return Ok(Done::ok(format!("held {}", s.duration)));
-        };
-        let client = super::super::database::connect(&self.db.url)
-            .await
-            .map_err(|e| Abort::Harness(format!("the reader of a hold could not connect: {e}")))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let stop = stop.clone();
-            let secs = reads.to_std().as_secs_f64();
-            tokio::spawn(async move {
-                let mut statements = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    if client.execute(READ, &[&secs]).await.is_err() {
-                        break;
-                    }
-                    statements += 1;
-                }
-                statements
-            })
-        };
-        let slept = self.cancel().sleep(s.duration.to_std()).await;
-        stop.store(true, Ordering::Relaxed);
-        let statements = reader.await.unwrap_or(0);
-        slept?;
-        Ok(Done::ok(format!(
-            "held {} beside a client running {} of {reads}",
-            s.duration,
-            crate::observe::count(statements as u64, "read statement")
-        )))
+/// `hold`: sleep for the duration (interrupted by Ctrl-C). With
+/// `reads`, a client on its own connection runs back-to-back read
+/// statements of that length meanwhile; the last one ends after the
+/// hold (at most `reads` later).
+pub(super) async fn hold(cx: &mut StepCtx<'_>, s: &HoldStep) -> Result<Done, Abort> {
+    if let Some(until) = s.until {
+        return hold_until(cx, s, until).await;
     }
+    let Some(reads) = s.reads else {
+        cx.cancel().sleep(s.duration.to_std()).await?;
+        return Ok(Done::ok(format!("held {}", s.duration)));
+    };
+    let client = super::super::database::connect(&cx.db.url)
+        .await
+        .map_err(|e| Abort::Harness(format!("the reader of a hold could not connect: {e}")))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let secs = reads.to_std().as_secs_f64();
+        tokio::spawn(async move {
+            let mut statements = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if client.execute(READ, &[&secs]).await.is_err() {
+                    break;
+                }
+                statements += 1;
+            }
+            statements
+        })
+    };
+    let slept = cx.cancel().sleep(s.duration.to_std()).await;
+    stop.store(true, Ordering::Relaxed);
+    let statements = reader.await.unwrap_or(0);
+    slept?;
+    Ok(Done::ok(format!(
+        "held {} beside a client running {} of {reads}",
+        s.duration,
+        crate::observe::count(statements as u64, "read statement")
+    )))
 }
 
 /// Whether every ring holds rows and none in slot 0 (one statement).
@@ -79,97 +77,93 @@ fn slot_zero_free_sql() -> String {
     format!("SELECT {} AND {}", busy.join(" AND "), zero.join(" AND "))
 }
 
-impl Cell<'_> {
-    /// `hold` with `until`: poll the condition every 50 ms and end as soon
-    /// as it holds; at the end of the duration without it the hold just
-    /// ends (a note says so; what follows runs anyway).
-    async fn hold_until(&mut self, s: &HoldStep, until: Until) -> Result<Done, Abort> {
-        let client = super::super::database::connect(&self.db.url)
-            .await
-            .map_err(|e| Abort::Harness(format!("the hold could not connect: {e}")))?;
-        let sql = match until {
-            Until::SlotZeroFree => slot_zero_free_sql(),
+/// `hold` with `until`: poll the condition every 50 ms and end as soon
+/// as it holds; at the end of the duration without it the hold just
+/// ends (a note says so; what follows runs anyway).
+async fn hold_until(cx: &mut StepCtx<'_>, s: &HoldStep, until: Until) -> Result<Done, Abort> {
+    let client = super::super::database::connect(&cx.db.url)
+        .await
+        .map_err(|e| Abort::Harness(format!("the hold could not connect: {e}")))?;
+    let sql = match until {
+        Until::SlotZeroFree => slot_zero_free_sql(),
+    };
+    let gate = super::gate::start_next_flip_gated(cx).await?;
+    let start = std::time::Instant::now();
+    let held = poll_until(cx, &client, &sql, s.duration.to_std(), gate.as_ref()).await;
+    let held_ms = start.elapsed().as_millis();
+    if let Ok(held) = held {
+        let record = UntilRecord {
+            step: cx.state.step_index,
+            until,
+            held,
+            at_ms: cx.ms(),
         };
-        let gate = self.start_next_flip_gated().await?;
-        let start = std::time::Instant::now();
-        let held = self
-            .poll_until(&client, &sql, s.duration.to_std(), gate.as_ref())
-            .await;
-        let held_ms = start.elapsed().as_millis();
-        if let Ok(held) = held {
-            let record = UntilRecord {
-                step: self.state.step_index,
-                until,
-                held,
-                at_ms: self.ms(),
-            };
-            self.state.obs.untils.push(record);
+        cx.state.obs.untils.push(record);
+    }
+    match held {
+        Ok(true) => {
+            let note = let_go(cx, gate).await;
+            Ok(Done::ok(format!("{until} after {held_ms} ms{note}")))
         }
-        match held {
-            Ok(true) => {
-                let note = self.let_go(gate).await;
-                Ok(Done::ok(format!("{until} after {held_ms} ms{note}")))
+        Ok(false) => {
+            let note = let_go(cx, gate).await;
+            Ok(Done::with(
+                StepOutcome::TimedOut,
+                format!("{until} did not hold within {}; going on{note}", s.duration),
+            ))
+        }
+        Err(abort) => {
+            // The gate's lock goes with its connection: the flip
+            // waiting behind it must be gone first, or an interrupted
+            // cell would flip while it stops.
+            if let Some(gate) = gate {
+                cx.kill_quietly(gate.id).await;
             }
-            Ok(false) => {
-                let note = self.let_go(gate).await;
-                Ok(Done::with(
-                    StepOutcome::TimedOut,
-                    format!("{until} did not hold within {}; going on{note}", s.duration),
-                ))
-            }
-            Err(abort) => {
-                // The gate's lock goes with its connection: the flip
-                // waiting behind it must be gone first, or an interrupted
-                // cell would flip while it stops.
-                if let Some(gate) = gate {
-                    self.kill_quietly(gate.id).await;
-                }
-                Err(abort)
-            }
+            Err(abort)
         }
     }
+}
 
-    /// Polls `sql` every 50 ms until it holds with the gated flip (if
-    /// any) waiting at the gate (true), or `within` passes (false).
-    async fn poll_until(
-        &self,
-        client: &tokio_postgres::Client,
-        sql: &str,
-        within: std::time::Duration,
-        gate: Option<&super::gate::StartGate>,
-    ) -> Result<bool, Abort> {
-        let start = std::time::Instant::now();
-        while start.elapsed() < within {
-            if let Ok(row) = client.query_one(sql, &[]).await
-                && row.get::<_, bool>(0)
-            {
-                match gate {
-                    // Not at the gate yet: the condition must hold once it is.
-                    Some(g) if !g.ready().await => {}
-                    _ => return Ok(true),
-                }
+/// Polls `sql` every 50 ms until it holds with the gated flip (if
+/// any) waiting at the gate (true), or `within` passes (false).
+async fn poll_until(
+    cx: &StepCtx<'_>,
+    client: &tokio_postgres::Client,
+    sql: &str,
+    within: std::time::Duration,
+    gate: Option<&super::gate::StartGate>,
+) -> Result<bool, Abort> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if let Ok(row) = client.query_one(sql, &[]).await
+            && row.get::<_, bool>(0)
+        {
+            match gate {
+                // Not at the gate yet: the condition must hold once it is.
+                Some(g) if !g.ready().await => {}
+                _ => return Ok(true),
             }
-            self.cancel()
-                .sleep(std::time::Duration::from_millis(50))
-                .await?;
         }
-        Ok(false)
+        cx.cancel()
+            .sleep(std::time::Duration::from_millis(50))
+            .await?;
     }
+    Ok(false)
+}
 
-    /// Opens the gate of a flip started ahead (it goes on now; its step
-    /// judges it) and says so for the hold's detail.
-    async fn let_go(&mut self, gate: Option<super::gate::StartGate>) -> String {
-        let Some(gate) = gate else {
-            return String::new();
-        };
-        gate.open().await;
-        self.state.gated_flip = Some(GatedFlip {
-            id: gate.id,
-            opened_ms: self.ms(),
-        });
-        let name = self.proc(gate.id, |p| p.name.clone());
-        format!("; {name}, started with the hold, let go at the start gate")
-    }
+/// Opens the gate of a flip started ahead (it goes on now; its step
+/// judges it) and says so for the hold's detail.
+async fn let_go(cx: &mut StepCtx<'_>, gate: Option<super::gate::StartGate>) -> String {
+    let Some(gate) = gate else {
+        return String::new();
+    };
+    gate.open().await;
+    cx.state.gated_flip = Some(GatedFlip {
+        id: gate.id,
+        opened_ms: cx.ms(),
+    });
+    let name = cx.proc(gate.id, |p| p.name.clone());
+    format!("; {name}, started with the hold, let go at the start gate")
 }
 
 #[cfg(test)]

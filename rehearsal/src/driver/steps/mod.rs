@@ -51,10 +51,10 @@ impl Cell<'_> {
             Step::PgCrash(s) => self.pg_crash(s.when).await,
             Step::Flip(s) => self.flip(s).await,
             Step::Fence(s) => self.fence(&s.artifact).await,
-            Step::Hold(s) => self.hold(s).await,
+            Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
             Step::Drain(s) => self.drain(s.timeout).await,
             Step::Assert(s) => self.assert(&s.check).await,
-            Step::Cancel(s) => self.cancel_jobs(s).await,
+            Step::Cancel(s) => cancel::cancel_jobs(&mut self.step_ctx(), s).await,
         }
     }
 
@@ -86,6 +86,17 @@ struct CommandEnd {
 }
 
 impl CommandEnd {
+    /// How process `p` ended.
+    fn of(p: &super::ledger::Proc) -> CommandEnd {
+        CommandEnd {
+            name: p.name.clone(),
+            code: p.code(),
+            refused: p.refused.clone(),
+            why: p.why_ended(),
+            output: p.json.clone(),
+        }
+    }
+
     /// Why it was refused: its `refused` event's reason, else how it ended.
     fn refusal(&self) -> String {
         self.refused.clone().unwrap_or_else(|| self.why.clone())
@@ -104,13 +115,7 @@ impl Cell<'_> {
 
     /// How process `id` ended.
     fn command_end(&self, id: crate::fleet::ProcId) -> CommandEnd {
-        self.proc(id, |p| CommandEnd {
-            name: p.name.clone(),
-            code: p.code(),
-            refused: p.refused.clone(),
-            why: p.why_ended(),
-            output: p.json.clone(),
-        })
+        self.proc(id, CommandEnd::of)
     }
 }
 

@@ -1,0 +1,206 @@
+//! What a step may touch: the cell's state (its seats, faults,
+//! observations), its database and the driver's SQL on it, the plan, and
+//! the fleet through a handle that starts, waits on and kills processes
+//! and reads what they reported. A step is a function of a [`StepCtx`];
+//! the cell lends one for each step and keeps the rest (the monitor, the
+//! phases, the final drain, reconciliation) to itself.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::database::CellDb;
+use super::env::{ProcessEnv, runtime_env};
+use super::ledger::{Cancel, Proc, Role, Shared};
+use super::probe::Probe;
+use super::state::CellState;
+use super::{Abort, CellContext};
+use crate::fleet::{Labels, ProcId, Sink, Spec};
+use crate::plan::CellPlan;
+use crate::stream::RunEvent;
+
+/// The fleet as a step reaches it: the run's backend and artifacts, the
+/// cell's ledger and the sink its processes report to, the cell's clock.
+pub(super) struct FleetHandle<'c> {
+    pub ctx: &'c CellContext,
+    pub shared: &'c Arc<Shared>,
+    pub sink: &'c Sink,
+    pub t0: Instant,
+}
+
+/// Everything one step may touch, borrowed from its cell for the step.
+pub(super) struct StepCtx<'c> {
+    /// Seats, armed faults, suspensions, observations, proved facts.
+    pub state: &'c mut CellState,
+    /// The driver's own SQL on the cell's database.
+    pub probe: &'c mut Probe,
+    /// The cell's database.
+    pub db: &'c CellDb,
+    /// The cell's plan (its timings, workload and steps).
+    pub plan: &'c CellPlan,
+    fleet: FleetHandle<'c>,
+}
+
+impl<'c> StepCtx<'c> {
+    /// A step's view of a cell.
+    pub fn new(
+        fleet: FleetHandle<'c>,
+        plan: &'c CellPlan,
+        db: &'c CellDb,
+        probe: &'c mut Probe,
+        state: &'c mut CellState,
+    ) -> Self {
+        StepCtx {
+            state,
+            probe,
+            db,
+            plan,
+            fleet,
+        }
+    }
+
+    /// Milliseconds since the cell started.
+    pub fn ms(&self) -> u64 {
+        self.fleet.t0.elapsed().as_millis() as u64
+    }
+
+    /// The cancellation to use for waits.
+    pub fn cancel(&self) -> Cancel {
+        self.fleet.ctx.cancel.clone()
+    }
+
+    /// Reads one process of the ledger.
+    pub fn proc<T>(&self, id: ProcId, read: impl FnOnce(&Proc) -> T) -> T {
+        read(&self.fleet.shared.lock().procs[id])
+    }
+
+    /// Sends one of the cell's events.
+    pub fn emit(&self, event: RunEvent) {
+        self.fleet.ctx.events.send(event);
+    }
+
+    /// The version an artifact's binary reports.
+    pub fn version_of(&self, artifact: &str) -> String {
+        self.fleet
+            .ctx
+            .artifacts
+            .get(artifact)
+            .map_or_else(|| "unknown".to_owned(), |a| a.version.clone())
+    }
+
+    fn next_name(&mut self, artifact: &str, role: Role) -> String {
+        let n = self
+            .state
+            .names
+            .entry((artifact.to_owned(), role))
+            .or_default();
+        *n += 1;
+        format!("{artifact}-{}-{n}", role.name())
+    }
+
+    /// Starts `awa ARGS` of `artifact` with the cell's environment plus `extra`.
+    pub async fn spawn(
+        &mut self,
+        artifact: &str,
+        role: Role,
+        args: Vec<String>,
+        extra: Vec<(String, String)>,
+    ) -> Result<ProcId, Abort> {
+        let ctx = self.fleet.ctx;
+        let Some(resolved) = ctx.artifacts.get(artifact) else {
+            return Err(Abort::Harness(format!(
+                "artifact {artifact} was not resolved"
+            )));
+        };
+        let name = self.next_name(artifact, role);
+        let log = format!("{}/{name}.log", super::cell::cell_dir(&self.plan.name));
+        let report_dir = ctx.report_dir.display().to_string();
+        let mut env = runtime_env(&ProcessEnv {
+            database_url: &self.db.url,
+            name: &name,
+            timings: &self.plan.timings,
+            auto_flip: role == Role::Worker && self.state.auto_flip_by.contains(artifact),
+            failpoint: resolved.failpoint.as_deref(),
+            report_dir: &report_dir,
+        });
+        // What the caller gives wins (a scratch database's URL, a pause).
+        env.retain(|(key, _)| extra.iter().all(|(k, _)| k != key));
+        env.extend(extra);
+        let id = self.fleet.shared.lock().register(
+            name.clone(),
+            artifact,
+            &resolved.version,
+            role,
+            log.clone(),
+        );
+        let spec = Spec {
+            id,
+            name: name.clone(),
+            runnable: crate::fleet::Runnable::of(resolved),
+            labels: Labels {
+                // A later try's processes have the same names: its
+                // containers must not meet the earlier try's.
+                cell: format!("{}{}", self.plan.name, super::try_tag(ctx.attempt, '-')),
+                role: role.name().to_owned(),
+                artifact: artifact.to_owned(),
+                version: resolved.version.clone(),
+            },
+            args,
+            env,
+            log: ctx.report_dir.join(&log),
+        };
+        let fleet = ctx.fleet.clone();
+        match fleet.spawn(spec, self.fleet.sink.clone()).await {
+            Ok(handle) => {
+                self.fleet.shared.lock().procs[id].handle = Some(handle);
+                self.emit(RunEvent::ProcessStarted {
+                    cell: self.plan.name.clone(),
+                    process: name,
+                    role: role.name().to_owned(),
+                    version: resolved.version.clone(),
+                    at_ms: self.ms(),
+                });
+                Ok(id)
+            }
+            Err(e) => {
+                let mut text = e.to_string();
+                if let Some(cause) = std::error::Error::source(&e) {
+                    text.push_str(&format!(": {cause}"));
+                }
+                Err(Abort::Harness(text))
+            }
+        }
+    }
+
+    /// Runs a one-shot command to its end (SIGKILL after `timeout`).
+    pub async fn run_command(
+        &mut self,
+        artifact: &str,
+        role: Role,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<ProcId, Abort> {
+        let id = self.spawn(artifact, role, args, env).await?;
+        self.finish_command(id, timeout).await?;
+        Ok(id)
+    }
+
+    /// Waits for a command started with [`StepCtx::spawn`]; kills it after `timeout`.
+    pub async fn finish_command(&mut self, id: ProcId, timeout: Duration) -> Result<(), Abort> {
+        let shared = self.fleet.shared;
+        if !shared.await_done(id, timeout, &self.cancel()).await? {
+            let name = self.proc(id, |p| p.name.clone());
+            shared.kill_quietly(id).await;
+            self.state.fail(format!(
+                "{name} did not finish within {}s and was killed",
+                timeout.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
+    pub async fn kill_quietly(&self, id: ProcId) {
+        self.fleet.shared.kill_quietly(id).await;
+    }
+}
