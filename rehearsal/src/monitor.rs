@@ -39,7 +39,7 @@ use tokio_postgres::Client;
 use awa_runtime::store::audit::{self, Misplaced, SchemaFeatures};
 
 use crate::observe::{
-    CensusSample, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample,
+    CensusSample, LateLease, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample,
     RingLiveness, RingSample,
 };
 use crate::stream::{Events, RunEvent};
@@ -140,6 +140,13 @@ const DELTAS: &str = "SELECT count(*) FROM awa.queue_terminal_rollup_deltas";
 const HEARTBEAT_AGES: &str = "
 SELECT instance_id, (extract(epoch FROM now() - heartbeat_at) * 1000)::int8
 FROM awa.runtime_instances";
+/// Leases whose heartbeat is older than `$1` ms, with that age: their
+/// runtime is not refreshing them (killed, suspended, or its heartbeat held
+/// back behind its own closes). A lease never seen here was being
+/// refreshed as it should until it was rescued.
+const LATE_LEASES: &str = "
+SELECT job_id, run_lease, (extract(epoch FROM now() - heartbeat_at) * 1000)::int8
+FROM awa.leases WHERE heartbeat_at < now() - $1::float8 * interval '1 millisecond'";
 /// Whether a session holds `runtime_instances` in a mode that blocks a
 /// heartbeat's `UPDATE` (the migration preflight's `SHARE ROW EXCLUSIVE`,
 /// held to commit; a migration's DDL): heartbeats then wait on the lock
@@ -213,7 +220,13 @@ pub struct Samples {
     /// Ticks that found ring rows outside their slots (the first
     /// [`MISPLACED_SAMPLES_KEPT`]).
     pub misplaced: Vec<MisplacedSample>,
+    /// Leases seen with a heartbeat older than half `stale_after` (the
+    /// first [`LATE_LEASES_KEPT`]), by lease.
+    pub late_leases: Vec<LateLease>,
 }
+
+/// At most this many late leases are kept (a cell rescues far fewer).
+pub const LATE_LEASES_KEPT: usize = 100_000;
 
 /// Lateness below this is noise and not recorded: a tick or a heartbeat
 /// a fifth of a second behind its due time changes no decision.
@@ -311,6 +324,8 @@ struct Sampler {
     /// The last tick that saw heartbeats held back by the product or the
     /// server (a lock on runtime_instances, an outage), in ms.
     beats_excused_ms: Option<u64>,
+    /// Leases seen late, by (job_id, run_lease).
+    late_leases: BTreeMap<(i64, i64), LateLease>,
 }
 
 impl Sampler {
@@ -335,6 +350,7 @@ impl Sampler {
             beating: None,
             pulse: None,
             beats_excused_ms: None,
+            late_leases: BTreeMap::new(),
         }
     }
 
@@ -373,7 +389,9 @@ impl Sampler {
                 beats,
                 instances_locked,
                 misplaced,
+                late_leases,
             }) => {
+                self.record_late_leases(at_ms, &late_leases);
                 if !misplaced.is_empty() && self.samples.misplaced.len() < MISPLACED_SAMPLES_KEPT {
                     self.samples.misplaced.push(MisplacedSample {
                         at_ms,
@@ -469,6 +487,29 @@ impl Sampler {
         });
     }
 
+    /// Keeps each late lease's first sighting and the oldest age seen.
+    fn record_late_leases(&mut self, at_ms: u64, leases: &[(i64, i64, i64)]) {
+        for &(job_id, run_lease, age) in leases {
+            let age_ms = age.max(0) as u64;
+            let kept = self.late_leases.len();
+            match self.late_leases.entry((job_id, run_lease)) {
+                std::collections::btree_map::Entry::Occupied(mut seen) => {
+                    let seen = seen.get_mut();
+                    seen.age_ms = seen.age_ms.max(age_ms);
+                }
+                std::collections::btree_map::Entry::Vacant(slot) if kept < LATE_LEASES_KEPT => {
+                    slot.insert(LateLease {
+                        job_id,
+                        run_lease,
+                        first_ms: at_ms,
+                        age_ms,
+                    });
+                }
+                std::collections::btree_map::Entry::Vacant(_) => {}
+            }
+        }
+    }
+
     fn record_ring(&mut self, sample: RingSample) {
         let changed = self.last.get(&sample.ring).is_none_or(|(prev, _)| {
             (
@@ -501,6 +542,9 @@ impl Sampler {
             }
         }
         self.samples.rings.sort_by_key(|s| s.at_ms);
+        self.samples.late_leases = std::mem::take(&mut self.late_leases)
+            .into_values()
+            .collect();
         self.samples
     }
 }
@@ -532,6 +576,9 @@ struct Snapshot {
     instances_locked: bool,
     /// Ring rows outside the slot their ring's cursor gives them.
     misplaced: Vec<Misplaced>,
+    /// Leases whose heartbeat is older than half `stale_after`:
+    /// (job_id, run_lease, age in ms).
+    late_leases: Vec<(i64, i64, i64)>,
 }
 
 /// One sample, read in one snapshot. A failed statement aborts the
@@ -601,6 +648,16 @@ async fn read_snapshot(
     } else {
         Vec::new()
     };
+    let late_leases = if exists.rings {
+        client
+            .query(LATE_LEASES, &[&(stale_ms / 2.0)])
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let liveness = if exists.rings {
         let cursors = read_liveness(client, &rings, &slot_counts).await?;
         Some(LivenessSample {
@@ -629,6 +686,7 @@ async fn read_snapshot(
         beats,
         instances_locked,
         misplaced,
+        late_leases,
     })
 }
 

@@ -579,6 +579,26 @@ pub struct Observations {
     /// (a fence's refusal, a crash). Their attempts' rescues have a cause.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faulted_runtimes: Vec<String>,
+    /// Leases the monitor saw with a heartbeat older than half
+    /// `stale_after` (see [`LateLease`]): a heartbeat rescue of one of them
+    /// has its cause on record, whoever held its runtime's heartbeat back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_leases: Vec<LateLease>,
+}
+
+/// A lease whose heartbeat the monitor found older than half
+/// `stale_after`: its runtime was not refreshing it (killed, suspended,
+/// or its heartbeat held back, as 0.6's heartbeat waits behind its own
+/// closes). A lease rescued for its heartbeat without ever being seen
+/// here was fresh when the rescue took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LateLease {
+    pub job_id: i64,
+    pub run_lease: i64,
+    /// The first tick that saw it late (ms since the cell started).
+    pub first_ms: u64,
+    /// The oldest heartbeat age seen, in ms.
+    pub age_ms: u64,
 }
 
 /// A `hold` with `until`: whether its condition held before the hold's

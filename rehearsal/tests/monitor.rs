@@ -475,3 +475,47 @@ async fn heartbeats_held_by_a_lock_on_runtime_instances_are_not_starvation() {
     );
     holder.batch_execute("ROLLBACK").await.unwrap();
 }
+
+/// A lease left unrefreshed past half `stale_after` is recorded (its
+/// heartbeat rescue then has its cause on record); a lease refreshed on
+/// time never is, so a rescue of it stays unexplained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_whose_heartbeat_goes_stale_are_recorded_fresh_ones_are_not() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster.create_database("leases").await.unwrap();
+    let mut client = cluster.connect("leases").await.unwrap();
+    awa_runtime::schema::migrate(&mut client, &Default::default())
+        .await
+        .expect("fresh install");
+    client
+        .batch_execute(
+            "INSERT INTO awa.leases (slot, generation, job_id, run_lease, attempt, instance_id, heartbeat_at)
+             SELECT c.slot, c.generation, j, 1, 1, 'w', now() - (j - 7) * interval '10 seconds'
+             FROM awa.flip_aware_ring_cursor('lease') c, unnest(ARRAY[7, 8]::int8[]) j",
+        )
+        .await
+        .unwrap();
+    let monitor = start_monitor(&cluster, "leases");
+    // Lease (7, 1) is refreshed every 100 ms, as its runtime should; (8, 1)
+    // was last refreshed 10 s ago.
+    let until = Instant::now() + Duration::from_millis(800);
+    while Instant::now() < until {
+        client
+            .execute(
+                "UPDATE awa.leases SET heartbeat_at = now() WHERE job_id = 7",
+                &[],
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let samples = monitor.stop().await;
+    assert_eq!(samples.skipped, 0, "{samples:?}");
+    let late: Vec<(i64, i64)> = samples
+        .late_leases
+        .iter()
+        .map(|l| (l.job_id, l.run_lease))
+        .collect();
+    assert_eq!(late, [(8, 1)], "{:?}", samples.late_leases);
+    assert!(samples.late_leases[0].age_ms >= 10_000);
+}

@@ -341,6 +341,7 @@ impl<'a> Cell<'a> {
         self.state.obs.liveness = samples.liveness;
         self.state.obs.late = samples.late;
         self.state.obs.misplaced = samples.misplaced;
+        self.state.obs.late_leases = samples.late_leases;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;

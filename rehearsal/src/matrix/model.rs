@@ -659,7 +659,8 @@ pub enum FindingRule {
     CancelIgnored,
     /// An attempt was rescued with no injected fault to explain it: its
     /// runtime was neither killed, suspended nor ended unasked, PostgreSQL
-    /// did not crash, and it was no deadline overrun.
+    /// did not crash, it was no deadline overrun, and (for a heartbeat
+    /// rescue) the monitor never saw its lease's heartbeat late.
     UnexplainedInterruption,
 }
 

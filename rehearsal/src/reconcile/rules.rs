@@ -259,11 +259,21 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     let pg_crashed = obs.phases.iter().any(|p| p.name == "pg_crash");
     let faulted: std::collections::BTreeSet<&str> =
         obs.faulted_runtimes.iter().map(String::as_str).collect();
+    // A lease the monitor saw going stale: its runtime's heartbeat was held
+    // back (as a 0.6 heartbeat waits behind its own closes), which no
+    // release can change any more; a rescuer that takes fresh attempts
+    // never has this evidence.
+    let seen_late: std::collections::BTreeSet<(i64, i64)> = obs
+        .late_leases
+        .iter()
+        .map(|l| (l.job_id, l.run_lease))
+        .collect();
     let unexplained: Vec<_> = storage
         .rescued
         .iter()
         .filter(|r| match r.reason.as_str() {
             "deadline" => r.mode != "overrun_deadline",
+            "heartbeat" if seen_late.contains(&(r.job_id, r.run_lease)) => false,
             _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
         })
         .collect();
@@ -288,6 +298,8 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
             first.reason,
             if first.reason == "deadline" {
                 ", and its job has no deadline to overrun"
+            } else if first.reason == "heartbeat" {
+                ", the monitor never saw its lease's heartbeat late, and PostgreSQL did not crash"
             } else {
                 ", and PostgreSQL did not crash"
             }
@@ -645,8 +657,33 @@ mod tests {
             found[0].message,
             "2 jobs were interrupted with no injected fault to explain it; first: job 5 (sleep) \
              attempt 1 (run lease 1) on current-worker-2-b was rescued (heartbeat) though its \
-             runtime was neither killed, suspended nor ended unasked, and PostgreSQL did not crash"
+             runtime was neither killed, suspended nor ended unasked, the monitor never saw its \
+             lease's heartbeat late, and PostgreSQL did not crash"
         );
+        // The monitor saw job 5's lease go stale: its heartbeat was held
+        // back, the rescue has its cause; another lease of the job was not.
+        let late = |job_id: i64, run_lease: i64| crate::observe::LateLease {
+            job_id,
+            run_lease,
+            first_ms: 1_000,
+            age_ms: 1_250,
+        };
+        let seen = Observations {
+            late_leases: vec![late(5, 1), late(6, 1)],
+            ..obs.clone()
+        };
+        let found = findings(&storage, &seen);
+        assert_eq!(
+            (found[0].ids.as_slice(), found[0].count),
+            (&[6][..], 1),
+            "a late lease explains a heartbeat rescue, not a deadline nobody set"
+        );
+        let other_lease = Observations {
+            late_leases: vec![late(5, 2)],
+            ..obs.clone()
+        };
+        let found = findings(&storage, &other_lease);
+        assert_eq!(found[0].ids, [5, 6]);
         assert!(!FindingRule::UnexplainedInterruption.timing_independent());
         // A PostgreSQL crash explains every crash and heartbeat rescue, not
         // a deadline nobody set.
