@@ -527,7 +527,7 @@ impl Cell<'_> {
                 "preparing the database with {by} ({version}) failed: awa migrate {why}"
             )));
         }
-        self.record_schema(by).await;
+        super::steps::record_schema(&mut self.step_ctx(), by).await;
         let schema = self.probe.schema_version().await.unwrap_or(0);
         Ok(format!(
             "{} schema v{schema} by {by} ({version})",

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use super::database::CellDb;
 use super::env::{ProcessEnv, runtime_env};
-use super::ledger::{Cancel, Proc, Role, Shared};
+use super::ledger::{Cancel, FleetView, Proc, Role, Shared};
 use super::probe::Probe;
 use super::state::CellState;
-use super::{Abort, CellContext};
+use super::{Abort, CellContext, Interrupted};
 use crate::fleet::{Labels, ProcId, Sink, Spec};
 use crate::plan::CellPlan;
 use crate::stream::RunEvent;
@@ -68,9 +68,37 @@ impl<'c> StepCtx<'c> {
         self.fleet.ctx.cancel.clone()
     }
 
+    /// `--keep`: leave scratch databases behind.
+    pub fn keep(&self) -> bool {
+        self.fleet.ctx.keep
+    }
+
+    /// Schema version of the expand migration (see [`CellContext::expand_version`]).
+    pub fn expand_version(&self) -> i32 {
+        self.fleet.ctx.expand_version
+    }
+
     /// Reads one process of the ledger.
     pub fn proc<T>(&self, id: ProcId, read: impl FnOnce(&Proc) -> T) -> T {
         read(&self.fleet.shared.lock().procs[id])
+    }
+
+    /// Reads the ledger as a whole.
+    pub fn view<T>(&self, read: impl FnOnce(&FleetView) -> T) -> T {
+        read(&self.fleet.shared.lock())
+    }
+
+    /// Waits until `check` of the ledger returns `Some`, for at most
+    /// `timeout` (`Ok(None)` when it runs out).
+    pub async fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        check: impl FnMut(&FleetView) -> Option<T>,
+    ) -> Result<Option<T>, Interrupted> {
+        self.fleet
+            .shared
+            .wait_for(timeout, &self.cancel(), check)
+            .await
     }
 
     /// Sends one of the cell's events.

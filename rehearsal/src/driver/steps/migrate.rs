@@ -76,7 +76,7 @@ impl Cell<'_> {
         };
         let judged = self.run_armed(command, &mut notes).await?;
         let end = self.command_end(judged.id);
-        self.record_schema(&s.artifact).await;
+        super::schema::record_schema(&mut self.step_ctx(), &s.artifact).await;
         let done = self.judge_migrate(s, end, &mut notes).await?;
         Ok(with_notes(done, notes))
     }

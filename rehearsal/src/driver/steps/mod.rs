@@ -28,6 +28,7 @@ use super::cell::Cell;
 use super::{Abort, Done};
 use crate::matrix::Step;
 pub(super) use effect::{Beat, Effect};
+pub(super) use schema::record_schema;
 pub(super) use suspend::PROOF_SLACK;
 
 impl Cell<'_> {
@@ -53,7 +54,7 @@ impl Cell<'_> {
             Step::Fence(s) => self.fence(&s.artifact).await,
             Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
             Step::Drain(s) => self.drain(s.timeout).await,
-            Step::Assert(s) => self.assert(&s.check).await,
+            Step::Assert(s) => assert::assert(&mut self.step_ctx(), &s.check).await,
             Step::Cancel(s) => cancel::cancel_jobs(&mut self.step_ctx(), s).await,
         }
     }

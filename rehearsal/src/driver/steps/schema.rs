@@ -4,9 +4,10 @@
 
 use std::time::Instant;
 
-use super::super::cell::{COMMAND_TIMEOUT, Cell};
+use super::super::cell::COMMAND_TIMEOUT;
 use super::super::database::{connect, identifier, with_database};
 use super::super::ledger::Role;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, EXIT_OK};
 use super::assert::Held;
 use crate::matrix::CURRENT;
@@ -22,137 +23,135 @@ fn scratch_name(cell_db: &str, step: usize) -> String {
     format!("{}{suffix}", identifier(cell_db, MAX_IDENT - suffix.len()))
 }
 
-impl Cell<'_> {
-    /// Records `awa.schema_version` now, after setup or a migrate step by
-    /// `by`; a failed read leaves a note (the rule then has a gap, not a lie).
-    pub(in crate::driver) async fn record_schema(&mut self, by: &str) {
-        match self.probe.schema_rows().await {
-            Ok(rows) => {
-                let record = SchemaRecord {
-                    step: self.state.step_index,
-                    by: format!("{by} {}", self.version_of(by)),
-                    at_ms: self.ms(),
-                    rows,
-                };
-                self.state.obs.schema_history.push(record);
-            }
-            Err(e) => self.state.facts.notes.push(format!(
-                "schema_version could not be read after step {}: {e}",
-                self.state.step_index
-            )),
+/// Records `awa.schema_version` now, after setup or a migrate step by
+/// `by`; a failed read leaves a note (the rule then has a gap, not a lie).
+pub(in crate::driver) async fn record_schema(cx: &mut StepCtx<'_>, by: &str) {
+    match cx.probe.schema_rows().await {
+        Ok(rows) => {
+            let record = SchemaRecord {
+                step: cx.state.step_index,
+                by: format!("{by} {}", cx.version_of(by)),
+                at_ms: cx.ms(),
+                rows,
+            };
+            cx.state.obs.schema_history.push(record);
         }
+        Err(e) => cx.state.facts.notes.push(format!(
+            "schema_version could not be read after step {}: {e}",
+            cx.state.step_index
+        )),
     }
+}
 
-    /// `schema_matches_fresh`: a scratch database on the cell's server gets
-    /// a fresh install by the current build's `awa migrate`; both schemas
-    /// are read from the catalogs and compared; the scratch database is
-    /// dropped (kept with `--keep`). Undeclared differences fail the check
-    /// and become `schema_drift` findings at reconciliation, one per
-    /// object; declarations that match nothing fail it too (they are
-    /// stale: remove them).
-    pub(super) async fn schema_matches_fresh(&mut self) -> Result<Held, Abort> {
-        let started = Instant::now();
-        let scratch = scratch_name(&self.db.name, self.state.step_index);
-        let harness =
-            |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
-        let scratch_url =
-            with_database(&self.db.url, &scratch).map_err(|e| harness("the scratch URL", e))?;
-        let admin = connect(&self.db.url)
+/// `schema_matches_fresh`: a scratch database on the cell's server gets
+/// a fresh install by the current build's `awa migrate`; both schemas
+/// are read from the catalogs and compared; the scratch database is
+/// dropped (kept with `--keep`). Undeclared differences fail the check
+/// and become `schema_drift` findings at reconciliation, one per
+/// object; declarations that match nothing fail it too (they are
+/// stale: remove them).
+pub(super) async fn schema_matches_fresh(cx: &mut StepCtx<'_>) -> Result<Held, Abort> {
+    let started = Instant::now();
+    let scratch = scratch_name(&cx.db.name, cx.state.step_index);
+    let harness =
+        |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
+    let scratch_url =
+        with_database(&cx.db.url, &scratch).map_err(|e| harness("the scratch URL", e))?;
+    let admin = connect(&cx.db.url)
+        .await
+        .map_err(|e| harness("connecting", e))?;
+    // The name is built from [a-z0-9_] only, never from raw input.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS \"{scratch}\""),
+        format!("CREATE DATABASE \"{scratch}\""),
+    ] {
+        admin
+            .batch_execute(&sql)
             .await
-            .map_err(|e| harness("connecting", e))?;
-        // The name is built from [a-z0-9_] only, never from raw input.
-        for sql in [
-            format!("DROP DATABASE IF EXISTS \"{scratch}\""),
-            format!("CREATE DATABASE \"{scratch}\""),
-        ] {
-            admin
-                .batch_execute(&sql)
-                .await
-                .map_err(|e| harness("creating the scratch database", crate::pg::describe(&e)))?;
-        }
-        let compared = self.compare_with_fresh(&scratch_url).await;
-        let kept = self.ctx.keep;
-        if !kept {
-            let drop = format!("DROP DATABASE IF EXISTS \"{scratch}\" WITH (FORCE)");
-            if let Err(e) = admin.batch_execute(&drop).await {
-                self.state.facts.notes.push(format!(
-                    "the scratch database {scratch} could not be dropped: {}",
-                    crate::pg::describe(&e)
-                ));
-            }
-        }
-        let Compared {
-            objects,
-            judged,
-            catalogs_ms,
-        } = compared?;
-        let elapsed_ms = started.elapsed().as_millis() as u64;
-        let fresh_by = format!("{CURRENT} {}", self.version_of(CURRENT));
-        let summary = summarize(
-            &judged,
-            objects,
-            (elapsed_ms, catalogs_ms),
-            &fresh_by,
-            kept.then_some(&scratch),
-        );
-        let stale = judged.stale.clone();
-        let drift = !judged.undeclared.is_empty();
-        self.state.obs.schema_checks.push(SchemaCheck {
-            step: self.state.step_index,
-            at_ms: self.ms(),
-            fresh_by,
-            objects,
-            elapsed_ms,
-            judged,
-        });
-        Ok(match (drift, stale.is_empty()) {
-            (false, true) => Ok(summary),
-            (true, true) => Err(summary),
-            (_, false) => Err(format!(
-                "{summary}; [schema] declares intended differences that no longer differ (stale: remove them): {}",
-                stale.join(", ")
-            )),
-        })
+            .map_err(|e| harness("creating the scratch database", crate::pg::describe(&e)))?;
     }
+    let compared = compare_with_fresh(cx, &scratch_url).await;
+    let kept = cx.keep();
+    if !kept {
+        let drop = format!("DROP DATABASE IF EXISTS \"{scratch}\" WITH (FORCE)");
+        if let Err(e) = admin.batch_execute(&drop).await {
+            cx.state.facts.notes.push(format!(
+                "the scratch database {scratch} could not be dropped: {}",
+                crate::pg::describe(&e)
+            ));
+        }
+    }
+    let Compared {
+        objects,
+        judged,
+        catalogs_ms,
+    } = compared?;
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let fresh_by = format!("{CURRENT} {}", cx.version_of(CURRENT));
+    let summary = summarize(
+        &judged,
+        objects,
+        (elapsed_ms, catalogs_ms),
+        &fresh_by,
+        kept.then_some(&scratch),
+    );
+    let stale = judged.stale.clone();
+    let drift = !judged.undeclared.is_empty();
+    cx.state.obs.schema_checks.push(SchemaCheck {
+        step: cx.state.step_index,
+        at_ms: cx.ms(),
+        fresh_by,
+        objects,
+        elapsed_ms,
+        judged,
+    });
+    Ok(match (drift, stale.is_empty()) {
+        (false, true) => Ok(summary),
+        (true, true) => Err(summary),
+        (_, false) => Err(format!(
+            "{summary}; [schema] declares intended differences that no longer differ (stale: remove them): {}",
+            stale.join(", ")
+        )),
+    })
+}
 
-    /// Installs the current build on `scratch_url` and compares it with the
-    /// cell's database: the upgraded schema's object count and the judgement.
-    async fn compare_with_fresh(&mut self, scratch_url: &str) -> Result<Compared, Abort> {
-        let harness =
-            |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
-        let env = vec![("AWA_DATABASE_URL".to_owned(), scratch_url.to_owned())];
-        let id = self
-            .run_command(
-                CURRENT,
-                Role::Migrate,
-                vec!["migrate".into()],
-                env,
-                COMMAND_TIMEOUT,
-            )
-            .await?;
-        let (code, why) = self.proc(id, |p| (p.code(), p.why_ended()));
-        if code != Some(EXIT_OK) {
-            return Err(harness("the fresh install by current failed", why));
-        }
-        let installed = Instant::now();
-        let fresh = connect(scratch_url)
-            .await
-            .map_err(|e| harness("connecting to the fresh install", e))?;
-        let upgraded = connect(&self.db.url)
-            .await
-            .map_err(|e| harness("connecting", e))?;
-        let (a, b) = tokio::join!(schema::introspect(&upgraded), schema::introspect(&fresh));
-        let (upgraded, fresh) = (
-            a.map_err(|e| harness("the upgraded database", e))?,
-            b.map_err(|e| harness("the fresh install", e))?,
-        );
-        let judged = schema::judge(schema::diff(&upgraded, &fresh), &self.plan.schema_intended);
-        Ok(Compared {
-            objects: upgraded.len(),
-            judged,
-            catalogs_ms: installed.elapsed().as_millis() as u64,
-        })
+/// Installs the current build on `scratch_url` and compares it with the
+/// cell's database: the upgraded schema's object count and the judgement.
+async fn compare_with_fresh(cx: &mut StepCtx<'_>, scratch_url: &str) -> Result<Compared, Abort> {
+    let harness =
+        |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
+    let env = vec![("AWA_DATABASE_URL".to_owned(), scratch_url.to_owned())];
+    let id = cx
+        .run_command(
+            CURRENT,
+            Role::Migrate,
+            vec!["migrate".into()],
+            env,
+            COMMAND_TIMEOUT,
+        )
+        .await?;
+    let (code, why) = cx.proc(id, |p| (p.code(), p.why_ended()));
+    if code != Some(EXIT_OK) {
+        return Err(harness("the fresh install by current failed", why));
     }
+    let installed = Instant::now();
+    let fresh = connect(scratch_url)
+        .await
+        .map_err(|e| harness("connecting to the fresh install", e))?;
+    let upgraded = connect(&cx.db.url)
+        .await
+        .map_err(|e| harness("connecting", e))?;
+    let (a, b) = tokio::join!(schema::introspect(&upgraded), schema::introspect(&fresh));
+    let (upgraded, fresh) = (
+        a.map_err(|e| harness("the upgraded database", e))?,
+        b.map_err(|e| harness("the fresh install", e))?,
+    );
+    let judged = schema::judge(schema::diff(&upgraded, &fresh), &cx.plan.schema_intended);
+    Ok(Compared {
+        objects: upgraded.len(),
+        judged,
+        catalogs_ms: installed.elapsed().as_millis() as u64,
+    })
 }
 
 /// What a comparison found.

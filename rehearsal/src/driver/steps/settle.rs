@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::Cell;
+use super::super::step_ctx::StepCtx;
 use super::assert::{Held, unreadable};
 use super::drain::Progress;
 use crate::observe::{PrunedBack, RingPrunedBack};
@@ -36,93 +36,91 @@ const ROTATIONS: i64 = (SLOTS + SPARE_ROTATIONS) as i64;
 const POLL: Duration = Duration::from_millis(250);
 const RINGS: [&str; 3] = ["queue", "claim", "lease"];
 
-impl Cell<'_> {
-    /// Waits for the workload's jobs to finish, then for every ring to
-    /// prune what it held at that moment.
-    pub(super) async fn rings_pruned_back(&mut self) -> Result<Held, Abort> {
-        let drain = self.plan.timings.drain_timeout.to_std();
-        let start = Instant::now();
-        let mut progress = Progress::new(start);
-        loop {
-            let (_, workload) = self.probe.live_jobs().await.map_err(unreadable)?;
-            if workload == 0 {
-                break;
-            }
-            if progress.stalled(workload, Instant::now(), drain) {
-                return Ok(Err(format!(
-                    "{} still live after {}, the count no lower for the last {}",
-                    crate::observe::count(workload.unsigned_abs(), "workload job"),
-                    crate::observe::duration(start.elapsed().as_millis() as u64),
-                    crate::observe::duration(drain.as_millis() as u64)
-                )));
-            }
-            self.cancel().sleep(POLL).await?;
+/// Waits for the workload's jobs to finish, then for every ring to
+/// prune what it held at that moment.
+pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abort> {
+    let drain = cx.plan.timings.drain_timeout.to_std();
+    let start = Instant::now();
+    let mut progress = Progress::new(start);
+    loop {
+        let (_, workload) = cx.probe.live_jobs().await.map_err(unreadable)?;
+        if workload == 0 {
+            break;
         }
-        let from_ms = self.ms();
-        let through = self.probe.ring_generations().await.map_err(unreadable)?;
-        let stall = stall_after(self.plan.timings.rotate_every.to_std());
-        let settled = Instant::now();
-        let mut watched = through.map(|g| Watch::new(g, settled));
-        loop {
-            let now = Instant::now();
-            let generations = self.probe.ring_generations().await.map_err(unreadable)?;
-            let left = self
-                .probe
-                .ring_rows_through(through)
-                .await
-                .map_err(unreadable)?;
-            for (w, (&g, &n)) in watched.iter_mut().zip(generations.iter().zip(&left)) {
-                w.look(g, n, now, stall);
-            }
-            if watched.iter().all(|w| w.look != Look::Waiting) {
-                break;
-            }
-            self.cancel().sleep(POLL).await?;
+        if progress.stalled(workload, Instant::now(), drain) {
+            return Ok(Err(format!(
+                "{} still live after {}, the count no lower for the last {}",
+                crate::observe::count(workload.unsigned_abs(), "workload job"),
+                crate::observe::duration(start.elapsed().as_millis() as u64),
+                crate::observe::duration(drain.as_millis() as u64)
+            )));
         }
-        let waited_ms = settled.elapsed().as_millis() as u64;
-        let rings: Vec<RingPrunedBack> = RINGS
-            .iter()
-            .zip(&watched)
-            .map(|(ring, w)| RingPrunedBack {
-                ring: (*ring).to_owned(),
-                through_generation: w.through,
-                rows_left: w.rows_left,
-                generation: w.generation,
-                still_ms: w.still_ms,
-            })
-            .collect();
-        let stuck: Vec<String> = rings
-            .iter()
-            .filter(|r| r.rows_left > 0)
-            .map(|r| {
-                format!(
-                    "the {} ring still holds {} of generation {} or older ({})",
-                    r.ring,
-                    crate::observe::count(r.rows_left.unsigned_abs(), "row"),
-                    r.through_generation,
-                    r.progress()
-                )
-            })
-            .collect();
-        self.state.obs.pruned_back.push(PrunedBack {
-            step: self.state.step_index,
-            from_ms,
-            waited_ms,
-            bound_ms: stall.as_millis() as u64,
-            rings,
-        });
-        Ok(if stuck.is_empty() {
-            Ok(format!(
-                "every ring pruned what it held when the workload was done (generations {}, {}, {}) in {waited_ms} ms",
-                through[0], through[1], through[2]
-            ))
-        } else {
-            Err(format!(
-                "{} after {waited_ms} ms: rotation and prune did not bring it back",
-                stuck.join("; "),
-            ))
-        })
+        cx.cancel().sleep(POLL).await?;
     }
+    let from_ms = cx.ms();
+    let through = cx.probe.ring_generations().await.map_err(unreadable)?;
+    let stall = stall_after(cx.plan.timings.rotate_every.to_std());
+    let settled = Instant::now();
+    let mut watched = through.map(|g| Watch::new(g, settled));
+    loop {
+        let now = Instant::now();
+        let generations = cx.probe.ring_generations().await.map_err(unreadable)?;
+        let left = cx
+            .probe
+            .ring_rows_through(through)
+            .await
+            .map_err(unreadable)?;
+        for (w, (&g, &n)) in watched.iter_mut().zip(generations.iter().zip(&left)) {
+            w.look(g, n, now, stall);
+        }
+        if watched.iter().all(|w| w.look != Look::Waiting) {
+            break;
+        }
+        cx.cancel().sleep(POLL).await?;
+    }
+    let waited_ms = settled.elapsed().as_millis() as u64;
+    let rings: Vec<RingPrunedBack> = RINGS
+        .iter()
+        .zip(&watched)
+        .map(|(ring, w)| RingPrunedBack {
+            ring: (*ring).to_owned(),
+            through_generation: w.through,
+            rows_left: w.rows_left,
+            generation: w.generation,
+            still_ms: w.still_ms,
+        })
+        .collect();
+    let stuck: Vec<String> = rings
+        .iter()
+        .filter(|r| r.rows_left > 0)
+        .map(|r| {
+            format!(
+                "the {} ring still holds {} of generation {} or older ({})",
+                r.ring,
+                crate::observe::count(r.rows_left.unsigned_abs(), "row"),
+                r.through_generation,
+                r.progress()
+            )
+        })
+        .collect();
+    cx.state.obs.pruned_back.push(PrunedBack {
+        step: cx.state.step_index,
+        from_ms,
+        waited_ms,
+        bound_ms: stall.as_millis() as u64,
+        rings,
+    });
+    Ok(if stuck.is_empty() {
+        Ok(format!(
+            "every ring pruned what it held when the workload was done (generations {}, {}, {}) in {waited_ms} ms",
+            through[0], through[1], through[2]
+        ))
+    } else {
+        Err(format!(
+            "{} after {waited_ms} ms: rotation and prune did not bring it back",
+            stuck.join("; "),
+        ))
+    })
 }
 
 /// How long a ring's cursor may stand still while it holds the
