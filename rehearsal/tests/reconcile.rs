@@ -870,10 +870,11 @@ async fn rescues_no_injected_fault_explains_are_unexplained_interruptions() {
 async fn attempts_started_before_they_were_due_are_early_starts() {
     // Job 2 (retry_once) ran attempt 2 100 ms after attempt 1 asked for
     // its 200 ms backoff; job 17 (exhaust_retries) waited attempt 1's 200
-    // ms to the microsecond (on time); job 5 ran attempt 2 40 ms before
-    // its 200 ms snooze ended (inside the tolerance: on time); job 18 ran
-    // attempt 2 100 ms after attempt 1 snoozed; and the scheduled job 9
-    // ran 2 s before its run_at.
+    // ms to the microsecond (on time); job 5's attempt 2, claimed by a
+    // 0.6.2 worker, says it started 40 ms before its 200 ms snooze ended
+    // (not judged: 0.6 records a claim's transaction start, before the
+    // snapshot that saw the promotion); job 18 ran attempt 2 100 ms after
+    // attempt 1 snoozed; and the scheduled job 9 ran 2 s before its run_at.
     let mut obs = observations();
     for job in &mut obs.accepted {
         if job.job_id == SCHEDULED.0 {
@@ -890,6 +891,8 @@ async fn attempts_started_before_they_were_due_are_early_starts() {
         next_after(2, 100.0),
         next_after(17, 200.0),
         next_after(5, 160.0),
+        "UPDATE awa.executions SET version = '0.6.2' WHERE job_id = 5 AND run_lease = 2;"
+            .to_owned(),
         next_after(18, 100.0),
     ]
     .concat();

@@ -26,6 +26,15 @@ pub struct Claimed {
 /// The claim statement. Joins go through `= ANY (ARRAY(...))` so the
 /// generic plan of the prepared statement keeps to index scans.
 /// (Prepare it once per connection on hot paths).
+///
+/// The execution's `started_at` is `clock_timestamp()`, read after the
+/// statement's snapshot. `now()` is the transaction's start, taken at the
+/// Bind, before the plan's locks are held (a prune holds a ring partition
+/// `ACCESS EXCLUSIVE`; a busy machine deschedules the backend while it
+/// plans); a promotion that commits in between is visible to the
+/// snapshot, so `now()` could put the start of a retry, a snooze or a
+/// scheduled job before its `run_at` though it was claimable only after
+/// it (`tests/claim_clock.rs`; the 0.6 releases record `now()`).
 pub const CLAIM: &str = "
 WITH picked AS (
     SELECT job_id FROM awa.queue_entries
@@ -54,8 +63,12 @@ r AS (
     SELECT $3, now() + j.deadline_ms * interval '1 millisecond', array_agg(j.job_id), array_agg(j.run_lease)
     FROM j WHERE j.deadline_ms IS NOT NULL GROUP BY j.deadline_ms
 ), e AS (
-    INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version)
-    SELECT j.job_id, j.run_lease, j.attempt, $3, $4 FROM j
+    -- The attempt starts when the claim could first see the job: the
+    -- clock after the statement's snapshot, not now(), the transaction's
+    -- start, which precedes it by however long the claim waited for its
+    -- plan's locks or the CPU (see `CLAIM`).
+    INSERT INTO awa.executions (job_id, run_lease, attempt, instance_id, version, started_at)
+    SELECT j.job_id, j.run_lease, j.attempt, $3, $4, clock_timestamp() FROM j
 )
 SELECT job_id, kind, queue, args, priority, attempt, max_attempts, run_lease, deadline_ms FROM j";
 

@@ -104,8 +104,10 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     );
     // The database's clock against the contract's waits (`run_at`, retry
     // backoff, snooze); see `audit::EARLY_STARTS`. Every release writes
-    // `started_at`, `finished_at` and the producers' `run_at_ms` the same
-    // way, so N-1 jobs are judged alike.
+    // `finished_at` and the producers' `run_at_ms` the same way, but only
+    // 0.7 on records an attempt's start after its claim's snapshot, so
+    // only the runs it claimed are judged (`STARTS_AFTER_SNAPSHOT_SINCE`),
+    // whichever runtime closed the attempt before or promoted the job.
     add(
         FindingRule::EarlyStart,
         &storage.early,
