@@ -88,7 +88,13 @@ impl Cell<'_> {
             sink: &self.sink,
             t0: self.t0,
         };
-        StepCtx::new(fleet, self.plan, &self.db, &mut self.probe, &mut self.state)
+        StepCtx::new(
+            fleet,
+            self.plan,
+            &mut self.db,
+            &mut self.probe,
+            &mut self.state,
+        )
     }
 }
 

@@ -11,7 +11,7 @@ use super::ledger::Role;
 use super::migration_hold::MigrationHold;
 use crate::fleet::ProcId;
 use crate::matrix::{FleetStep, KillTarget, When};
-use crate::observe::{Observations, ProvedFacts, StepFailure};
+use crate::observe::{FaultRecord, Observations, ProvedFacts, StepFailure};
 use crate::plan::PlannedKill;
 
 /// A fault armed for the next migrate or flip.
@@ -120,6 +120,21 @@ impl CellState {
             step: self.step_index,
             kind: self.step_name.to_owned(),
             message: message.into(),
+        });
+    }
+
+    /// Records the evidence of a fault of the step running now.
+    pub fn record_fault(
+        &mut self,
+        fault: impl Into<String>,
+        fired: bool,
+        evidence: impl Into<String>,
+    ) {
+        self.obs.faults.push(FaultRecord {
+            step: self.step_index,
+            fault: fault.into(),
+            fired,
+            evidence: evidence.into(),
         });
     }
 

@@ -34,7 +34,7 @@ pub(super) struct StepCtx<'c> {
     /// The driver's own SQL on the cell's database.
     pub probe: &'c mut Probe,
     /// The cell's database.
-    pub db: &'c CellDb,
+    pub db: &'c mut CellDb,
     /// The cell's plan (its timings, workload and steps).
     pub plan: &'c CellPlan,
     fleet: FleetHandle<'c>,
@@ -45,7 +45,7 @@ impl<'c> StepCtx<'c> {
     pub fn new(
         fleet: FleetHandle<'c>,
         plan: &'c CellPlan,
-        db: &'c CellDb,
+        db: &'c mut CellDb,
         probe: &'c mut Probe,
         state: &'c mut CellState,
     ) -> Self {

@@ -152,17 +152,23 @@ impl Cell<'_> {
                     notes.push(text);
                 }
                 ArmedFault::Crash => {
-                    let text = self.crash(&format!(" during the {what}")).await?;
+                    let text = super::pg_crash::crash(
+                        &mut self.step_ctx(),
+                        &format!(" during the {what}"),
+                    )
+                    .await?;
                     notes.push(text);
                     crashed = true;
                     let fault = format!("pg_crash during the {what}");
                     let (fired, evidence) = match &before {
-                        Some(before) if inside.seen => self.crash_evidence(before).await,
+                        Some(before) if inside.seen => {
+                            super::evidence::crash_evidence(&mut self.step_ctx(), before).await
+                        }
                         Some(_) => (false, inside.note.clone()),
                         None => (inside.seen, inside.note.clone()),
                     };
                     notes.push(evidence.clone());
-                    self.record_fault(fault, fired, evidence);
+                    self.state.record_fault(fault, fired, evidence);
                 }
                 ArmedFault::Fleet(f) => {
                     let text = self.fleet_inside_migration(&f, trigger_id).await?;

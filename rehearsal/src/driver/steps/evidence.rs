@@ -2,8 +2,8 @@
 //! [`FaultRecord`] for reconciliation (`reconcile::unfired_faults`): a
 //! fault without it makes the cell inconclusive.
 
-use super::super::cell::Cell;
-use crate::observe::FaultRecord;
+use super::super::ledger::FleetView;
+use super::super::step_ctx::StepCtx;
 
 /// Where an armed fault fired: inside the migrate or flip it was armed
 /// for, or not (it ended first, or was never seen in flight).
@@ -27,89 +27,71 @@ pub(super) enum Before {
     Authority(Option<String>),
 }
 
-impl Cell<'_> {
-    /// Records the evidence of a fault of the step running now.
-    pub(super) fn record_fault(
-        &mut self,
-        fault: impl Into<String>,
-        fired: bool,
-        evidence: impl Into<String>,
-    ) {
-        self.state.obs.faults.push(FaultRecord {
-            step: self.state.step_index,
-            fault: fault.into(),
-            fired,
-            evidence: evidence.into(),
-        });
-    }
-
-    /// The cell's runtimes (workers and producers) that `text` names.
-    pub(super) fn runtimes_named_in(&self, text: &str) -> Vec<String> {
-        self.view(|l| {
-            l.procs
-                .iter()
-                .filter(|p| matches!(p.role.name(), "worker" | "producer"))
-                .map(|p| p.name.clone())
-                .filter(|name| mentions(text, name))
-                .collect()
-        })
-    }
-
-    /// After a crash armed for a migrate or flip: whether the command's
-    /// effect is absent right after the restart (its transaction was open
-    /// when the server died, and rolled back). `(fired, evidence)`.
-    pub(super) async fn crash_evidence(&mut self, before: &Before) -> (bool, String) {
-        match before {
-            Before::Schema(v) if *v >= self.ctx.expand_version => (
-                false,
+/// After a crash armed for a migrate or flip: whether the command's
+/// effect is absent right after the restart (its transaction was open
+/// when the server died, and rolled back). `(fired, evidence)`.
+pub(super) async fn crash_evidence(cx: &mut StepCtx<'_>, before: &Before) -> (bool, String) {
+    match before {
+        Before::Schema(v) if *v >= cx.expand_version() => (
+            false,
+            format!(
+                "the schema was already at v{v} before the migration: with nothing to migrate, no migration transaction was open when the server died"
+            ),
+        ),
+        Before::Schema(v) => match cx.probe.schema_version().await {
+            Ok(now) if now == *v => (
+                true,
                 format!(
-                    "the schema was already at v{v} before the migration: with nothing to migrate, no migration transaction was open when the server died"
+                    "right after the restart the schema is still v{v}: the migration's transaction was open when the server died"
                 ),
             ),
-            Before::Schema(v) => match self.probe.schema_version().await {
-                Ok(now) if now == *v => (
+            Ok(now) => (
+                false,
+                format!(
+                    "the schema is at v{now} right after the restart (v{v} before): the migration had committed before the crash"
+                ),
+            ),
+            Err(e) => (
+                false,
+                format!("the schema version could not be read after the restart: {e}"),
+            ),
+        },
+        Before::Authority(a) => {
+            let show = |a: &Option<String>| a.clone().unwrap_or_else(|| "absent".into());
+            match cx.probe.authority().await {
+                Ok(now) if now == *a => (
                     true,
                     format!(
-                        "right after the restart the schema is still v{v}: the migration's transaction was open when the server died"
+                        "right after the restart the authority is still {}: the flip's transaction was open when the server died",
+                        show(a)
                     ),
                 ),
                 Ok(now) => (
                     false,
                     format!(
-                        "the schema is at v{now} right after the restart (v{v} before): the migration had committed before the crash"
+                        "the authority is {} right after the restart ({} before): the flip had committed before the crash",
+                        show(&now),
+                        show(a)
                     ),
                 ),
                 Err(e) => (
                     false,
-                    format!("the schema version could not be read after the restart: {e}"),
+                    format!("the authority could not be read after the restart: {e}"),
                 ),
-            },
-            Before::Authority(a) => {
-                let show = |a: &Option<String>| a.clone().unwrap_or_else(|| "absent".into());
-                match self.probe.authority().await {
-                    Ok(now) if now == *a => (
-                        true,
-                        format!(
-                            "right after the restart the authority is still {}: the flip's transaction was open when the server died",
-                            show(a)
-                        ),
-                    ),
-                    Ok(now) => (
-                        false,
-                        format!(
-                            "the authority is {} right after the restart ({} before): the flip had committed before the crash",
-                            show(&now),
-                            show(a)
-                        ),
-                    ),
-                    Err(e) => (
-                        false,
-                        format!("the authority could not be read after the restart: {e}"),
-                    ),
-                }
             }
         }
     }
+}
+
+/// The cell's runtimes (workers and producers) that `text` names.
+pub(super) fn runtimes_named_in(ledger: &FleetView, text: &str) -> Vec<String> {
+    ledger
+        .procs
+        .iter()
+        .filter(|p| matches!(p.role.name(), "worker" | "producer"))
+        .map(|p| p.name.clone())
+        .filter(|name| mentions(text, name))
+        .collect()
 }
 
 /// Whether `text` names `name` as a whole word (`worker-1` is not named

@@ -7,7 +7,7 @@ use super::super::ledger::Role;
 use super::super::{Abort, Done};
 use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
 use super::armed::{ArmedCommand, Detector};
-use super::evidence::Before;
+use super::evidence::{Before, runtimes_named_in};
 use super::{CommandEnd, with_notes};
 use crate::fleet::Event;
 use crate::fleet::events::{Blocked, Flipped};
@@ -102,7 +102,8 @@ impl Cell<'_> {
             (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
             (Outcome::Refused, Some(EXIT_REFUSED)) => {
                 let (fired, evidence) = self.flip_refusal_evidence(output);
-                self.record_fault("flip expected refused", fired, evidence.clone());
+                self.state
+                    .record_fault("flip expected refused", fired, evidence.clone());
                 Done::with(
                     StepOutcome::Refused,
                     format!(
@@ -160,7 +161,7 @@ impl Cell<'_> {
             .flatten()
             .map(|b| b.name.clone())
             .collect();
-        let ours = self.runtimes_named_in(&blockers.join(" "));
+        let ours = self.view(|l| runtimes_named_in(l, &blockers.join(" ")));
         if ours.is_empty() {
             let what = if blockers.is_empty() {
                 "it named no blocking runtime".to_owned()

@@ -67,7 +67,8 @@ impl Cell<'_> {
             let what = format!("no live {}{whose}", k.target.name());
             self.state
                 .fail(format!("kill {}: {what} to kill", k.target.name()));
-            self.record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
+            self.state
+                .record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
             return Ok(format!("nothing to kill: {what}"));
         };
         let mut trigger = self.until_trigger(k, victim).await?;
@@ -82,7 +83,7 @@ impl Cell<'_> {
         if !self.proc(victim, |p| p.alive()) {
             let why = self.proc(victim, |p| p.why_ended());
             let name = self.proc(victim, |p| p.name.clone());
-            self.record_fault(
+            self.state.record_fault(
                 k.to_string(),
                 false,
                 format!("{name} had already ended ({why}); nothing was killed"),
@@ -91,7 +92,7 @@ impl Cell<'_> {
         }
         let record = self.kill_proc(victim, k.target.name()).await?;
         let (fired, evidence) = kill_evidence(k.target, &record, self.state.load_on, inside);
-        self.record_fault(k.to_string(), fired, evidence);
+        self.state.record_fault(k.to_string(), fired, evidence);
         if let Some(seat) = self.state.seat_of(victim) {
             self.state.seats[seat].dead = true;
             self.state.seats[seat].proc = None;

@@ -7,7 +7,7 @@ use super::super::state::ArmedFault;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::{ArmedCommand, Detector};
-use super::evidence::Before;
+use super::evidence::{Before, runtimes_named_in};
 use super::{CommandEnd, with_notes};
 use crate::fleet::Event;
 use crate::matrix::{MigrateStep, Outcome, When};
@@ -143,15 +143,15 @@ impl Cell<'_> {
     /// naming live runtimes of this cell (below the floor, or in the
     /// exclusive window), recorded with the refusal.
     fn required_refusal(&mut self, artifact: &str, version: &str, reason: &str) {
-        let named = self.runtimes_named_in(reason);
+        let named = self.view(|l| runtimes_named_in(l, reason));
         if named.is_empty() {
-            self.record_fault(
+            self.state.record_fault(
                 "migrate expected refused",
                 false,
                 format!("the migration was refused, but its reason names no runtime of this cell: {reason}"),
             );
         } else {
-            self.record_fault(
+            self.state.record_fault(
                 "migrate expected refused",
                 true,
                 format!(

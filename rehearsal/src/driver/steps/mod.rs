@@ -49,7 +49,7 @@ impl Cell<'_> {
             Step::Kill(k) => self.kill(k).await,
             Step::Suspend(s) => self.suspend(s).await,
             Step::Resume(s) => self.resume(s).await,
-            Step::PgCrash(s) => self.pg_crash(s.when).await,
+            Step::PgCrash(s) => pg_crash::pg_crash(&mut self.step_ctx(), s.when).await,
             Step::Flip(s) => self.flip(s).await,
             Step::Fence(s) => self.fence(&s.artifact).await,
             Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
