@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use super::cell::{Cell, START_TIMEOUT};
 use super::env::{mix_string, producer_env};
-use super::ledger::{Cancel, Role};
+use super::ledger::{Cancel, FleetView, Role};
 use super::state::Seat;
+use super::step_ctx::StepCtx;
 use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::ProcId;
@@ -101,219 +102,28 @@ impl Cell<'_> {
         self.shared.kill_quietly(id).await;
     }
 
-    /// Waits for a runtime's `ready`, or its refusal or exit.
-    pub(super) async fn await_start(&self, id: ProcId) -> Result<Start, Interrupted> {
-        let found = self
-            .shared
-            .wait_for(START_TIMEOUT, &self.cancel(), |l| {
-                let p = &l.procs[id];
-                if p.ready {
-                    Some(Start::Ready)
-                } else if p.done() {
-                    Some(if p.code() == Some(EXIT_REFUSED) {
-                        Start::Refused(p.refused.clone().unwrap_or_else(|| p.stderr_tail(1)))
-                    } else {
-                        Start::Exited(p.why_ended())
-                    })
-                } else {
-                    None
-                }
-            })
-            .await?;
-        Ok(found.unwrap_or(Start::TimedOut))
-    }
-
-    /// The expand migration has been applied: a flip-aware binary's refusal
-    /// is no longer the expected binary-first outcome.
-    pub(super) async fn schema_expanded(&mut self) -> Result<bool, Abort> {
-        let version = self
-            .probe
-            .schema_version()
-            .await
-            .map_err(|e| Abort::Harness(format!("could not read the schema version: {e}")))?;
-        Ok(version >= self.ctx.expand_version)
-    }
-
-    /// Starts the processes of `seats` (all first, then waits for each).
-    /// A refusal before the expand migration parks the seat (binary-first);
-    /// any other failure to start is a step failure.
+    /// Starts the processes of `seats` (see [`StepCtx::launch_seats`]).
     pub(super) async fn launch_seats(
         &mut self,
         seats: &[usize],
         notes: &mut Vec<String>,
     ) -> Result<(), Abort> {
-        let producers = self
-            .state
-            .seats
-            .iter()
-            .filter(|s| s.role == Role::Producer && !s.dead)
-            .count()
-            .max(1);
-        let mut started = Vec::new();
-        for &s in seats {
-            let Seat {
-                role,
-                artifact,
-                idle,
-                ..
-            } = self.state.seats[s].clone();
-            let (args, env) = match role {
-                Role::Producer => {
-                    let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
-                    let mix = mix_string(&self.plan.workload.mix);
-                    (
-                        vec!["produce".to_owned()],
-                        producer_env(rate, 0, &mix, self.plan.workload.sleep),
-                    )
-                }
-                _ if idle => (
-                    vec!["worker".to_owned()],
-                    super::env::IDLE
-                        .iter()
-                        .map(|&(k, v)| (k.to_owned(), v.to_owned()))
-                        .collect(),
-                ),
-                _ => (vec!["worker".to_owned()], Vec::new()),
-            };
-            let id = self.spawn(&artifact, role, args, env).await?;
-            self.state.seats[s].proc = Some(id);
-            self.state.seats[s].last = Some(id);
-            self.state.seats[s].parked = false;
-            started.push((s, id));
-        }
-        let mut expanded = None;
-        for (s, id) in started {
-            let start = self.await_start(id).await?;
-            let name = self.proc(id, |p| p.name.clone());
-            match start {
-                Start::Ready => {}
-                Start::Refused(reason) => {
-                    let expanded = match expanded {
-                        Some(e) => e,
-                        None => *expanded.insert(self.schema_expanded().await?),
-                    };
-                    self.state.reported_exits.insert(id);
-                    self.state.seats[s].proc = None;
-                    if expanded {
-                        self.state.seats[s].dead = true;
-                        self.state
-                            .fail(format!("{name} refused to start: {reason}"));
-                    } else {
-                        self.state.seats[s].parked = true;
-                        self.state.facts.binary_first.push(name.clone());
-                        notes.push(format!(
-                            "{name} refused (binary-first), to run after the migration: {reason}"
-                        ));
-                    }
-                }
-                Start::Exited(why) => {
-                    self.state.reported_exits.insert(id);
-                    self.state.seats[s].proc = None;
-                    self.state.seats[s].dead = true;
-                    self.state
-                        .fail(format!("{name} exited before it was ready ({why})"));
-                }
-                Start::TimedOut => {
-                    self.state.fail(format!(
-                        "{name} did not report ready within {}s",
-                        START_TIMEOUT.as_secs()
-                    ));
-                }
-            }
-        }
-        Ok(())
+        self.step_ctx().launch_seats(seats, notes).await
     }
 
     /// Re-launches the seats parked by a binary-first refusal (after a migration).
     pub(super) async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
-        let parked: Vec<usize> = (0..self.state.seats.len())
-            .filter(|&s| {
-                let seat = &self.state.seats[s];
-                seat.parked && !seat.dead && (seat.role == Role::Worker || self.state.load_on)
-            })
-            .collect();
-        if parked.is_empty() {
-            return Ok(());
-        }
-        self.launch_seats(&parked, notes).await?;
-        let names: Vec<String> = {
-            let l = self.shared.lock();
-            parked
-                .iter()
-                .filter_map(|&s| self.state.seats[s].proc)
-                .filter(|&id| l.procs[id].ready)
-                .map(|id| l.procs[id].name.clone())
-                .collect()
-        };
-        self.state.facts.relaunched += names.len();
-        if !names.is_empty() {
-            notes.push(format!(
-                "re-launched after the migration: {}",
-                names.join(", ")
-            ));
-        }
-        Ok(())
+        self.step_ctx().relaunch_parked(notes).await
     }
 
-    /// SIGTERM to every process of `ids`, then SIGKILL to those still
-    /// running after `grace`; returns notes for the ones that needed it.
+    /// SIGTERM, then SIGKILL after `grace` (see [`StepCtx::stop`]).
     pub(super) async fn stop(
         &mut self,
         ids: &[ProcId],
         grace: Duration,
         cancel: &Cancel,
     ) -> Result<Vec<String>, Interrupted> {
-        let mut handles = Vec::new();
-        {
-            let mut l = self.shared.lock();
-            for &id in ids {
-                let p = &mut l.procs[id];
-                if p.alive() {
-                    p.stopping = true;
-                    if let Some(h) = p.handle.clone() {
-                        handles.push((id, h));
-                    }
-                }
-            }
-        }
-        for (_, h) in &handles {
-            h.terminate();
-        }
-        let all: Vec<ProcId> = ids.to_vec();
-        self.shared
-            .wait_for(grace, cancel, |l| {
-                all.iter().all(|&id| l.procs[id].done()).then_some(())
-            })
-            .await?;
-        let mut notes = Vec::new();
-        let stuck: Vec<(ProcId, crate::fleet::Handle)> = {
-            let mut l = self.shared.lock();
-            let stuck: Vec<(ProcId, crate::fleet::Handle)> = handles
-                .into_iter()
-                .filter(|(id, _)| l.procs[*id].alive())
-                .collect();
-            for (id, _) in &stuck {
-                l.procs[*id].killed = true;
-            }
-            stuck
-        };
-        for (id, h) in &stuck {
-            h.kill();
-            let name = self.proc(*id, |p| p.name.clone());
-            notes.push(format!(
-                "{name} did not stop within {}s of SIGTERM and was SIGKILLed",
-                grace.as_secs()
-            ));
-        }
-        if !stuck.is_empty() {
-            let ids: Vec<ProcId> = stuck.iter().map(|(id, _)| *id).collect();
-            self.shared
-                .wait_for(Duration::from_secs(10), &Cancel::never(), |l| {
-                    ids.iter().all(|&id| l.procs[id].done()).then_some(())
-                })
-                .await?;
-        }
-        Ok(notes)
+        self.step_ctx().stop(ids, grace, cancel).await
     }
 
     /// SIGKILL, on purpose: the kill step's record, with the attempts the
@@ -344,17 +154,7 @@ impl Cell<'_> {
 
     /// Live processes of the seats of `role` (of `artifact` if given), in start order.
     pub(super) fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
-        let l = self.shared.lock();
-        let mut ids: Vec<ProcId> = self
-            .state
-            .seats
-            .iter()
-            .filter(|s| !s.dead && s.role == role && artifact.is_none_or(|a| s.artifact == a))
-            .filter_map(|s| s.proc)
-            .filter(|&id| l.procs[id].alive())
-            .collect();
-        ids.sort_unstable();
-        ids
+        live(&self.state.seats, &self.shared.lock(), role, artifact)
     }
 
     /// The process a kill or a suspend acts on: the leader when the step
@@ -449,7 +249,7 @@ impl Cell<'_> {
             self.state.seats[seat].proc = None;
             let binary_first = code == Some(EXIT_REFUSED)
                 && refused.is_some()
-                && !self.schema_expanded().await.unwrap_or(true);
+                && !self.step_ctx().schema_expanded().await.unwrap_or(true);
             if binary_first {
                 self.state.seats[seat].parked = true;
                 self.state.facts.binary_first.push(name.clone());
@@ -486,6 +286,240 @@ const FENCE_MESSAGES: [&str; 2] = [
     "ring cursor authority is ledger",
     "no partition of relation",
 ];
+
+/// Live processes of `seats` of `role` (of `artifact` if given), in start order.
+fn live(seats: &[Seat], ledger: &FleetView, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
+    let mut ids: Vec<ProcId> = seats
+        .iter()
+        .filter(|s| !s.dead && s.role == role && artifact.is_none_or(|a| s.artifact == a))
+        .filter_map(|s| s.proc)
+        .filter(|&id| ledger.procs[id].alive())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+impl StepCtx<'_> {
+    /// Waits for a runtime's `ready`, or its refusal or exit.
+    pub async fn await_start(&self, id: ProcId) -> Result<Start, Interrupted> {
+        let found = self
+            .ledger()
+            .wait_for(START_TIMEOUT, &self.cancel(), |l| {
+                let p = &l.procs[id];
+                if p.ready {
+                    Some(Start::Ready)
+                } else if p.done() {
+                    Some(if p.code() == Some(EXIT_REFUSED) {
+                        Start::Refused(p.refused.clone().unwrap_or_else(|| p.stderr_tail(1)))
+                    } else {
+                        Start::Exited(p.why_ended())
+                    })
+                } else {
+                    None
+                }
+            })
+            .await?;
+        Ok(found.unwrap_or(Start::TimedOut))
+    }
+
+    /// The expand migration has been applied: a flip-aware binary's refusal
+    /// is no longer the expected binary-first outcome.
+    pub async fn schema_expanded(&mut self) -> Result<bool, Abort> {
+        let version = self
+            .probe
+            .schema_version()
+            .await
+            .map_err(|e| Abort::Harness(format!("could not read the schema version: {e}")))?;
+        Ok(version >= self.expand_version())
+    }
+
+    /// Starts the processes of `seats` (all first, then waits for each).
+    /// A refusal before the expand migration parks the seat (binary-first);
+    /// any other failure to start is a step failure.
+    pub async fn launch_seats(
+        &mut self,
+        seats: &[usize],
+        notes: &mut Vec<String>,
+    ) -> Result<(), Abort> {
+        let producers = self
+            .state
+            .seats
+            .iter()
+            .filter(|s| s.role == Role::Producer && !s.dead)
+            .count()
+            .max(1);
+        let mut started = Vec::new();
+        for &s in seats {
+            let Seat {
+                role,
+                artifact,
+                idle,
+                ..
+            } = self.state.seats[s].clone();
+            let (args, env) = match role {
+                Role::Producer => {
+                    let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
+                    let mix = mix_string(&self.plan.workload.mix);
+                    (
+                        vec!["produce".to_owned()],
+                        producer_env(rate, 0, &mix, self.plan.workload.sleep),
+                    )
+                }
+                _ if idle => (
+                    vec!["worker".to_owned()],
+                    super::env::IDLE
+                        .iter()
+                        .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect(),
+                ),
+                _ => (vec!["worker".to_owned()], Vec::new()),
+            };
+            let id = self.spawn(&artifact, role, args, env).await?;
+            self.state.seats[s].proc = Some(id);
+            self.state.seats[s].last = Some(id);
+            self.state.seats[s].parked = false;
+            started.push((s, id));
+        }
+        let mut expanded = None;
+        for (s, id) in started {
+            let start = self.await_start(id).await?;
+            let name = self.proc(id, |p| p.name.clone());
+            match start {
+                Start::Ready => {}
+                Start::Refused(reason) => {
+                    let expanded = match expanded {
+                        Some(e) => e,
+                        None => *expanded.insert(self.schema_expanded().await?),
+                    };
+                    self.state.reported_exits.insert(id);
+                    self.state.seats[s].proc = None;
+                    if expanded {
+                        self.state.seats[s].dead = true;
+                        self.state
+                            .fail(format!("{name} refused to start: {reason}"));
+                    } else {
+                        self.state.seats[s].parked = true;
+                        self.state.facts.binary_first.push(name.clone());
+                        notes.push(format!(
+                            "{name} refused (binary-first), to run after the migration: {reason}"
+                        ));
+                    }
+                }
+                Start::Exited(why) => {
+                    self.state.reported_exits.insert(id);
+                    self.state.seats[s].proc = None;
+                    self.state.seats[s].dead = true;
+                    self.state
+                        .fail(format!("{name} exited before it was ready ({why})"));
+                }
+                Start::TimedOut => {
+                    self.state.fail(format!(
+                        "{name} did not report ready within {}s",
+                        START_TIMEOUT.as_secs()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-launches the seats parked by a binary-first refusal (after a migration).
+    pub async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
+        let parked: Vec<usize> = (0..self.state.seats.len())
+            .filter(|&s| {
+                let seat = &self.state.seats[s];
+                seat.parked && !seat.dead && (seat.role == Role::Worker || self.state.load_on)
+            })
+            .collect();
+        if parked.is_empty() {
+            return Ok(());
+        }
+        self.launch_seats(&parked, notes).await?;
+        let names: Vec<String> = {
+            let l = self.ledger().lock();
+            parked
+                .iter()
+                .filter_map(|&s| self.state.seats[s].proc)
+                .filter(|&id| l.procs[id].ready)
+                .map(|id| l.procs[id].name.clone())
+                .collect()
+        };
+        self.state.facts.relaunched += names.len();
+        if !names.is_empty() {
+            notes.push(format!(
+                "re-launched after the migration: {}",
+                names.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// SIGTERM to every process of `ids`, then SIGKILL to those still
+    /// running after `grace`; returns notes for the ones that needed it.
+    pub async fn stop(
+        &mut self,
+        ids: &[ProcId],
+        grace: Duration,
+        cancel: &Cancel,
+    ) -> Result<Vec<String>, Interrupted> {
+        let mut handles = Vec::new();
+        {
+            let mut l = self.ledger().lock();
+            for &id in ids {
+                let p = &mut l.procs[id];
+                if p.alive() {
+                    p.stopping = true;
+                    if let Some(h) = p.handle.clone() {
+                        handles.push((id, h));
+                    }
+                }
+            }
+        }
+        for (_, h) in &handles {
+            h.terminate();
+        }
+        let all: Vec<ProcId> = ids.to_vec();
+        self.ledger()
+            .wait_for(grace, cancel, |l| {
+                all.iter().all(|&id| l.procs[id].done()).then_some(())
+            })
+            .await?;
+        let mut notes = Vec::new();
+        let stuck: Vec<(ProcId, crate::fleet::Handle)> = {
+            let mut l = self.ledger().lock();
+            let stuck: Vec<(ProcId, crate::fleet::Handle)> = handles
+                .into_iter()
+                .filter(|(id, _)| l.procs[*id].alive())
+                .collect();
+            for (id, _) in &stuck {
+                l.procs[*id].killed = true;
+            }
+            stuck
+        };
+        for (id, h) in &stuck {
+            h.kill();
+            let name = self.proc(*id, |p| p.name.clone());
+            notes.push(format!(
+                "{name} did not stop within {}s of SIGTERM and was SIGKILLed",
+                grace.as_secs()
+            ));
+        }
+        if !stuck.is_empty() {
+            let ids: Vec<ProcId> = stuck.iter().map(|(id, _)| *id).collect();
+            self.ledger()
+                .wait_for(Duration::from_secs(10), &Cancel::never(), |l| {
+                    ids.iter().all(|&id| l.procs[id].done()).then_some(())
+                })
+                .await?;
+        }
+        Ok(notes)
+    }
+
+    /// Live processes of the seats of `role` (of `artifact` if given), in start order.
+    pub fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
+        self.view(|l| live(&self.state.seats, l, role, artifact))
+    }
+}
 
 /// The fence line of a failure text, if it has one.
 fn fence_line(text: &str) -> Option<&str> {

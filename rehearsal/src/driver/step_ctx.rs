@@ -101,6 +101,11 @@ impl<'c> StepCtx<'c> {
             .await
     }
 
+    /// The ledger, for the fleet's own operations (procs.rs).
+    pub fn ledger(&self) -> &Shared {
+        self.fleet.shared
+    }
+
     /// Sends one of the cell's events.
     pub fn emit(&self, event: RunEvent) {
         self.fleet.ctx.events.send(event);

@@ -27,7 +27,7 @@ impl Cell<'_> {
     ) -> Result<Done, Abort> {
         let mut parts = Vec::new();
         if self.state.load_on {
-            parts.push(self.load_off().await?.detail);
+            parts.push(super::load::load_off(&mut self.step_ctx()).await?.detail);
         }
         let start = Instant::now();
         let mut live = (0, 0);

@@ -25,6 +25,9 @@ mod settle;
 mod suspend;
 
 use super::cell::Cell;
+use super::ledger::FleetView;
+use super::state::Seat;
+use super::step_ctx::StepCtx;
 use super::{Abort, Done};
 use crate::matrix::Step;
 pub(super) use effect::{Beat, Effect};
@@ -38,9 +41,9 @@ impl Cell<'_> {
             Step::Fleet(s) => self.fleet(s).await,
             Step::Load(s) => {
                 if s.on {
-                    self.load_on().await
+                    load::load_on(&mut self.step_ctx()).await
                 } else {
-                    self.load_off().await
+                    load::load_off(&mut self.step_ctx()).await
                 }
             }
             Step::Migrate(s) => self.migrate(s).await,
@@ -61,16 +64,26 @@ impl Cell<'_> {
 
     /// The names of the processes in `seats` (or last in them).
     fn names(&self, seats: &[usize]) -> String {
-        let names: Vec<String> = seats
-            .iter()
-            .filter_map(|&s| self.state.seats[s].proc.or(self.state.seats[s].last))
-            .map(|id| self.proc(id, |p| p.name.clone()))
-            .collect();
-        if names.is_empty() {
-            "none".into()
-        } else {
-            names.join(", ")
-        }
+        self.view(|l| names_of(&self.state.seats, l, seats))
+    }
+}
+
+/// The names of the processes in `seats` (or last in them).
+fn seat_names(cx: &StepCtx<'_>, seats: &[usize]) -> String {
+    cx.view(|l| names_of(&cx.state.seats, l, seats))
+}
+
+/// The names of the processes in `which` of `seats` (or last in them).
+fn names_of(seats: &[Seat], ledger: &FleetView, which: &[usize]) -> String {
+    let names: Vec<String> = which
+        .iter()
+        .filter_map(|&s| seats[s].proc.or(seats[s].last))
+        .map(|id| ledger.procs[id].name.clone())
+        .collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
     }
 }
 
