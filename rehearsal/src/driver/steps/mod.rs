@@ -47,8 +47,8 @@ impl Cell<'_> {
                 }
             }
             Step::Migrate(s) => self.migrate(s).await,
-            Step::Roll(s) => self.roll(s).await,
-            Step::Rollback(s) => self.rollback(s).await,
+            Step::Roll(s) => roll::roll(&mut self.step_ctx(), s).await,
+            Step::Rollback(s) => rollback::rollback(&mut self.step_ctx(), s).await,
             Step::Kill(k) => self.kill(k).await,
             Step::Suspend(s) => self.suspend(s).await,
             Step::Resume(s) => self.resume(s).await,
