@@ -97,11 +97,6 @@ impl Cell<'_> {
         self.step_ctx().finish_command(id, timeout).await
     }
 
-    /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
-    pub(super) async fn kill_quietly(&mut self, id: ProcId) {
-        self.shared.kill_quietly(id).await;
-    }
-
     /// Starts the processes of `seats` (see [`StepCtx::launch_seats`]).
     pub(super) async fn launch_seats(
         &mut self,
@@ -126,30 +121,9 @@ impl Cell<'_> {
         self.step_ctx().stop(ids, grace, cancel).await
     }
 
-    /// SIGKILL, on purpose: the kill step's record, with the attempts the
-    /// victim had started and not finished (read after its last line).
+    /// SIGKILL, on purpose (see [`StepCtx::kill_proc`]).
     pub(super) async fn kill_proc(&mut self, id: ProcId, role: &str) -> Result<KillRecord, Abort> {
-        let at_ms = self.ms();
-        self.kill_quietly(id).await;
-        // A kill the cell cannot see land is no kill to judge rescue by.
-        self.prove(id, super::steps::Effect::Gone, None, KILL_PROOF)
-            .await?;
-        let record = {
-            let l = self.shared.lock();
-            let p = &l.procs[id];
-            KillRecord {
-                process: p.name.clone(),
-                version: p.version.clone(),
-                role: role.to_owned(),
-                at_ms,
-                in_flight: p.in_flight(),
-            }
-        };
-        self.emit(RunEvent::FaultInjected {
-            cell: self.plan.name.clone(),
-            fault: Fault::Kill(record.clone()),
-        });
-        Ok(record)
+        self.step_ctx().kill_proc(id, role).await
     }
 
     /// Live processes of the seats of `role` (of `artifact` if given), in start order.
@@ -513,6 +487,31 @@ impl StepCtx<'_> {
                 .await?;
         }
         Ok(notes)
+    }
+
+    /// SIGKILL, on purpose: the kill step's record, with the attempts the
+    /// victim had started and not finished (read after its last line).
+    pub async fn kill_proc(&mut self, id: ProcId, role: &str) -> Result<KillRecord, Abort> {
+        let at_ms = self.ms();
+        self.kill_quietly(id).await;
+        // A kill the cell cannot see land is no kill to judge rescue by.
+        super::steps::prove(self, id, super::steps::Effect::Gone, None, KILL_PROOF).await?;
+        let record = {
+            let l = self.ledger().lock();
+            let p = &l.procs[id];
+            KillRecord {
+                process: p.name.clone(),
+                version: p.version.clone(),
+                role: role.to_owned(),
+                at_ms,
+                in_flight: p.in_flight(),
+            }
+        };
+        self.emit(RunEvent::FaultInjected {
+            cell: self.plan.name.clone(),
+            fault: Fault::Kill(record.clone()),
+        });
+        Ok(record)
     }
 
     /// Live processes of the seats of `role` (of `artifact` if given), in start order.

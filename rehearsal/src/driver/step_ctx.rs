@@ -232,6 +232,16 @@ impl<'c> StepCtx<'c> {
         Ok(())
     }
 
+    /// Waits until `id` has ended and its output is read; false on timeout.
+    pub async fn await_done(
+        &self,
+        id: ProcId,
+        timeout: Duration,
+        cancel: &Cancel,
+    ) -> Result<bool, Interrupted> {
+        self.fleet.shared.await_done(id, timeout, cancel).await
+    }
+
     /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
     pub async fn kill_quietly(&self, id: ProcId) {
         self.fleet.shared.kill_quietly(id).await;

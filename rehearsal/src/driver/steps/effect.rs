@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::Cell;
+use super::super::step_ctx::StepCtx;
 use crate::fleet::ProcId;
 
 /// One look at a runtime's heartbeat by the server's clock.
@@ -178,71 +178,69 @@ pub fn judge(effect: Effect, looks: &[Look], before: Option<Look>, still: Durati
 /// How often a proof looks again.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
-impl Cell<'_> {
-    /// One look at process `id` (its heartbeat by `instance_id`, where it
-    /// has one, and the ledger's view of it).
-    /// `Err` when the database did not answer: no evidence either way.
-    pub(in crate::driver) async fn look(
-        &mut self,
-        id: ProcId,
-        instance_id: Option<&str>,
-    ) -> Result<Look, String> {
-        let (ended, lines) = self.proc(id, |p| {
-            (
-                !p.alive(),
-                p.contract.events + p.contract.unknown + p.contract.garbled,
-            )
-        });
-        let beat = match instance_id {
-            Some(instance) => self.probe.heartbeat_of(instance).await?,
-            // Not registered (never ready): nothing of it to watch.
-            None => Beat {
-                server_ms: self.ms() as i64,
-                beat_ms: None,
-                sessions: 0,
-            },
-        };
-        Ok(Look { beat, ended, lines })
-    }
+/// One look at process `id` (its heartbeat by `instance_id`, where it
+/// has one, and the ledger's view of it).
+/// `Err` when the database did not answer: no evidence either way.
+pub(in crate::driver) async fn look(
+    cx: &mut StepCtx<'_>,
+    id: ProcId,
+    instance_id: Option<&str>,
+) -> Result<Look, String> {
+    let (ended, lines) = cx.proc(id, |p| {
+        (
+            !p.alive(),
+            p.contract.events + p.contract.unknown + p.contract.garbled,
+        )
+    });
+    let beat = match instance_id {
+        Some(instance) => cx.probe.heartbeat_of(instance).await?,
+        // Not registered (never ready): nothing of it to watch.
+        None => Beat {
+            server_ms: cx.ms() as i64,
+            beat_ms: None,
+            sessions: 0,
+        },
+    };
+    Ok(Look { beat, ended, lines })
+}
 
-    /// Looks at process `id` until `effect` is proved, for up to `bound`;
-    /// the proof in words, or the harness failure (naming the process,
-    /// what was wanted and what was seen) that makes the cell
-    /// inconclusive.
-    pub(in crate::driver) async fn prove(
-        &mut self,
-        id: ProcId,
-        effect: Effect,
-        before: Option<Look>,
-        bound: Duration,
-    ) -> Result<String, Abort> {
-        let (name, instance_id) = self.proc(id, |p| (p.name.clone(), p.instance_id.clone()));
-        let still = still_window(self.plan.timings.heartbeat.to_std());
-        let start = Instant::now();
-        let mut looks = Vec::new();
-        loop {
-            let judged = match self.look(id, instance_id.as_deref()).await {
-                Ok(look) => {
-                    looks.push(look);
-                    judge(effect, &looks, before, still)
-                }
-                Err(e) => Proof::Pending(format!("the database did not answer: {e}")),
-            };
-            let why = match judged {
-                Proof::Proved(how) => return Ok(how),
-                Proof::Refuted(why) => why,
-                Proof::Pending(why) if start.elapsed() >= bound => why,
-                Proof::Pending(_) => {
-                    self.cancel().sleep(LOOK_EVERY).await?;
-                    continue;
-                }
-            };
-            return Err(Abort::Harness(format!(
-                "could not prove {name} {} within {} ms: {why}",
-                effect.word(),
-                start.elapsed().as_millis()
-            )));
-        }
+/// Looks at process `id` until `effect` is proved, for up to `bound`;
+/// the proof in words, or the harness failure (naming the process,
+/// what was wanted and what was seen) that makes the cell
+/// inconclusive.
+pub(in crate::driver) async fn prove(
+    cx: &mut StepCtx<'_>,
+    id: ProcId,
+    effect: Effect,
+    before: Option<Look>,
+    bound: Duration,
+) -> Result<String, Abort> {
+    let (name, instance_id) = cx.proc(id, |p| (p.name.clone(), p.instance_id.clone()));
+    let still = still_window(cx.plan.timings.heartbeat.to_std());
+    let start = Instant::now();
+    let mut looks = Vec::new();
+    loop {
+        let judged = match look(cx, id, instance_id.as_deref()).await {
+            Ok(look) => {
+                looks.push(look);
+                judge(effect, &looks, before, still)
+            }
+            Err(e) => Proof::Pending(format!("the database did not answer: {e}")),
+        };
+        let why = match judged {
+            Proof::Proved(how) => return Ok(how),
+            Proof::Refuted(why) => why,
+            Proof::Pending(why) if start.elapsed() >= bound => why,
+            Proof::Pending(_) => {
+                cx.cancel().sleep(LOOK_EVERY).await?;
+                continue;
+            }
+        };
+        return Err(Abort::Harness(format!(
+            "could not prove {name} {} within {} ms: {why}",
+            effect.word(),
+            start.elapsed().as_millis()
+        )));
     }
 }
 

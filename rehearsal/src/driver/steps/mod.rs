@@ -30,7 +30,7 @@ use super::state::Seat;
 use super::step_ctx::StepCtx;
 use super::{Abort, Done};
 use crate::matrix::Step;
-pub(super) use effect::{Beat, Effect};
+pub(super) use effect::{Beat, Effect, prove};
 pub(super) use schema::record_schema;
 pub(super) use suspend::PROOF_SLACK;
 
@@ -54,7 +54,7 @@ impl Cell<'_> {
             Step::Resume(s) => self.resume(s).await,
             Step::PgCrash(s) => pg_crash::pg_crash(&mut self.step_ctx(), s.when).await,
             Step::Flip(s) => self.flip(s).await,
-            Step::Fence(s) => self.fence(&s.artifact).await,
+            Step::Fence(s) => fence::fence(&mut self.step_ctx(), &s.artifact).await,
             Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
             Step::Drain(s) => self.drain(s.timeout).await,
             Step::Assert(s) => assert::assert(&mut self.step_ctx(), &s.check).await,

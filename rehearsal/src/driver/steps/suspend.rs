@@ -69,7 +69,9 @@ impl Cell<'_> {
         // process spends stopped, and `for` counts it.
         let (stopped_at, at_ms) = (Instant::now(), self.ms());
         let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
-        let proof = self.prove(victim, Effect::Stopped, None, bound).await?;
+        let proof =
+            super::effect::prove(&mut self.step_ctx(), victim, Effect::Stopped, None, bound)
+                .await?;
         self.state.suspended.push(Suspension {
             target: s.target,
             of: s.of.clone(),
@@ -240,12 +242,22 @@ impl Cell<'_> {
                     )));
                 };
                 let instance_id = self.proc(susp.id, |p| p.instance_id.clone());
-                let before = self.look(susp.id, instance_id.as_deref()).await.ok();
+                let before =
+                    super::effect::look(&mut self.step_ctx(), susp.id, instance_id.as_deref())
+                        .await
+                        .ok();
                 handle.resumed().await.map_err(|e| {
                     Abort::Harness(format!("resume: could not let {name} go on: {e}"))
                 })?;
                 let bound = self.plan.timings.stale_after.to_std() + PROOF_SLACK;
-                let proof = self.prove(susp.id, Effect::Running, before, bound).await?;
+                let proof = super::effect::prove(
+                    &mut self.step_ctx(),
+                    susp.id,
+                    Effect::Running,
+                    before,
+                    bound,
+                )
+                .await?;
                 format!("SIGCONTed {name} ({version}) after {stopped_ms} ms stopped ({proof})")
             }
             ResumeSignal::Kill => {
