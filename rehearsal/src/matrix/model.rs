@@ -429,8 +429,9 @@ pub enum Reach {
     /// cursor trigger (its rotate path).
     FencedByTrigger,
     /// A `hold` until `slot_zero_free` saw its condition before it ran
-    /// out: the flip after it met every ring busy and slot 0 free, the
-    /// window a stale-discipline rotation needs.
+    /// out, and the flip after it found no ring's cursor in slot 0: the
+    /// flip met every ring busy and slot 0 free, the window a
+    /// stale-discipline rotation needs.
     SlotZeroFree,
 }
 
