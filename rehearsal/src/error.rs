@@ -65,12 +65,6 @@ pub enum Error {
     /// The harness failed outside any cell (the async runtime, the report folder).
     #[error("{0}")]
     Harness(String),
-    /// A part of rehearse that is still being written.
-    #[error("{what} is not yet implemented")]
-    NotImplemented {
-        /// The missing part.
-        what: &'static str,
-    },
 }
 
 impl Error {

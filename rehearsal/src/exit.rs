@@ -50,7 +50,6 @@ pub fn for_error(error: &Error) -> u8 {
         Error::Mutate(e) if e.is_bad_input() => BAD_INPUT,
         Error::Mutate(_) => INCONCLUSIVE,
         Error::Harness(_) => INCONCLUSIVE,
-        Error::NotImplemented { .. } => INCONCLUSIVE,
     }
 }
 
@@ -88,9 +87,7 @@ mod tests {
         let not_found = Error::Matrix(LoadError::NotFound { start: "/".into() });
         assert_eq!(for_error(&not_found), BAD_INPUT);
         assert_eq!(
-            for_error(&Error::NotImplemented {
-                what: "the run driver"
-            }),
+            for_error(&Error::Harness("the async runtime did not start".into())),
             INCONCLUSIVE
         );
         let broken_pipe = Error::Output(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
