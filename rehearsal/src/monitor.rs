@@ -39,8 +39,8 @@ use tokio_postgres::Client;
 use awa_runtime::store::audit::{self, Misplaced, SchemaFeatures};
 
 use crate::observe::{
-    CensusSample, LateLease, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample,
-    RingLiveness, RingSample,
+    CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT,
+    MisplacedSample, RingLiveness, RingSample,
 };
 use crate::stream::{Events, RunEvent};
 
@@ -223,6 +223,9 @@ pub struct Samples {
     /// Leases seen with a heartbeat older than half `stale_after` (the
     /// first [`LATE_LEASES_KEPT`]), by lease.
     pub late_leases: Vec<LateLease>,
+    /// Runtimes seen with a heartbeat older than half `stale_after`, by
+    /// `runtime_instances` key, whatever held them back.
+    pub late_runtimes: Vec<LateRuntime>,
 }
 
 /// At most this many late leases are kept (a cell rescues far fewer).
@@ -326,6 +329,8 @@ struct Sampler {
     beats_excused_ms: Option<u64>,
     /// Leases seen late, by (job_id, run_lease).
     late_leases: BTreeMap<(i64, i64), LateLease>,
+    /// Runtimes seen late, by instance id.
+    late_runtimes: BTreeMap<String, LateRuntime>,
 }
 
 impl Sampler {
@@ -351,6 +356,7 @@ impl Sampler {
             pulse: None,
             beats_excused_ms: None,
             late_leases: BTreeMap::new(),
+            late_runtimes: BTreeMap::new(),
         }
     }
 
@@ -403,6 +409,7 @@ impl Sampler {
                 if instances_locked || self.outage {
                     self.beats_excused_ms = Some(at_ms);
                 }
+                self.record_late_runtimes(at_ms, &beats);
                 self.record_lateness(at_ms, tick_late, &beats);
                 self.send(&census, &rings);
                 for ring in rings {
@@ -487,6 +494,27 @@ impl Sampler {
         });
     }
 
+    /// Keeps the first sighting and the oldest age of each runtime whose
+    /// heartbeat was older than half `stale_after`: a crash rescue of its
+    /// attempts then has its cause on record (it looked dead, or nearly,
+    /// by the database's clock), whatever held it back (CPU, a lock on
+    /// runtime_instances, its own waits). A runtime beating on time is
+    /// never seen here (heartbeat 200 ms against a 750 ms floor).
+    fn record_late_runtimes(&mut self, at_ms: u64, beats: &[(String, i64)]) {
+        let floor = (self.stale_ms / 2.0) as i64;
+        for (instance_id, age) in beats.iter().filter(|(_, age)| *age > floor) {
+            let age_ms = (*age).max(0) as u64;
+            self.late_runtimes
+                .entry(instance_id.clone())
+                .and_modify(|seen| seen.age_ms = seen.age_ms.max(age_ms))
+                .or_insert(LateRuntime {
+                    instance_id: instance_id.clone(),
+                    first_ms: at_ms,
+                    age_ms,
+                });
+        }
+    }
+
     /// Keeps each late lease's first sighting and the oldest age seen.
     fn record_late_leases(&mut self, at_ms: u64, leases: &[(i64, i64, i64)]) {
         for &(job_id, run_lease, age) in leases {
@@ -543,6 +571,9 @@ impl Sampler {
         }
         self.samples.rings.sort_by_key(|s| s.at_ms);
         self.samples.late_leases = std::mem::take(&mut self.late_leases)
+            .into_values()
+            .collect();
+        self.samples.late_runtimes = std::mem::take(&mut self.late_runtimes)
             .into_values()
             .collect();
         self.samples

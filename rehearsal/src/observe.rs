@@ -584,6 +584,43 @@ pub struct Observations {
     /// has its cause on record, whoever held its runtime's heartbeat back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late_leases: Vec<LateLease>,
+    /// Runtimes the monitor saw with a heartbeat older than half
+    /// `stale_after` (see [`LateRuntime`]): a crash rescue of their
+    /// attempts has its cause on record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_runtimes: Vec<LateRuntime>,
+    /// First attempts of `overrun_deadline` jobs that their handler
+    /// completed, nobody having deadline-rescued them in time (see
+    /// [`UnrescuedOverrun`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overruns_completed: Vec<UnrescuedOverrun>,
+}
+
+/// A runtime whose heartbeat the monitor found older than half
+/// `stale_after`, by the database's clock, whatever held it back (CPU
+/// starvation, a lock on `runtime_instances` such as a migration's, its
+/// own waits). A crash rescue of an attempt of a runtime never seen here
+/// took an attempt whose runtime was beating on time.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LateRuntime {
+    /// Its `runtime_instances` key.
+    pub instance_id: String,
+    /// The first tick that saw it late (ms since the cell started).
+    pub first_ms: u64,
+    /// The oldest heartbeat age seen, in ms.
+    pub age_ms: u64,
+}
+
+/// An `overrun_deadline` job whose first attempt its handler ran to
+/// completion: a handler that gives up overrunning (the 0.6 releases'
+/// after four deadlines) was not deadline-rescued in time. Reconciliation
+/// decides whether a rescuer of this release was leading meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UnrescuedOverrun {
+    pub job_id: i64,
+    /// When the attempt started and ended (ms since the cell started).
+    pub started_ms: u64,
+    pub finished_ms: u64,
 }
 
 /// A lease whose heartbeat the monitor found older than half

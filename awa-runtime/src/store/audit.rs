@@ -410,7 +410,7 @@ SELECT
         ORDER BY job_id) FILTER (WHERE wrong_state))[1] AS wrong_state_example,
 
     count(*) FILTER (WHERE wrong_attempt) AS wrong_attempt,
-    (array_agg(job_id ORDER BY job_id) FILTER (WHERE wrong_attempt))[1:20] AS wrong_attempt_ids,
+    array_agg(job_id ORDER BY job_id) FILTER (WHERE wrong_attempt) AS wrong_attempt_ids,
     (array_agg(format('job %s (%s, max_attempts %s, %s interrupted attempt(s)) ended (%s, %s), expected (%s, %s)',
         job_id, mode, max_attempts, interrupted, state, attempt, expected_state, expected_attempt)
         ORDER BY job_id) FILTER (WHERE wrong_attempt))[1] AS wrong_attempt_example,

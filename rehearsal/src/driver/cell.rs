@@ -348,6 +348,7 @@ impl<'a> Cell<'a> {
         self.state.obs.late = samples.late;
         self.state.obs.misplaced = samples.misplaced;
         self.state.obs.late_leases = samples.late_leases;
+        self.state.obs.late_runtimes = samples.late_runtimes;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;
@@ -613,6 +614,7 @@ impl Cell<'_> {
                 .map(|(id, job)| format!("job {job} by {}", ledger.procs[id].name)),
         };
         self.state.obs.unstopped_handlers = ledger.unstopped.clone();
+        self.state.obs.overruns_completed = ledger.overruns_completed.clone();
         self.state.obs.disowned_runs = ledger.disowned();
         let suspended: std::collections::BTreeSet<&str> = (self.state.obs.suspensions.iter())
             .map(|s| s.process.as_str())

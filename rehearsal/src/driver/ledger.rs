@@ -204,6 +204,12 @@ pub struct FleetView {
     /// Older attempts a worker kept running when it started a newer run
     /// lease of the same job.
     pub unstopped: Vec<UnstoppedHandler>,
+    /// First attempts of `overrun_deadline` jobs in flight: when each
+    /// started (ms since the cell started), by (job_id, run_lease).
+    overruns: BTreeMap<(i64, i64), u64>,
+    /// First attempts of `overrun_deadline` jobs their handler completed:
+    /// nobody deadline-rescued them while the handler ran.
+    pub overruns_completed: Vec<crate::observe::UnrescuedOverrun>,
     /// Attempts (job_id, run_lease) whose own run reported them lost: a
     /// `lease_lost`, or a `finished` whose close lost (`stale`).
     pub lost_by_run: BTreeSet<(i64, i64)>,
@@ -244,6 +250,8 @@ impl FleetView {
             rescued: BTreeSet::new(),
             late_results: LateResults::default(),
             unstopped: Vec::new(),
+            overruns: BTreeMap::new(),
+            overruns_completed: Vec::new(),
             lost_by_run: BTreeSet::new(),
             closed_by_run: BTreeMap::new(),
             garbled: Vec::new(),
@@ -372,6 +380,9 @@ impl FleetView {
                     });
                 }
                 proc.in_flight.insert((s.job_id, s.run_lease), s.attempt);
+                if s.attempt == 1 && s.mode == Some(awa_runtime::workload::Mode::OverrunDeadline) {
+                    self.overruns.insert((s.job_id, s.run_lease), at_ms);
+                }
                 self.claimed_by.insert(s.version);
             }
             Event::Finished(f) => {
@@ -389,6 +400,16 @@ impl FleetView {
                     O::Completed | O::Failed | O::Cancelled | O::DeadLettered => {
                         self.closed_by_run.insert(key, true);
                     }
+                }
+                if let Some(started_ms) = self.overruns.remove(&key)
+                    && f.outcome == O::Completed
+                {
+                    self.overruns_completed
+                        .push(crate::observe::UnrescuedOverrun {
+                            job_id: f.job_id,
+                            started_ms,
+                            finished_ms: at_ms,
+                        });
                 }
                 self.judge_late_result(id, f.job_id, f.run_lease);
             }
@@ -804,6 +825,39 @@ mod tests {
     /// lease 1's handler ran on, never stopped. A worker that reported the
     /// old lease lost first, and a 0.6 worker (which never stops them), are
     /// no finding.
+    #[test]
+    fn an_overrun_first_attempt_its_handler_completed_is_recorded_and_no_other() {
+        let started = |job: i64, attempt: i64, mode: &str| {
+            format!(
+                r#"{{"event":"started","job_id":{job},"attempt":{attempt},"run_lease":{attempt},"mode":"{mode}","instance_id":"i","version":"0.6.2"}}"#
+            )
+        };
+        let finished = |job: i64, lease: i64, outcome: &str| {
+            format!(
+                r#"{{"event":"finished","job_id":{job},"attempt":{lease},"run_lease":{lease},"mode":"overrun_deadline","outcome":"{outcome}","version":"0.6.2"}}"#
+            )
+        };
+        let (mut l, old, _) = ledger();
+        // Completed on attempt 1: nobody deadline-rescued it in time.
+        l.apply(line(old, &started(1, 1, "overrun_deadline")));
+        l.apply(line(old, &finished(1, 1, "completed")));
+        // Rescued in time: its first attempt ended stale, the second completed.
+        l.apply(line(old, &started(2, 1, "overrun_deadline")));
+        l.apply(line(old, &finished(2, 1, "stale")));
+        l.apply(line(old, &started(2, 2, "overrun_deadline")));
+        l.apply(line(old, &finished(2, 2, "completed")));
+        // Another mode completing on attempt 1 is no overrun.
+        l.apply(line(old, &started(3, 1, "complete")));
+        l.apply(line(old, &finished(3, 1, "completed")));
+        assert_eq!(
+            l.overruns_completed
+                .iter()
+                .map(|o| o.job_id)
+                .collect::<Vec<_>>(),
+            [1]
+        );
+    }
+
     #[test]
     fn a_newer_run_lease_started_over_a_running_older_one_is_an_unstopped_handler() {
         let started = |job: i64, lease: i64, version: &str| {

@@ -48,7 +48,7 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     );
     add(
         FindingRule::WrongAttempt,
-        &jobs.wrong_attempt,
+        &overruns_n1_let_through(&jobs.wrong_attempt, obs),
         (
             "job ended on an attempt its mode and interruptions do not explain",
             "jobs ended on an attempt their mode and interruptions do not explain",
@@ -133,6 +133,63 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
 }
 
 /// `N what; first: example`, `what` as it reads after one job and after several.
+/// `offenders` less the overruns a handler completed unrescued while
+/// only the previous release's runtimes led: a 0.6 handler gives up after
+/// four deadlines, and a 0.6 leader rescues one transaction per attempt,
+/// so on a loaded machine (a rescue pass of a killed leader's inheritance
+/// took 7.5 s under `--stress cpu=2x`) its overruns complete on their
+/// first attempt. That pace is the previous release's and no release can
+/// change it; an overrun let through while a runtime of this release led
+/// (the rescuer the release is about) stays a finding.
+fn overruns_n1_let_through(offenders: &Offenders, obs: &Observations) -> Offenders {
+    // From the attempt's start, not its deadline: stricter by a deadline
+    // (a runtime of this release leading before the deadline counts).
+    let excused: std::collections::BTreeSet<i64> = obs
+        .overruns_completed
+        .iter()
+        .filter(|o| !led_by_this_release(obs, o.started_ms, o.finished_ms))
+        .map(|o| o.job_id)
+        .collect();
+    // The audit lists every offender, so what is left is exact.
+    if excused.is_empty() || offenders.ids.len() as i64 != offenders.count {
+        return offenders.clone();
+    }
+    let ids: Vec<i64> = offenders
+        .ids
+        .iter()
+        .copied()
+        .filter(|id| !excused.contains(id))
+        .collect();
+    if ids.len() == offenders.ids.len() {
+        return offenders.clone();
+    }
+    Offenders {
+        count: ids.len() as i64,
+        example: ids.first().map(|id| format!("job {id}")),
+        ids,
+    }
+}
+
+/// Whether a flip-aware runtime held maintenance leadership at some point
+/// in `[from_ms, to_ms]`: the one leading at `from_ms` (the latest to take
+/// leadership before it) or one taking it within the window.
+fn led_by_this_release(obs: &Observations, from_ms: u64, to_ms: u64) -> bool {
+    let mut leaders: Vec<(u64, &str)> = obs
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.leader_at_ms?, p.version.as_str())))
+        .collect();
+    leaders.sort_unstable();
+    let at_start = leaders.iter().rev().find(|(at, _)| *at <= from_ms);
+    let during = leaders
+        .iter()
+        .filter(|(at, _)| *at > from_ms && *at <= to_ms);
+    at_start
+        .into_iter()
+        .chain(during)
+        .any(|(_, version)| super::runtimes::flip_aware(version))
+}
+
 fn from_offenders(rule: FindingRule, offenders: &Offenders, what: (&str, &str)) -> Finding {
     let what = if offenders.count == 1 { what.0 } else { what.1 };
     let mut message = format!("{} {what}", thousands(count(offenders.count)));
@@ -270,12 +327,23 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
         .iter()
         .map(|l| (l.job_id, l.run_lease))
         .collect();
+    // A runtime the monitor saw going stale: a crash rescue of its
+    // attempts took a runtime that looked dead by the database's clock,
+    // whatever held its heartbeat (a migration's lock on
+    // runtime_instances, CPU); a rescuer that takes attempts of runtimes
+    // beating on time never has this evidence.
+    let stale_runtimes: std::collections::BTreeSet<&str> = obs
+        .late_runtimes
+        .iter()
+        .map(|r| r.instance_id.as_str())
+        .collect();
     let unexplained: Vec<_> = storage
         .rescued
         .iter()
         .filter(|r| match r.reason.as_str() {
             "deadline" => r.mode != "overrun_deadline",
             "heartbeat" if seen_late.contains(&(r.job_id, r.run_lease)) => false,
+            "crash" if stale_runtimes.contains(r.instance_id.as_str()) => false,
             _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
         })
         .collect();
@@ -702,6 +770,100 @@ mod tests {
         };
         let found = findings(&storage, &crashed);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[6][..], 1));
+    }
+
+    #[test]
+    fn a_crash_rescue_is_explained_only_by_a_runtime_the_monitor_saw_going_stale() {
+        use awa_runtime::store::audit::RescuedAttempt;
+        let crash = |job_id: i64, instance: &str| RescuedAttempt {
+            job_id,
+            run_lease: 1,
+            attempt: 1,
+            reason: "crash".into(),
+            instance_id: instance.into(),
+            mode: "sleep".into(),
+        };
+        let storage = Storage {
+            rescued: vec![
+                crash(7, "previous-worker-1-a"),
+                crash(8, "current-worker-2-b"),
+            ],
+            ..Default::default()
+        };
+        // Nobody seen late: both rescues took runtimes beating on time.
+        let found = findings(&storage, &Observations::default());
+        assert_eq!(rules(&found), [FindingRule::UnexplainedInterruption]);
+        assert_eq!(found[0].ids, [7, 8]);
+        // previous-worker-1's heartbeat was held (a migration's lock on
+        // runtime_instances): its attempt's rescue has its cause; the
+        // other runtime beat on time, so its rescue is still a finding.
+        let obs = Observations {
+            late_runtimes: vec![crate::observe::LateRuntime {
+                instance_id: "previous-worker-1-a".into(),
+                first_ms: 4_000,
+                age_ms: 1_900,
+            }],
+            ..Default::default()
+        };
+        let found = findings(&storage, &obs);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[8][..], 1));
+    }
+
+    #[test]
+    fn an_overrun_completed_unrescued_is_excused_only_while_the_previous_release_led() {
+        let leader = |name: &str, version: &str, at: u64| crate::observe::ProcessRecord {
+            name: name.into(),
+            artifact: "x".into(),
+            version: version.into(),
+            role: "worker".into(),
+            exit_code: Some(0),
+            signal: None,
+            container: None,
+            start_to_ready_ms: None,
+            killed: false,
+            log: String::new(),
+            error: None,
+            contract: Default::default(),
+            leader_at_ms: Some(at),
+        };
+        let overrun =
+            |job_id: i64, started_ms: u64, finished_ms: u64| crate::observe::UnrescuedOverrun {
+                job_id,
+                started_ms,
+                finished_ms,
+            };
+        let mut storage = Storage::default();
+        storage.jobs.wrong_attempt = offenders(3, &[21, 22, 23], "job 21 (overrun_deadline) ...");
+        // 0.6.2 led until a 0.7 worker took over at 20 s.
+        let processes = vec![
+            leader("previous-worker-1", "0.6.2", 1_000),
+            leader("current-worker-3", "0.7.0", 20_000),
+        ];
+        let obs = Observations {
+            processes,
+            overruns_completed: vec![
+                overrun(21, 5_000, 13_000),  // under 0.6.2 throughout: excused
+                overrun(22, 15_000, 23_000), // 0.7 took over meanwhile: judged
+            ],
+            ..Default::default()
+        };
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::WrongAttempt]);
+        assert_eq!(
+            (found[0].ids.as_slice(), found[0].count),
+            (&[22, 23][..], 2),
+            "job 23 was never an unrescued overrun, job 22 ran while this release led"
+        );
+        // Every offender excused: no finding.
+        let mut only = Storage::default();
+        only.jobs.wrong_attempt = offenders(1, &[21], "job 21 (overrun_deadline) ...");
+        assert_eq!(findings(&only, &obs), []);
+        // Without the overrun record (a 0.7 handler never gives up), the
+        // same terminal is a finding.
+        assert_eq!(
+            rules(&findings(&only, &Observations::default())),
+            [FindingRule::WrongAttempt]
+        );
     }
 
     /// The rule catches what the ledger records of a worker that left a
