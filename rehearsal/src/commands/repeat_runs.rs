@@ -1,0 +1,70 @@
+//! `rehearse --repeat N`: the selection planned N times with seeds
+//! derived from one, run one after another, and the flake rates.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use super::launch::request;
+use super::planning::{durations, plan_request};
+use super::{Environment, load};
+use crate::Error;
+use crate::cli::Cli;
+use crate::exit::RunOutcome;
+use crate::plan;
+
+/// `--repeat N`: the selection N times with fresh seeds; per cell how
+/// many runs met its expectation, and a replay command for every miss.
+pub(super) fn repeat(
+    cli: &Cli,
+    env: &Environment,
+    n: u32,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<RunOutcome, Error> {
+    let (path, matrix) = load(cli, env)?;
+    let history = durations(cli, env)?;
+    let base = cli.global.seed.unwrap_or_else(plan::random_seed);
+    let seeds = crate::repeat::seeds(base, n);
+    // Every plan is checked before the first run starts.
+    let mut plans = Vec::new();
+    for &seed in &seeds {
+        plans.push(plan_request(cli, &path, seed, history.as_ref()).expand(&matrix)?);
+    }
+    writeln!(
+        err,
+        "repeat {n} {} from base seed {base}: seeds {}",
+        if n == 1 { "run" } else { "runs" },
+        seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    let file = cli
+        .global
+        .matrix_file
+        .as_ref()
+        .map(|f| f.display().to_string());
+    let mut rates = crate::repeat::Rates::new(file);
+    let matrix = Arc::new(matrix);
+    let mut busy = None;
+    for (i, plan) in plans.into_iter().enumerate() {
+        writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
+        let seed = plan.seed;
+        let mut request = request(cli, env, &path, plan, history.clone(), false, err)?;
+        request.matrix = Some(matrix.clone());
+        // Read again, the machine's load would be the run before's: keep the first.
+        match busy {
+            Some(first) => request.busy = first,
+            None => busy = Some(request.busy),
+        }
+        let finished = crate::pipeline::run_report(request, out, err)?;
+        rates.add(seed, &finished.report, finished.dir);
+        if finished.report.run.end.interrupted {
+            writeln!(err, "interrupted: no further runs")?;
+            break;
+        }
+    }
+    out.write_all(rates.render(base).as_bytes())?;
+    Ok(rates.outcome())
+}
