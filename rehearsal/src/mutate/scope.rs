@@ -10,7 +10,8 @@
 //!
 //! Never mutated: the failpoints (`src/failpoint.rs`, and at their call
 //! sites the condition and the branch an armed failpoint takes), the
-//! audit API the rehearsal reads to judge (`src/store/audit.rs`), the
+//! audit API the rehearsal reads to judge (`src/store/audit.rs` and the
+//! files of its folder, `src/store/audit/`), the
 //! throwaway-PostgreSQL and release-building helpers where a release
 //! archive still carries them (`src/pgtemp*`, `src/release.rs`; since
 //! 0.7 they live in awa-harness, outside what is mutated), tests,
@@ -164,6 +165,7 @@ pub fn excluded_file(path: &str) -> bool {
     ];
     FILES.contains(&path)
         || path.starts_with("src/pgtemp/")
+        || path.starts_with("src/store/audit/")
         || path.starts_with("tests/")
         || path.starts_with("benches/")
         || path.ends_with("/tests.rs")
@@ -237,6 +239,8 @@ mod tests {
         for p in [
             "src/failpoint.rs",
             "src/store/audit.rs",
+            "src/store/audit/jobs.rs",
+            "src/store/audit/placement.rs",
             "src/pgtemp/discover.rs",
             "src/release.rs",
             "tests/rings.rs",
@@ -245,6 +249,7 @@ mod tests {
         }
         for p in [
             "src/store/claim.rs",
+            "src/store/auditing.rs",
             "migrations/v003_expand_ring_ledgers.sql",
             "src/worker.rs",
         ] {
