@@ -147,6 +147,16 @@ FROM awa.runtime_instances";
 const LATE_LEASES: &str = "
 SELECT job_id, run_lease, (extract(epoch FROM now() - heartbeat_at) * 1000)::int8
 FROM awa.leases WHERE heartbeat_at < now() - $1::float8 * interval '1 millisecond'";
+/// Attempts a rescue pass would take for their heartbeat: the lease's own
+/// heartbeat or its runtime's older than `$1` ms, or its runtime gone
+/// (deadlines left out: a 0.6 leader never deadline-rescues a 0.7 claim,
+/// so those can wait a whole cell by design).
+const RESCUE_PENDING: &str = "
+SELECT count(*) FROM awa.leases l
+LEFT JOIN awa.runtime_instances ri ON ri.instance_id = l.instance_id
+WHERE l.heartbeat_at < now() - $1::float8 * interval '1 millisecond'
+   OR ri.instance_id IS NULL
+   OR ri.heartbeat_at < now() - $1::float8 * interval '1 millisecond'";
 /// Whether a session holds `runtime_instances` in a mode that blocks a
 /// heartbeat's `UPDATE` (the migration preflight's `SHARE ROW EXCLUSIVE`,
 /// held to commit; a migration's DDL): heartbeats then wait on the lock
@@ -690,6 +700,11 @@ async fn read_snapshot(
         Vec::new()
     };
     let liveness = if exists.rings {
+        let rescue_pending = if exists.instances {
+            client.query_one(RESCUE_PENDING, &[&stale_ms]).await?.get(0)
+        } else {
+            0
+        };
         let cursors = read_liveness(client, &rings, &slot_counts).await?;
         Some(LivenessSample {
             at_ms,
@@ -698,6 +713,7 @@ async fn read_snapshot(
             flip_aware_leaders: leaders.1,
             lock_waits,
             after_outage: false,
+            rescue_pending,
             rings: cursors,
         })
     } else {

@@ -461,6 +461,12 @@ pub struct LivenessSample {
     /// `pg_crash`): what happened in between is unknown.
     #[serde(default)]
     pub after_outage: bool,
+    /// Attempts a rescue pass would take for their heartbeat (a lease, or
+    /// its runtime, older than `stale_after`, or the runtime gone), at
+    /// sample time: after a kill or a PostgreSQL crash, the inheritance a
+    /// leader works through before it rotates.
+    #[serde(default)]
+    pub rescue_pending: i64,
     pub rings: Vec<RingLiveness>,
 }
 

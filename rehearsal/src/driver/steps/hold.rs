@@ -54,11 +54,18 @@ pub(super) async fn hold(cx: &mut StepCtx<'_>, s: &HoldStep) -> Result<Done, Abo
     )))
 }
 
-/// Whether every ring holds rows and none in slot 0 (one statement).
+/// Whether every ring holds rows, none in slot 0, and no ring's cursor
+/// is in slot 0 (one statement). A ring that has just rotated into slot 0
+/// has not written there yet, most of all on a loaded machine: its empty
+/// slot 0 is not free, the next claim or enqueue fills it.
 fn slot_zero_free_sql() -> String {
     let mut busy = Vec::new();
     let mut zero = Vec::new();
     for ring in awa_runtime::store::Ring::ALL {
+        zero.push(format!(
+            "NOT EXISTS (SELECT 1 FROM awa.{}_ring_state WHERE current_slot = 0)",
+            ring.name()
+        ));
         let tables = ring.tables();
         busy.push(format!(
             "({})",
@@ -183,5 +190,13 @@ mod tests {
             );
         }
         assert!(sql.contains("(EXISTS (SELECT 1 FROM awa.claim_receipts) OR EXISTS (SELECT 1 FROM awa.claim_closures))"), "{sql}");
+        for ring in ["queue", "claim", "lease"] {
+            assert!(
+                sql.contains(&format!(
+                    "NOT EXISTS (SELECT 1 FROM awa.{ring}_ring_state WHERE current_slot = 0)"
+                )),
+                "{sql}"
+            );
+        }
     }
 }
