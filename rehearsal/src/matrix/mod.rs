@@ -6,8 +6,10 @@
 //! unvalidated matrix. [`find`] locates the file the way the CLI does.
 //!
 //! Inside: `raw` (the file's shape, with spans), `step` (steps by hand),
-//! `validate` (the checks), `roster` (which processes run after each step),
-//! `model` (the validated types), `duration`, `diagnostic`.
+//! `validate` (the checks, one file per part of the file under
+//! `validate/`), `roster` (which processes run after each step), `model`
+//! (the validated types; artifacts, finding rules, step kinds, checks and
+//! the steps' wording under `model/`), `duration`, `diagnostic`.
 
 mod checklist;
 mod diagnostic;

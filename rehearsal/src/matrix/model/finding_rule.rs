@@ -1,0 +1,177 @@
+//! The rules a finding can come from (reconciliation's and the monitor's),
+//! by the names matrix.toml's `expect = { detect = ... }` and the reports use.
+
+use serde::{Deserialize, Serialize};
+
+/// The reconciliation and monitor rules a finding can come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingRule {
+    /// An accepted job has no terminal record.
+    Lost,
+    /// An accepted job has more than one terminal record.
+    Duplicate,
+    /// A job ended in a state its mode was not designed for.
+    WrongState,
+    /// A job ended on an attempt its mode was not designed for.
+    WrongAttempt,
+    /// Work is left non-terminal after drain.
+    Stuck,
+    /// A completed job executed more often than interruptions explain.
+    DoubleExecution,
+    /// A killed worker's jobs did not end with exactly one more attempt.
+    RescueUnproven,
+    /// A cron fire time produced more than one job.
+    CronDoubleFire,
+    /// A cron fire time produced no job.
+    CronMissedFire,
+    /// Operator counts differ from the true per-state counts.
+    CountDrift,
+    /// A fenced old binary wrote, or did not refuse, after the flip.
+    FenceBreached,
+    /// A ring advanced under both disciplines without the ledger shadowing it.
+    MixedDiscipline,
+    /// After the flip, ledgers and poisoned columns do not verify.
+    FlipUnverified,
+    /// A ring held rows but stopped rotating while nothing live blocked it.
+    RingStalled,
+    /// A terminal record does not match the execution (run lease and
+    /// attempt) that should have produced it.
+    TerminalMismatch,
+    /// A ring ledger or the rollup deltas grew for many fold intervals
+    /// without a single trim (folds that stand down when they should not).
+    UnboundedGrowth,
+    /// The N-1 release cannot run on the expanded schema (the expand
+    /// migration is not additive: columns or tables it uses are gone).
+    N1Incompatible,
+    /// A runtime registered while a migration with a version floor was in
+    /// flight: the preflight did not hold `runtime_instances`.
+    FloorBypassed,
+    /// Rows of `schema_version` the cell saw recorded were rewritten or
+    /// removed later (a pre-guard binary took a newer schema for a legacy
+    /// one and re-applied its migrations, ADR-041 context item 1).
+    SchemaRewritten,
+    /// The upgraded schema differs from a fresh install of the current
+    /// build in a way the matrix does not declare intended.
+    SchemaDrift,
+    /// A worker started a newer attempt of a job while the handler of
+    /// its older, rescued attempt still ran: a lost lease whose handler
+    /// was never stopped keeps a concurrency slot.
+    UnstoppedHandler,
+    /// An attempt started before it was due: a scheduled job before its
+    /// `run_at`, a retry before its backoff, a snoozed job before its snooze.
+    EarlyStart,
+    /// A job is `available` but no ready entry of its queue names it: no
+    /// claim, which reads the entries, can ever pick it.
+    UnreachableReady,
+    /// A ready entry, claim or lease sits in a slot, or at a generation,
+    /// that its ring's cursor never gave it (a misrouted row, wherever a
+    /// claimer happens to find it).
+    Misplaced,
+    /// An operator's cancel was accepted (the job was live) but the job
+    /// did not end cancelled: it ran on and completed, or the cancel hit
+    /// another job.
+    CancelIgnored,
+    /// An attempt was rescued with no injected fault to explain it: its
+    /// runtime was neither killed, suspended nor ended unasked, PostgreSQL
+    /// did not crash, it was no deadline overrun, and (for a heartbeat
+    /// rescue) the monitor never saw its lease's heartbeat late.
+    UnexplainedInterruption,
+}
+
+impl FindingRule {
+    /// Every rule, in documentation order.
+    pub const ALL: [FindingRule; 26] = [
+        FindingRule::Lost,
+        FindingRule::Duplicate,
+        FindingRule::WrongState,
+        FindingRule::WrongAttempt,
+        FindingRule::Stuck,
+        FindingRule::DoubleExecution,
+        FindingRule::RescueUnproven,
+        FindingRule::CronDoubleFire,
+        FindingRule::CronMissedFire,
+        FindingRule::CountDrift,
+        FindingRule::FenceBreached,
+        FindingRule::MixedDiscipline,
+        FindingRule::FlipUnverified,
+        FindingRule::RingStalled,
+        FindingRule::TerminalMismatch,
+        FindingRule::UnboundedGrowth,
+        FindingRule::N1Incompatible,
+        FindingRule::FloorBypassed,
+        FindingRule::SchemaRewritten,
+        FindingRule::SchemaDrift,
+        FindingRule::UnstoppedHandler,
+        FindingRule::EarlyStart,
+        FindingRule::UnreachableReady,
+        FindingRule::Misplaced,
+        FindingRule::CancelIgnored,
+        FindingRule::UnexplainedInterruption,
+    ];
+
+    /// Whether no timing can make a correct runtime produce a finding of
+    /// this rule (a job lost, finished twice, a stale result landing, a
+    /// count or schema wrong, an attempt started before the database's own
+    /// clock said it was due): such a finding stands even when the cell
+    /// ran starved. Rules about who is alive, leads or rotates (a fence
+    /// breached by a runtime that looked stale, a ring stalled behind a
+    /// starved leader, an attempt more from rescuing a live worker) are
+    /// not.
+    pub fn timing_independent(self) -> bool {
+        matches!(
+            self,
+            FindingRule::Lost
+                | FindingRule::Duplicate
+                | FindingRule::DoubleExecution
+                | FindingRule::CronDoubleFire
+                | FindingRule::TerminalMismatch
+                | FindingRule::CountDrift
+                | FindingRule::FlipUnverified
+                | FindingRule::SchemaRewritten
+                | FindingRule::SchemaDrift
+                | FindingRule::UnstoppedHandler
+                | FindingRule::EarlyStart
+                | FindingRule::UnreachableReady
+                | FindingRule::Misplaced
+                | FindingRule::CancelIgnored
+        )
+    }
+
+    /// The name used in matrix.toml, findings and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingRule::Lost => "lost",
+            FindingRule::Duplicate => "duplicate",
+            FindingRule::WrongState => "wrong_state",
+            FindingRule::WrongAttempt => "wrong_attempt",
+            FindingRule::Stuck => "stuck",
+            FindingRule::DoubleExecution => "double_execution",
+            FindingRule::RescueUnproven => "rescue_unproven",
+            FindingRule::CronDoubleFire => "cron_double_fire",
+            FindingRule::CronMissedFire => "cron_missed_fire",
+            FindingRule::CountDrift => "count_drift",
+            FindingRule::FenceBreached => "fence_breached",
+            FindingRule::MixedDiscipline => "mixed_discipline",
+            FindingRule::FlipUnverified => "flip_unverified",
+            FindingRule::RingStalled => "ring_stalled",
+            FindingRule::TerminalMismatch => "terminal_mismatch",
+            FindingRule::UnboundedGrowth => "unbounded_growth",
+            FindingRule::N1Incompatible => "n1_incompatible",
+            FindingRule::FloorBypassed => "floor_bypassed",
+            FindingRule::SchemaRewritten => "schema_rewritten",
+            FindingRule::SchemaDrift => "schema_drift",
+            FindingRule::UnstoppedHandler => "unstopped_handler",
+            FindingRule::EarlyStart => "early_start",
+            FindingRule::UnreachableReady => "unreachable_ready",
+            FindingRule::Misplaced => "misplaced",
+            FindingRule::CancelIgnored => "cancel_ignored",
+            FindingRule::UnexplainedInterruption => "unexplained_interruption",
+        }
+    }
+
+    /// The rule called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
