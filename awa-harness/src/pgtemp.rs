@@ -25,21 +25,31 @@
 //!   `postgres` run as the `postgres` system user (or `nobody`).
 //! * Signals are sent with `kill(2)` (through nix) to process ids we started (or that
 //!   we found as children of the postmaster we started), never via a shell.
+//!
+//! This file holds the [`Cluster`] and its errors; beside it, `discover`
+//! finds the server binaries, `launch` brings a cluster's server up and
+//! waits until it answers, `process` signals and kills the postmaster's
+//! process tree, and `run_as` picks the unprivileged user when we are root.
 
-use std::ffi::OsString;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write as _};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 mod discover;
+mod launch;
+mod process;
+mod run_as;
+
+use launch::{LaunchError, connect};
+use process::{kill_tree, send_signal};
+use run_as::{RunAs, check_traversable, first_blocked, run_as};
 
 pub use discover::{
     BINDIR_ENV, Found, Installation, LEGACY_BINDIR_ENV, Origin, Problem, Search, VENV_ENV,
@@ -190,89 +200,6 @@ fn parse_version(name: &str) -> Option<Vec<u32>> {
 }
 
 // ---------------------------------------------------------------------------
-// Running as an unprivileged user when we are root
-// ---------------------------------------------------------------------------
-
-/// The unprivileged user `initdb` and `postgres` run as when we are root.
-#[derive(Clone, Copy, Debug)]
-struct RunAs {
-    uid: u32,
-    gid: u32,
-}
-
-fn run_as() -> Result<Option<RunAs>, PgError> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    ["postgres", "nobody"]
-        .into_iter()
-        .filter_map(lookup_user)
-        .find(|user| user.uid != 0)
-        .map(Some)
-        .ok_or(PgError::NoUnprivilegedUser)
-}
-
-/// Looks a user up in the password database (nix uses `getpwnam_r`, the
-/// re-entrant form: tests start clusters from many threads at once).
-fn lookup_user(name: &str) -> Option<RunAs> {
-    let user = nix::unistd::User::from_name(name).ok()??;
-    Some(RunAs {
-        uid: user.uid.as_raw(),
-        gid: user.gid.as_raw(),
-    })
-}
-
-/// Checks that `user` can traverse every ancestor of `base`, so that a
-/// TMPDIR such as /root/tmp yields a clear error instead of a confusing
-/// initdb failure.
-fn check_traversable(base: &Path, user: RunAs) -> Result<(), PgError> {
-    match first_blocked(base, user) {
-        None => Ok(()),
-        Some(dir) => Err(io_err(
-            format!(
-                "use temp dir {} because uid {} (PostgreSQL's user, since it refuses to run \
-                 as root) cannot enter {}; set TMPDIR to a world-accessible directory such \
-                 as /tmp",
-                base.display(),
-                user.uid,
-                dir.display()
-            ),
-            io::Error::from(io::ErrorKind::PermissionDenied),
-        )),
-    }
-}
-
-/// The outermost directory on the way to `path` (itself included) that
-/// `user` may not enter, if any.
-fn first_blocked(path: &Path, user: RunAs) -> Option<PathBuf> {
-    let mut ancestors: Vec<&Path> = path.ancestors().collect();
-    ancestors.reverse();
-    ancestors.into_iter().find_map(|dir| {
-        let meta = fs::metadata(dir).ok()?;
-        let mode = meta.permissions().mode();
-        let ok = mode & 0o001 != 0
-            || (std::os::unix::fs::MetadataExt::uid(&meta) == user.uid && mode & 0o100 != 0)
-            || (std::os::unix::fs::MetadataExt::gid(&meta) == user.gid && mode & 0o010 != 0);
-        (!ok).then(|| dir.to_path_buf())
-    })
-}
-
-/// Hands `path` and everything below it to `user`, making directories
-/// readable so the files can be inspected after [`Cluster::keep`].
-fn chown_tree(path: &Path, user: RunAs) -> io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(user.uid), Some(user.gid))?;
-    let meta = fs::symlink_metadata(path)?;
-    if meta.is_dir() {
-        let mode = meta.permissions().mode() | 0o755;
-        fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
-        for entry in fs::read_dir(path)? {
-            chown_tree(&entry?.path(), user)?;
-        }
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------
 
@@ -328,107 +255,6 @@ fn tail_lines(text: &str, n: usize) -> String {
 /// so a path with commas or spaces stays one element.
 fn quote_guc_list_item(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
-}
-
-/// Sends `sig` to `pid`; callers only pass pids of processes we started
-/// or found as their children.
-fn send_signal(pid: i32, sig: Signal) -> io::Result<()> {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).map_err(io::Error::from)
-}
-
-/// A process identity that survives pid reuse: pid plus start time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PidStart {
-    pid: i32,
-    start_time: u64,
-}
-
-/// Parsed fields of `/proc/<pid>/stat`: (state, ppid, start time).
-fn read_stat(pid: i32) -> Option<(char, i32, u64)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself contain spaces or
-    // parentheses, so parse from the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 (state), fields[1] field 4 (ppid), fields[19]
-    // field 22 (starttime).
-    let state = fields.first()?.chars().next()?;
-    let ppid = fields.get(1)?.parse().ok()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some((state, ppid, start))
-}
-
-/// Live children of `ppid`, found by scanning `/proc/*/stat`.
-fn children_of(ppid: i32) -> Vec<PidStart> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| match read_stat(pid) {
-            Some((state, parent, start_time)) if parent == ppid && state != 'Z' => {
-                Some(PidStart { pid, start_time })
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// True once `proc` has exited (gone, a zombie, or its pid reused).
-fn is_gone(proc: PidStart) -> bool {
-    match read_stat(proc.pid) {
-        None => true,
-        Some((state, _, start_time)) => state == 'Z' || start_time != proc.start_time,
-    }
-}
-
-/// Waits (bounded) until every process in `procs` has exited, so that a
-/// following restart does not find the old shared memory still attached.
-fn wait_all_gone(procs: &[PidStart], timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while procs.iter().any(|p| !is_gone(*p)) && Instant::now() < deadline {
-        std::thread::sleep(EXIT_POLL);
-    }
-}
-
-/// Kills the postmaster `child` and all its children with SIGKILL and reaps
-/// the postmaster.
-///
-/// The postmaster is frozen with SIGSTOP first, so that while we list its
-/// children from `/proc` it can neither fork new ones nor reap killed ones
-/// (keeping their pids from being reused). SIGKILL works on a stopped process.
-fn kill_tree(child: &mut Child) -> Result<(), PgError> {
-    let pid = child.id() as i32;
-    if child
-        .try_wait()
-        .map_err(|e| io_err(format!("check postmaster pid {pid}"), e))?
-        .is_some()
-    {
-        return Ok(());
-    }
-    // Not yet reaped, so the pid is still ours and signalling it is safe.
-    send_signal(pid, Signal::SIGSTOP)
-        .map_err(|e| io_err(format!("stop postmaster pid {pid}"), e))?;
-    let children = children_of(pid);
-    for proc in &children {
-        // A child may already be exiting; failure to signal it is harmless.
-        let _ = send_signal(proc.pid, Signal::SIGKILL);
-    }
-    send_signal(pid, Signal::SIGKILL)
-        .map_err(|e| io_err(format!("kill postmaster pid {pid}"), e))?;
-    child
-        .wait()
-        .map_err(|e| io_err(format!("reap postmaster pid {pid}"), e))?;
-    wait_all_gone(&children, STOP_TIMEOUT);
-    Ok(())
-}
-
-/// Ways a launch can fail: `Exited` is worth retrying on another port
-/// (typically the port was taken), `Fatal` is not.
-enum LaunchError {
-    Exited(PgError),
-    Fatal(PgError),
 }
 
 // ---------------------------------------------------------------------------
@@ -671,169 +497,6 @@ impl Cluster {
             source,
         }
     }
-
-    /// Creates the log file and, when root, hands the dir to the PostgreSQL
-    /// user, which needs to write its socket there.
-    fn prepare_dir(&self) -> Result<(), PgError> {
-        let log = self.log_path();
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| io_err(format!("create {}", log.display()), e))?;
-        if let Some(user) = self.run_as {
-            chown_tree(&self.dir, user).map_err(|e| {
-                io_err(
-                    format!(
-                        "give {} to uid {} (PostgreSQL refuses to run as root)",
-                        self.dir.display(),
-                        user.uid
-                    ),
-                    e,
-                )
-            })?;
-        }
-        Ok(())
-    }
-
-    /// A command for one of the server binaries, running as the
-    /// unprivileged user when we are root. std's `Command::uid` also drops
-    /// supplementary groups when called as root, so no `setgroups` is needed.
-    fn command(&self, program: &str) -> Command {
-        let mut cmd = Command::new(self.bindir.join(program));
-        cmd.current_dir(&self.dir).stdin(Stdio::null());
-        // These would otherwise silently redirect initdb or the server.
-        for var in [
-            "PGDATA",
-            "PGPORT",
-            "PGHOST",
-            "PGOPTIONS",
-            "PGCLIENTENCODING",
-        ] {
-            cmd.env_remove(var);
-        }
-        if let Some(user) = self.run_as {
-            cmd.uid(user.uid).gid(user.gid);
-        }
-        cmd
-    }
-
-    async fn initdb(&self) -> Result<(), PgError> {
-        let data_dir = self.data_dir();
-        let mut cmd = self.command("initdb");
-        cmd.args([
-            "--no-sync",
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "-D",
-        ])
-        .arg(&data_dir);
-        let program = self.bindir.join("initdb");
-        // initdb takes a second or two; keep it off the async worker threads.
-        let output = tokio::task::spawn_blocking(move || cmd.output())
-            .await
-            .map_err(|e| io_err(format!("run {}", program.display()), io::Error::other(e)))?
-            .map_err(|e| io_err(format!("run {}", program.display()), e))?;
-        if output.status.success() {
-            return Ok(());
-        }
-        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&output.stderr));
-        Err(PgError::Initdb {
-            data_dir,
-            status: output.status.to_string(),
-            output: tail_lines(&text, INITDB_TAIL_LINES),
-        })
-    }
-
-    /// Spawns `postgres` on `self.port` and waits for readiness.
-    async fn launch(&mut self) -> Result<(), LaunchError> {
-        let mut child = self.spawn_postgres().map_err(LaunchError::Fatal)?;
-        let result = wait_ready(&mut child, self.port, &self.data_dir()).await;
-        match result {
-            Ok(()) => {
-                self.child = Some(child);
-                Ok(())
-            }
-            Err(NotReady::Exited(status)) => Err(LaunchError::Exited(
-                self.start_err(format!("postgres exited with {status}")),
-            )),
-            Err(NotReady::TimedOut(last)) => {
-                // Leave no server behind; we are reporting failure.
-                let _ = kill_tree(&mut child);
-                Err(LaunchError::Fatal(self.start_err(format!(
-                    "not ready after {} s (last attempt: {last})",
-                    READY_TIMEOUT.as_secs()
-                ))))
-            }
-            Err(NotReady::Io(e)) => {
-                let _ = kill_tree(&mut child);
-                Err(LaunchError::Fatal(io_err(
-                    "check the postgres child process",
-                    e,
-                )))
-            }
-        }
-    }
-
-    fn start_err(&self, reason: String) -> PgError {
-        let log = self.log_path();
-        PgError::Start {
-            port: self.port,
-            reason,
-            tail: tail_of_file(&log, LOG_TAIL_LINES),
-            log,
-        }
-    }
-
-    fn spawn_postgres(&self) -> Result<Child, PgError> {
-        let log_path = self.log_path();
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| io_err(format!("open {}", log_path.display()), e))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| io_err(format!("duplicate the handle of {}", log_path.display()), e))?;
-        let mut socket_dirs = OsString::from("unix_socket_directories=");
-        match self.dir.to_str() {
-            Some(s) => socket_dirs.push(quote_guc_list_item(s)),
-            None => socket_dirs.push(&self.dir),
-        }
-        let mut cmd = self.command("postgres");
-        cmd.arg("-D")
-            .arg(self.data_dir())
-            .arg("-p")
-            .arg(self.port.to_string())
-            .arg("-c")
-            .arg("listen_addresses=127.0.0.1")
-            .arg("-c")
-            .arg(socket_dirs);
-        for setting in [
-            "fsync=off",
-            // Not `off`: committed data must survive crash(); see module docs.
-            "synchronous_commit=on",
-            "full_page_writes=off",
-            "max_connections=300",
-            "shared_buffers=128MB",
-            "log_min_messages=warning",
-        ] {
-            cmd.arg("-c").arg(setting);
-        }
-        cmd.stdout(log).stderr(log_err);
-        cmd.spawn().map_err(|e| {
-            io_err(
-                format!("start {}", self.bindir.join("postgres").display()),
-                e,
-            )
-        })
-    }
 }
 
 impl Drop for Cluster {
@@ -872,81 +535,6 @@ impl Drop for Cluster {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Readiness
-// ---------------------------------------------------------------------------
-
-enum NotReady {
-    Exited(ExitStatus),
-    TimedOut(String),
-    Io(io::Error),
-}
-
-async fn connect(port: u16, dbname: &str) -> Result<Client, tokio_postgres::Error> {
-    // Sessions of this crate are flip-aware: they may enqueue after the
-    // flip (see `db::connect` and the v3 migration's enqueue fence).
-    let config = format!(
-        "host=127.0.0.1 port={port} user=postgres dbname={dbname} options='-c awa.flip_aware=on'"
-    );
-    let (client, connection) = tokio_postgres::connect(&config, NoTls).await?;
-    tokio::spawn(async move {
-        // Errors surface through the client; the task just drives the socket.
-        let _ = connection.await;
-    });
-    Ok(client)
-}
-
-/// One readiness probe: connect, run `SELECT 1`, and check that the server
-/// answering is ours. Another cluster may have won a race for the port, and
-/// answering its `SELECT 1` must not count as our server being ready.
-async fn probe(port: u16, data_dir: &Path) -> Result<(), String> {
-    let client = connect(port, "postgres").await.map_err(|e| e.to_string())?;
-    let one: i32 = client
-        .query_one("SELECT 1", &[])
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(|e| e.to_string())?;
-    if one != 1 {
-        return Err(format!("SELECT 1 returned {one}"));
-    }
-    let theirs: String = client
-        .query_one("SHOW data_directory", &[])
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(|e| e.to_string())?;
-    let same = Path::new(&theirs) == data_dir
-        || fs::canonicalize(&theirs).ok() == fs::canonicalize(data_dir).ok();
-    if same {
-        Ok(())
-    } else {
-        Err(format!(
-            "port {port} is served by another cluster ({theirs})"
-        ))
-    }
-}
-
-/// Polls every 20 ms, for up to 30 s, until the server answers queries,
-/// failing early if the postmaster exits.
-async fn wait_ready(child: &mut Child, port: u16, data_dir: &Path) -> Result<(), NotReady> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Err(NotReady::Exited(status)),
-            Ok(None) => {}
-            Err(e) => return Err(NotReady::Io(e)),
-        }
-        let last = match tokio::time::timeout(CONNECT_TIMEOUT, probe(port, data_dir)).await {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(e)) => e,
-            Err(_) => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
-        };
-        if Instant::now() >= deadline {
-            return Err(NotReady::TimedOut(last));
-        }
-        tokio::time::sleep(READY_POLL).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -969,13 +557,5 @@ mod tests {
     fn guc_list_items_are_quoted() {
         assert_eq!(quote_guc_list_item("/tmp/a,b"), "\"/tmp/a,b\"");
         assert_eq!(quote_guc_list_item("x\"y"), "\"x\"\"y\"");
-    }
-
-    #[test]
-    fn stat_of_self_parses() {
-        let me = std::process::id() as i32;
-        let (state, ppid, _) = read_stat(me).expect("own /proc stat");
-        assert_ne!(state, 'Z');
-        assert!(ppid >= 0);
     }
 }
