@@ -319,8 +319,7 @@ impl<'a> Cell<'a> {
         }
         self.announce("final drain (the plan has none)");
         let begun = self.begin(0, "drain");
-        let result = self
-            .drain(plan.timings.drain_timeout)
+        let result = super::steps::drain(&mut self.step_ctx(), plan.timings.drain_timeout)
             .await
             .map(|mut done| {
                 done.detail = format!("final drain (the plan has none): {}", done.detail);
@@ -444,7 +443,7 @@ impl Cell<'_> {
             other => other,
         };
         let notes = if result.is_ok() {
-            self.check_unexpected_exits().await
+            self.step_ctx().check_unexpected_exits().await
         } else {
             Vec::new()
         };

@@ -64,16 +64,6 @@ impl Cell<'_> {
         self.step_ctx().spawn(artifact, role, args, extra).await
     }
 
-    /// Waits until `id` has ended and its output is read; false on timeout.
-    pub(super) async fn await_done(
-        &self,
-        id: ProcId,
-        timeout: Duration,
-        cancel: &Cancel,
-    ) -> Result<bool, Interrupted> {
-        self.shared.await_done(id, timeout, cancel).await
-    }
-
     /// Runs a one-shot command to its end (SIGKILL after `timeout`).
     pub(super) async fn run_command(
         &mut self,
@@ -183,71 +173,6 @@ impl Cell<'_> {
             .await;
         for seat in &mut self.state.seats {
             seat.proc = None;
-        }
-        notes
-    }
-
-    /// Fleet processes that ended without the driver asking: a runtime
-    /// that refuses before the migration is parked (binary-first); any
-    /// other end is a step failure in a `pass` cell (in a `detect` cell,
-    /// where a defect may well crash runtimes, a note).
-    pub(super) async fn check_unexpected_exits(&mut self) -> Vec<String> {
-        let ended: Vec<(usize, ProcId)> = {
-            let l = self.shared.lock();
-            self.state
-                .seats
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| !s.dead)
-                .filter_map(|(i, s)| s.proc.map(|id| (i, id)))
-                .filter(|(_, id)| {
-                    let p = &l.procs[*id];
-                    !p.alive()
-                        && !p.stopping
-                        && !p.killed
-                        && !self.state.reported_exits.contains(id)
-                })
-                .collect()
-        };
-        let mut notes = Vec::new();
-        for (seat, id) in ended {
-            self.state.reported_exits.insert(id);
-            let _ = self
-                .await_done(id, Duration::from_secs(2), &Cancel::never())
-                .await;
-            let (name, code, refused, why) = {
-                let l = self.shared.lock();
-                let p = &l.procs[id];
-                (p.name.clone(), p.code(), p.refused.clone(), p.why_ended())
-            };
-            self.state.seats[seat].proc = None;
-            let binary_first = code == Some(EXIT_REFUSED)
-                && refused.is_some()
-                && !self.step_ctx().schema_expanded().await.unwrap_or(true);
-            if binary_first {
-                self.state.seats[seat].parked = true;
-                self.state.facts.binary_first.push(name.clone());
-                notes.push(format!(
-                    "{name} refused (binary-first), to run after the migration"
-                ));
-                continue;
-            }
-            self.state.seats[seat].dead = true;
-            if let Some(fence) = self.fenced_exit(id).await {
-                notes.push(format!(
-                    "{name} was stopped by the fence after the flip: {fence}"
-                ));
-                self.state.facts.notes.push(format!(
-                    "{name} met the fence after the flip and exited: {fence}"
-                ));
-                continue;
-            }
-            let message = format!("{name} exited unexpectedly ({why})");
-            if self.plan.expect == Expectation::Pass {
-                self.state.fail(message);
-            } else {
-                notes.push(message);
-            }
         }
         notes
     }
@@ -518,23 +443,79 @@ impl StepCtx<'_> {
     pub fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
         self.view(|l| live(&self.state.seats, l, role, artifact))
     }
-}
 
-/// The fence line of a failure text, if it has one.
-fn fence_line(text: &str) -> Option<&str> {
-    text.lines()
-        .find(|l| FENCE_MESSAGES.iter().any(|m| l.contains(m)))
-        .map(str::trim)
-}
+    /// Fleet processes that ended without the driver asking: a runtime
+    /// that refuses before the migration is parked (binary-first); any
+    /// other end is a step failure in a `pass` cell (in a `detect` cell,
+    /// where a defect may well crash runtimes, a note).
+    pub async fn check_unexpected_exits(&mut self) -> Vec<String> {
+        let ended: Vec<(usize, ProcId)> = {
+            let l = self.ledger().lock();
+            self.state
+                .seats
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.dead)
+                .filter_map(|(i, s)| s.proc.map(|id| (i, id)))
+                .filter(|(_, id)| {
+                    let p = &l.procs[*id];
+                    !p.alive()
+                        && !p.stopping
+                        && !p.killed
+                        && !self.state.reported_exits.contains(id)
+                })
+                .collect()
+        };
+        let mut notes = Vec::new();
+        for (seat, id) in ended {
+            self.state.reported_exits.insert(id);
+            let _ = self
+                .await_done(id, Duration::from_secs(2), &Cancel::never())
+                .await;
+            let (name, code, refused, why) = {
+                let l = self.ledger().lock();
+                let p = &l.procs[id];
+                (p.name.clone(), p.code(), p.refused.clone(), p.why_ended())
+            };
+            self.state.seats[seat].proc = None;
+            let binary_first = code == Some(EXIT_REFUSED)
+                && refused.is_some()
+                && !self.schema_expanded().await.unwrap_or(true);
+            if binary_first {
+                self.state.seats[seat].parked = true;
+                self.state.facts.binary_first.push(name.clone());
+                notes.push(format!(
+                    "{name} refused (binary-first), to run after the migration"
+                ));
+                continue;
+            }
+            self.state.seats[seat].dead = true;
+            if let Some(fence) = self.fenced_exit(id).await {
+                notes.push(format!(
+                    "{name} was stopped by the fence after the flip: {fence}"
+                ));
+                self.state.facts.notes.push(format!(
+                    "{name} met the fence after the flip and exited: {fence}"
+                ));
+                continue;
+            }
+            let message = format!("{name} exited unexpectedly ({why})");
+            if self.plan.expect == Expectation::Pass {
+                self.state.fail(message);
+            } else {
+                notes.push(message);
+            }
+        }
+        notes
+    }
 
-impl Cell<'_> {
     /// A process that exited with an error after the flip because the
     /// fence stopped it (ADR-041 §6: a returning pre-flip binary must fail
     /// loudly): the designed end, not a step failure. Whether it wrote
     /// anything first is for reconciliation to judge.
     async fn fenced_exit(&mut self, id: ProcId) -> Option<String> {
         let text = {
-            let l = self.shared.lock();
+            let l = self.ledger().lock();
             let p = &l.procs[id];
             if p.code().is_none_or(|c| c == EXIT_OK) {
                 return None;
@@ -553,6 +534,13 @@ impl Cell<'_> {
         let flipped = self.probe.authority().await.ok().flatten();
         (flipped.as_deref() == Some("ledger")).then_some(line)
     }
+}
+
+/// The fence line of a failure text, if it has one.
+fn fence_line(text: &str) -> Option<&str> {
+    text.lines()
+        .find(|l| FENCE_MESSAGES.iter().any(|m| l.contains(m)))
+        .map(str::trim)
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::{Cell, STOP_TIMEOUT};
+use super::super::cell::STOP_TIMEOUT;
 use super::super::ledger::Role;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Duration as MatrixDuration};
 use crate::observe::StepOutcome;
@@ -11,129 +12,123 @@ use crate::observe::StepOutcome;
 /// How long the cron jobs of a final mop-up may take.
 const MOPUP_TIMEOUT: Duration = Duration::from_secs(20);
 
-impl Cell<'_> {
-    /// `drain`: load off, wait until no job is live (`awa.jobs` is empty:
-    /// every accepted and fired job terminal), then SIGTERM every worker.
-    /// `timeout` bounds a wait without progress, not the whole drain: a
-    /// loaded machine drains a deep queue slowly, and jobs that are still
-    /// being worked through are not stuck (the cell's budget bounds the
-    /// rest).
-    /// Cron jobs the leader fires while the fleet stops are finished by one
-    /// maintenance-free worker (it cannot fire more); any other job left
-    /// live is for reconciliation to report as stuck.
-    pub(in crate::driver) async fn drain(
-        &mut self,
-        timeout: MatrixDuration,
-    ) -> Result<Done, Abort> {
-        let mut parts = Vec::new();
-        if self.state.load_on {
-            parts.push(super::load::load_off(&mut self.step_ctx()).await?.detail);
-        }
-        let start = Instant::now();
-        let mut live = (0, 0);
-        let mut progress = Progress::new(start);
-        loop {
-            live = self.probe.live_jobs().await.unwrap_or(live);
-            if live.0 == 0 && start.elapsed() > Duration::from_millis(100) {
-                break;
-            }
-            if progress.stalled(live.0, Instant::now(), timeout.to_std()) {
-                break;
-            }
-            self.cancel().sleep(Duration::from_millis(250)).await?;
-        }
-        let waited = crate::observe::duration(start.elapsed().as_millis() as u64);
-        if live.0 == 0 {
-            parts.push(format!("no live job after {waited}"));
-        } else {
-            let n = live.0.unsigned_abs();
-            let mut text = format!(
-                "{} still live after {waited}, the count no lower for the last {timeout}",
-                crate::observe::count(n, "job")
-            );
-            // As they stood when the drain gave up: stopping the fleet
-            // changes them (a leader's last rescue re-queues overruns), and
-            // reconciliation reads only that end state.
-            if let Ok((running, available, scheduled, oldest_ms)) =
-                self.probe.live_jobs_waiting().await
-            {
-                text.push_str(&format!(
-                    " ({})",
-                    live_by_state(running, available, scheduled, oldest_ms)
-                ));
-            }
-            parts.push(text);
-        }
-        // Runtimes that died while the queue drained (a crash, a fence)
-        // are judged before the fleet is stopped on purpose.
-        parts.extend(self.check_unexpected_exits().await);
-        let last_artifact = self
-            .state
-            .seats
-            .iter()
-            .rev()
-            .find(|s| s.role == Role::Worker && !s.dead)
-            .map(|s| s.artifact.clone());
-        let workers = self.live(Role::Worker, None);
-        parts.push(format!(
-            "stopped {}",
-            crate::observe::count(workers.len() as u64, "worker")
-        ));
-        parts.extend(self.stop(&workers, STOP_TIMEOUT, &self.cancel()).await?);
-        for seat in &mut self.state.seats {
-            seat.proc = None;
-            if seat.role == Role::Worker {
-                seat.parked = false;
-            }
-        }
-        self.state.drained = true;
-        let (left, not_cron) = self.probe.live_jobs().await.unwrap_or(live);
-        if left > 0 && not_cron == 0 {
-            let artifact = last_artifact.unwrap_or_else(|| CURRENT.to_owned());
-            parts.push(self.mop_up(&artifact, left).await?);
-        }
-        let (left, _) = self.probe.live_jobs().await.unwrap_or((left, not_cron));
-        Ok(if left == 0 {
-            Done::ok(parts.join("; "))
-        } else {
-            Done::with(
-                StepOutcome::TimedOut,
-                format!(
-                    "{}; {} left",
-                    parts.join("; "),
-                    crate::observe::count(left.unsigned_abs(), "live job")
-                ),
-            )
-        })
+/// `drain`: load off, wait until no job is live (`awa.jobs` is empty:
+/// every accepted and fired job terminal), then SIGTERM every worker.
+/// `timeout` bounds a wait without progress, not the whole drain: a
+/// loaded machine drains a deep queue slowly, and jobs that are still
+/// being worked through are not stuck (the cell's budget bounds the
+/// rest).
+/// Cron jobs the leader fires while the fleet stops are finished by one
+/// maintenance-free worker (it cannot fire more); any other job left
+/// live is for reconciliation to report as stuck.
+pub(in crate::driver) async fn drain(
+    cx: &mut StepCtx<'_>,
+    timeout: MatrixDuration,
+) -> Result<Done, Abort> {
+    let mut parts = Vec::new();
+    if cx.state.load_on {
+        parts.push(super::load::load_off(cx).await?.detail);
     }
-
-    async fn mop_up(&mut self, artifact: &str, left: i64) -> Result<String, Abort> {
-        let env = vec![("AWA_NO_MAINTENANCE".to_owned(), "true".to_owned())];
-        let id = self
-            .spawn(artifact, Role::Mopup, vec!["worker".into()], env)
-            .await?;
-        let start = Instant::now();
-        while start.elapsed() < MOPUP_TIMEOUT {
-            if self.probe.live_jobs().await.is_ok_and(|(n, _)| n == 0)
-                || !self.proc(id, |p| p.alive())
-            {
-                break;
-            }
-            self.cancel().sleep(Duration::from_millis(100)).await?;
+    let start = Instant::now();
+    let mut live = (0, 0);
+    let mut progress = Progress::new(start);
+    loop {
+        live = cx.probe.live_jobs().await.unwrap_or(live);
+        if live.0 == 0 && start.elapsed() > Duration::from_millis(100) {
+            break;
         }
-        let mut text = self.stop(&[id], STOP_TIMEOUT, &self.cancel()).await?;
-        let name = self.proc(id, |p| p.name.clone());
-        let n = left.unsigned_abs();
-        text.insert(
-            0,
-            format!(
-                "{} fired while the fleet stopped {} run by {name} (no maintenance)",
-                crate::observe::count(n, "cron job"),
-                crate::observe::agree(n, "was", "were")
-            ),
+        if progress.stalled(live.0, Instant::now(), timeout.to_std()) {
+            break;
+        }
+        cx.cancel().sleep(Duration::from_millis(250)).await?;
+    }
+    let waited = crate::observe::duration(start.elapsed().as_millis() as u64);
+    if live.0 == 0 {
+        parts.push(format!("no live job after {waited}"));
+    } else {
+        let n = live.0.unsigned_abs();
+        let mut text = format!(
+            "{} still live after {waited}, the count no lower for the last {timeout}",
+            crate::observe::count(n, "job")
         );
-        Ok(text.join("; "))
+        // As they stood when the drain gave up: stopping the fleet
+        // changes them (a leader's last rescue re-queues overruns), and
+        // reconciliation reads only that end state.
+        if let Ok((running, available, scheduled, oldest_ms)) = cx.probe.live_jobs_waiting().await {
+            text.push_str(&format!(
+                " ({})",
+                live_by_state(running, available, scheduled, oldest_ms)
+            ));
+        }
+        parts.push(text);
     }
+    // Runtimes that died while the queue drained (a crash, a fence)
+    // are judged before the fleet is stopped on purpose.
+    parts.extend(cx.check_unexpected_exits().await);
+    let last_artifact = cx
+        .state
+        .seats
+        .iter()
+        .rev()
+        .find(|s| s.role == Role::Worker && !s.dead)
+        .map(|s| s.artifact.clone());
+    let workers = cx.live(Role::Worker, None);
+    parts.push(format!(
+        "stopped {}",
+        crate::observe::count(workers.len() as u64, "worker")
+    ));
+    parts.extend(cx.stop(&workers, STOP_TIMEOUT, &cx.cancel()).await?);
+    for seat in &mut cx.state.seats {
+        seat.proc = None;
+        if seat.role == Role::Worker {
+            seat.parked = false;
+        }
+    }
+    cx.state.drained = true;
+    let (left, not_cron) = cx.probe.live_jobs().await.unwrap_or(live);
+    if left > 0 && not_cron == 0 {
+        let artifact = last_artifact.unwrap_or_else(|| CURRENT.to_owned());
+        parts.push(mop_up(cx, &artifact, left).await?);
+    }
+    let (left, _) = cx.probe.live_jobs().await.unwrap_or((left, not_cron));
+    Ok(if left == 0 {
+        Done::ok(parts.join("; "))
+    } else {
+        Done::with(
+            StepOutcome::TimedOut,
+            format!(
+                "{}; {} left",
+                parts.join("; "),
+                crate::observe::count(left.unsigned_abs(), "live job")
+            ),
+        )
+    })
+}
+
+async fn mop_up(cx: &mut StepCtx<'_>, artifact: &str, left: i64) -> Result<String, Abort> {
+    let env = vec![("AWA_NO_MAINTENANCE".to_owned(), "true".to_owned())];
+    let id = cx
+        .spawn(artifact, Role::Mopup, vec!["worker".into()], env)
+        .await?;
+    let start = Instant::now();
+    while start.elapsed() < MOPUP_TIMEOUT {
+        if cx.probe.live_jobs().await.is_ok_and(|(n, _)| n == 0) || !cx.proc(id, |p| p.alive()) {
+            break;
+        }
+        cx.cancel().sleep(Duration::from_millis(100)).await?;
+    }
+    let mut text = cx.stop(&[id], STOP_TIMEOUT, &cx.cancel()).await?;
+    let name = cx.proc(id, |p| p.name.clone());
+    let n = left.unsigned_abs();
+    text.insert(
+        0,
+        format!(
+            "{} fired while the fleet stopped {} run by {name} (no maintenance)",
+            crate::observe::count(n, "cron job"),
+            crate::observe::agree(n, "was", "were")
+        ),
+    );
+    Ok(text.join("; "))
 }
 
 /// `99 running, oldest claim 64 s` / `1,689 available`: the live jobs of

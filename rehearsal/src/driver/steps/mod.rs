@@ -30,6 +30,7 @@ use super::state::Seat;
 use super::step_ctx::StepCtx;
 use super::{Abort, Done};
 use crate::matrix::Step;
+pub(super) use drain::drain;
 pub(super) use effect::{Beat, Effect, prove};
 pub(super) use schema::record_schema;
 pub(super) use suspend::PROOF_SLACK;
@@ -56,7 +57,7 @@ impl Cell<'_> {
             Step::Flip(s) => self.flip(s).await,
             Step::Fence(s) => fence::fence(&mut self.step_ctx(), &s.artifact).await,
             Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
-            Step::Drain(s) => self.drain(s.timeout).await,
+            Step::Drain(s) => drain::drain(&mut self.step_ctx(), s.timeout).await,
             Step::Assert(s) => assert::assert(&mut self.step_ctx(), &s.check).await,
             Step::Cancel(s) => cancel::cancel_jobs(&mut self.step_ctx(), s).await,
         }
