@@ -116,36 +116,6 @@ impl Cell<'_> {
         self.step_ctx().kill_proc(id, role).await
     }
 
-    /// Live processes of the seats of `role` (of `artifact` if given), in start order.
-    pub(super) fn live(&self, role: Role, artifact: Option<&str>) -> Vec<ProcId> {
-        live(&self.state.seats, &self.shared.lock(), role, artifact)
-    }
-
-    /// The process a kill or a suspend acts on: the leader when the step
-    /// runs (waited for up to three stale intervals), else the plan's
-    /// `pick` among the live candidates of `target`, of artifact `of` if
-    /// given. `None` when there is none; the step says so.
-    pub(super) async fn find_victim(
-        &self,
-        target: KillTarget,
-        of: Option<&str>,
-        choice: Option<Pick>,
-    ) -> Result<Option<ProcId>, Interrupted> {
-        match target {
-            KillTarget::Leader => {
-                let wait = self.plan.timings.stale_after.to_std() * 3 + Duration::from_secs(5);
-                self.shared
-                    .wait_for(wait, &self.cancel(), |l| {
-                        let id = l.current_leader()?;
-                        of.is_none_or(|a| l.procs[id].artifact == a).then_some(id)
-                    })
-                    .await
-            }
-            KillTarget::Worker => Ok(pick(&self.live(Role::Worker, of), choice)),
-            KillTarget::Producer => Ok(pick(&self.live(Role::Producer, of), choice)),
-        }
-    }
-
     /// Stops every process still running (the cell is over); returns notes.
     pub(super) async fn stop_everything(&mut self, grace: Duration) -> Vec<String> {
         let alive: Vec<ProcId> = {
@@ -437,6 +407,30 @@ impl StepCtx<'_> {
             fault: Fault::Kill(record.clone()),
         });
         Ok(record)
+    }
+
+    /// The process a kill or a suspend acts on: the leader when the step
+    /// runs (waited for up to three stale intervals), else the plan's
+    /// `pick` among the live candidates of `target`, of artifact `of` if
+    /// given. `None` when there is none; the step says so.
+    pub async fn find_victim(
+        &self,
+        target: KillTarget,
+        of: Option<&str>,
+        choice: Option<Pick>,
+    ) -> Result<Option<ProcId>, Interrupted> {
+        match target {
+            KillTarget::Leader => {
+                let wait = self.plan.timings.stale_after.to_std() * 3 + Duration::from_secs(5);
+                self.wait_for(wait, |l| {
+                    let id = l.current_leader()?;
+                    of.is_none_or(|a| l.procs[id].artifact == a).then_some(id)
+                })
+                .await
+            }
+            KillTarget::Worker => Ok(pick(&self.live(Role::Worker, of), choice)),
+            KillTarget::Producer => Ok(pick(&self.live(Role::Producer, of), choice)),
+        }
     }
 
     /// Live processes of the seats of `role` (of `artifact` if given), in start order.

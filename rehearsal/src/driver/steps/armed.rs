@@ -148,7 +148,8 @@ impl Cell<'_> {
         for (_, fault) in firing {
             match fault {
                 ArmedFault::Kill(k) => {
-                    let text = self.fire_kill(&k, Some(&inside)).await?;
+                    let text =
+                        super::kill::fire_kill(&mut self.step_ctx(), &k, Some(&inside)).await?;
                     notes.push(text);
                 }
                 ArmedFault::Crash => {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::super::cell::Cell;
 use super::super::state::ArmedFault;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::evidence::Inside;
 use crate::fleet::ProcId;
@@ -34,191 +34,193 @@ fn busy(victim: ProcId) -> impl FnMut(&super::super::ledger::FleetView) -> Optio
     }
 }
 
-impl Cell<'_> {
-    /// `kill`: now, or armed to fire inside the next migrate or flip.
-    pub(super) async fn kill(&mut self, k: &PlannedKill) -> Result<Done, Abort> {
-        match k.when {
-            When::Now => {
-                let text = self.fire_kill(k, None).await?;
-                Ok(Done::ok(text))
-            }
-            when => {
-                self.state.armed.push((when, ArmedFault::Kill(k.clone())));
-                Ok(Done::with(StepOutcome::Armed, format!("{k}")))
-            }
+/// `kill`: now, or armed to fire inside the next migrate or flip.
+pub(super) async fn kill(cx: &mut StepCtx<'_>, k: &PlannedKill) -> Result<Done, Abort> {
+    match k.when {
+        When::Now => {
+            let text = fire_kill(cx, k, None).await?;
+            Ok(Done::ok(text))
+        }
+        when => {
+            cx.state.armed.push((when, ArmedFault::Kill(k.clone())));
+            Ok(Done::with(StepOutcome::Armed, format!("{k}")))
         }
     }
+}
 
-    /// Chooses the victim (the leader when it fires; else the plan's pick
-    /// among live candidates in start order), waits for its trigger
-    /// (`after_started` started jobs, or the jitter) and, for a kill now of
-    /// a worker or the leader, for an attempt in flight; SIGKILLs it, and
-    /// records the evidence: the attempts it interrupted (`inside`: and
-    /// that the migrate or flip it was armed for was in flight).
-    pub(super) async fn fire_kill(
-        &mut self,
-        k: &PlannedKill,
-        inside: Option<&Inside>,
-    ) -> Result<String, Abort> {
-        let of = k.of.as_deref();
-        let whose = of.map_or(String::new(), |a| format!(" of {a}"));
-        let victim = self.find_victim(k.target, of, k.pick).await?;
-        let Some(victim) = victim else {
-            let what = format!("no live {}{whose}", k.target.name());
-            self.state
-                .fail(format!("kill {}: {what} to kill", k.target.name()));
-            self.state
-                .record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
-            return Ok(format!("nothing to kill: {what}"));
-        };
-        let mut trigger = self.until_trigger(k, victim).await?;
-        if k.target != KillTarget::Producer {
-            let patience = if inside.is_some() {
-                BUSY_TIMEOUT_INSIDE
-            } else {
-                BUSY_TIMEOUT
-            };
-            trigger.push_str(&self.until_busy(victim, patience).await?);
-        }
-        if !self.proc(victim, |p| p.alive()) {
-            let why = self.proc(victim, |p| p.why_ended());
-            let name = self.proc(victim, |p| p.name.clone());
-            self.state.record_fault(
-                k.to_string(),
-                false,
-                format!("{name} had already ended ({why}); nothing was killed"),
-            );
-            return Ok(format!("{name} had already ended ({why}); nothing to kill"));
-        }
-        let record = self.kill_proc(victim, k.target.name()).await?;
-        let (fired, evidence) = kill_evidence(k.target, &record, self.state.load_on, inside);
-        self.state.record_fault(k.to_string(), fired, evidence);
-        if let Some(seat) = self.state.seat_of(victim) {
-            self.state.seats[seat].dead = true;
-            self.state.seats[seat].proc = None;
-        }
-        let started = self.proc(victim, |p| p.started);
-        let mut text = format!(
-            "SIGKILLed {} ({}{}){trigger}",
-            record.process,
-            record.version,
-            if k.target == KillTarget::Leader {
-                ", the leader"
-            } else {
-                ""
-            },
-        );
-        if k.target != KillTarget::Producer {
-            text.push_str(&format!(
-                ": {started} jobs started, {} in flight",
-                record.in_flight.len()
-            ));
-        }
-        self.state.obs.kills.push(record);
-        Ok(text)
-    }
-
-    /// Waits for the kill's trigger: `after_started` jobs started by the
-    /// victim (or its end, or the drain timeout), else its jitter; says
-    /// which, for the step's detail.
-    async fn until_trigger(&mut self, k: &PlannedKill, victim: ProcId) -> Result<String, Abort> {
-        if k.after_started > 0 {
-            let n = k.after_started;
-            let timeout = self.plan.timings.drain_timeout.to_std();
-            let reached = self
-                .shared
-                .wait_for(timeout, &self.cancel(), |l| {
-                    let p = &l.procs[victim];
-                    (p.started >= n || !p.alive()).then_some(())
-                })
-                .await?;
-            let started = self.proc(victim, |p| p.started);
-            Ok(if reached.is_some() && started >= n {
-                format!(" after it started {started} jobs")
-            } else {
-                format!(
-                    " after waiting {}s with {started} of {n} jobs started",
-                    timeout.as_secs()
-                )
-            })
-        } else if let Some(jitter) = k.jitter {
-            self.cancel().sleep(jitter.to_std()).await?;
-            Ok(format!(" after {jitter} jitter"))
+/// Chooses the victim (the leader when it fires; else the plan's pick
+/// among live candidates in start order), waits for its trigger
+/// (`after_started` started jobs, or the jitter) and, for a kill now of
+/// a worker or the leader, for an attempt in flight; SIGKILLs it, and
+/// records the evidence: the attempts it interrupted (`inside`: and
+/// that the migrate or flip it was armed for was in flight).
+pub(super) async fn fire_kill(
+    cx: &mut StepCtx<'_>,
+    k: &PlannedKill,
+    inside: Option<&Inside>,
+) -> Result<String, Abort> {
+    let of = k.of.as_deref();
+    let whose = of.map_or(String::new(), |a| format!(" of {a}"));
+    let victim = cx.find_victim(k.target, of, k.pick).await?;
+    let Some(victim) = victim else {
+        let what = format!("no live {}{whose}", k.target.name());
+        cx.state
+            .fail(format!("kill {}: {what} to kill", k.target.name()));
+        cx.state
+            .record_fault(k.to_string(), false, format!("nothing was killed: {what}"));
+        return Ok(format!("nothing to kill: {what}"));
+    };
+    let mut trigger = until_trigger(cx, k, victim).await?;
+    if k.target != KillTarget::Producer {
+        let patience = if inside.is_some() {
+            BUSY_TIMEOUT_INSIDE
         } else {
-            Ok(String::new())
-        }
+            BUSY_TIMEOUT
+        };
+        trigger.push_str(&until_busy(cx, victim, patience).await?);
     }
+    if !cx.proc(victim, |p| p.alive()) {
+        let why = cx.proc(victim, |p| p.why_ended());
+        let name = cx.proc(victim, |p| p.name.clone());
+        cx.state.record_fault(
+            k.to_string(),
+            false,
+            format!("{name} had already ended ({why}); nothing was killed"),
+        );
+        return Ok(format!("{name} had already ended ({why}); nothing to kill"));
+    }
+    let record = cx.kill_proc(victim, k.target.name()).await?;
+    let (fired, evidence) = kill_evidence(k.target, &record, cx.state.load_on, inside);
+    cx.state.record_fault(k.to_string(), fired, evidence);
+    if let Some(seat) = cx.state.seat_of(victim) {
+        cx.state.seats[seat].dead = true;
+        cx.state.seats[seat].proc = None;
+    }
+    let started = cx.proc(victim, |p| p.started);
+    let mut text = format!(
+        "SIGKILLed {} ({}{}){trigger}",
+        record.process,
+        record.version,
+        if k.target == KillTarget::Leader {
+            ", the leader"
+        } else {
+            ""
+        },
+    );
+    if k.target != KillTarget::Producer {
+        text.push_str(&format!(
+            ": {started} jobs started, {} in flight",
+            record.in_flight.len()
+        ));
+    }
+    cx.state.obs.kills.push(record);
+    Ok(text)
+}
 
-    /// Waits up to `patience` for `victim` to have an attempt in flight,
-    /// and leaves it frozen there (suspended, its output read to the
-    /// moment it stopped); returns a note when it had to wait. The ledger
-    /// follows the process through its output, which lags: a worker it
-    /// shows busy may already have finished that attempt, and SIGKILLed
-    /// then it rescues nothing. So the victim is frozen first and judged
-    /// on what it had printed by then: busy, it stays frozen for the kill
-    /// (SIGKILL ends a stopped process, and an engine kills a paused
-    /// container); idle after all, it runs on and is watched again.
-    async fn until_busy(&mut self, victim: ProcId, patience: Duration) -> Result<String, Abort> {
-        // A process a suspend step stopped prints nothing more: judge it as it is.
-        let frozen_already = self.state.suspended.iter().any(|s| s.id == victim);
-        let start = std::time::Instant::now();
-        let mut thawed: u64 = 0;
-        loop {
-            let left = patience.saturating_sub(start.elapsed());
-            let seen = self
-                .shared
-                .wait_for(left, &self.cancel(), busy(victim))
-                .await?;
-            if seen.is_none() {
-                return Ok(format!(", idle for all of {}s", patience.as_secs_f64()));
-            }
-            let seen_at = start.elapsed();
-            let handle = self.proc(victim, |p| p.alive().then(|| p.handle.clone()).flatten());
-            let Some(handle) = handle.filter(|_| !frozen_already) else {
-                return Ok(String::new());
-            };
-            // Judging a victim that did not freeze would be judging the past.
-            handle.suspended().await.map_err(|e| {
-                Abort::Harness(format!(
-                    "kill: could not freeze its victim to judge it busy: {e}"
-                ))
-            })?;
-            if let Err(stopped) = self.settle(victim).await {
-                handle.resume();
-                return Err(stopped);
-            }
-            if self.view(busy(victim)).is_some() {
-                let ms = seen_at.as_millis();
-                return Ok(match thawed {
-                    0 if ms == 0 => String::new(),
-                    0 => format!(", once it had an attempt in flight ({ms} ms later)"),
-                    n => format!(
-                        ", once it had an attempt in flight ({ms} ms later; idle when frozen {})",
-                        crate::observe::count(n, "time")
-                    ),
-                });
-            }
+/// Waits for the kill's trigger: `after_started` jobs started by the
+/// victim (or its end, or the drain timeout), else its jitter; says
+/// which, for the step's detail.
+async fn until_trigger(
+    cx: &mut StepCtx<'_>,
+    k: &PlannedKill,
+    victim: ProcId,
+) -> Result<String, Abort> {
+    if k.after_started > 0 {
+        let n = k.after_started;
+        let timeout = cx.plan.timings.drain_timeout.to_std();
+        let reached = cx
+            .wait_for(timeout, |l| {
+                let p = &l.procs[victim];
+                (p.started >= n || !p.alive()).then_some(())
+            })
+            .await?;
+        let started = cx.proc(victim, |p| p.started);
+        Ok(if reached.is_some() && started >= n {
+            format!(" after it started {started} jobs")
+        } else {
+            format!(
+                " after waiting {}s with {started} of {n} jobs started",
+                timeout.as_secs()
+            )
+        })
+    } else if let Some(jitter) = k.jitter {
+        cx.cancel().sleep(jitter.to_std()).await?;
+        Ok(format!(" after {jitter} jitter"))
+    } else {
+        Ok(String::new())
+    }
+}
+
+/// Waits up to `patience` for `victim` to have an attempt in flight,
+/// and leaves it frozen there (suspended, its output read to the
+/// moment it stopped); returns a note when it had to wait. The ledger
+/// follows the process through its output, which lags: a worker it
+/// shows busy may already have finished that attempt, and SIGKILLed
+/// then it rescues nothing. So the victim is frozen first and judged
+/// on what it had printed by then: busy, it stays frozen for the kill
+/// (SIGKILL ends a stopped process, and an engine kills a paused
+/// container); idle after all, it runs on and is watched again.
+async fn until_busy(
+    cx: &mut StepCtx<'_>,
+    victim: ProcId,
+    patience: Duration,
+) -> Result<String, Abort> {
+    // A process a suspend step stopped prints nothing more: judge it as it is.
+    let frozen_already = cx.state.suspended.iter().any(|s| s.id == victim);
+    let start = std::time::Instant::now();
+    let mut thawed: u64 = 0;
+    loop {
+        let left = patience.saturating_sub(start.elapsed());
+        let seen = cx.wait_for(left, busy(victim)).await?;
+        if seen.is_none() {
+            return Ok(format!(", idle for all of {}s", patience.as_secs_f64()));
+        }
+        let seen_at = start.elapsed();
+        let handle = cx.proc(victim, |p| p.alive().then(|| p.handle.clone()).flatten());
+        let Some(handle) = handle.filter(|_| !frozen_already) else {
+            return Ok(String::new());
+        };
+        // Judging a victim that did not freeze would be judging the past.
+        handle.suspended().await.map_err(|e| {
+            Abort::Harness(format!(
+                "kill: could not freeze its victim to judge it busy: {e}"
+            ))
+        })?;
+        if let Err(stopped) = settle(cx, victim).await {
             handle.resume();
-            thawed += 1;
+            return Err(stopped);
         }
+        if cx.view(busy(victim)).is_some() {
+            let ms = seen_at.as_millis();
+            return Ok(match thawed {
+                0 if ms == 0 => String::new(),
+                0 => format!(", once it had an attempt in flight ({ms} ms later)"),
+                n => format!(
+                    ", once it had an attempt in flight ({ms} ms later; idle when frozen {})",
+                    crate::observe::count(n, "time")
+                ),
+            });
+        }
+        handle.resume();
+        thawed += 1;
     }
+}
 
-    /// Waits until a frozen `victim`'s output has caught up: no attempt
-    /// started or finished for [`SETTLE_QUIET`], at most [`SETTLE_MAX`].
-    async fn settle(&mut self, victim: ProcId) -> Result<(), Abort> {
-        let tally = |p: &super::super::ledger::Proc| (p.started, p.finished);
-        let until = std::time::Instant::now() + SETTLE_MAX;
-        let mut last = self.proc(victim, tally);
-        while std::time::Instant::now() < until {
-            self.cancel().sleep(SETTLE_QUIET).await?;
-            let now = self.proc(victim, tally);
-            if now == last {
-                break;
-            }
-            last = now;
+/// Waits until a frozen `victim`'s output has caught up: no attempt
+/// started or finished for [`SETTLE_QUIET`], at most [`SETTLE_MAX`].
+async fn settle(cx: &mut StepCtx<'_>, victim: ProcId) -> Result<(), Abort> {
+    let tally = |p: &super::super::ledger::Proc| (p.started, p.finished);
+    let until = std::time::Instant::now() + SETTLE_MAX;
+    let mut last = cx.proc(victim, tally);
+    while std::time::Instant::now() < until {
+        cx.cancel().sleep(SETTLE_QUIET).await?;
+        let now = cx.proc(victim, tally);
+        if now == last {
+            break;
         }
-        Ok(())
+        last = now;
     }
+    Ok(())
 }
 
 /// Whether a kill did what it declares, and the evidence: a worker or

@@ -50,7 +50,7 @@ impl Cell<'_> {
             Step::Migrate(s) => self.migrate(s).await,
             Step::Roll(s) => roll::roll(&mut self.step_ctx(), s).await,
             Step::Rollback(s) => rollback::rollback(&mut self.step_ctx(), s).await,
-            Step::Kill(k) => self.kill(k).await,
+            Step::Kill(k) => kill::kill(&mut self.step_ctx(), k).await,
             Step::Suspend(s) => self.suspend(s).await,
             Step::Resume(s) => self.resume(s).await,
             Step::PgCrash(s) => pg_crash::pg_crash(&mut self.step_ctx(), s.when).await,

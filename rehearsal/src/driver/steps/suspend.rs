@@ -32,7 +32,7 @@ impl Cell<'_> {
     pub(super) async fn suspend(&mut self, s: &PlannedSuspend) -> Result<Done, Abort> {
         let of = s.of.as_deref();
         let whose = of.map_or(String::new(), |a| format!(" of {a}"));
-        let victim = self.find_victim(s.target, of, s.pick).await?;
+        let victim = self.step_ctx().find_victim(s.target, of, s.pick).await?;
         let Some(victim) = victim else {
             let what = format!("no live {}{whose}", s.target.name());
             self.state
