@@ -87,15 +87,6 @@ impl Cell<'_> {
         self.step_ctx().finish_command(id, timeout).await
     }
 
-    /// Starts the processes of `seats` (see [`StepCtx::launch_seats`]).
-    pub(super) async fn launch_seats(
-        &mut self,
-        seats: &[usize],
-        notes: &mut Vec<String>,
-    ) -> Result<(), Abort> {
-        self.step_ctx().launch_seats(seats, notes).await
-    }
-
     /// Re-launches the seats parked by a binary-first refusal (after a migration).
     pub(super) async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
         self.step_ctx().relaunch_parked(notes).await

@@ -172,7 +172,9 @@ impl Cell<'_> {
                     self.state.record_fault(fault, fired, evidence);
                 }
                 ArmedFault::Fleet(f) => {
-                    let text = self.fleet_inside_migration(&f, trigger_id).await?;
+                    let text =
+                        super::fleet::fleet_inside_migration(&mut self.step_ctx(), &f, trigger_id)
+                            .await?;
                     notes.push(text);
                 }
             }

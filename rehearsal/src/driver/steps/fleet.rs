@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::Cell;
 use super::super::ledger::Role;
 use super::super::state::ArmedFault;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use crate::fleet::ProcId;
 use crate::matrix::{FleetStep, When};
@@ -13,88 +13,84 @@ use crate::observe::MidMigrationStart;
 /// How long a `leader = true` fleet waits for its first worker's `leader` event.
 const LEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl Cell<'_> {
-    /// `fleet`: start workers (with `leader`, the first alone until it
-    /// reports leadership) and add producers, which run while load is on.
-    /// With `when = "during_migrate"` it is armed instead, and started by
-    /// [`Cell::fleet_inside_migration`] as the next migration runs.
-    pub(super) async fn fleet(&mut self, s: &FleetStep) -> Result<Done, Abort> {
-        if s.when != When::Now {
-            self.state
-                .armed
-                .push((s.when, ArmedFault::Fleet(s.clone())));
-            let step: crate::matrix::Step = crate::matrix::Step::Fleet(s.clone());
-            return Ok(Done::with(
-                crate::observe::StepOutcome::Armed,
-                step.to_string(),
-            ));
-        }
-        let mut notes = Vec::new();
-        let version = self.version_of(&s.artifact);
-        let workers = self.state.add_seats(Role::Worker, &s.artifact, s.workers);
-        for &w in &workers {
-            self.state.seats[w].idle = s.idle;
-        }
-        if s.leader && !workers.is_empty() {
-            let head = workers[0];
-            self.launch_seats(&[head], &mut notes).await?;
-            match self.state.seats[head]
-                .proc
-                .filter(|&id| self.proc(id, |p| p.ready))
-            {
-                Some(id) => {
-                    let led = self
-                        .shared
-                        .wait_for(LEADER_TIMEOUT, &self.cancel(), |l| l.procs[id].leader_at_ms)
-                        .await?;
-                    let name = self.proc(id, |p| p.name.clone());
-                    match led {
-                        Some(at) => {
-                            notes.push(format!("{name} took maintenance leadership at {at} ms"))
-                        }
-                        None => {
-                            let other =
-                                self.view(|l| l.current_leader().map(|o| l.procs[o].name.clone()));
-                            self.state.fail(format!(
-                                "{name} did not take maintenance leadership within {}s (leader: {})",
-                                LEADER_TIMEOUT.as_secs(),
-                                other.unwrap_or_else(|| "none".into())
-                            ));
-                        }
+/// `fleet`: start workers (with `leader`, the first alone until it
+/// reports leadership) and add producers, which run while load is on.
+/// With `when = "during_migrate"` it is armed instead, and started by
+/// [`fleet_inside_migration`] as the next migration runs.
+pub(super) async fn fleet(cx: &mut StepCtx<'_>, s: &FleetStep) -> Result<Done, Abort> {
+    if s.when != When::Now {
+        cx.state.armed.push((s.when, ArmedFault::Fleet(s.clone())));
+        let step: crate::matrix::Step = crate::matrix::Step::Fleet(s.clone());
+        return Ok(Done::with(
+            crate::observe::StepOutcome::Armed,
+            step.to_string(),
+        ));
+    }
+    let mut notes = Vec::new();
+    let version = cx.version_of(&s.artifact);
+    let workers = cx.state.add_seats(Role::Worker, &s.artifact, s.workers);
+    for &w in &workers {
+        cx.state.seats[w].idle = s.idle;
+    }
+    if s.leader && !workers.is_empty() {
+        let head = workers[0];
+        cx.launch_seats(&[head], &mut notes).await?;
+        match cx.state.seats[head]
+            .proc
+            .filter(|&id| cx.proc(id, |p| p.ready))
+        {
+            Some(id) => {
+                let led = cx
+                    .wait_for(LEADER_TIMEOUT, |l| l.procs[id].leader_at_ms)
+                    .await?;
+                let name = cx.proc(id, |p| p.name.clone());
+                match led {
+                    Some(at) => {
+                        notes.push(format!("{name} took maintenance leadership at {at} ms"))
+                    }
+                    None => {
+                        let other =
+                            cx.view(|l| l.current_leader().map(|o| l.procs[o].name.clone()));
+                        cx.state.fail(format!(
+                            "{name} did not take maintenance leadership within {}s (leader: {})",
+                            LEADER_TIMEOUT.as_secs(),
+                            other.unwrap_or_else(|| "none".into())
+                        ));
                     }
                 }
-                None => self
-                    .state
-                    .fail("leader = true, but the first worker did not start, so it cannot lead"),
             }
-            self.launch_seats(&workers[1..], &mut notes).await?;
-        } else {
-            self.launch_seats(&workers, &mut notes).await?;
+            None => cx
+                .state
+                .fail("leader = true, but the first worker did not start, so it cannot lead"),
         }
-        let producers = self
-            .state
-            .add_seats(Role::Producer, &s.artifact, s.producers);
-        if self.state.load_on {
-            self.launch_seats(&producers, &mut notes).await?;
-        }
-        let mut detail = format!(
-            "{} ({version}): workers {}",
-            s.artifact,
-            self.names(&workers)
-        );
-        if !producers.is_empty() {
-            if self.state.load_on {
-                detail.push_str(&format!("; producers {}", self.names(&producers)));
-            } else {
-                detail.push_str(&format!(
-                    "; {} to run while load is on",
-                    crate::observe::count(producers.len() as u64, "producer")
-                ));
-            }
-        }
-        notes.insert(0, detail);
-        Ok(Done::ok(notes.join("; ")))
+        cx.launch_seats(&workers[1..], &mut notes).await?;
+    } else {
+        cx.launch_seats(&workers, &mut notes).await?;
     }
+    let producers = cx.state.add_seats(Role::Producer, &s.artifact, s.producers);
+    if cx.state.load_on {
+        cx.launch_seats(&producers, &mut notes).await?;
+    }
+    let mut detail = format!(
+        "{} ({version}): workers {}",
+        s.artifact,
+        super::seat_names(cx, &workers)
+    );
+    if !producers.is_empty() {
+        if cx.state.load_on {
+            detail.push_str(&format!(
+                "; producers {}",
+                super::seat_names(cx, &producers)
+            ));
+        } else {
+            detail.push_str(&format!(
+                "; {} to run while load is on",
+                crate::observe::count(producers.len() as u64, "producer")
+            ));
+        }
+    }
+    notes.insert(0, detail);
+    Ok(Done::ok(notes.join("; ")))
 }
 
 /// How long an armed fleet waits for the migration to pass its preflight.
@@ -148,117 +144,115 @@ impl Before {
     }
 }
 
-impl Cell<'_> {
-    /// An armed fleet, started inside the migration of process `migration`
-    /// once it has passed its preflight. A watcher on its own connection
-    /// records which of the new runtimes' `runtime_instances` rows became
-    /// visible while the migration was still in flight.
-    pub(super) async fn fleet_inside_migration(
-        &mut self,
-        s: &FleetStep,
-        migration: Option<ProcId>,
-    ) -> Result<String, Abort> {
-        let inside = match migration {
-            Some(id) => self.await_preflight(id).await?,
-            None => false,
-        };
-        let version = self.version_of(&s.artifact);
-        let at_ms = self.ms();
-        let (look, watcher) = self.watch_registrations_of(&version).await;
-        let first = self.view(|l| l.procs.len());
-        let now = FleetStep {
-            when: When::Now,
-            ..s.clone()
-        };
-        if let Some(hold) = &self.state.migration_hold {
-            hold.watch();
-        }
-        let done = self.fleet(&now).await;
-        let seen_held = match &look {
-            Some((client, before)) => registered_now(client, &version, before).await,
-            None => Vec::new(),
-        };
-        let held = match self.state.migration_hold.take() {
-            Some(hold) => Some(hold.let_go().await),
-            None => None,
-        };
-        let done = done?;
-        let processes: Vec<String> =
-            self.view(|l| l.procs[first..].iter().map(|p| p.name.clone()).collect());
-        let mut registered_in_flight = match watcher {
-            Some(w) => w.await.unwrap_or_default(),
-            None => Vec::new(),
-        };
-        for name in seen_held {
-            if !registered_in_flight.contains(&name) {
-                registered_in_flight.push(name);
-            }
-        }
-        let text = inside_migration_text(&done.detail, inside, held, &registered_in_flight);
-        self.state.obs.mid_migration.push(MidMigrationStart {
-            artifact: s.artifact.clone(),
-            version,
-            processes,
-            at_ms,
-            inside,
-            registered_in_flight,
-        });
-        Ok(text)
+/// An armed fleet, started inside the migration of process `migration`
+/// once it has passed its preflight. A watcher on its own connection
+/// records which of the new runtimes' `runtime_instances` rows became
+/// visible while the migration was still in flight.
+pub(super) async fn fleet_inside_migration(
+    cx: &mut StepCtx<'_>,
+    s: &FleetStep,
+    migration: Option<ProcId>,
+) -> Result<String, Abort> {
+    let inside = match migration {
+        Some(id) => await_preflight(cx, id).await?,
+        None => false,
+    };
+    let version = cx.version_of(&s.artifact);
+    let at_ms = cx.ms();
+    let (look, watcher) = watch_registrations_of(cx, &version).await;
+    let first = cx.view(|l| l.procs.len());
+    let now = FleetStep {
+        when: When::Now,
+        ..s.clone()
+    };
+    if let Some(hold) = &cx.state.migration_hold {
+        hold.watch();
     }
+    let done = fleet(cx, &now).await;
+    let seen_held = match &look {
+        Some((client, before)) => registered_now(client, &version, before).await,
+        None => Vec::new(),
+    };
+    let held = match cx.state.migration_hold.take() {
+        Some(hold) => Some(hold.let_go().await),
+        None => None,
+    };
+    let done = done?;
+    let processes: Vec<String> =
+        cx.view(|l| l.procs[first..].iter().map(|p| p.name.clone()).collect());
+    let mut registered_in_flight = match watcher {
+        Some(w) => w.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    for name in seen_held {
+        if !registered_in_flight.contains(&name) {
+            registered_in_flight.push(name);
+        }
+    }
+    let text = inside_migration_text(&done.detail, inside, held, &registered_in_flight);
+    cx.state.obs.mid_migration.push(MidMigrationStart {
+        artifact: s.artifact.clone(),
+        version,
+        processes,
+        at_ms,
+        inside,
+        registered_in_flight,
+    });
+    Ok(text)
+}
 
-    /// The watchers of the runtimes of `version` that register during the
-    /// migration, each on its own connection: a poller (its task), and a
-    /// second look to take while the hold still keeps the migration open
-    /// once the runtimes are up (their rows are visible then, or held back
-    /// by the preflight's lock, however late the poller's last look before
-    /// the commit came). Both with the instances already known; `None`
-    /// where a connection failed.
-    async fn watch_registrations_of(
-        &self,
-        version: &str,
-    ) -> (
-        Option<(tokio_postgres::Client, Before)>,
-        Option<tokio::task::JoinHandle<Vec<String>>>,
-    ) {
-        let watch = match super::super::database::connect(&self.db.url).await {
-            Ok(client) => match Before::read(&client, version).await {
-                Ok(before) => Some((client, before)),
-                Err(_) => None,
-            },
+/// The watchers of the runtimes of `version` that register during the
+/// migration, each on its own connection: a poller (its task), and a
+/// second look to take while the hold still keeps the migration open
+/// once the runtimes are up (their rows are visible then, or held back
+/// by the preflight's lock, however late the poller's last look before
+/// the commit came). Both with the instances already known; `None`
+/// where a connection failed.
+async fn watch_registrations_of(
+    cx: &StepCtx<'_>,
+    version: &str,
+) -> (
+    Option<(tokio_postgres::Client, Before)>,
+    Option<tokio::task::JoinHandle<Vec<String>>>,
+) {
+    let watch = match super::super::database::connect(&cx.db.url).await {
+        Ok(client) => match Before::read(&client, version).await {
+            Ok(before) => Some((client, before)),
             Err(_) => None,
-        };
-        let look = match &watch {
-            Some((_, before)) => super::super::database::connect(&self.db.url)
-                .await
-                .ok()
-                .map(|client| (client, before.clone())),
-            None => None,
-        };
-        let watcher = watch.map(|(client, before)| {
-            tokio::spawn(watch_registrations(client, version.to_owned(), before))
-        });
-        (look, watcher)
-    }
+        },
+        Err(_) => None,
+    };
+    let look = match &watch {
+        Some((_, before)) => super::super::database::connect(&cx.db.url)
+            .await
+            .ok()
+            .map(|client| (client, before.clone())),
+        None => None,
+    };
+    let watcher = watch.map(|(client, before)| {
+        tokio::spawn(watch_registrations(client, version.to_owned(), before))
+    });
+    (look, watcher)
+}
 
-    /// Waits until migration process `id` says it holds its transaction
-    /// open after the preflight; false when it ended or never said so.
-    async fn await_preflight(&mut self, id: ProcId) -> Result<bool, Abort> {
-        let deadline = Instant::now() + PREFLIGHT_TIMEOUT;
-        while Instant::now() < deadline {
-            let (holding, ended) = self.proc(id, |p| {
-                let holding = p.stderr_tail.iter().any(|line| line.contains(HOLDING_OPEN));
-                (holding, p.exit.is_some())
-            });
-            if holding {
-                return Ok(true);
-            }
-            if ended {
-                return Ok(false);
-            }
-            self.cancel().sleep(Duration::from_millis(5)).await?;
+/// Waits until migration process `id` says it holds its transaction
+/// open after the preflight; false when it ended or never said so.
+async fn await_preflight(cx: &mut StepCtx<'_>, id: ProcId) -> Result<bool, Abort> {
+    let deadline = Instant::now() + PREFLIGHT_TIMEOUT;
+    while Instant::now() < deadline {
+        let (holding, ended) = cx.proc(id, |p| {
+            let holding = p.stderr_tail.iter().any(|line| line.contains(HOLDING_OPEN));
+            (holding, p.exit.is_some())
+        });
+        if holding {
+            return Ok(true);
         }
-        Ok(false)
+        if ended {
+            return Ok(false);
+        }
+        cx.cancel().sleep(Duration::from_millis(5)).await?;
     }
+    Ok(false)
 }
 
 /// What a fleet started inside a migration did, in words: its start,

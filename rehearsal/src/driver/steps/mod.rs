@@ -39,7 +39,7 @@ impl Cell<'_> {
     /// Executes one planned step.
     pub(super) async fn step(&mut self, step: &crate::plan::PlannedStep) -> Result<Done, Abort> {
         match step {
-            Step::Fleet(s) => self.fleet(s).await,
+            Step::Fleet(s) => fleet::fleet(&mut self.step_ctx(), s).await,
             Step::Load(s) => {
                 if s.on {
                     load::load_on(&mut self.step_ctx()).await
@@ -61,11 +61,6 @@ impl Cell<'_> {
             Step::Assert(s) => assert::assert(&mut self.step_ctx(), &s.check).await,
             Step::Cancel(s) => cancel::cancel_jobs(&mut self.step_ctx(), s).await,
         }
-    }
-
-    /// The names of the processes in `seats` (or last in them).
-    fn names(&self, seats: &[usize]) -> String {
-        self.view(|l| names_of(&self.state.seats, l, seats))
     }
 }
 
