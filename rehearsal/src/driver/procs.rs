@@ -102,11 +102,6 @@ impl Cell<'_> {
         self.step_ctx().stop(ids, grace, cancel).await
     }
 
-    /// SIGKILL, on purpose (see [`StepCtx::kill_proc`]).
-    pub(super) async fn kill_proc(&mut self, id: ProcId, role: &str) -> Result<KillRecord, Abort> {
-        self.step_ctx().kill_proc(id, role).await
-    }
-
     /// Stops every process still running (the cell is over); returns notes.
     pub(super) async fn stop_everything(&mut self, grace: Duration) -> Vec<String> {
         let alive: Vec<ProcId> = {
