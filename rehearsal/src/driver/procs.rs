@@ -53,17 +53,6 @@ impl Cell<'_> {
             .map_or_else(|| "unknown".to_owned(), |a| a.version.clone())
     }
 
-    /// Starts `awa ARGS` of `artifact` (see [`super::step_ctx::StepCtx::spawn`]).
-    pub(super) async fn spawn(
-        &mut self,
-        artifact: &str,
-        role: Role,
-        args: Vec<String>,
-        extra: Vec<(String, String)>,
-    ) -> Result<ProcId, Abort> {
-        self.step_ctx().spawn(artifact, role, args, extra).await
-    }
-
     /// Runs a one-shot command to its end (SIGKILL after `timeout`).
     pub(super) async fn run_command(
         &mut self,
@@ -76,15 +65,6 @@ impl Cell<'_> {
         (self.step_ctx())
             .run_command(artifact, role, args, env, timeout)
             .await
-    }
-
-    /// Waits for a command started with [`Cell::spawn`]; kills it after `timeout`.
-    pub(super) async fn finish_command(
-        &mut self,
-        id: ProcId,
-        timeout: Duration,
-    ) -> Result<(), Abort> {
-        self.step_ctx().finish_command(id, timeout).await
     }
 
     /// Re-launches the seats parked by a binary-first refusal (after a migration).

@@ -80,7 +80,7 @@ impl Cell<'_> {
             holder: holder.map(|(client, _)| client),
             started,
         };
-        let judged = self.run_armed(command, &mut notes).await?;
+        let judged = super::armed::run_armed(&mut self.step_ctx(), command, &mut notes).await?;
         let end = self.command_end(judged.id);
         self.state.obs.flips.push(FlipRecord {
             mode: s.mode,
@@ -194,8 +194,14 @@ impl Cell<'_> {
     async fn flip_auto(&mut self, s: &FlipStep) -> Result<Done, Abort> {
         let start_ms = self.ms();
         let mut notes = Vec::new();
-        self.fire_armed(When::DuringFlip, None, None, &mut notes)
-            .await?;
+        super::armed::fire_armed(
+            &mut self.step_ctx(),
+            When::DuringFlip,
+            None,
+            None,
+            &mut notes,
+        )
+        .await?;
         let timeout = s.timeout.unwrap_or(MatrixDuration::from_secs(30));
         let deadline = Instant::now() + timeout.to_std();
         let mut flipped_at = None;

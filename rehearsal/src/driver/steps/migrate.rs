@@ -74,7 +74,7 @@ impl Cell<'_> {
             holder: None,
             started: None,
         };
-        let judged = self.run_armed(command, &mut notes).await?;
+        let judged = super::armed::run_armed(&mut self.step_ctx(), command, &mut notes).await?;
         let end = self.command_end(judged.id);
         super::schema::record_schema(&mut self.step_ctx(), &s.artifact).await;
         let done = self.judge_migrate(s, end, &mut notes).await?;
