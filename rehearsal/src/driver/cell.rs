@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::database::CellDb;
-use super::ledger::{Cancel, FleetView, Proc, Role, Shared};
+use super::ledger::{FleetView, Proc, Role, Shared};
 use super::probe::Probe;
 use super::state::CellState;
 use super::step_ctx::{FleetHandle, StepCtx};
@@ -63,11 +63,6 @@ impl Cell<'_> {
     /// Milliseconds since the cell started.
     pub fn ms(&self) -> u64 {
         self.t0.elapsed().as_millis() as u64
-    }
-
-    /// The cancellation to use for waits: none once the cell is winding down.
-    pub fn cancel(&self) -> Cancel {
-        self.ctx.cancel.clone()
     }
 
     /// Reads one process of the ledger.

@@ -2,271 +2,262 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::Cell;
 use super::super::ledger::Role;
+use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
 use super::armed::{ArmedCommand, Detector};
 use super::evidence::{Before, runtimes_named_in};
-use super::{CommandEnd, with_notes};
+use super::{CommandEnd, command_end, refused_against_plan, with_notes};
 use crate::fleet::Event;
 use crate::fleet::events::{Blocked, Flipped};
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
 use crate::observe::FlipRecord;
 use crate::observe::StepOutcome;
 
-impl Cell<'_> {
-    /// A transaction holding `awa.ring_cursor_authority` FOR UPDATE, and
-    /// its backend pid; `None` before the expand migration.
-    async fn hold_authority_row(&mut self) -> Option<(tokio_postgres::Client, i32)> {
-        self.probe.authority().await.ok().flatten()?;
-        let client = super::super::database::connect(&self.db.url).await.ok()?;
-        let pid: i32 = client
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .ok()?
-            .get(0);
-        client
-            .batch_execute("BEGIN; SELECT authority FROM awa.ring_cursor_authority FOR UPDATE")
-            .await
-            .ok()?;
-        Some((client, pid))
-    }
+/// A transaction holding `awa.ring_cursor_authority` FOR UPDATE, and
+/// its backend pid; `None` before the expand migration.
+async fn hold_authority_row(cx: &mut StepCtx<'_>) -> Option<(tokio_postgres::Client, i32)> {
+    cx.probe.authority().await.ok().flatten()?;
+    let client = super::super::database::connect(&cx.db.url).await.ok()?;
+    let pid: i32 = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .ok()?
+        .get(0);
+    client
+        .batch_execute("BEGIN; SELECT authority FROM awa.ring_cursor_authority FOR UPDATE")
+        .await
+        .ok()?;
+    Some((client, pid))
+}
 
-    /// `flip`: manual or forced runs `awa storage flip-ring-authority` of
-    /// `by` (0 ok, 2 refused); auto waits for the leader's auto-flip. Faults
-    /// armed for it fire inside it; after a PostgreSQL crash a manual flip
-    /// runs once more, and only that run is recorded and judged.
-    pub(super) async fn flip(&mut self, s: &FlipStep) -> Result<Done, Abort> {
-        if s.mode == FlipMode::Auto {
-            return self.flip_auto(s).await;
-        }
-        let args = super::gate::flip_args(s.mode);
-        let armed = self.state.armed.iter().any(|(w, _)| *w == When::DuringFlip);
-        // Started by the hold before this step and let go when its condition held.
-        let started = self.state.gated_flip.take().map(|g| (g.id, g.opened_ms));
-        // To land a fault inside the flip's transaction, hold the authority
-        // row it locks last: the flip then waits, singletons locked, until
-        // the fault has fired (a crash ends the wait; after a kill the row
-        // is released and the flip goes on).
-        let holder = if armed {
-            self.hold_authority_row().await
-        } else {
-            None
-        };
-        let since = if armed && holder.is_none() {
-            self.probe.server_epoch().await.ok()
-        } else {
-            None
-        };
-        let mut notes = Vec::new();
-        let before = if armed {
-            self.probe.authority().await.ok().map(Before::Authority)
-        } else {
-            None
-        };
-        let detect = match &holder {
-            Some((_, pid)) => Detector::BlockedBy(*pid),
-            None => Detector::FlipSql(since.unwrap_or(0.0)),
-        };
-        let command = ArmedCommand {
-            artifact: &s.by,
-            role: Role::Flip,
-            args,
-            env: Vec::new(),
-            when: When::DuringFlip,
-            detect,
-            before,
-            holder: holder.map(|(client, _)| client),
-            started,
-        };
-        let judged = super::armed::run_armed(&mut self.step_ctx(), command, &mut notes).await?;
-        let end = self.command_end(judged.id);
-        self.state.obs.flips.push(FlipRecord {
-            mode: s.mode,
-            expected: s.expect,
-            exit_code: end.code,
-            at_ms: judged.at_ms,
-            output: end.output.clone(),
-        });
-        let done = self.judge_flip(s, &end);
-        Ok(with_notes(done, notes))
+/// `flip`: manual or forced runs `awa storage flip-ring-authority` of
+/// `by` (0 ok, 2 refused); auto waits for the leader's auto-flip. Faults
+/// armed for it fire inside it; after a PostgreSQL crash a manual flip
+/// runs once more, and only that run is recorded and judged.
+pub(super) async fn flip(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abort> {
+    if s.mode == FlipMode::Auto {
+        return flip_auto(cx, s).await;
     }
+    let args = super::gate::flip_args(s.mode);
+    let armed = cx.state.armed.iter().any(|(w, _)| *w == When::DuringFlip);
+    // Started by the hold before this step and let go when its condition held.
+    let started = cx.state.gated_flip.take().map(|g| (g.id, g.opened_ms));
+    // To land a fault inside the flip's transaction, hold the authority
+    // row it locks last: the flip then waits, singletons locked, until
+    // the fault has fired (a crash ends the wait; after a kill the row
+    // is released and the flip goes on).
+    let holder = if armed {
+        hold_authority_row(cx).await
+    } else {
+        None
+    };
+    let since = if armed && holder.is_none() {
+        cx.probe.server_epoch().await.ok()
+    } else {
+        None
+    };
+    let mut notes = Vec::new();
+    let before = if armed {
+        cx.probe.authority().await.ok().map(Before::Authority)
+    } else {
+        None
+    };
+    let detect = match &holder {
+        Some((_, pid)) => Detector::BlockedBy(*pid),
+        None => Detector::FlipSql(since.unwrap_or(0.0)),
+    };
+    let command = ArmedCommand {
+        artifact: &s.by,
+        role: Role::Flip,
+        args,
+        env: Vec::new(),
+        when: When::DuringFlip,
+        detect,
+        before,
+        holder: holder.map(|(client, _)| client),
+        started,
+    };
+    let judged = super::armed::run_armed(cx, command, &mut notes).await?;
+    let end = command_end(cx, judged.id);
+    cx.state.obs.flips.push(FlipRecord {
+        mode: s.mode,
+        expected: s.expect,
+        exit_code: end.code,
+        at_ms: judged.at_ms,
+        output: end.output.clone(),
+    });
+    let done = judge_flip(cx, s, &end);
+    Ok(with_notes(done, notes))
+}
 
-    /// A manual or forced flip's outcome against the step's `expect`.
-    fn judge_flip(&mut self, s: &FlipStep, end: &CommandEnd) -> Done {
-        let (name, why, output) = (&end.name, &end.why, &end.output);
-        let version = self.version_of(&s.by);
-        let summary = flip_summary(output);
-        match (s.expect, end.code) {
-            (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
-            (Outcome::Refused, Some(EXIT_REFUSED)) => {
-                let (fired, evidence) = self.flip_refusal_evidence(output);
-                self.state
-                    .record_fault("flip expected refused", fired, evidence.clone());
-                Done::with(
-                    StepOutcome::Refused,
-                    format!(
-                        "{name} ({version}) refused as required: {}; {evidence}",
-                        end.refusal()
-                    ),
-                )
-            }
-            (Outcome::Ok, Some(EXIT_REFUSED)) => {
-                self.refused_against_plan(name, &version, end.refusal())
-            }
-            (Outcome::Refused, Some(EXIT_OK)) => {
-                self.state
-                    .fail(format!("{name} flipped, but the plan requires a refusal"));
-                Done::ok(format!("{name} ({version}): {summary}"))
-            }
-            (Outcome::Blocked, Some(EXIT_BLOCKED)) => Done::with(
-                StepOutcome::Blocked,
-                format!(
-                    "{name} ({version}) gave up on a held lock, as required: {}",
-                    blocked_summary(output)
-                ),
-            ),
-            (_, Some(EXIT_BLOCKED)) => {
-                let holders = blocked_summary(output);
-                self.state
-                    .fail(format!("{name} gave up on a held lock: {holders}"));
-                Done::with(
-                    StepOutcome::Blocked,
-                    format!("{name} ({version}) gave up on a held lock: {holders}"),
-                )
-            }
-            (Outcome::Blocked, Some(EXIT_OK)) => {
-                self.state.fail(format!(
-                    "{name} flipped, but the plan requires it to be blocked by a held lock"
-                ));
-                Done::ok(format!("{name} ({version}): {summary}"))
-            }
-            _ => {
-                self.state.fail(format!("{name} failed ({why})"));
-                Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
-            }
-        }
-    }
-
-    /// A refused flip's evidence: it names fresh runtimes of this cell that
-    /// are not flip-aware (the one reason a flip may be refused).
-    fn flip_refusal_evidence(&self, output: &[Event]) -> (bool, String) {
-        let blockers: Vec<String> = output
-            .iter()
-            .filter_map(|e| match e {
-                Event::FlipCheck(c) if !c.ready => Some(&c.blocking),
-                _ => None,
-            })
-            .flatten()
-            .map(|b| b.name.clone())
-            .collect();
-        let ours = self.view(|l| runtimes_named_in(l, &blockers.join(" ")));
-        if ours.is_empty() {
-            let what = if blockers.is_empty() {
-                "it named no blocking runtime".to_owned()
-            } else {
-                format!(
-                    "its blockers ({}) are not runtimes of this cell",
-                    blockers.join(", ")
-                )
-            };
-            (
-                false,
-                format!(
-                    "the flip was refused, but not for the declared reason (a fresh runtime that is not flip-aware): {what}"
-                ),
-            )
-        } else {
-            (
-                true,
-                format!(
-                    "refused for the declared reason: {} not flip-aware ({})",
-                    crate::observe::count(ours.len() as u64, "fresh runtime"),
-                    ours.join(", ")
-                ),
-            )
-        }
-    }
-
-    /// `flip = "auto"`: polls the authority every 100 ms for `timeout`.
-    /// The flipping artifact's workers were started with `AWA_AUTO_FLIP`.
-    async fn flip_auto(&mut self, s: &FlipStep) -> Result<Done, Abort> {
-        let start_ms = self.ms();
-        let mut notes = Vec::new();
-        super::armed::fire_armed(
-            &mut self.step_ctx(),
-            When::DuringFlip,
-            None,
-            None,
-            &mut notes,
-        )
-        .await?;
-        let timeout = s.timeout.unwrap_or(MatrixDuration::from_secs(30));
-        let deadline = Instant::now() + timeout.to_std();
-        let mut flipped_at = None;
-        let mut last = None;
-        loop {
-            last = self.probe.authority().await.ok().flatten().or(last);
-            if last.as_deref() == Some("ledger") {
-                flipped_at = Some(self.ms());
-                break;
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            self.cancel().sleep(Duration::from_millis(100)).await?;
-        }
-        let (output, by) = self.view(|l| {
-            let output: Vec<Event> = l
-                .flipped
-                .iter()
-                .map(|(_, f)| Event::Flipped(f.clone()))
-                .collect();
-            let by = l.flipped.last().map(|(id, _)| l.procs[*id].name.clone());
-            (output, by)
-        });
-        self.state.obs.flips.push(FlipRecord {
-            mode: FlipMode::Auto,
-            expected: s.expect,
-            exit_code: None,
-            at_ms: flipped_at.unwrap_or(start_ms),
-            output,
-        });
-        let authority = last.unwrap_or_else(|| "unknown".into());
-        let done = match (s.expect, flipped_at) {
-            (Outcome::Ok, Some(at)) => Done::ok(format!(
-                "authority is ledger after {} ms{}",
-                at - start_ms,
-                by.map_or(String::new(), |b| format!(" (flipped by {b})"))
-            )),
-            (Outcome::Ok, None) => {
-                self.state.fail(format!(
-                    "authority still {authority} after {timeout}: no auto-flip"
-                ));
-                Done::with(
-                    StepOutcome::TimedOut,
-                    format!("authority still {authority} after {timeout}"),
-                )
-            }
-            (Outcome::Refused, None) => Done::with(
+/// A manual or forced flip's outcome against the step's `expect`.
+fn judge_flip(cx: &mut StepCtx<'_>, s: &FlipStep, end: &CommandEnd) -> Done {
+    let (name, why, output) = (&end.name, &end.why, &end.output);
+    let version = cx.version_of(&s.by);
+    let summary = flip_summary(output);
+    match (s.expect, end.code) {
+        (Outcome::Ok, Some(EXIT_OK)) => Done::ok(format!("{name} ({version}): {summary}")),
+        (Outcome::Refused, Some(EXIT_REFUSED)) => {
+            let (fired, evidence) = flip_refusal_evidence(cx, output);
+            cx.state
+                .record_fault("flip expected refused", fired, evidence.clone());
+            Done::with(
                 StepOutcome::Refused,
-                format!("authority stayed {authority} for {timeout}, as required"),
+                format!(
+                    "{name} ({version}) refused as required: {}; {evidence}",
+                    end.refusal()
+                ),
+            )
+        }
+        (Outcome::Ok, Some(EXIT_REFUSED)) => {
+            refused_against_plan(cx, name, &version, end.refusal())
+        }
+        (Outcome::Refused, Some(EXIT_OK)) => {
+            cx.state
+                .fail(format!("{name} flipped, but the plan requires a refusal"));
+            Done::ok(format!("{name} ({version}): {summary}"))
+        }
+        (Outcome::Blocked, Some(EXIT_BLOCKED)) => Done::with(
+            StepOutcome::Blocked,
+            format!(
+                "{name} ({version}) gave up on a held lock, as required: {}",
+                blocked_summary(output)
             ),
-            (Outcome::Refused, Some(_)) => {
-                self.state
-                    .fail("the leader auto-flipped, but the plan requires it not to");
-                Done::ok("authority is ledger")
-            }
-            (Outcome::Blocked, _) => {
-                // Refused by validation; kept total for the type.
-                self.state
-                    .fail("expect = \"blocked\" does not apply to an auto-flip");
-                Done::with(StepOutcome::Failed, format!("authority is {authority}"))
-            }
-        };
-        Ok(with_notes(done, notes))
+        ),
+        (_, Some(EXIT_BLOCKED)) => {
+            let holders = blocked_summary(output);
+            cx.state
+                .fail(format!("{name} gave up on a held lock: {holders}"));
+            Done::with(
+                StepOutcome::Blocked,
+                format!("{name} ({version}) gave up on a held lock: {holders}"),
+            )
+        }
+        (Outcome::Blocked, Some(EXIT_OK)) => {
+            cx.state.fail(format!(
+                "{name} flipped, but the plan requires it to be blocked by a held lock"
+            ));
+            Done::ok(format!("{name} ({version}): {summary}"))
+        }
+        _ => {
+            cx.state.fail(format!("{name} failed ({why})"));
+            Done::with(StepOutcome::Failed, format!("{name} ({version}) {why}"))
+        }
     }
+}
+
+/// A refused flip's evidence: it names fresh runtimes of this cell that
+/// are not flip-aware (the one reason a flip may be refused).
+fn flip_refusal_evidence(cx: &StepCtx<'_>, output: &[Event]) -> (bool, String) {
+    let blockers: Vec<String> = output
+        .iter()
+        .filter_map(|e| match e {
+            Event::FlipCheck(c) if !c.ready => Some(&c.blocking),
+            _ => None,
+        })
+        .flatten()
+        .map(|b| b.name.clone())
+        .collect();
+    let ours = cx.view(|l| runtimes_named_in(l, &blockers.join(" ")));
+    if ours.is_empty() {
+        let what = if blockers.is_empty() {
+            "it named no blocking runtime".to_owned()
+        } else {
+            format!(
+                "its blockers ({}) are not runtimes of this cell",
+                blockers.join(", ")
+            )
+        };
+        (
+            false,
+            format!(
+                "the flip was refused, but not for the declared reason (a fresh runtime that is not flip-aware): {what}"
+            ),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "refused for the declared reason: {} not flip-aware ({})",
+                crate::observe::count(ours.len() as u64, "fresh runtime"),
+                ours.join(", ")
+            ),
+        )
+    }
+}
+
+/// `flip = "auto"`: polls the authority every 100 ms for `timeout`.
+/// The flipping artifact's workers were started with `AWA_AUTO_FLIP`.
+async fn flip_auto(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abort> {
+    let start_ms = cx.ms();
+    let mut notes = Vec::new();
+    super::armed::fire_armed(cx, When::DuringFlip, None, None, &mut notes).await?;
+    let timeout = s.timeout.unwrap_or(MatrixDuration::from_secs(30));
+    let deadline = Instant::now() + timeout.to_std();
+    let mut flipped_at = None;
+    let mut last = None;
+    loop {
+        last = cx.probe.authority().await.ok().flatten().or(last);
+        if last.as_deref() == Some("ledger") {
+            flipped_at = Some(cx.ms());
+            break;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        cx.cancel().sleep(Duration::from_millis(100)).await?;
+    }
+    let (output, by) = cx.view(|l| {
+        let output: Vec<Event> = l
+            .flipped
+            .iter()
+            .map(|(_, f)| Event::Flipped(f.clone()))
+            .collect();
+        let by = l.flipped.last().map(|(id, _)| l.procs[*id].name.clone());
+        (output, by)
+    });
+    cx.state.obs.flips.push(FlipRecord {
+        mode: FlipMode::Auto,
+        expected: s.expect,
+        exit_code: None,
+        at_ms: flipped_at.unwrap_or(start_ms),
+        output,
+    });
+    let authority = last.unwrap_or_else(|| "unknown".into());
+    let done = match (s.expect, flipped_at) {
+        (Outcome::Ok, Some(at)) => Done::ok(format!(
+            "authority is ledger after {} ms{}",
+            at - start_ms,
+            by.map_or(String::new(), |b| format!(" (flipped by {b})"))
+        )),
+        (Outcome::Ok, None) => {
+            cx.state.fail(format!(
+                "authority still {authority} after {timeout}: no auto-flip"
+            ));
+            Done::with(
+                StepOutcome::TimedOut,
+                format!("authority still {authority} after {timeout}"),
+            )
+        }
+        (Outcome::Refused, None) => Done::with(
+            StepOutcome::Refused,
+            format!("authority stayed {authority} for {timeout}, as required"),
+        ),
+        (Outcome::Refused, Some(_)) => {
+            cx.state
+                .fail("the leader auto-flipped, but the plan requires it not to");
+            Done::ok("authority is ledger")
+        }
+        (Outcome::Blocked, _) => {
+            // Refused by validation; kept total for the type.
+            cx.state
+                .fail("expect = \"blocked\" does not apply to an auto-flip");
+            Done::with(StepOutcome::Failed, format!("authority is {authority}"))
+        }
+    };
+    Ok(with_notes(done, notes))
 }
 
 /// Who a `blocked` event names, in a few words: `old-worker-1 (0.6.2,

@@ -75,7 +75,7 @@ impl Cell<'_> {
             started: None,
         };
         let judged = super::armed::run_armed(&mut self.step_ctx(), command, &mut notes).await?;
-        let end = self.command_end(judged.id);
+        let end = super::command_end(&self.step_ctx(), judged.id);
         super::schema::record_schema(&mut self.step_ctx(), &s.artifact).await;
         let done = self.judge_migrate(s, end, &mut notes).await?;
         Ok(with_notes(done, notes))
@@ -103,7 +103,7 @@ impl Cell<'_> {
                 ))
             }
             (Outcome::Ok, Some(EXIT_REFUSED)) => {
-                self.refused_against_plan(name, &version, end.refusal())
+                super::refused_against_plan(&mut self.step_ctx(), name, &version, end.refusal())
             }
             (Outcome::Ok, _) => {
                 self.state.fail(format!("{name} failed ({why})"));

@@ -54,7 +54,7 @@ impl Cell<'_> {
             Step::Suspend(s) => suspend::suspend(&mut self.step_ctx(), s).await,
             Step::Resume(s) => suspend::resume(&mut self.step_ctx(), s).await,
             Step::PgCrash(s) => pg_crash::pg_crash(&mut self.step_ctx(), s.when).await,
-            Step::Flip(s) => self.flip(s).await,
+            Step::Flip(s) => flip::flip(&mut self.step_ctx(), s).await,
             Step::Fence(s) => fence::fence(&mut self.step_ctx(), &s.artifact).await,
             Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
             Step::Drain(s) => drain::drain(&mut self.step_ctx(), s.timeout).await,
@@ -113,20 +113,18 @@ impl CommandEnd {
     }
 }
 
-impl Cell<'_> {
-    /// A command the plan expects to succeed was refused: a step failure.
-    fn refused_against_plan(&mut self, name: &str, version: &str, reason: String) -> Done {
-        self.state.fail(format!("{name} was refused: {reason}"));
-        Done::with(
-            crate::observe::StepOutcome::Refused,
-            format!("{name} ({version}) refused: {reason}"),
-        )
-    }
+/// A command the plan expects to succeed was refused: a step failure.
+fn refused_against_plan(cx: &mut StepCtx<'_>, name: &str, version: &str, reason: String) -> Done {
+    cx.state.fail(format!("{name} was refused: {reason}"));
+    Done::with(
+        crate::observe::StepOutcome::Refused,
+        format!("{name} ({version}) refused: {reason}"),
+    )
+}
 
-    /// How process `id` ended.
-    fn command_end(&self, id: crate::fleet::ProcId) -> CommandEnd {
-        self.proc(id, CommandEnd::of)
-    }
+/// How process `id` ended.
+fn command_end(cx: &StepCtx<'_>, id: crate::fleet::ProcId) -> CommandEnd {
+    cx.proc(id, CommandEnd::of)
 }
 
 fn with_notes(mut done: Done, notes: Vec<String>) -> Done {
