@@ -67,11 +67,6 @@ impl Cell<'_> {
             .await
     }
 
-    /// Re-launches the seats parked by a binary-first refusal (after a migration).
-    pub(super) async fn relaunch_parked(&mut self, notes: &mut Vec<String>) -> Result<(), Abort> {
-        self.step_ctx().relaunch_parked(notes).await
-    }
-
     /// SIGTERM, then SIGKILL after `grace` (see [`StepCtx::stop`]).
     pub(super) async fn stop(
         &mut self,

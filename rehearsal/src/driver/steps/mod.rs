@@ -47,7 +47,7 @@ impl Cell<'_> {
                     load::load_off(&mut self.step_ctx()).await
                 }
             }
-            Step::Migrate(s) => self.migrate(s).await,
+            Step::Migrate(s) => migrate::migrate(&mut self.step_ctx(), s).await,
             Step::Roll(s) => roll::roll(&mut self.step_ctx(), s).await,
             Step::Rollback(s) => rollback::rollback(&mut self.step_ctx(), s).await,
             Step::Kill(k) => kill::kill(&mut self.step_ctx(), k).await,
