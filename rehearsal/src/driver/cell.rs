@@ -304,7 +304,7 @@ impl<'a> Cell<'a> {
         for (i, step) in plan.steps.iter().enumerate() {
             self.announce(&step.to_string());
             let begun = self.begin(i + 1, step.name());
-            let result = self.step(step).await;
+            let result = super::steps::execute(&mut self.step_ctx(), step).await;
             if let Err(a) = self.end(begun, result).await {
                 return Some(a);
             }

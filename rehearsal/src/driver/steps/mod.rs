@@ -24,7 +24,6 @@ mod schema;
 mod settle;
 mod suspend;
 
-use super::cell::Cell;
 use super::ledger::FleetView;
 use super::state::Seat;
 use super::step_ctx::StepCtx;
@@ -35,32 +34,33 @@ pub(super) use effect::{Beat, Effect, prove};
 pub(super) use schema::record_schema;
 pub(super) use suspend::PROOF_SLACK;
 
-impl Cell<'_> {
-    /// Executes one planned step.
-    pub(super) async fn step(&mut self, step: &crate::plan::PlannedStep) -> Result<Done, Abort> {
-        match step {
-            Step::Fleet(s) => fleet::fleet(&mut self.step_ctx(), s).await,
-            Step::Load(s) => {
-                if s.on {
-                    load::load_on(&mut self.step_ctx()).await
-                } else {
-                    load::load_off(&mut self.step_ctx()).await
-                }
+/// Executes one planned step.
+pub(super) async fn execute(
+    cx: &mut StepCtx<'_>,
+    step: &crate::plan::PlannedStep,
+) -> Result<Done, Abort> {
+    match step {
+        Step::Fleet(s) => fleet::fleet(cx, s).await,
+        Step::Load(s) => {
+            if s.on {
+                load::load_on(cx).await
+            } else {
+                load::load_off(cx).await
             }
-            Step::Migrate(s) => migrate::migrate(&mut self.step_ctx(), s).await,
-            Step::Roll(s) => roll::roll(&mut self.step_ctx(), s).await,
-            Step::Rollback(s) => rollback::rollback(&mut self.step_ctx(), s).await,
-            Step::Kill(k) => kill::kill(&mut self.step_ctx(), k).await,
-            Step::Suspend(s) => suspend::suspend(&mut self.step_ctx(), s).await,
-            Step::Resume(s) => suspend::resume(&mut self.step_ctx(), s).await,
-            Step::PgCrash(s) => pg_crash::pg_crash(&mut self.step_ctx(), s.when).await,
-            Step::Flip(s) => flip::flip(&mut self.step_ctx(), s).await,
-            Step::Fence(s) => fence::fence(&mut self.step_ctx(), &s.artifact).await,
-            Step::Hold(s) => hold::hold(&mut self.step_ctx(), s).await,
-            Step::Drain(s) => drain::drain(&mut self.step_ctx(), s.timeout).await,
-            Step::Assert(s) => assert::assert(&mut self.step_ctx(), &s.check).await,
-            Step::Cancel(s) => cancel::cancel_jobs(&mut self.step_ctx(), s).await,
         }
+        Step::Migrate(s) => migrate::migrate(cx, s).await,
+        Step::Roll(s) => roll::roll(cx, s).await,
+        Step::Rollback(s) => rollback::rollback(cx, s).await,
+        Step::Kill(k) => kill::kill(cx, k).await,
+        Step::Suspend(s) => suspend::suspend(cx, s).await,
+        Step::Resume(s) => suspend::resume(cx, s).await,
+        Step::PgCrash(s) => pg_crash::pg_crash(cx, s.when).await,
+        Step::Flip(s) => flip::flip(cx, s).await,
+        Step::Fence(s) => fence::fence(cx, &s.artifact).await,
+        Step::Hold(s) => hold::hold(cx, s).await,
+        Step::Drain(s) => drain::drain(cx, s.timeout).await,
+        Step::Assert(s) => assert::assert(cx, &s.check).await,
+        Step::Cancel(s) => cancel::cancel_jobs(cx, s).await,
     }
 }
 
