@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::database::CellDb;
-use super::ledger::{FleetView, Proc, Role, Shared};
+use super::ledger::{FleetView, Shared};
 use super::probe::Probe;
 use super::state::CellState;
 use super::step_ctx::{FleetHandle, StepCtx};
+pub use super::steps::CRON_NAME;
 use super::{Abort, CellContext, Done, EXIT_OK};
-use crate::fleet::{ProcId, Sink};
+use crate::fleet::Sink;
 use crate::matrix::{FlipMode, Step};
 use crate::monitor::{Beating, Live, Monitor};
 use crate::observe::{
@@ -22,9 +23,6 @@ use crate::observe::{
 };
 use crate::plan::CellPlan;
 use crate::stream::{CellRun, Note, RunEvent};
-
-/// Name of the cron schedule every cell with a `[workload] cron` upserts.
-pub const CRON_NAME: &str = "rehearse";
 
 /// How long a runtime may take to print `ready` (or refuse) after its start.
 pub(super) const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -63,11 +61,6 @@ impl Cell<'_> {
     /// Milliseconds since the cell started.
     pub fn ms(&self) -> u64 {
         self.t0.elapsed().as_millis() as u64
-    }
-
-    /// Reads one process of the ledger.
-    pub(super) fn proc<T>(&self, id: ProcId, read: impl FnOnce(&Proc) -> T) -> T {
-        read(&self.shared.lock().procs[id])
     }
 
     /// Reads the ledger as a whole.
@@ -296,7 +289,7 @@ impl<'a> Cell<'a> {
     async fn run_phases(&mut self) -> Option<Abort> {
         self.announce("prepare the database");
         let begun = self.begin(0, "setup");
-        let result = self.setup().await;
+        let result = super::steps::setup(&mut self.step_ctx()).await;
         if let Err(a) = self.end(begun, result).await {
             return Some(a);
         }
@@ -494,104 +487,6 @@ impl Cell<'_> {
             Some(a) => Err(a),
             None => Ok(()),
         }
-    }
-
-    /// Step 0: the N-1 (or fresh) schema, the cron schedule, the banked backlog.
-    async fn setup(&mut self) -> Result<Done, Abort> {
-        let by = self.plan.database.migrated_by.clone();
-        let mut detail = vec![self.prepare_schema(&by).await?];
-        if let Some(cron) = self.plan.workload.cron {
-            detail.push(self.upsert_cron(&by, cron.every).await?);
-        }
-        if self.plan.workload.backlog > 0 {
-            detail.push(self.bank_backlog(&by).await?);
-        }
-        Ok(Done::ok(detail.join("; ")))
-    }
-
-    /// The cell's starting schema: `awa migrate` of `by`.
-    async fn prepare_schema(&mut self, by: &str) -> Result<String, Abort> {
-        let version = self.version_of(by);
-        let id = self
-            .run_command(
-                by,
-                Role::Migrate,
-                vec!["migrate".into()],
-                Vec::new(),
-                COMMAND_TIMEOUT,
-            )
-            .await?;
-        let code = self.proc(id, |p| p.code());
-        if code != Some(EXIT_OK) {
-            let why = self.proc(id, |p| p.why_ended());
-            return Err(Abort::Harness(format!(
-                "preparing the database with {by} ({version}) failed: awa migrate {why}"
-            )));
-        }
-        super::steps::record_schema(&mut self.step_ctx(), by).await;
-        let schema = self.probe.schema_version().await.unwrap_or(0);
-        Ok(format!(
-            "{} schema v{schema} by {by} ({version})",
-            if self.plan.database.fresh_install {
-                "fresh"
-            } else {
-                "N-1"
-            }
-        ))
-    }
-
-    /// The `[workload] cron` schedule, upserted by `by`.
-    async fn upsert_cron(
-        &mut self,
-        by: &str,
-        every: crate::matrix::Duration,
-    ) -> Result<String, Abort> {
-        let interval = super::env::awa_duration(every);
-        let args = [
-            "cron",
-            "upsert",
-            "--name",
-            CRON_NAME,
-            "--every",
-            interval.as_str(),
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        let id = self
-            .run_command(by, Role::Cron, args, Vec::new(), COMMAND_TIMEOUT)
-            .await?;
-        let ended = self.proc(id, |p| p.code());
-        if ended != Some(EXIT_OK) {
-            let why = self.proc(id, |p| p.why_ended());
-            return Err(Abort::Harness(format!(
-                "awa cron upsert by {by} failed: {why}"
-            )));
-        }
-        Ok(format!("cron {CRON_NAME} every {every}"))
-    }
-
-    /// The `[workload] backlog`, enqueued by `by` before the first step.
-    async fn bank_backlog(&mut self, by: &str) -> Result<String, Abort> {
-        let workload = &self.plan.workload;
-        let mix = super::env::mix_string(&workload.mix);
-        let env = super::env::producer_env(0.0, workload.backlog, &mix, workload.sleep);
-        let id = self
-            .run_command(
-                by,
-                Role::Backlog,
-                vec!["produce".into()],
-                env,
-                BACKLOG_TIMEOUT,
-            )
-            .await?;
-        let (code, why) = self.proc(id, |p| (p.code(), p.why_ended()));
-        let accepted = self.view(|l| l.accepted.len());
-        if code != Some(EXIT_OK) {
-            return Err(Abort::Harness(format!(
-                "banking the backlog with {by} failed: {why}"
-            )));
-        }
-        Ok(format!("backlog of {accepted} jobs banked by {by}"))
     }
 
     /// Copies what the ledger saw into the observations.

@@ -45,28 +45,6 @@ pub fn pick(candidates: &[ProcId], choice: Option<Pick>) -> Option<ProcId> {
 }
 
 impl Cell<'_> {
-    /// The version an artifact's binary reports.
-    pub(super) fn version_of(&self, artifact: &str) -> String {
-        self.ctx
-            .artifacts
-            .get(artifact)
-            .map_or_else(|| "unknown".to_owned(), |a| a.version.clone())
-    }
-
-    /// Runs a one-shot command to its end (SIGKILL after `timeout`).
-    pub(super) async fn run_command(
-        &mut self,
-        artifact: &str,
-        role: Role,
-        args: Vec<String>,
-        env: Vec<(String, String)>,
-        timeout: Duration,
-    ) -> Result<ProcId, Abort> {
-        (self.step_ctx())
-            .run_command(artifact, role, args, env, timeout)
-            .await
-    }
-
     /// SIGTERM, then SIGKILL after `grace` (see [`StepCtx::stop`]).
     pub(super) async fn stop(
         &mut self,

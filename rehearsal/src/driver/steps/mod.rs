@@ -22,6 +22,7 @@ mod roll;
 mod rollback;
 mod schema;
 mod settle;
+mod setup;
 mod suspend;
 
 use super::ledger::FleetView;
@@ -31,7 +32,8 @@ use super::{Abort, Done};
 use crate::matrix::Step;
 pub(super) use drain::drain;
 pub(super) use effect::{Beat, Effect, prove};
-pub(super) use schema::record_schema;
+pub use setup::CRON_NAME;
+pub(super) use setup::setup;
 pub(super) use suspend::PROOF_SLACK;
 
 /// Executes one planned step.
