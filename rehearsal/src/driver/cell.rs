@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 
@@ -12,7 +12,7 @@ use super::database::CellDb;
 use super::ledger::{FleetView, Shared};
 use super::probe::Probe;
 use super::state::CellState;
-use super::step_ctx::{FleetHandle, StepCtx};
+use super::step_ctx::{FleetHandle, STOP_TIMEOUT, STOP_TIMEOUT_INTERRUPTED, StepCtx, cell_dir};
 pub use super::steps::CRON_NAME;
 use super::{Abort, CellContext, Done, EXIT_OK};
 use crate::fleet::Sink;
@@ -23,18 +23,6 @@ use crate::observe::{
 };
 use crate::plan::CellPlan;
 use crate::stream::{CellRun, Note, RunEvent};
-
-/// How long a runtime may take to print `ready` (or refuse) after its start.
-pub(super) const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a one-shot command (migrate, flip, cron upsert) may run.
-pub(super) const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long the backlog may take to bank.
-pub(super) const BACKLOG_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long a process may take to stop after SIGTERM before SIGKILL:
-/// the runtime's own grace plus room for its last statements.
-pub(super) const STOP_TIMEOUT: Duration = Duration::from_secs(15);
-/// The same when rehearse itself is being interrupted.
-pub(super) const STOP_TIMEOUT_INTERRUPTED: Duration = Duration::from_secs(3);
 
 /// A phase that has begun.
 pub(super) struct Begun {
@@ -84,11 +72,6 @@ impl Cell<'_> {
             &mut self.state,
         )
     }
-}
-
-/// The folder of a cell's process logs, relative to the report folder.
-pub(super) fn cell_dir(name: &str) -> String {
-    format!("logs/{name}")
 }
 
 /// How a cell's findings are read from its database: reconciliation,
@@ -324,7 +307,7 @@ impl<'a> Cell<'a> {
         } else {
             STOP_TIMEOUT
         };
-        let leftovers = self.stop_everything(grace).await;
+        let leftovers = self.step_ctx().stop_everything(grace).await;
         if !leftovers.is_empty() {
             self.state.facts.notes.push(leftovers.join("; "));
         }
@@ -609,10 +592,5 @@ mod tests {
         // One fire only: an empty window, never an inverted one.
         let w = cron_window("rehearse", 2_000, 10_000, 10_000);
         assert_eq!((w.from_ms, w.to_ms), (9_999, 9_999));
-    }
-
-    #[test]
-    fn logs_live_under_the_cell() {
-        assert_eq!(cell_dir("migrate-first"), "logs/migrate-first");
     }
 }

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use super::cell::{Cell, START_TIMEOUT};
 use super::env::{mix_string, producer_env};
 use super::ledger::{Cancel, FleetView, Role};
 use super::state::Seat;
-use super::step_ctx::StepCtx;
+use super::step_ctx::{START_TIMEOUT, StepCtx};
 use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::ProcId;
@@ -42,49 +41,6 @@ pub fn pick(candidates: &[ProcId], choice: Option<Pick>) -> Option<ProcId> {
     }
     let nth = choice.map_or(1, |p| p.nth.max(1)) as usize;
     Some(candidates[(nth - 1) % candidates.len()])
-}
-
-impl Cell<'_> {
-    /// SIGTERM, then SIGKILL after `grace` (see [`StepCtx::stop`]).
-    pub(super) async fn stop(
-        &mut self,
-        ids: &[ProcId],
-        grace: Duration,
-        cancel: &Cancel,
-    ) -> Result<Vec<String>, Interrupted> {
-        self.step_ctx().stop(ids, grace, cancel).await
-    }
-
-    /// Stops every process still running (the cell is over); returns notes.
-    pub(super) async fn stop_everything(&mut self, grace: Duration) -> Vec<String> {
-        let alive: Vec<ProcId> = {
-            let l = self.shared.lock();
-            (0..l.procs.len())
-                .filter(|&id| l.procs[id].alive())
-                .collect()
-        };
-        if alive.is_empty() {
-            return Vec::new();
-        }
-        let notes = self
-            .stop(&alive, grace, &Cancel::never())
-            .await
-            .unwrap_or_default();
-        // Every line read, so the ledger is complete.
-        let _ = self
-            .shared
-            .wait_for(Duration::from_secs(5), &Cancel::never(), |l| {
-                alive
-                    .iter()
-                    .all(|&id| l.procs[id].output_closed)
-                    .then_some(())
-            })
-            .await;
-        for seat in &mut self.state.seats {
-            seat.proc = None;
-        }
-        notes
-    }
 }
 
 /// What a pre-flip binary says when the fence stops it: the fenced legacy
@@ -370,6 +326,37 @@ impl StepCtx<'_> {
             KillTarget::Worker => Ok(pick(&self.live(Role::Worker, of), choice)),
             KillTarget::Producer => Ok(pick(&self.live(Role::Producer, of), choice)),
         }
+    }
+
+    /// Stops every process still running (the cell is over); returns notes.
+    pub async fn stop_everything(&mut self, grace: Duration) -> Vec<String> {
+        let alive: Vec<ProcId> = {
+            let l = self.ledger().lock();
+            (0..l.procs.len())
+                .filter(|&id| l.procs[id].alive())
+                .collect()
+        };
+        if alive.is_empty() {
+            return Vec::new();
+        }
+        let notes = self
+            .stop(&alive, grace, &Cancel::never())
+            .await
+            .unwrap_or_default();
+        // Every line read, so the ledger is complete.
+        let _ = self
+            .ledger()
+            .wait_for(Duration::from_secs(5), &Cancel::never(), |l| {
+                alive
+                    .iter()
+                    .all(|&id| l.procs[id].output_closed)
+                    .then_some(())
+            })
+            .await;
+        for seat in &mut self.state.seats {
+            seat.proc = None;
+        }
+        notes
     }
 
     /// Live processes of the seats of `role` (of `artifact` if given), in start order.

@@ -479,7 +479,7 @@ fn run_one_cell(
                         Some(&plan.name),
                         format!("{}: {why}", plan.name),
                     )));
-                    super::cell::cell_dir(&plan.name)
+                    super::step_ctx::cell_dir(&plan.name)
                 }
             };
             ctx.events.send(RunEvent::Note(Note::always(

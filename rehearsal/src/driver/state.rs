@@ -2,7 +2,7 @@
 //! faults armed and the processes suspended, the step running, and what
 //! it observed and proved so far. What the processes reported is the
 //! ledger's ([`super::ledger::FleetView`]); steps read it through
-//! `Cell::proc` and `Cell::view`, which never hold its lock across an
+//! `StepCtx::proc` and `StepCtx::view`, which never hold its lock across an
 //! await. Plain data: nothing here names the cell or its steps.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -18,6 +18,23 @@ use crate::fleet::{Labels, ProcId, Sink, Spec};
 use crate::plan::CellPlan;
 use crate::stream::RunEvent;
 
+/// How long a runtime may take to print `ready` (or refuse) after its start.
+pub(super) const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a one-shot command (migrate, flip, cron upsert) may run.
+pub(super) const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the backlog may take to bank.
+pub(super) const BACKLOG_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a process may take to stop after SIGTERM before SIGKILL:
+/// the runtime's own grace plus room for its last statements.
+pub(super) const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// The same when rehearse itself is being interrupted.
+pub(super) const STOP_TIMEOUT_INTERRUPTED: Duration = Duration::from_secs(3);
+
+/// The folder of a cell's process logs, relative to the report folder.
+pub(super) fn cell_dir(name: &str) -> String {
+    format!("logs/{name}")
+}
+
 /// The fleet as a step reaches it: the run's backend and artifacts, the
 /// cell's ledger and the sink its processes report to, the cell's clock.
 pub(super) struct FleetHandle<'c> {
@@ -145,7 +162,7 @@ impl<'c> StepCtx<'c> {
             )));
         };
         let name = self.next_name(artifact, role);
-        let log = format!("{}/{name}.log", super::cell::cell_dir(&self.plan.name));
+        let log = format!("{}/{name}.log", cell_dir(&self.plan.name));
         let report_dir = ctx.report_dir.display().to_string();
         let mut env = runtime_env(&ProcessEnv {
             database_url: &self.db.url,
@@ -245,5 +262,15 @@ impl<'c> StepCtx<'c> {
     /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
     pub async fn kill_quietly(&self, id: ProcId) {
         self.fleet.shared.kill_quietly(id).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs_live_under_the_cell() {
+        assert_eq!(cell_dir("migrate-first"), "logs/migrate-first");
     }
 }

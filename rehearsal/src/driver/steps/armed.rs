@@ -3,9 +3,9 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
-use super::super::cell::COMMAND_TIMEOUT;
 use super::super::ledger::Role;
 use super::super::state::ArmedFault;
+use super::super::step_ctx::COMMAND_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::evidence::{Before, Inside};
 use crate::fleet::ProcId;

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::cell::STOP_TIMEOUT;
 use super::super::ledger::Role;
+use super::super::step_ctx::STOP_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Duration as MatrixDuration};

@@ -1,7 +1,7 @@
 //! `load = "on"` and `load = "off"`: live enqueue by the producers.
 
-use super::super::cell::STOP_TIMEOUT;
 use super::super::ledger::Role;
+use super::super::step_ctx::STOP_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 

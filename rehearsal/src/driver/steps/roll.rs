@@ -1,7 +1,7 @@
 //! `roll`: replace other artifacts' processes with this one's.
 
-use super::super::cell::STOP_TIMEOUT;
 use super::super::ledger::Role;
+use super::super::step_ctx::STOP_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::with_notes;

@@ -1,7 +1,7 @@
 //! `rollback`: retire every other artifact's processes and run this one alone.
 
-use super::super::cell::STOP_TIMEOUT;
 use super::super::ledger::Role;
+use super::super::step_ctx::STOP_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::with_notes;

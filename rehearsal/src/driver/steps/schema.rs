@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use super::super::cell::COMMAND_TIMEOUT;
 use super::super::database::{connect, identifier, with_database};
 use super::super::ledger::Role;
+use super::super::step_ctx::COMMAND_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, EXIT_OK};
 use super::assert::Held;

@@ -2,9 +2,9 @@
 //! (the N-1 or fresh schema, the `[workload] cron` schedule, the banked
 //! backlog), by the artifact the plan names.
 
-use super::super::cell::{BACKLOG_TIMEOUT, COMMAND_TIMEOUT};
 use super::super::ledger::Role;
 use super::super::step_ctx::StepCtx;
+use super::super::step_ctx::{BACKLOG_TIMEOUT, COMMAND_TIMEOUT};
 use super::super::{Abort, Done, EXIT_OK};
 
 /// Name of the cron schedule every cell with a `[workload] cron` upserts.
