@@ -82,6 +82,91 @@ struct Done {
 /// Run a worker until SIGTERM/SIGINT (clean stop, exit 0) or a failure.
 pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let mut shutdown = shutdown_signal()?;
+    let (me, mut conn) = start(&cfg).await?;
+
+    let t = cfg.timings.clone();
+    let inflight: InFlight = Arc::default();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (fatal_tx, mut fatal_rx) = mpsc::channel::<Error>(8);
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+    let mut background = spawn_background(&cfg, &me, &inflight, stop_rx, fatal_tx, done_rx);
+
+    let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let mut handlers = JoinSet::new();
+    let handler_t = HandlerTimings {
+        retry_backoff: t.retry_backoff,
+        snooze: t.snooze,
+    };
+    let mut patience = Patience::new(t.db_patience);
+    let mut turn = 0usize;
+    let result: Result<()> = loop {
+        while handlers.try_join_next().is_some() {}
+        // Wait for capacity, a stop request or a failure elsewhere; the
+        // claim itself is never cancelled half-way.
+        let first = tokio::select! {
+            _ = shutdown.changed() => break Ok(()),
+            Some(e) = fatal_rx.recv() => break Err(e),
+            p = sem.clone().acquire_owned() => p.expect("semaphore never closes"),
+        };
+        let mut permits = vec![first];
+        while let Ok(p) = sem.clone().try_acquire_owned() {
+            permits.push(p);
+        }
+        // Serve the queues in turn.
+        let queue = &cfg.queues[turn % cfg.queues.len()];
+        turn = turn.wrapping_add(1);
+        let n = permits.len() as i64;
+        let batch = match claim_patiently(&mut conn, &mut patience, queue, n, &me).await {
+            Ok(batch) => batch,
+            Err(e) => break Err(e),
+        };
+        let idle = batch.is_empty();
+        for (job, permit) in batch.into_iter().zip(permits) {
+            spawn_attempt(
+                job,
+                permit,
+                &me,
+                &inflight,
+                &mut handlers,
+                &done_tx,
+                &handler_t,
+            );
+        }
+        if idle {
+            tokio::select! {
+                _ = tokio::time::sleep(t.poll) => {}
+                _ = shutdown.changed() => break Ok(()),
+                Some(e) = fatal_rx.recv() => break Err(e),
+            }
+        }
+    };
+
+    if let Err(e) = result {
+        // Loud failure: say what happened and leave the rest to rescue.
+        return Err(fatal(e));
+    }
+
+    // Clean stop: no more claims; let attempts in flight finish, then
+    // release whatever is left so it does not wait for rescue.
+    drain_inflight(&inflight, &mut fatal_rx, t.shutdown_grace).await?;
+    handlers.abort_all();
+    let released = release_left(&mut conn, &inflight).await?;
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    while background.join_next().await.is_some() {}
+    instances::deregister(conn.client().await?, &me.instance_id).await?;
+    emit(&Event::Stopped(events::Stopped {
+        instance_id: me.instance_id.clone(),
+        released: Some(released),
+        sent: None,
+    }));
+    Ok(())
+}
+
+/// The worker's identity and connection: the session named, the schema
+/// checked, the instance registered, and `ready` said (with the armed
+/// failpoints).
+async fn start(cfg: &WorkerConfig) -> Result<(Identity, Conn)> {
     let me = Identity {
         instance_id: new_instance_id(&cfg.name),
         name: cfg.name.clone(),
@@ -114,12 +199,21 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
                 .collect(),
         ),
     }));
+    Ok((me, conn))
+}
 
-    let t = cfg.timings.clone();
-    let inflight: InFlight = Arc::default();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (fatal_tx, mut fatal_rx) = mpsc::channel::<Error>(8);
-    let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+/// The tasks beside the claim loop, each on its own connection: the
+/// heartbeat, the closer, and (when this worker competes for it)
+/// maintenance.
+fn spawn_background(
+    cfg: &WorkerConfig,
+    me: &Identity,
+    inflight: &InFlight,
+    stop_rx: watch::Receiver<bool>,
+    fatal_tx: mpsc::Sender<Error>,
+    done_rx: mpsc::UnboundedReceiver<Done>,
+) -> JoinSet<()> {
+    let t = &cfg.timings;
     let mut background = JoinSet::new();
     background.spawn(heartbeat(
         cfg.database_url.clone(),
@@ -145,136 +239,126 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
             fatal_tx.clone(),
         ));
     }
+    background
+}
 
-    let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
-    let mut handlers = JoinSet::new();
-    let handler_t = HandlerTimings {
-        retry_backoff: t.retry_backoff,
-        snooze: t.snooze,
-    };
-    let mut patience = Patience::new(t.db_patience);
-    let mut turn = 0usize;
-    let result: Result<()> = loop {
-        while handlers.try_join_next().is_some() {}
-        // Wait for capacity, a stop request or a failure elsewhere; the
-        // claim itself is never cancelled half-way.
-        let first = tokio::select! {
-            _ = shutdown.changed() => break Ok(()),
-            Some(e) = fatal_rx.recv() => break Err(e),
-            p = sem.clone().acquire_owned() => p.expect("semaphore never closes"),
-        };
-        let mut permits = vec![first];
-        while let Ok(p) = sem.clone().try_acquire_owned() {
-            permits.push(p);
-        }
-        // Serve the queues in turn.
-        let queue = &cfg.queues[turn % cfg.queues.len()];
-        turn = turn.wrapping_add(1);
-        let claimed = match conn.prepare(claim::CLAIM).await {
-            Ok(stmt) => match conn.client().await {
-                Ok(c) => {
-                    claim::claim_with(
-                        c,
-                        &stmt,
-                        queue,
-                        permits.len() as i64,
-                        &me.instance_id,
-                        VERSION,
-                    )
-                    .await
-                }
-                Err(e) => Err(e),
-            },
+/// Claim up to `n` jobs of `queue` with the prepared claim statement. A
+/// failure the worker's patience still covers resets the connection and
+/// claims nothing; one beyond it is the worker's error.
+async fn claim_patiently(
+    conn: &mut Conn,
+    patience: &mut Patience,
+    queue: &str,
+    n: i64,
+    me: &Identity,
+) -> Result<Vec<Claimed>> {
+    let claimed = match conn.prepare(claim::CLAIM).await {
+        Ok(stmt) => match conn.client().await {
+            Ok(c) => claim::claim_with(c, &stmt, queue, n, &me.instance_id, VERSION).await,
             Err(e) => Err(e),
-        };
-        let batch = match claimed {
-            Ok(batch) => {
-                patience.ok();
-                batch
-            }
-            Err(e) => match patience.failed("claiming", e) {
-                Some(e) => break Err(e),
-                None => {
-                    conn.reset();
-                    Vec::new()
-                }
-            },
-        };
-        let idle = batch.is_empty();
-        for (job, permit) in batch.into_iter().zip(permits) {
-            let (job_id, run_lease) = (job.job_id, job.run_lease);
-            let superseded = {
-                let mut map = inflight.lock().expect("inflight lock");
-                map.insert((job_id, run_lease), None);
-                stop_superseded(&mut map, job_id, run_lease)
-            };
-            for (job_id, run_lease) in superseded {
-                emit(&Event::LeaseLost(LeaseRef { job_id, run_lease }));
-            }
-            emit(&Event::Started(events::Started {
-                job_id: job.job_id,
-                attempt: job.attempt,
-                run_lease: job.run_lease,
-                mode: workload::mode_of(&job.args),
-                instance_id: me.instance_id.clone(),
-                version: VERSION.to_owned(),
-            }));
-            let tx = done_tx.clone();
-            let ht = handler_t.clone();
-            let handle = handlers.spawn(async move {
-                let outcome = if job.kind == workload::KIND {
-                    workload::run(&job.args, job.attempt, job.deadline_ms, &ht).await
-                } else {
-                    eprintln!(
-                        "awa: no handler for job kind {:?} (job {}); failing it",
-                        job.kind, job.job_id
-                    );
-                    Outcome::Failed
-                };
-                let _ = tx.send(Done {
-                    job,
-                    outcome,
-                    _permit: permit,
-                });
-            });
-            if let Some(entry) = inflight
-                .lock()
-                .expect("inflight lock")
-                .get_mut(&(job_id, run_lease))
-            {
-                *entry = Some(handle);
-            }
-        }
-        if idle {
-            tokio::select! {
-                _ = tokio::time::sleep(t.poll) => {}
-                _ = shutdown.changed() => break Ok(()),
-                Some(e) = fatal_rx.recv() => break Err(e),
-            }
-        }
+        },
+        Err(e) => Err(e),
     };
-
-    if let Err(e) = result {
-        // Loud failure: say what happened and leave the rest to rescue.
-        emit(&Event::Fatal(Fatal {
-            error: e.to_string(),
-        }));
-        return Err(e);
+    match claimed {
+        Ok(batch) => {
+            patience.ok();
+            Ok(batch)
+        }
+        Err(e) => match patience.failed("claiming", e) {
+            Some(e) => Err(e),
+            None => {
+                conn.reset();
+                Ok(Vec::new())
+            }
+        },
     }
+}
 
-    // Clean stop: no more claims; let attempts in flight finish, then
-    // release whatever is left so it does not wait for rescue.
-    let deadline = Instant::now() + t.shutdown_grace;
+/// Say a failure that stops the worker (`fatal`), and give it back.
+fn fatal(e: Error) -> Error {
+    emit(&Event::Fatal(Fatal {
+        error: e.to_string(),
+    }));
+    e
+}
+
+/// On a clean stop, wait up to `grace` for the attempts in flight to
+/// finish; a failure elsewhere meanwhile is fatal.
+async fn drain_inflight(
+    inflight: &InFlight,
+    fatal_rx: &mut mpsc::Receiver<Error>,
+    grace: std::time::Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + grace;
     while !inflight.lock().expect("inflight lock").is_empty() && Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         if let Ok(e) = fatal_rx.try_recv() {
-            emit(&Event::Fatal(Fatal {
-                error: e.to_string(),
-            }));
-            return Err(e);
+            return Err(fatal(e));
         }
     }
-    handlers.abort_all();
+    Ok(())
+}
+
+/// Start a claimed attempt: record it in flight (stopping the handlers of
+/// the attempts of the same job it supersedes), say `started`, and run
+/// its handler, which hands the outcome to the closer with the permit.
+fn spawn_attempt(
+    job: Claimed,
+    permit: OwnedSemaphorePermit,
+    me: &Identity,
+    inflight: &InFlight,
+    handlers: &mut JoinSet<()>,
+    done_tx: &mpsc::UnboundedSender<Done>,
+    handler_t: &HandlerTimings,
+) {
+    let (job_id, run_lease) = (job.job_id, job.run_lease);
+    let superseded = {
+        let mut map = inflight.lock().expect("inflight lock");
+        map.insert((job_id, run_lease), None);
+        stop_superseded(&mut map, job_id, run_lease)
+    };
+    for (job_id, run_lease) in superseded {
+        emit(&Event::LeaseLost(LeaseRef { job_id, run_lease }));
+    }
+    emit(&Event::Started(events::Started {
+        job_id: job.job_id,
+        attempt: job.attempt,
+        run_lease: job.run_lease,
+        mode: workload::mode_of(&job.args),
+        instance_id: me.instance_id.clone(),
+        version: VERSION.to_owned(),
+    }));
+    let tx = done_tx.clone();
+    let ht = handler_t.clone();
+    let handle = handlers.spawn(async move {
+        let outcome = if job.kind == workload::KIND {
+            workload::run(&job.args, job.attempt, job.deadline_ms, &ht).await
+        } else {
+            eprintln!(
+                "awa: no handler for job kind {:?} (job {}); failing it",
+                job.kind, job.job_id
+            );
+            Outcome::Failed
+        };
+        let _ = tx.send(Done {
+            job,
+            outcome,
+            _permit: permit,
+        });
+    });
+    if let Some(entry) = inflight
+        .lock()
+        .expect("inflight lock")
+        .get_mut(&(job_id, run_lease))
+    {
+        *entry = Some(handle);
+    }
+}
+
+/// On a clean stop, release the attempts still in flight once their
+/// handlers are aborted, so they do not wait for rescue. Returns how many
+/// were left (released or not).
+async fn release_left(conn: &mut Conn, inflight: &InFlight) -> Result<u64> {
     let left: Vec<(i64, i64)> = inflight
         .lock()
         .expect("inflight lock")
@@ -291,16 +375,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<()> {
             Err(e) => eprintln!("awa: could not release job {job_id}: {e}"),
         }
     }
-    let _ = stop_tx.send(true);
-    drop(done_tx);
-    while background.join_next().await.is_some() {}
-    instances::deregister(conn.client().await?, &me.instance_id).await?;
-    emit(&Event::Stopped(events::Stopped {
-        instance_id: me.instance_id.clone(),
-        released: Some(left.len() as u64),
-        sent: None,
-    }));
-    Ok(())
+    Ok(left.len() as u64)
 }
 
 /// Record outcomes, one statement each, retrying transient failures.
