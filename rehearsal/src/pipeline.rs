@@ -2,10 +2,12 @@
 //!
 //! The artifacts are resolved and the report folder made here; the driver
 //! then runs the cells on a thread of its own and tells this one what
-//! happens through the event stream ([`crate::stream`]). Each event is
-//! judged by reconciliation (a finished cell gets its verdict), recorded
-//! in `events.jsonl`, shown on the terminal and collected into the
-//! report, which is written when the stream ends.
+//! happens through the event stream ([`crate::stream`]). Reconciliation
+//! is wired into the driver here (`DatabaseReconcile`): a cell's findings
+//! are read from its database, and the driver sends each finished cell's
+//! verdict right after it, so the stream arrives judged. Each event is
+//! recorded in `events.jsonl`, shown on the terminal and collected into
+//! the report, which is written when the stream ends.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -99,9 +101,9 @@ pub struct Finished {
     pub dir: PathBuf,
 }
 
-/// Reconciliation over a cell's database, as the driver asks for it; the
-/// terminal history it judged goes into the run folder `dir`
-/// (`history/<cell>.json.gz`), for `rehearse verify`.
+/// Reconciliation over a cell's database, and the verdict on the finished
+/// cell, as the driver asks for them; the terminal history it judged goes
+/// into the run folder `dir` (`history/<cell>.json.gz`), for `rehearse verify`.
 struct DatabaseReconcile {
     dir: PathBuf,
 }
@@ -129,6 +131,10 @@ impl Reconcile for DatabaseReconcile {
             Ok(findings)
         })
     }
+
+    fn judged(&self, run: &CellRun) -> RunEvent {
+        crate::reconcile::cell_judged(run)
+    }
 }
 
 /// Another try for a cell the judgement leaves inconclusive for the
@@ -142,13 +148,11 @@ struct RetryInconclusive {
 }
 
 impl Retry for RetryInconclusive {
-    fn again(&self, run: &CellRun, attempt: u32) -> Option<String> {
+    fn again(&self, judged: &RunEvent, attempt: u32) -> Option<String> {
         if attempt >= self.tries {
             return None;
         }
-        // The same judgement the stream makes of it, made ahead.
-        let event = RunEvent::CellFinished(Box::new(run.clone()));
-        match crate::reconcile::judged(&event)? {
+        match judged {
             RunEvent::CellJudged {
                 verdict: Verdict::Inconclusive,
                 harness_error,
@@ -533,7 +537,7 @@ fn create_report_dir(root: &Path, compact: &str, short_sha: &str) -> Result<Path
     Ok(dir)
 }
 
-/// Judges, records, shows and collects the stream until it ends; with
+/// Records, shows and collects the stream until it ends; with
 /// `stream` (`--format json`), each recorded line is also written there
 /// as it happens. A reader that goes away (`| head`) stops the stream,
 /// not the run: its cells still finish and clean up.
@@ -548,19 +552,16 @@ fn report_events<'w>(
     let mut collector = Collector::default();
     let mut recording = Vec::new();
     while let Some(event) = rx.blocking_recv() {
-        let verdict = crate::reconcile::judged(&event);
-        for event in std::iter::once(event).chain(verdict) {
-            let line = report::event_line(&event)
-                .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
-            if let Some(out) = &mut stream
-                && writeln!(out, "{line}").and_then(|()| out.flush()).is_err()
-            {
-                stream = None;
-            }
-            recording.push(line);
-            terminal.show(&event, err)?;
-            collector.add(&event);
+        let line = report::event_line(&event)
+            .map_err(|e| Error::Harness(awa_runtime::error::chain(&e)))?;
+        if let Some(out) = &mut stream
+            && writeln!(out, "{line}").and_then(|()| out.flush()).is_err()
+        {
+            stream = None;
         }
+        recording.push(line);
+        terminal.show(&event, err)?;
+        collector.add(&event);
     }
     let report = collector.finish();
     if report.is_some() {

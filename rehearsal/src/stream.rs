@@ -2,11 +2,12 @@
 //! rest of the program goes through here, to one receiver.
 //!
 //! The driver sends [`RunEvent`]s into an [`Events`] handle (cheap to
-//! clone, usable from every cell's task); `commands` receives them on
-//! its own thread, lets reconciliation judge each finished cell
-//! (`reconcile::judged`, which adds a [`RunEvent::CellJudged`]), and hands
-//! every event to the reporters: the terminal (bars, notes), the report
-//! files (`report::Collector`) and the recording (`events.jsonl`). Because
+//! clone, usable from every cell's task), each finished cell followed by
+//! its verdict ([`RunEvent::CellJudged`], judged through the reconciliation
+//! `pipeline.rs` wires into the driver); `pipeline.rs` receives them on its
+//! own thread and hands every event to the reporters: the terminal (bars,
+//! notes), the report files (`report::Collector`) and the recording
+//! (`events.jsonl`). Because
 //! every event is plain data, a recorded stream renders the same report
 //! as the run that produced it.
 //!

@@ -74,8 +74,11 @@ impl Cell<'_> {
     }
 }
 
-/// How a cell's findings are read from its database: reconciliation,
-/// which `commands` wires in (the driver does not judge).
+/// Reconciliation, as the driver reaches it: a cell's findings read from
+/// its database while it exists, and the verdict on the finished cell.
+/// The pipeline (`pipeline.rs`) wires it in; the driver does not judge,
+/// but every judgement is made on its side of the event stream, before
+/// the readers (the driver sends each verdict right after its cell).
 pub trait Reconcile: Send + Sync {
     /// The findings of the cell's run, or why they could not be had.
     fn findings<'a>(
@@ -84,14 +87,18 @@ pub trait Reconcile: Send + Sync {
         plan: &'a CellPlan,
         observations: &'a Observations,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<Finding>, String>> + Send + 'a>>;
+    /// The verdict on a finished try of a cell: the
+    /// [`RunEvent::CellJudged`] that follows its `cell_finished`.
+    fn judged(&self, run: &CellRun) -> RunEvent;
 }
 
 /// Whether a finished cell is tried again, and on which plan: the
 /// pipeline's answer (it judges cells; the driver does not).
 pub trait Retry: Send + Sync {
-    /// Why try `attempt` of a cell, which ended as `run`, should be tried
-    /// again; `None` when its verdict stands.
-    fn again(&self, run: &CellRun, attempt: u32) -> Option<String>;
+    /// Why try `attempt` of a cell, judged as `judged` (its
+    /// [`RunEvent::CellJudged`]), should be tried again; `None` when its
+    /// verdict stands.
+    fn again(&self, judged: &RunEvent, attempt: u32) -> Option<String>;
     /// The plan of try `attempt` of the cell `plan` is a try of, and the
     /// seed it was drawn with; `None` when it cannot be planned again.
     fn replan(&self, plan: &CellPlan, attempt: u32) -> Option<(CellPlan, u64)>;

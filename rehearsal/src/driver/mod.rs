@@ -1,23 +1,30 @@
 //! Driver: executes cell plans against real processes and a real
 //! PostgreSQL, and records what happened as [`Observations`].
 //!
-//! The third pipeline stage. [`run::execute`] runs a whole plan: it
-//! resolves the artifacts, starts PostgreSQL, runs the cells (`--jobs` at a
-//! time), hands each cell's observations to reconciliation, and writes the
-//! report. A cell ([`cell::run_cell`]) gets a database of its own, is
-//! prepared (N-1 schema, cron schedule, banked backlog), then executes its
-//! steps in order, each a timeline [`Phase`]; a final drain and stop, the
-//! cron window and reconciliation close it.
+//! The third pipeline stage, wired into `rehearse run` by `pipeline.rs`
+//! (which resolves the artifacts before it, and records and reports its
+//! events after it). [`run::execute`] runs a whole plan: it starts
+//! PostgreSQL and runs the cells (`--jobs` at a time); through the
+//! [`cell::Reconcile`] seam the pipeline gives it, each cell's findings
+//! are read from its database and each finished cell is judged, its
+//! verdict sent right after it. A cell ([`cell::run_cell`]) gets a
+//! database of its own, is prepared (N-1 schema, cron schedule, banked
+//! backlog), then executes its steps in order, each a timeline
+//! [`Phase`]; a final drain and stop, the cron window and reconciliation
+//! close it.
 //!
-//! Inside: `state` (the cell's state, owned in one place: seats, armed
-//! faults, suspensions, observations), `ledger` (what the fleet reported,
-//! and waiting on it), `migration_hold` (the lock that keeps a paused
-//! migration open while runtimes start inside it), `steps`
-//! (one file per step kind, `steps/mod.rs` dispatching), `procs`
-//! (starting, stopping and killing processes; the fleet's seats), `probe`
-//! (the driver's own SQL: asserts, fence digests, live jobs), `database`
-//! (the throwaway cluster or an external server), `env` (the `AWA_*`
-//! environment), `cell`, `run`.
+//! Inside: `cell` (one cell's phases in order; it lends each step a
+//! `StepCtx` and dispatches), `step_ctx` (what a step may touch: the
+//! cell's state, its database, the plan and the fleet through a handle),
+//! `steps` (one file per step kind, setup among them, `steps/mod.rs`
+//! dispatching; none names the cell), `procs` (starting, stopping and
+//! killing processes; the fleet's seats), `state` (the cell's state,
+//! owned in one place: seats, armed faults, suspensions, observations),
+//! `ledger` (what the fleet reported, and waiting on it),
+//! `migration_hold` (the lock that keeps a paused migration open while
+//! runtimes start inside it), `probe` (the driver's own SQL: asserts,
+//! fence digests, live jobs), `database` (the throwaway cluster or an
+//! external server), `env` (the `AWA_*` environment), `budget`, `run`.
 //!
 //! Outcomes a step can have: it did what the plan says (`ok`, or
 //! `refused` where a refusal was required); it found the product not

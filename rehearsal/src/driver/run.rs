@@ -86,7 +86,7 @@ pub struct RunRequest {
 
 /// Runs every cell of the plan, sending the run's events to `events`
 /// (from `run_started` to `run_finished`); `reconcile` reads each cell's
-/// findings from its database. Fails only when nothing could run (no
+/// findings from its database and judges each finished cell. Fails only when nothing could run (no
 /// PostgreSQL, no async runtime).
 pub fn execute(
     req: RunRequest,
@@ -436,7 +436,7 @@ async fn run_each_cell(
 /// again (an inconclusive one, for the harness's own reasons) is recorded
 /// as a [`RunEvent::CellRetried`], its logs moved to a folder of their
 /// own, and the cell runs again on the plan `retry` gives it (a new seed);
-/// the last try is the cell's finish.
+/// the last try is the cell's finish, followed by its verdict.
 fn run_one_cell(
     mut ctx: CellContext,
     servers: &Servers,
@@ -464,12 +464,14 @@ fn run_one_cell(
                 });
             }
             let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
+            let judged = reconcile.judged(&run);
             let again = retry
                 .as_ref()
                 .filter(|_| !all.is_set())
-                .and_then(|r| Some((r.again(&run, attempt)?, r.replan(&plan, attempt + 1)?)));
+                .and_then(|r| Some((r.again(&judged, attempt)?, r.replan(&plan, attempt + 1)?)));
             let Some((why, (next, next_seed))) = again else {
                 ctx.events.send(RunEvent::CellFinished(Box::new(run)));
+                ctx.events.send(judged);
                 break;
             };
             let logs = match super::cell::set_logs_aside(&ctx.report_dir, &plan.name, attempt) {

@@ -1,8 +1,10 @@
-//! Reconciliation's place in the event stream: each finished cell is
-//! judged as it arrives, and the verdict follows it in the stream.
+//! The verdict on a finished cell, as the event that follows it in the
+//! stream: the driver asks for it through its `Reconcile` seam (wired in
+//! `pipeline.rs`) and sends it right after the cell's `cell_finished`, so
+//! reconciliation happens before the stream and its readers judge nothing.
 
 use crate::observe::Verdict;
-use crate::stream::RunEvent;
+use crate::stream::{CellRun, RunEvent};
 
 /// The verdict on `event`, when it is a finished cell: the
 /// [`RunEvent::CellJudged`] that follows it.
@@ -10,6 +12,12 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
     let RunEvent::CellFinished(run) = event else {
         return None;
     };
+    Some(cell_judged(run))
+}
+
+/// The verdict on the finished cell `run`: the [`RunEvent::CellJudged`]
+/// that follows its `cell_finished`.
+pub fn cell_judged(run: &CellRun) -> RunEvent {
     let step_failures: Vec<String> = run
         .observations
         .step_failures
@@ -58,14 +66,14 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
         judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
         harness_error = Some(why);
     }
-    Some(RunEvent::CellJudged {
+    RunEvent::CellJudged {
         index: run.index,
         cell: run.plan.name.clone(),
         verdict: judgement.verdict,
         detection: judgement.detection,
         reason: judgement.reason,
         harness_error,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ mod starvation;
 mod verdict;
 
 pub use faults::unfired_faults;
-pub use judged::judged;
+pub use judged::{cell_judged, judged};
 pub use reach::{Reached, reached, unreached};
 pub use starvation::{Starved, starved};
 pub use verdict::{Detection, Judgement, judge, verdict};
