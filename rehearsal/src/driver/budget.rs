@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use super::cell::Cell;
+use super::probe::ProbeError;
 use crate::matrix::{FlipMode, Step};
 use crate::observe::count;
 
@@ -129,7 +130,7 @@ impl Cell<'_> {
 }
 
 /// A look into the database, bounded; `None` when it failed or took too long.
-async fn look<T>(query: impl Future<Output = Result<T, String>>) -> Option<T> {
+async fn look<T>(query: impl Future<Output = Result<T, ProbeError>>) -> Option<T> {
     tokio::time::timeout(LOOK_TIMEOUT, query).await.ok()?.ok()
 }
 

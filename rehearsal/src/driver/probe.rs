@@ -162,6 +162,27 @@ const CRON_BOUNDS: &str =
 /// it with "canceling statement due to lock timeout").
 const PROBE_LOCK_TIMEOUT: &str = "SET lock_timeout = '10s'";
 
+/// Why a look into the cell's database failed. Each message is one line,
+/// as the step that looked puts it into its own sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The database did not answer the connection (its one-line message,
+    /// as [`connect`] words it).
+    #[error("{0}")]
+    Connect(String),
+    /// The session's bound on lock waits could not be set. The error is
+    /// not a `#[source]`: the message already says it, on one line.
+    #[error("bounding the probe's lock waits: {}", describe(.0))]
+    LockBound(tokio_postgres::Error),
+    /// The server refused the query or the connection was lost twice. Not
+    /// a `#[source]` either, for the same reason.
+    #[error("{}", describe(.0))]
+    Query(tokio_postgres::Error),
+    /// A query that always returns a row returned none.
+    #[error("the query returned no row")]
+    NoRow,
+}
+
 /// A connection to one cell's database that comes back after a crash.
 pub struct Probe {
     url: String,
@@ -218,15 +239,15 @@ impl Probe {
         }
     }
 
-    async fn client(&mut self) -> Result<&Client, String> {
+    async fn client(&mut self) -> Result<&Client, ProbeError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            let client = connect(&self.url).await?;
+            let client = connect(&self.url).await.map_err(ProbeError::Connect)?;
             // A step's look into the database must not queue without bound
             // behind a suspended process's locks: it fails, saying so.
             client
                 .batch_execute(PROBE_LOCK_TIMEOUT)
                 .await
-                .map_err(|e| format!("bounding the probe's lock waits: {}", describe(&e)))?;
+                .map_err(ProbeError::LockBound)?;
             self.client = Some(client);
         }
         Ok(self.client.as_ref().expect("connected"))
@@ -236,7 +257,7 @@ impl Probe {
         &mut self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<tokio_postgres::Row>, String> {
+    ) -> Result<Vec<tokio_postgres::Row>, ProbeError> {
         for attempt in 0..2 {
             let result = self.client().await?.query(sql, params).await;
             match result {
@@ -248,7 +269,7 @@ impl Probe {
                 {
                     self.client = None;
                 }
-                Err(e) => return Err(describe(&e)),
+                Err(e) => return Err(ProbeError::Query(e)),
             }
         }
         unreachable!("the second attempt returns")
@@ -258,20 +279,20 @@ impl Probe {
         &mut self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<tokio_postgres::Row, String> {
+    ) -> Result<tokio_postgres::Row, ProbeError> {
         self.rows(sql, params)
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| "the query returned no row".to_owned())
+            .ok_or(ProbeError::NoRow)
     }
 
-    async fn exists(&mut self, check: &str) -> Result<bool, String> {
+    async fn exists(&mut self, check: &str) -> Result<bool, ProbeError> {
         Ok(self.one(check, &[]).await?.get(0))
     }
 
     /// `MAX(schema_version)`, 0 before any migration.
-    pub async fn schema_version(&mut self) -> Result<i32, String> {
+    pub async fn schema_version(&mut self) -> Result<i32, ProbeError> {
         if !self.exists(HAS_SCHEMA_VERSION).await? {
             return Ok(0);
         }
@@ -279,7 +300,9 @@ impl Probe {
     }
 
     /// Every `awa.schema_version` row (none before any migration).
-    pub async fn schema_rows(&mut self) -> Result<Vec<crate::observe::SchemaVersionRow>, String> {
+    pub async fn schema_rows(
+        &mut self,
+    ) -> Result<Vec<crate::observe::SchemaVersionRow>, ProbeError> {
         if !self.exists(HAS_SCHEMA_VERSION).await? {
             return Ok(Vec::new());
         }
@@ -295,7 +318,7 @@ impl Probe {
     }
 
     /// `columns` or `ledger`; `None` before the expand migration.
-    pub async fn authority(&mut self) -> Result<Option<String>, String> {
+    pub async fn authority(&mut self) -> Result<Option<String>, ProbeError> {
         if !self.exists(HAS_AUTHORITY).await? {
             return Ok(None);
         }
@@ -303,7 +326,7 @@ impl Probe {
     }
 
     /// (ring, current_slot, generation) of the three singletons.
-    pub async fn ring_columns(&mut self) -> Result<Vec<(String, i32, i64)>, String> {
+    pub async fn ring_columns(&mut self) -> Result<Vec<(String, i32, i64)>, ProbeError> {
         Ok(self
             .rows(RING_COLUMNS, &[])
             .await?
@@ -313,7 +336,7 @@ impl Probe {
     }
 
     /// (live jobs, of which not fired by cron).
-    pub async fn live_jobs(&mut self) -> Result<(i64, i64), String> {
+    pub async fn live_jobs(&mut self) -> Result<(i64, i64), ProbeError> {
         let row = self.one(LIVE_JOBS, &[]).await?;
         Ok((row.get(0), row.get(1)))
     }
@@ -321,7 +344,7 @@ impl Probe {
     /// Each ring's authoritative generation (queue, claim, lease): the
     /// ledger's top under ledger authority, the columns otherwise. Needs
     /// the expand migration.
-    pub async fn ring_generations(&mut self) -> Result<[i64; 3], String> {
+    pub async fn ring_generations(&mut self) -> Result<[i64; 3], ProbeError> {
         let ledger = self.authority().await? == Some("ledger".to_owned());
         let rows = self.rows(RING_GENERATIONS, &[]).await?;
         let mut out = [0; 3];
@@ -338,7 +361,7 @@ impl Probe {
     }
 
     /// Rows of each ring of the given generation or older.
-    pub async fn ring_rows_through(&mut self, through: [i64; 3]) -> Result<[i64; 3], String> {
+    pub async fn ring_rows_through(&mut self, through: [i64; 3]) -> Result<[i64; 3], ProbeError> {
         let row = self
             .one(RING_ROWS_THROUGH, &[&through[0], &through[1], &through[2]])
             .await?;
@@ -346,18 +369,18 @@ impl Probe {
     }
 
     /// The server's clock, as Unix seconds.
-    pub async fn server_epoch(&mut self) -> Result<f64, String> {
+    pub async fn server_epoch(&mut self) -> Result<f64, ProbeError> {
         Ok(self.one(SERVER_EPOCH, &[]).await?.get(0))
     }
 
     /// A migration holds its advisory lock right now.
-    pub async fn migration_in_flight(&mut self) -> Result<bool, String> {
+    pub async fn migration_in_flight(&mut self) -> Result<bool, ProbeError> {
         let (high, low) = advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
         Ok(self.one(MIGRATE_LOCK_HELD, &[&high, &low]).await?.get(0))
     }
 
     /// A flip launched at server time `since` is inside its transaction.
-    pub async fn flip_in_flight(&mut self, since: f64) -> Result<bool, String> {
+    pub async fn flip_in_flight(&mut self, since: f64) -> Result<bool, ProbeError> {
         let statements = awa_runtime::store::authority::flip_lock_statements();
         Ok(self
             .one(FLIP_IN_FLIGHT, &[&since, &statements])
@@ -366,7 +389,7 @@ impl Probe {
     }
 
     /// Some session waits for a lock held by backend `pid`.
-    pub async fn blocked_by(&mut self, pid: i32) -> Result<bool, String> {
+    pub async fn blocked_by(&mut self, pid: i32) -> Result<bool, ProbeError> {
         Ok(self.one(BLOCKED_BY, &[&pid]).await?.get(0))
     }
 
@@ -377,7 +400,7 @@ impl Probe {
         version: &str,
         deadline_ms: f64,
         margin_ms: f64,
-    ) -> Result<(i64, Vec<i64>), String> {
+    ) -> Result<(i64, Vec<i64>), ProbeError> {
         let row = self
             .one(
                 DEADLINE_PENDING,
@@ -394,7 +417,7 @@ impl Probe {
         &mut self,
         jobs: &[i64],
         before: f64,
-    ) -> Result<RescueTally, String> {
+    ) -> Result<RescueTally, ProbeError> {
         let row = self.one(DEADLINE_RESCUED, &[&jobs, &before]).await?;
         Ok(RescueTally {
             due: row.get(0),
@@ -411,7 +434,7 @@ impl Probe {
         state: &str,
         mode: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<i64>, String> {
+    ) -> Result<Vec<i64>, ProbeError> {
         Ok(self
             .rows(CANCEL_CANDIDATES, &[&state, &mode, &limit])
             .await?
@@ -421,7 +444,7 @@ impl Probe {
     }
 
     /// (first fire, last fire, fires) of a cron schedule, if it fired.
-    pub async fn cron_bounds(&mut self, name: &str) -> Result<Option<(i64, i64, i64)>, String> {
+    pub async fn cron_bounds(&mut self, name: &str) -> Result<Option<(i64, i64, i64)>, ProbeError> {
         let row = self.one(CRON_BOUNDS, &[&name]).await?;
         let count: i64 = row.get(2);
         Ok((count > 0).then(|| (row.get(0), row.get(1), count)))
@@ -432,7 +455,7 @@ impl Probe {
     /// authority row, the schema versions, and the runtime_instances rows
     /// of `version`. Ledger rows are left out on purpose: the N leader
     /// appends to them on every rotation while the fenced binary runs.
-    pub async fn fence_state(&mut self, version: &str) -> Result<String, String> {
+    pub async fn fence_state(&mut self, version: &str) -> Result<String, ProbeError> {
         let mut dump = String::new();
         for ring in RINGS {
             for table in ["ring_state", "ring_slots"] {
@@ -462,7 +485,7 @@ impl Probe {
     }
 
     /// Sessions idle inside a transaction (but the one-shot commands').
-    pub async fn idle_in_transaction(&mut self) -> Result<Vec<IdleSession>, String> {
+    pub async fn idle_in_transaction(&mut self) -> Result<Vec<IdleSession>, ProbeError> {
         Ok(self
             .rows(IDLE_IN_TRANSACTION, &[])
             .await?
@@ -478,12 +501,15 @@ impl Probe {
 
     /// Whether any session of this database names runtime `instance_id`
     /// in its `application_name` (0.7 does, 0.6 names none).
-    pub async fn names_sessions(&mut self, instance_id: &str) -> Result<bool, String> {
+    pub async fn names_sessions(&mut self, instance_id: &str) -> Result<bool, ProbeError> {
         Ok(self.one(NAMES_SESSIONS, &[&instance_id]).await?.get(0))
     }
 
     /// One look at runtime `instance_id`'s heartbeat, by the server's clock.
-    pub async fn heartbeat_of(&mut self, instance_id: &str) -> Result<super::steps::Beat, String> {
+    pub async fn heartbeat_of(
+        &mut self,
+        instance_id: &str,
+    ) -> Result<super::steps::Beat, ProbeError> {
         let row = self.one(HEARTBEAT_OF, &[&instance_id]).await?;
         Ok(super::steps::Beat {
             server_ms: row.get(0),
@@ -493,13 +519,13 @@ impl Probe {
     }
 
     /// Live jobs: (running, available, scheduled, oldest open claim in ms).
-    pub async fn live_jobs_waiting(&mut self) -> Result<(i64, i64, i64, f64), String> {
+    pub async fn live_jobs_waiting(&mut self) -> Result<(i64, i64, i64, f64), ProbeError> {
         let row = self.one(LIVE_JOBS_WAITING, &[]).await?;
         Ok((row.get(0), row.get(1), row.get(2), row.get(3)))
     }
 
     /// Sessions waiting on a lock: (how many, longest wait in ms).
-    pub async fn lock_waits(&mut self) -> Result<(i64, f64), String> {
+    pub async fn lock_waits(&mut self) -> Result<(i64, f64), ProbeError> {
         let row = self.one(LOCK_WAITS, &[]).await?;
         Ok((row.get(0), row.get(1)))
     }

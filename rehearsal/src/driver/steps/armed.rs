@@ -194,7 +194,7 @@ async fn until_in_flight(
             Detector::FlipSql(since) => cx.probe.flip_in_flight(since).await,
             Detector::BlockedBy(pid) => cx.probe.blocked_by(pid).await,
         };
-        if seen == Ok(true) {
+        if matches!(seen, Ok(true)) {
             let note = match detect {
                 Detector::BlockedBy(_) => {
                     format!("the {what} was held inside its transaction at the authority lock")

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::super::probe::ProbeError;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Check};
@@ -14,7 +15,7 @@ const RESCUE_POLL: Duration = Duration::from_millis(250);
 pub(super) type Held = Result<String, String>;
 
 /// The harness could not read what a check looks at.
-pub(super) fn unreadable(e: String) -> Abort {
+pub(super) fn unreadable(e: ProbeError) -> Abort {
     Abort::Harness(format!("the check could not read the database: {e}"))
 }
 

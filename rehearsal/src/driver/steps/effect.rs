@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::Abort;
+use super::super::probe::ProbeError;
 use super::super::step_ctx::StepCtx;
 use crate::fleet::ProcId;
 
@@ -185,7 +186,7 @@ pub(in crate::driver) async fn look(
     cx: &mut StepCtx<'_>,
     id: ProcId,
     instance_id: Option<&str>,
-) -> Result<Look, String> {
+) -> Result<Look, ProbeError> {
     let (ended, lines) = cx.proc(id, |p| {
         (
             !p.alive(),
