@@ -462,7 +462,7 @@ fn locate_servers(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Erro
             servers::one_server(&keys)?;
             let major = one_shot_runtime()?
                 .block_on(crate::driver::database::server_major(url))
-                .map_err(database_refused)?;
+                .map_err(|e| database_refused(e.to_string()))?;
             servers::external(url, &keys, Some(major))?
         }
         None => {
@@ -490,7 +490,8 @@ fn locate_servers(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Erro
 
 /// A `--database-url` the server refused: its credentials or its database
 /// (SQLSTATE class 28, or 3D000) are bad input, anything else (no answer,
-/// a server that went away) is the infrastructure.
+/// a server that went away) is the infrastructure. The codes are read in
+/// the message because the runtime's connect error carries them as text.
 fn database_refused(message: String) -> Error {
     const BAD_INPUT: [&str; 2] = ["(SQLSTATE 28", "(SQLSTATE 3D000)"];
     if BAD_INPUT.iter().any(|code| message.contains(code)) {

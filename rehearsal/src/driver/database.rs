@@ -16,6 +16,67 @@ use tokio::sync::Mutex;
 /// Longest identifier PostgreSQL keeps.
 const MAX_IDENT: usize = 63;
 
+/// Why the cells' PostgreSQL could not do what a cell or the run asked.
+/// Each message is one line, as the caller puts it into its own sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    /// The server did not answer the connection (its one-line message, as
+    /// [`connect`] words it).
+    #[error("{0}")]
+    Connect(String),
+    /// The throwaway cluster (the shared one or a cell's own) failed.
+    #[error(transparent)]
+    Cluster(#[from] PgError),
+    /// A setting of the server could not be read.
+    #[error("could not read {setting} of {server}: {error}")]
+    Show {
+        /// The setting (`server_version_num`).
+        setting: &'static str,
+        /// The server's URL, redacted.
+        server: String,
+        /// What the client said.
+        error: tokio_postgres::Error,
+    },
+    /// `server_version_num` was not a number.
+    #[error("server_version_num {num:?} of {server} is not a number: {error}")]
+    NotANumber {
+        /// What the server answered.
+        num: String,
+        /// The server's URL, redacted.
+        server: String,
+        /// Why it did not parse.
+        error: std::num::ParseIntError,
+    },
+    /// The cell's database could not be created on an external server.
+    #[error("could not create database {name} on {server}: {error}")]
+    Create {
+        /// The database's name.
+        name: String,
+        /// The server's URL, redacted.
+        server: String,
+        /// What the server said.
+        error: tokio_postgres::Error,
+    },
+    /// The URL of the cell's database could not be built ([`with_database`]'s message).
+    #[error("{0}")]
+    Url(String),
+    /// `pg_crash` on a server rehearse does not control.
+    #[error("this cell's PostgreSQL is not controlled by rehearse")]
+    NotControlled,
+    /// `pg_crash` after the cell's cluster was already lost.
+    #[error("this cell's PostgreSQL cluster is gone")]
+    ClusterGone,
+    /// Killing the cell's cluster failed.
+    #[error("crashing PostgreSQL failed: {0}")]
+    Crash(PgError),
+    /// The task that killed the cell's cluster failed.
+    #[error("crashing PostgreSQL failed: {0}")]
+    CrashTask(tokio::task::JoinError),
+    /// The cell's cluster did not restart after the crash.
+    #[error("PostgreSQL did not come back after the crash: {0}")]
+    Restart(PgError),
+}
+
 /// Where the cells' databases live.
 #[derive(Clone)]
 pub enum Server {
@@ -36,14 +97,9 @@ pub enum Server {
 
 impl Server {
     /// `SHOW server_version`.
-    pub async fn version(&self) -> Result<String, String> {
+    pub async fn version(&self) -> Result<String, DatabaseError> {
         match self {
-            Server::Throwaway { cluster, .. } => cluster
-                .lock()
-                .await
-                .server_version()
-                .await
-                .map_err(|e| e.to_string()),
+            Server::Throwaway { cluster, .. } => Ok(cluster.lock().await.server_version().await?),
             Server::External { url } => show(url, "server_version").await,
         }
     }
@@ -51,24 +107,30 @@ impl Server {
 
 /// One setting of the server at `url`, as text (`SHOW` takes no parameters:
 /// `setting` is one of our constants).
-async fn show(url: &str, setting: &'static str) -> Result<String, String> {
-    let client = connect(url).await?;
+async fn show(url: &str, setting: &'static str) -> Result<String, DatabaseError> {
+    let client = connect(url).await.map_err(DatabaseError::Connect)?;
     client
         .query_one(&format!("SHOW {setting}"), &[])
         .await
         .and_then(|r| r.try_get::<_, String>(0))
-        .map_err(|e| format!("could not read {setting} of {}: {e}", redact(url)))
+        .map_err(|error| DatabaseError::Show {
+            setting,
+            server: redact(url),
+            error,
+        })
 }
 
 /// The major version of the server at `url` (`server_version_num` 180006 -> 18).
-pub async fn server_major(url: &str) -> Result<u32, String> {
+pub async fn server_major(url: &str) -> Result<u32, DatabaseError> {
     let num = show(url, "server_version_num").await?;
-    num.trim().parse::<u32>().map(|n| n / 10_000).map_err(|e| {
-        format!(
-            "server_version_num {num:?} of {} is not a number: {e}",
-            redact(url)
-        )
-    })
+    match num.trim().parse::<u32>() {
+        Ok(n) => Ok(n / 10_000),
+        Err(error) => Err(DatabaseError::NotANumber {
+            num,
+            server: redact(url),
+            error,
+        }),
+    }
 }
 
 pub use crate::pg::connect;
@@ -116,6 +178,7 @@ const URL_PARAMETERS: [&str; 19] = [
 /// Checks a `--database-url` before anything starts: a `postgres://` or
 /// `postgresql://` URL with one host (each cell's database is put in its
 /// path). The message is redacted.
+// A String: clap's value parser and preflight print it as it is, and no caller asks its kind.
 pub fn check_url(url: &str) -> Result<(), String> {
     let bad = |why: String| redact(&format!("\"{url}\" {why}; expected {URL_SHAPE}"));
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
@@ -159,6 +222,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
 
 /// `url` with its database replaced by `name` (user, password, host, port
 /// and query parameters kept as written).
+// A String: the URL passed check_url before anything started, so a caller only words it.
 pub fn with_database(url: &str, name: &str) -> Result<String, String> {
     let mut parsed =
         url::Url::parse(url).map_err(|e| redact(&format!("\"{url}\" is not a valid URL ({e})")))?;
@@ -203,8 +267,7 @@ impl CellDb {
         tag: &str,
         run_id: &str,
         private: bool,
-    ) -> Result<CellDb, String> {
-        let pg = |e: PgError| e.to_string();
+    ) -> Result<CellDb, DatabaseError> {
         match server {
             Server::Throwaway {
                 cluster: shared,
@@ -213,20 +276,15 @@ impl CellDb {
                 // The try's tag after the cut: a long name keeps it.
                 let name = format!("{}{tag}", identifier(cell, MAX_IDENT - tag.len()));
                 if private {
-                    let cluster = Cluster::start_in(bindir.clone()).await.map_err(pg)?;
-                    let url = cluster.create_database(&name).await.map_err(pg)?;
+                    let cluster = Cluster::start_in(bindir.clone()).await?;
+                    let url = cluster.create_database(&name).await?;
                     Ok(CellDb {
                         url,
                         name,
                         kind: Kind::Private(Some(cluster)),
                     })
                 } else {
-                    let url = shared
-                        .lock()
-                        .await
-                        .create_database(&name)
-                        .await
-                        .map_err(pg)?;
+                    let url = shared.lock().await.create_database(&name).await?;
                     Ok(CellDb {
                         url,
                         name,
@@ -240,16 +298,18 @@ impl CellDb {
                     "{}{suffix}",
                     identifier(&format!("rehearse_{cell}"), MAX_IDENT - suffix.len())
                 );
-                let admin = connect(url).await?;
+                let admin = connect(url).await.map_err(DatabaseError::Connect)?;
                 // The name is built from [a-z0-9_] only, never from raw input.
                 admin
                     .batch_execute(&format!("CREATE DATABASE \"{name}\""))
                     .await
-                    .map_err(|e| {
-                        format!("could not create database {name} on {}: {e}", redact(url))
+                    .map_err(|error| DatabaseError::Create {
+                        name: name.clone(),
+                        server: redact(url),
+                        error,
                     })?;
                 Ok(CellDb {
-                    url: with_database(url, &name)?,
+                    url: with_database(url, &name).map_err(DatabaseError::Url)?,
                     name,
                     kind: Kind::External {
                         admin_url: url.clone(),
@@ -266,12 +326,12 @@ impl CellDb {
 
     /// Immediate crash (SIGKILL to every server process) and restart with
     /// crash recovery; returns how long the server was gone, in ms.
-    pub async fn crash_and_restart(&mut self) -> Result<u64, String> {
+    pub async fn crash_and_restart(&mut self) -> Result<u64, DatabaseError> {
         let Kind::Private(slot) = &mut self.kind else {
-            return Err("this cell's PostgreSQL is not controlled by rehearse".into());
+            return Err(DatabaseError::NotControlled);
         };
         let Some(mut cluster) = slot.take() else {
-            return Err("this cell's PostgreSQL cluster is gone".into());
+            return Err(DatabaseError::ClusterGone);
         };
         let start = Instant::now();
         // `crash` blocks while it kills and reaps; keep it off the runtime threads.
@@ -280,13 +340,10 @@ impl CellDb {
             (cluster, result)
         })
         .await
-        .map_err(|e| format!("crashing PostgreSQL failed: {e}"))?;
+        .map_err(DatabaseError::CrashTask)?;
         let cluster = slot.insert(cluster);
-        crashed.map_err(|e| format!("crashing PostgreSQL failed: {e}"))?;
-        cluster
-            .restart()
-            .await
-            .map_err(|e| format!("PostgreSQL did not come back after the crash: {e}"))?;
+        crashed.map_err(DatabaseError::Crash)?;
+        cluster.restart().await.map_err(DatabaseError::Restart)?;
         Ok(start.elapsed().as_millis() as u64)
     }
 

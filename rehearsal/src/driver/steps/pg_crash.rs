@@ -27,7 +27,11 @@ pub(super) async fn pg_crash(cx: &mut StepCtx<'_>, when: When) -> Result<Done, A
 }
 
 pub(super) async fn crash(cx: &mut StepCtx<'_>, during: &str) -> Result<String, Abort> {
-    let ms = cx.db.crash_and_restart().await.map_err(Abort::Harness)?;
+    let ms = cx
+        .db
+        .crash_and_restart()
+        .await
+        .map_err(|e| Abort::Harness(e.to_string()))?;
     cx.emit(RunEvent::FaultInjected {
         cell: cx.plan.name.clone(),
         fault: Fault::PgCrash {
