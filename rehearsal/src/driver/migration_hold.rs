@@ -26,6 +26,20 @@ const LET_GO: &str = "SELECT pg_advisory_unlock($1)";
 /// How often the hold looks for a runtime held back by the migration.
 const BLOCKED_POLL: Duration = Duration::from_millis(20);
 
+/// Why the hold could not be taken or kept.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HoldError {
+    /// Its connection was refused (the message as `pg::connect` words it).
+    #[error("{0}")]
+    Connect(String),
+    /// The server did not grant the lock.
+    #[error("could not take the migration's hold: {}", crate::pg::describe(.0))]
+    Take(tokio_postgres::Error),
+    /// Watching for a session held back by the migration failed.
+    #[error("{}", crate::pg::describe(.0))]
+    Watch(tokio_postgres::Error),
+}
+
 /// Keeps a paused migration open (`AWA_MIGRATE_HOLD_KEY`) while the
 /// runtimes armed to start inside it come up, however long their start
 /// takes on the backend (a container's is about a second, a process's a
@@ -37,7 +51,7 @@ const BLOCKED_POLL: Duration = Duration::from_millis(20);
 /// would only hold the fleet's heartbeats back with it.
 pub(super) struct MigrationHold {
     watch: tokio::sync::mpsc::UnboundedSender<()>,
-    task: tokio::task::JoinHandle<Result<bool, String>>,
+    task: tokio::task::JoinHandle<Result<bool, HoldError>>,
 }
 
 impl MigrationHold {
@@ -45,17 +59,12 @@ impl MigrationHold {
     pub(super) const KEY: i64 = awa_runtime::schema::MIGRATE_HOLD_KEY;
 
     /// Takes the hold on its own connection to the cell's database.
-    pub(super) async fn take(url: &str) -> Result<MigrationHold, String> {
-        let client = crate::pg::connect(url).await?;
+    pub(super) async fn take(url: &str) -> Result<MigrationHold, HoldError> {
+        let client = crate::pg::connect(url).await.map_err(HoldError::Connect)?;
         client
             .execute(TAKE_HOLD, &[&Self::KEY])
             .await
-            .map_err(|e| {
-                format!(
-                    "could not take the migration's hold: {}",
-                    crate::pg::describe(&e)
-                )
-            })?;
+            .map_err(HoldError::Take)?;
         let (watch, rx) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(keep(client, rx));
         Ok(MigrationHold { watch, task })
@@ -84,7 +93,7 @@ impl MigrationHold {
 async fn keep(
     client: tokio_postgres::Client,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<()>,
-) -> Result<bool, String> {
+) -> Result<bool, HoldError> {
     let watched = if rx.recv().await.is_some() {
         watch_blocked(&client, &mut rx).await
     } else {
@@ -99,11 +108,11 @@ async fn keep(
 async fn watch_blocked(
     client: &tokio_postgres::Client,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<()>,
-) -> Result<bool, String> {
+) -> Result<bool, HoldError> {
     let since: f64 = client
         .query_one(SERVER_EPOCH, &[])
         .await
-        .map_err(|e| crate::pg::describe(&e))?
+        .map_err(HoldError::Watch)?
         .get(0);
     let (high, low) = super::probe::advisory_key_halves(awa_runtime::schema::MIGRATE_LOCK_KEY);
     loop {
@@ -113,7 +122,7 @@ async fn watch_blocked(
                 let row = client
                     .query_one(BLOCKED_SINCE, &[&since, &high, &low])
                     .await
-                    .map_err(|e| crate::pg::describe(&e))?;
+                    .map_err(HoldError::Watch)?;
                 if row.get::<_, bool>(0) {
                     return Ok(true);
                 }

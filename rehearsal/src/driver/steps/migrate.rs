@@ -46,7 +46,7 @@ pub(super) async fn migrate(cx: &mut StepCtx<'_>, s: &MigrateStep) -> Result<Don
     if fleet_armed {
         let hold = MigrationHold::take(&cx.db.url)
             .await
-            .map_err(Abort::Harness)?;
+            .map_err(|e| Abort::Harness(e.to_string()))?;
         cx.state.migration_hold = Some(hold);
         env.push(("AWA_MIGRATE_PAUSE".to_owned(), HELD_PAUSE.to_owned()));
         env.push((
