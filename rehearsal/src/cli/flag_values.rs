@@ -18,6 +18,7 @@ pub(super) const DEFAULT_RETRIES: u32 = 2;
 const MAX_RETRIES: u32 = 5;
 
 /// `--jobs N|auto`.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_jobs(s: &str) -> Result<Jobs, String> {
     if s != "auto" {
         count(
@@ -31,16 +32,19 @@ pub(super) fn parse_jobs(s: &str) -> Result<Jobs, String> {
 }
 
 /// `--retries N`.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_retries(s: &str) -> Result<u32, String> {
     count(s, 0, MAX_RETRIES, "more tries for an inconclusive cell")
 }
 
 /// `--repeat N`.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_repeat(s: &str) -> Result<u32, String> {
     count(s, 1, crate::repeat::MAX_REPEAT, "runs of the selection")
 }
 
 /// A whole number from `min` to `max`; what it counts is named in the message.
+// A String: the value parsers above return it to clap as it is.
 fn count(s: &str, min: u32, max: u32, what: &str) -> Result<u32, String> {
     match s.trim().parse::<i128>() {
         Ok(n) if n < i128::from(min) => Err(format!(
@@ -58,12 +62,14 @@ fn count(s: &str, min: u32, max: u32, what: &str) -> Result<u32, String> {
 
 /// `--registry HOST:PORT` (publish, list, doctor): the one shape every
 /// command that takes a registry accepts, so what doctor suggests runs.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_registry(s: &str) -> Result<String, String> {
     crate::image::registry::check_host(s).map(|()| s.to_owned())
 }
 
 /// `--from-registry NAME=REPOSITORY`; the reference itself is checked
 /// with the matrix, where the artifact it replaces is known.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_pull(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, reference)) if !name.is_empty() && !reference.is_empty() => {
@@ -76,16 +82,19 @@ pub(super) fn parse_pull(s: &str) -> Result<(String, String), String> {
 }
 
 /// `--stress cpu=N|cpu=Nx`: refused (exit 2) before anything is built.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_stress(text: &str) -> Result<Stress, String> {
     text.parse()
 }
 
 /// `--partition STRATEGY:I/N`.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_partition(text: &str) -> Result<crate::partition::Partition, String> {
     text.parse()
 }
 
 /// `--seed`: any u64, in decimal or with a 0x prefix in hex.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_seed(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
@@ -102,6 +111,7 @@ pub(super) fn parse_seed(text: &str) -> Result<u64, String> {
 
 /// `--database-url`: checked when parsed, so a bad URL is a usage error
 /// (exit 2) before anything starts. The message is redacted.
+// A String: clap prints a value parser's error as it is, after the flag.
 pub(super) fn parse_database_url(text: &str) -> Result<String, String> {
     awa_runtime::redact::register_dsn(text);
     crate::driver::database::check_url(text)?;
