@@ -97,6 +97,8 @@ pub(super) fn mutate_command(
             partition: options.partition.map(|p| p.to_string()),
             timeout: options.timeout,
             work_dir: options.work_dir.as_ref().map(|d| env.cwd.join(d)),
+            jobs: cli.global.jobs,
+            retries: cli.global.retries,
         },
         out,
         err,

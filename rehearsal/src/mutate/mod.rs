@@ -18,6 +18,7 @@
 //! where ours is a rehearsal whose verdicts carry the cell and rule that
 //! failed; its operators are simple enough to implement over `syn`.
 
+mod child;
 pub mod report;
 pub mod run;
 pub mod rust;
@@ -384,6 +385,38 @@ pub struct SessionArgs {
     pub timeout: Option<std::time::Duration>,
     /// `--work-dir`.
     pub work_dir: Option<std::path::PathBuf>,
+    /// `--jobs`: cells at once.
+    pub jobs: crate::schedule::Jobs,
+    /// `--retries`, for each cell's child run.
+    pub retries: u32,
+}
+
+/// Cells at once for a mutate run of `cells` clean cells: `--jobs N`, or
+/// `auto` as a run with no history packs (the shipped `[schedule]`
+/// estimate and the machine's load at the start): each child runs one
+/// cell, so a run's own history of these cells does not apply.
+fn jobs(
+    jobs: crate::schedule::Jobs,
+    cells: usize,
+    matrix: &crate::matrix::Matrix,
+) -> crate::schedule::Pick {
+    use crate::schedule::{AutoInput, Basis, Jobs, Pick, auto_jobs, cores, pressure::Busy};
+    match jobs {
+        Jobs::Fixed(n) => Pick {
+            jobs: n,
+            why: format!("jobs {n}"),
+        },
+        Jobs::Auto => {
+            let cores = cores();
+            auto_jobs(&AutoInput {
+                cores,
+                cells,
+                estimate: matrix.schedule.cores_per_cell,
+                basis: Basis::Nothing,
+                busy: Busy::now(cores),
+            })
+        }
+    }
 }
 
 /// Runs the mutants and writes the report: exit 0 when the score meets
@@ -400,6 +433,7 @@ pub fn session(
         crate::report::report_dir(&args.reports_root, &stamp.compact, args.repo.git().short());
     let dir = std::path::PathBuf::from(format!("{}-mutate", base.display()));
     std::fs::create_dir_all(&dir).map_err(SessionError::Output)?;
+    let pick = jobs(args.jobs, args.cells.len(), &args.matrix);
     let rehearse = std::env::current_exe().map_err(|e| {
         SessionError::Harness(format!(
             "could not find the rehearse binary to run cells with: {e}"
@@ -421,6 +455,8 @@ pub fn session(
         timeout_floor: TIMEOUT_FLOOR,
         timeout: args.timeout,
         rehearse,
+        jobs: pick.jobs,
+        retries: args.retries,
     };
     let g = &args.generated;
     let header = report::MutateReport {
@@ -438,13 +474,14 @@ pub fn session(
     let c = Counts::of(&g.mutants);
     writeln!(
         err,
-        "mutate: {} mutants ({} SQL, {} Rust; {} in scope, {}), cells in order: {}; report in {}",
+        "mutate: {} mutants ({} SQL, {} Rust; {} in scope, {}), cells in order: {}; {}; report in {}",
         g.mutants.len(),
         c.sql,
         c.rust,
         g.in_scope.sql + g.in_scope.rust,
         g.scope,
         order.join(", "),
+        pick.why,
         dir.display()
     )?;
     let quiet = args.quiet;

@@ -10,15 +10,17 @@
 //! Each cell runs as `rehearse run --cell NAME --workspace-binary BIN`, a
 //! child process of this binary: the run pipeline itself (artifacts with
 //! the mutant's build as `current`, the driver, reconciliation, the
-//! report folder), nothing duplicated, and a child that overruns its
-//! budget (a multiple of the cell's time on the clean build) is
-//! stopped: the mutant is a *timeout*. The cells first run against the
-//! unmutated build (the clean run): a cell that does not pass there
-//! cannot judge a mutant and is left out. Then, per mutant, the cells run
-//! in the order most likely to kill (most kills in the last mutate
-//! report first), stopping at the first that fails: *killed*, by that
-//! cell and the rule its report names. A cell that comes out
-//! inconclusive does not kill. A mutant every cell passes *survived*.
+//! report folder), nothing duplicated. `--jobs` of them run at once
+//! ([`child::run_all`]); a child that overruns its budget (a multiple of
+//! the cell's time on the clean build) is stopped: the mutant is a
+//! *timeout*. The cells first run against the unmutated build (the clean
+//! run): a cell that does not pass there cannot judge a mutant and is
+//! left out. Then, per mutant, the cells start in the order most likely
+//! to kill (most kills in the last mutate report first) until one fails:
+//! *killed*, by that cell and the rule its report names, and the cells
+//! still running beside it are stopped. A cell that comes out
+//! inconclusive (after its `--retries`) does not kill. A mutant every
+//! cell passes *survived*.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::child;
+pub use super::child::{CellOutcome, CellVerdict, Job};
 use super::{Mutant, Tree};
-use crate::observe::Verdict;
 
 /// A mutant's outcome.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,24 +69,6 @@ impl Status {
             Status::Timeout { .. } => "timeout",
         }
     }
-}
-
-/// How one cell went for one build.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CellOutcome {
-    /// The cell.
-    pub cell: String,
-    /// `pass`, `fail`, `inconclusive`, `timeout`, `error`.
-    pub verdict: String,
-    /// The first rule or step failure, when it failed.
-    pub rule: Option<String>,
-    /// Wall time of the child run, ms (with its artifacts and cluster).
-    pub elapsed_ms: u64,
-    /// The cell's own time as its report gives it, ms (0 without a report).
-    #[serde(default)]
-    pub cell_ms: u64,
-    /// The child's report folder (relative to the mutate folder), if it made one.
-    pub report: Option<String>,
 }
 
 /// One mutant's result.
@@ -132,6 +117,11 @@ pub struct Runner {
     pub timeout: Option<Duration>,
     /// The `rehearse` binary the cells run with.
     pub rehearse: PathBuf,
+    /// Cells run at once (each a child run of one cell).
+    pub jobs: u32,
+    /// `--retries` for each child: an inconclusive try is tried again
+    /// with a new seed, so a race not reached does not spare a mutant.
+    pub retries: u32,
 }
 
 /// Why the runner could not go on (infrastructure, exit 3).
@@ -250,150 +240,45 @@ impl Runner {
         std::fs::write(&path, body).map_err(copy_err(&path))
     }
 
-    /// Runs one cell against `binary` as a child `rehearse run`, its
-    /// report folder under `under`; stopped past `budget`.
-    pub fn cell(
-        &self,
-        cell: &str,
-        binary: &Path,
-        under: &Path,
-        budget: Option<Duration>,
-    ) -> Result<CellOutcome, RunError> {
-        let fail = |detail: String| RunError::Cell {
-            cell: cell.to_owned(),
-            detail,
-        };
-        std::fs::create_dir_all(under)
-            .map_err(|e| fail(format!("could not create {}: {e}", under.display())))?;
-        let log =
-            std::fs::File::create(under.join("rehearse.log")).map_err(|e| fail(e.to_string()))?;
-        let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
+    /// The child `rehearse run` of one cell against `binary`, its
+    /// report folder under `under`.
+    pub fn command(&self, cell: &str, binary: &Path, under: &Path) -> Result<Command, RunError> {
         let mut cmd = Command::new(&self.rehearse);
         cmd.arg("--matrix-file")
             .arg(&self.matrix_file)
             .arg("--quiet")
             .args(["run", "--cell", cell, "--seed", &self.seed.to_string()])
-            .args(["--backend", &self.backend, "--jobs", "1", "--retries", "0"])
+            .args(["--backend", &self.backend, "--jobs", "1"])
+            .args(["--retries", &self.retries.to_string()])
             .arg("--reports-dir")
             .arg(under)
             .arg("--workspace-binary")
-            .arg(binary)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2);
+            .arg(binary);
         if !self.pg_bindirs.is_empty() {
-            let joined = std::env::join_paths(&self.pg_bindirs).map_err(|e| fail(e.to_string()))?;
+            let joined = std::env::join_paths(&self.pg_bindirs).map_err(|e| RunError::Cell {
+                cell: cell.to_owned(),
+                detail: e.to_string(),
+            })?;
             cmd.env(awa_harness::pgtemp::BINDIR_ENV, joined);
         }
         if let Some(url) = &self.database_url {
             cmd.env(crate::vocab::choice::DATABASE_URL_ENV, url);
         }
-        let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| fail(format!("could not start {}: {e}", self.rehearse.display())))?;
-        let mut timed_out = false;
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) => {}
-                Err(e) => return Err(fail(format!("waiting for the child run: {e}"))),
-            }
-            if let Some(budget) = budget
-                && !timed_out
-                && started.elapsed() > budget
-            {
-                timed_out = true;
-                stop(&mut child);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let report_dir = newest_report(under);
-        let rel = report_dir
-            .as_ref()
-            .and_then(|d| d.strip_prefix(&self.dir).ok())
-            .map(|p| p.display().to_string());
-        if timed_out {
-            return Ok(CellOutcome {
-                cell: cell.to_owned(),
-                verdict: "timeout".into(),
-                rule: None,
-                elapsed_ms,
-                cell_ms: 0,
-                report: rel,
-            });
-        }
-        let Some(report_dir) = report_dir else {
-            // No report: the run stopped before any cell (the build would
-            // not even say its version, or the harness failed).
-            let text = std::fs::read_to_string(under.join("rehearse.log")).unwrap_or_default();
-            let last = text
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim()
-                .to_owned();
-            return Ok(CellOutcome {
-                cell: cell.to_owned(),
-                verdict: "error".into(),
-                rule: Some(last),
-                elapsed_ms,
-                cell_ms: 0,
-                report: None,
-            });
-        };
-        let report = crate::report::read_json(&report_dir.join("report.json"))
-            .map_err(|e| fail(awa_runtime::error::chain(&e)))?;
-        let Some(c) = report.cells.first() else {
-            return Err(fail(format!("{} has no cell", report_dir.display())));
-        };
-        let rule = c
-            .findings
-            .first()
-            .map(|f| format!("{}: {}", f.rule.name(), f.message))
-            .or_else(|| c.step_failures.first().cloned())
-            .or_else(|| Some(c.verdict_reason.clone()).filter(|_| c.verdict != Verdict::Pass));
-        Ok(CellOutcome {
-            cell: cell.to_owned(),
-            verdict: crate::report::verdict_name(c.verdict).to_owned(),
-            rule,
-            elapsed_ms,
-            cell_ms: c.elapsed_ms,
-            report: rel,
-        })
+        Ok(cmd)
     }
-}
 
-/// SIGTERM (rehearse stops its cell and cleans up), SIGKILL after 30 s.
-fn stop(child: &mut std::process::Child) {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    /// Runs `jobs` against `binary`, [`Runner::jobs`] at once, until one
+    /// outcome `settles` the build (see [`child::run_all`]).
+    pub fn cells(
+        &self,
+        binary: &Path,
+        jobs: &[Job],
+        settles: &dyn Fn(&CellOutcome) -> bool,
+        seen: &mut dyn FnMut(&CellOutcome),
+    ) -> Result<Vec<CellOutcome>, RunError> {
+        let command = |job: &Job| self.command(&job.cell, binary, &job.under);
+        child::run_all(jobs, self.jobs, &self.dir, &command, settles, seen)
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// The run folder a child made under `under` (the one holding report.json).
-fn newest_report(under: &Path) -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(under)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("report.json").is_file())
-        .collect();
-    found.sort();
-    found.pop()
 }
 
 fn sync_file(from: &Path, to: &Path) -> Result<(), RunError> {
@@ -460,7 +345,30 @@ pub fn budget(runner: &Runner, clean_ms: u64) -> Duration {
     Duration::from_millis(clean_ms) * runner.timeout_factor + runner.timeout_floor
 }
 
-/// Runs one mutant: write, build, cells in `order` until one fails.
+/// What a mutant's outcome in one cell makes of it, if that settles it:
+/// a failure kills it; a timeout is its own class (not a kill); a run that
+/// stopped before any cell refused the build, which is a kill.
+pub fn settled_by(outcome: &CellOutcome, budget_s: u64) -> Option<Status> {
+    let rule = || outcome.rule.clone().unwrap_or_default();
+    match outcome.verdict {
+        CellVerdict::Fail => Some(Status::Killed {
+            cell: outcome.cell.clone(),
+            rule: rule(),
+        }),
+        CellVerdict::Timeout => Some(Status::Timeout {
+            cell: outcome.cell.clone(),
+            budget_s,
+        }),
+        CellVerdict::Error => Some(Status::Killed {
+            cell: "-".into(),
+            rule: format!("the run refused the build: {}", rule()),
+        }),
+        CellVerdict::Pass | CellVerdict::Inconclusive | CellVerdict::Stopped => None,
+    }
+}
+
+/// Runs one mutant: write, build, then its cells ([`Runner::jobs`] at
+/// once, in `order`) until one settles it.
 pub fn run_mutant(
     runner: &Runner,
     current: &Tree,
@@ -475,52 +383,39 @@ pub fn run_mutant(
     let built = runner.build();
     runner.write(current, &mutant.file, None)?;
     let build_ms = ms(started.elapsed());
-    let mut cells = Vec::new();
-    let status = match built {
-        Err(error) => Status::Unviable { error },
+    let (status, cells) = match built {
+        Err(error) => (Status::Unviable { error }, Vec::new()),
         Ok(binary) => {
-            let mut status = Status::Survived;
-            for (cell, clean_ms) in order {
-                let b = budget(runner, *clean_ms);
-                let under = runner.dir.join(&mutant.id).join(cell);
-                let outcome = runner.cell(cell, &binary, &under, Some(b))?;
+            let jobs: Vec<Job> = order
+                .iter()
+                .map(|(cell, clean_ms)| Job {
+                    cell: cell.clone(),
+                    under: runner.dir.join(&mutant.id).join(cell),
+                    budget: Some(budget(runner, *clean_ms)),
+                })
+                .collect();
+            let budget_of = |cell: &str| {
+                jobs.iter()
+                    .find(|j| j.cell == cell)
+                    .and_then(|j| j.budget)
+                    .map_or(0, |b| b.as_secs())
+            };
+            let settles = |o: &CellOutcome| settled_by(o, budget_of(&o.cell)).is_some();
+            let mut seen = |o: &CellOutcome| {
                 progress(format!(
-                    "  {} {cell}: {} ({} s)",
+                    "  {} {}: {} ({} s)",
                     mutant.id,
-                    outcome.verdict,
-                    outcome.elapsed_ms / 1000
+                    o.cell,
+                    o.verdict,
+                    o.elapsed_ms / 1000
                 ));
-                let verdict = outcome.verdict.clone();
-                let rule = outcome.rule.clone().unwrap_or_default();
-                cells.push(outcome);
-                match verdict.as_str() {
-                    "fail" => {
-                        status = Status::Killed {
-                            cell: cell.clone(),
-                            rule,
-                        };
-                        break;
-                    }
-                    "timeout" => {
-                        status = Status::Timeout {
-                            cell: cell.clone(),
-                            budget_s: b.as_secs(),
-                        };
-                        break;
-                    }
-                    "error" => {
-                        // The candidate did not get as far as a cell: a
-                        // rehearsal refuses it, which is a kill.
-                        status = Status::Killed {
-                            cell: "-".into(),
-                            rule: format!("the run refused the build: {rule}"),
-                        };
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            status
+            };
+            let cells = runner.cells(&binary, &jobs, &settles, &mut seen)?;
+            let status = cells
+                .iter()
+                .find_map(|o| settled_by(o, budget_of(&o.cell)))
+                .unwrap_or(Status::Survived);
+            (status, cells)
         }
     };
     Ok(MutantResult {
@@ -557,17 +452,30 @@ pub fn session(
     runner.sync()?;
     progress("mutate: clean build (cargo build --release in the work copy) ...".into());
     let binary = runner.build().map_err(RunError::CleanBuild)?;
-    let mut order = Vec::new();
-    for cell in cells {
-        let outcome = runner.cell(cell, &binary, &runner.dir.join("clean").join(cell), None)?;
+    let jobs: Vec<Job> = cells
+        .iter()
+        .map(|cell| Job {
+            cell: cell.clone(),
+            under: runner.dir.join("clean").join(cell),
+            budget: None,
+        })
+        .collect();
+    let mut seen = |o: &CellOutcome| {
         progress(format!(
-            "mutate: clean {cell}: {} ({} s)",
-            outcome.verdict,
-            outcome.elapsed_ms / 1000
+            "mutate: clean {}: {} ({} s)",
+            o.cell,
+            o.verdict,
+            o.elapsed_ms / 1000
         ));
-        let usable = outcome.verdict == "pass";
+    };
+    let mut clean = runner.cells(&binary, &jobs, &|_| false, &mut seen)?;
+    // Back into the kill order the cells were given in.
+    clean.sort_by_key(|o| cells.iter().position(|c| *c == o.cell));
+    let mut order = Vec::new();
+    for outcome in clean {
+        let usable = outcome.verdict == CellVerdict::Pass;
         if usable {
-            order.push((cell.clone(), outcome.cell_ms));
+            order.push((outcome.cell.clone(), outcome.cell_ms));
         }
         report.clean.push(CleanCell { outcome, usable });
     }

@@ -1,0 +1,469 @@
+//! A build's cells run as child `rehearse run --cell NAME` processes, up
+//! to `--jobs` at once: started in the order given, each stopped past its
+//! budget, and, once one outcome settles the build (a mutant killed), the
+//! ones still running stopped and the rest never started.
+//!
+//! Each child is a whole run (its own throwaway cluster, fleet and report
+//! folder); this module only starts, watches, stops and reads them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::run::RunError;
+use crate::observe::Verdict;
+
+/// How often a running child is looked at.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How long a stopped child has to clean up (its cell's fleet and
+/// cluster) after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// What one child run came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellVerdict {
+    /// The cell passed.
+    Pass,
+    /// The cell failed: a kill.
+    Fail,
+    /// The harness could not judge it (not a kill).
+    Inconclusive,
+    /// It ran past its budget.
+    Timeout,
+    /// The run stopped before any cell: the build was refused.
+    Error,
+    /// Stopped because another cell had already settled the build.
+    Stopped,
+}
+
+impl CellVerdict {
+    /// The word the reports use.
+    pub fn word(self) -> &'static str {
+        match self {
+            CellVerdict::Pass => "pass",
+            CellVerdict::Fail => "fail",
+            CellVerdict::Inconclusive => "inconclusive",
+            CellVerdict::Timeout => "timeout",
+            CellVerdict::Error => "error",
+            CellVerdict::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for CellVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// How one cell went for one build.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellOutcome {
+    /// The cell.
+    pub cell: String,
+    /// What the child run came to.
+    pub verdict: CellVerdict,
+    /// The first rule or step failure, when it failed.
+    pub rule: Option<String>,
+    /// Wall time of the child run, ms (with its artifacts and cluster).
+    pub elapsed_ms: u64,
+    /// The cell's own time as its report gives it, ms (0 without a report).
+    #[serde(default)]
+    pub cell_ms: u64,
+    /// The child's report folder (relative to the mutate folder), if it made one.
+    pub report: Option<String>,
+}
+
+/// One cell to run: its name, the folder its run goes under, its budget.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The cell.
+    pub cell: String,
+    /// Where the child's report folder and `rehearse.log` go.
+    pub under: PathBuf,
+    /// Stopped past this (a timeout); `None`: never.
+    pub budget: Option<Duration>,
+}
+
+/// A child run under way.
+struct Running {
+    job: Job,
+    child: Child,
+    started: Instant,
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Exited,
+    TimedOut,
+    Stopped,
+}
+
+/// Runs `jobs` as children made by `command` (given the job, with its
+/// output already pointed at the job's `rehearse.log`), up to `at_once`
+/// at a time in the order given. After each outcome, `settles` says
+/// whether the build is decided: the children still running are then
+/// stopped (their outcomes say `stopped`) and the jobs not yet started
+/// are left out. `seen` is told each outcome as it comes. Outcomes come
+/// back in the order they ended. On an error no child is left running.
+pub fn run_all(
+    jobs: &[Job],
+    at_once: u32,
+    dir: &Path,
+    command: &dyn Fn(&Job) -> Result<Command, RunError>,
+    settles: &dyn Fn(&CellOutcome) -> bool,
+    seen: &mut dyn FnMut(&CellOutcome),
+) -> Result<Vec<CellOutcome>, RunError> {
+    let at_once = at_once.max(1) as usize;
+    let mut waiting = jobs.iter();
+    let mut running: Vec<Running> = Vec::new();
+    let mut done = Vec::new();
+    let result = (|| {
+        loop {
+            while running.len() < at_once {
+                let Some(job) = waiting.next() else { break };
+                running.push(start(job, command)?);
+            }
+            if running.is_empty() {
+                return Ok(());
+            }
+            let mut i = 0;
+            while i < running.len() {
+                match poll(&mut running[i])? {
+                    None => i += 1,
+                    Some(ended) => {
+                        let outcome = outcome(running.swap_remove(i), ended, dir)?;
+                        seen(&outcome);
+                        let decided = settles(&outcome);
+                        done.push(outcome);
+                        if decided {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(POLL);
+        }
+    })();
+    // Settled, or an error: whatever still runs is stopped and reaped.
+    for r in &running {
+        terminate(&r.child);
+    }
+    for mut r in running {
+        reap(&mut r.child);
+        if result.is_ok() {
+            let o = outcome(r, Ended::Stopped, dir)?;
+            seen(&o);
+            done.push(o);
+        }
+    }
+    result.map(|()| done)
+}
+
+/// Starts `job`'s child.
+fn start(
+    job: &Job,
+    command: &dyn Fn(&Job) -> Result<Command, RunError>,
+) -> Result<Running, RunError> {
+    let fail = |detail: String| RunError::Cell {
+        cell: job.cell.clone(),
+        detail,
+    };
+    std::fs::create_dir_all(&job.under)
+        .map_err(|e| fail(format!("could not create {}: {e}", job.under.display())))?;
+    let log =
+        std::fs::File::create(job.under.join("rehearse.log")).map_err(|e| fail(e.to_string()))?;
+    let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
+    let mut cmd = command(job)?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    let child = cmd.spawn().map_err(|e| {
+        fail(format!(
+            "could not start {}: {e}",
+            cmd.get_program().to_string_lossy()
+        ))
+    })?;
+    Ok(Running {
+        job: job.clone(),
+        child,
+        started: Instant::now(),
+    })
+}
+
+/// Whether `r` has ended: exited, or stopped now because it ran past its budget.
+fn poll(r: &mut Running) -> Result<Option<Ended>, RunError> {
+    match r.child.try_wait() {
+        Ok(Some(_)) => return Ok(Some(Ended::Exited)),
+        Ok(None) => {}
+        Err(e) => {
+            return Err(RunError::Cell {
+                cell: r.job.cell.clone(),
+                detail: format!("waiting for the child run: {e}"),
+            });
+        }
+    }
+    match r.job.budget {
+        Some(budget) if r.started.elapsed() > budget => {
+            terminate(&r.child);
+            reap(&mut r.child);
+            Ok(Some(Ended::TimedOut))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// SIGTERM: rehearse stops its cell and cleans up.
+fn terminate(child: &Child) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+}
+
+/// Waits for a terminated child, SIGKILL after [`STOP_GRACE`].
+fn reap(child: &mut Child) {
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// What an ended child came to, from its report (or its log's last line
+/// when it made none).
+fn outcome(r: Running, ended: Ended, dir: &Path) -> Result<CellOutcome, RunError> {
+    let elapsed_ms = super::run::ms(r.started.elapsed());
+    let cell = r.job.cell;
+    let report_dir = newest_report(&r.job.under);
+    let report = report_dir
+        .as_ref()
+        .and_then(|d| d.strip_prefix(dir).ok())
+        .map(|p| p.display().to_string());
+    let bare = |verdict, rule| CellOutcome {
+        cell: cell.clone(),
+        verdict,
+        rule,
+        elapsed_ms,
+        cell_ms: 0,
+        report: report.clone(),
+    };
+    match ended {
+        Ended::TimedOut => return Ok(bare(CellVerdict::Timeout, None)),
+        Ended::Stopped => return Ok(bare(CellVerdict::Stopped, None)),
+        Ended::Exited => {}
+    }
+    let Some(report_dir) = report_dir else {
+        // No report: the run stopped before any cell (the build would
+        // not even say its version, or the harness failed).
+        let text = std::fs::read_to_string(r.job.under.join("rehearse.log")).unwrap_or_default();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        return Ok(bare(CellVerdict::Error, Some(last)));
+    };
+    let read =
+        crate::report::read_json(&report_dir.join("report.json")).map_err(|e| RunError::Cell {
+            cell: cell.clone(),
+            detail: awa_runtime::error::chain(&e),
+        })?;
+    let Some(c) = read.cells.first() else {
+        return Err(RunError::Cell {
+            cell: cell.clone(),
+            detail: format!("{} has no cell", report_dir.display()),
+        });
+    };
+    let rule = c
+        .findings
+        .first()
+        .map(|f| format!("{}: {}", f.rule.name(), f.message))
+        .or_else(|| c.step_failures.first().cloned())
+        .or_else(|| Some(c.verdict_reason.clone()).filter(|_| c.verdict != Verdict::Pass));
+    let verdict = match c.verdict {
+        Verdict::Pass => CellVerdict::Pass,
+        Verdict::Fail => CellVerdict::Fail,
+        Verdict::Inconclusive => CellVerdict::Inconclusive,
+    };
+    Ok(CellOutcome {
+        verdict,
+        rule,
+        cell_ms: c.elapsed_ms,
+        ..bare(verdict, None)
+    })
+}
+
+/// The run folder a child made under `under` (the one holding report.json).
+fn newest_report(under: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(under)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("report.json").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder for one test, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p =
+                std::env::temp_dir().join(format!("rehearse-child-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Scratch(p)
+        }
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A job whose child is `sh -c SCRIPT` (no report: its verdict is
+    /// `error` with the log's last line, unless stopped or timed out).
+    fn sh(dir: &Path, cell: &str, budget: Option<Duration>) -> Job {
+        Job {
+            cell: cell.to_owned(),
+            under: dir.join(cell),
+            budget,
+        }
+    }
+
+    fn script(job: &Job) -> Result<Command, RunError> {
+        let body = match job.cell.as_str() {
+            "quick" => "echo refused by the quick one; exit 1",
+            _ => "exec sleep 30",
+        };
+        let mut c = Command::new("sh");
+        c.args(["-c", body]);
+        Ok(c)
+    }
+
+    #[test]
+    fn a_settling_outcome_stops_the_running_cells_and_starts_no_more() {
+        let dir = Scratch::new("settle");
+        let jobs = [
+            sh(dir.path(), "slow", None),
+            sh(dir.path(), "quick", None),
+            sh(dir.path(), "never", None),
+        ];
+        let mut seen = Vec::new();
+        let started = Instant::now();
+        let out = run_all(
+            &jobs,
+            2,
+            dir.path(),
+            &script,
+            &|o| o.verdict == CellVerdict::Error,
+            &mut |o| seen.push(o.cell.clone()),
+        )
+        .unwrap();
+        let got: Vec<(&str, CellVerdict)> =
+            out.iter().map(|o| (o.cell.as_str(), o.verdict)).collect();
+        assert_eq!(
+            got,
+            [
+                ("quick", CellVerdict::Error),
+                ("slow", CellVerdict::Stopped)
+            ]
+        );
+        assert_eq!(out[0].rule.as_deref(), Some("refused by the quick one"));
+        assert_eq!(seen, ["quick", "slow"]);
+        assert!(!dir.path().join("never").exists(), "a third cell started");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the slow cell was waited for"
+        );
+    }
+
+    /// Children that each say whether another was running beside them.
+    fn overlaps(at_once: u32, tag: &str) -> Vec<String> {
+        let dir = Scratch::new(tag);
+        let jobs: Vec<Job> = ["a", "b", "c"]
+            .iter()
+            .map(|c| sh(dir.path(), c, None))
+            .collect();
+        let command = |job: &Job| -> Result<Command, RunError> {
+            let mut c = Command::new("sh");
+            c.args([
+                "-c",
+                "o=alone; for f in ../*/running; do [ -e \"$f\" ] && o=beside; done; touch running; sleep 0.3; rm running; echo $o; exit 1",
+            ])
+            .current_dir(&job.under);
+            Ok(c)
+        };
+        let out = run_all(
+            &jobs,
+            at_once,
+            dir.path(),
+            &command,
+            &|_| false,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(out.len(), 3, "every cell runs when none settles");
+        out.into_iter()
+            .map(|o| o.rule.unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn when_nothing_settles_every_cell_runs_and_never_more_than_at_once() {
+        assert_eq!(overlaps(1, "one"), ["alone"; 3]);
+        assert!(overlaps(3, "three").iter().any(|o| o == "beside"));
+    }
+
+    #[test]
+    fn a_cell_past_its_budget_is_a_timeout() {
+        let dir = Scratch::new("budget");
+        let jobs = [sh(dir.path(), "slow", Some(Duration::from_millis(300)))];
+        let started = Instant::now();
+        let out = run_all(&jobs, 4, dir.path(), &script, &|_| false, &mut |_| {}).unwrap();
+        assert_eq!(out[0].verdict, CellVerdict::Timeout);
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_child_that_cannot_start_is_an_error_and_leaves_nothing_running() {
+        let dir = Scratch::new("start");
+        let jobs = [
+            sh(dir.path(), "slow", None),
+            sh(dir.path(), "missing", None),
+        ];
+        let command = |job: &Job| -> Result<Command, RunError> {
+            if job.cell == "missing" {
+                return Ok(Command::new(dir.path().join("no-such-binary")));
+            }
+            script(job)
+        };
+        let started = Instant::now();
+        let err = run_all(&jobs, 2, dir.path(), &command, &|_| false, &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("could not start"), "{err}");
+        // The slow child was stopped, not left to run its 30 s.
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
+}
