@@ -1,0 +1,141 @@
+//! What the monitor sampled while the cell ran: each ring, the census,
+//! rotation liveness, lateness (the harness's, runtimes', leases') and
+//! ring rows outside their slots.
+
+use serde::{Deserialize, Serialize};
+
+/// One monitor sample of one ring.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingSample {
+    pub at_ms: u64,
+    pub ring: String,
+    /// `columns`, `ledger`, or `none` before the expand migration.
+    pub authority: String,
+    /// The singleton columns.
+    pub column_slot: i32,
+    pub column_generation: i64,
+    /// The ledger's max row (`None` before the expand migration).
+    pub ledger_generation: Option<i64>,
+    pub ledger_slot: Option<i32>,
+    /// Ledger rows, and generations missing between its min and max.
+    pub ledger_rows: i64,
+    pub ledger_gaps: i64,
+}
+
+/// Throughput and fleet counts at one sample time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CensusSample {
+    pub at_ms: u64,
+    /// Events seen so far, by `version` then kind (`accepted`, `started`, `finished`).
+    pub by_version: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
+    /// Fresh runtime_instances rows by version.
+    pub fresh_runtimes: std::collections::BTreeMap<String, u64>,
+    /// Rows in queue_terminal_rollup_deltas (0 before it exists).
+    pub delta_rows: i64,
+    /// Sessions waiting on a lock that rotation can be behind, at sample time.
+    pub lock_waits: i64,
+}
+
+/// A monitor tick that found the harness or a runtime late, by more than
+/// the monitor's recording floor: the starvation a cell's timings met.
+/// Added in report format 1.14.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateSample {
+    pub at_ms: u64,
+    /// How late the harness's own tasks woke since the tick before (the
+    /// monitor's pulse: CPU starvation of rehearse itself, not the
+    /// database's latency).
+    pub tick_late_ms: u64,
+    /// How far past its due time the latest heartbeat of the most
+    /// overdue runtime that should have been beating was (its age less
+    /// the heartbeat interval); 0 when none was late.
+    pub beat_late_ms: u64,
+    /// That runtime's process name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+}
+
+/// One ring as a liveness sample saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingLiveness {
+    pub ring: String,
+    /// The authoritative cursor (`awa.ring_cursor(ring)`).
+    pub slot: i32,
+    pub generation: i64,
+    /// Whether any partition of the ring holds a row.
+    pub busy: bool,
+    /// Whether the slot after the current one holds live work (a ready
+    /// entry, an open claim, a held lease): the one reason rotation may
+    /// stand still while the ring holds rows.
+    pub next_live: bool,
+}
+
+/// What rotation liveness depends on, at one sample time (one snapshot).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivenessSample {
+    pub at_ms: u64,
+    /// `columns`, `ledger`, or `none` before the expand migration.
+    pub authority: String,
+    /// Fresh runtimes marked maintenance leader, and how many of them
+    /// report a `binary_version` (flip-aware: able to rotate ledgers).
+    pub leaders: u64,
+    pub flip_aware_leaders: u64,
+    /// Sessions waiting on a lock that rotation can be behind, at sample
+    /// time (see the monitor's `ROTATION_LOCK_WAITS`).
+    pub lock_waits: i64,
+    /// The database did not answer the tick (or ticks) before this one (a
+    /// `pg_crash`): what happened in between is unknown.
+    #[serde(default)]
+    pub after_outage: bool,
+    /// Attempts a rescue pass would take for their heartbeat (a lease, or
+    /// its runtime, older than `stale_after`, or the runtime gone), at
+    /// sample time: after a kill or a PostgreSQL crash, the inheritance a
+    /// leader works through before it rotates.
+    #[serde(default)]
+    pub rescue_pending: i64,
+    pub rings: Vec<RingLiveness>,
+}
+
+/// A runtime whose heartbeat the monitor found older than half
+/// `stale_after`, by the database's clock, whatever held it back (CPU
+/// starvation, a lock on `runtime_instances` such as a migration's, its
+/// own waits). A crash rescue of an attempt of a runtime never seen here
+/// took an attempt whose runtime was beating on time.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LateRuntime {
+    /// Its `runtime_instances` key.
+    pub instance_id: String,
+    /// The first tick that saw it late (ms since the cell started).
+    pub first_ms: u64,
+    /// The oldest heartbeat age seen, in ms.
+    pub age_ms: u64,
+}
+
+/// A lease whose heartbeat the monitor found older than half
+/// `stale_after`: its runtime was not refreshing it (killed, suspended,
+/// or its heartbeat held back, as 0.6's heartbeat waits behind its own
+/// closes). A lease rescued for its heartbeat without ever being seen
+/// here was fresh when the rescue took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LateLease {
+    pub job_id: i64,
+    pub run_lease: i64,
+    /// The first tick that saw it late (ms since the cell started).
+    pub first_ms: u64,
+    /// The oldest heartbeat age seen, in ms.
+    pub age_ms: u64,
+}
+
+/// How many monitor ticks with misplaced rows a cell keeps: the first
+/// ones say where it began; later ticks repeat them.
+pub const MISPLACED_SAMPLES_KEPT: usize = 20;
+
+/// A monitor tick that found ring rows where no cursor put them. Added in
+/// report format 1.18.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MisplacedSample {
+    /// When (ms since the cell started).
+    pub at_ms: u64,
+    /// Per ring and kind of row.
+    pub rows: Vec<awa_runtime::store::audit::Misplaced>,
+}

@@ -1,0 +1,274 @@
+//! What the cell's steps did: each phase and how it ended, the steps
+//! that failed, the faults and their evidence, and each kind of step's
+//! own record (flips, fences, fleets started mid-migration, holds,
+//! cancels, `rings_pruned_back` and the schema checks).
+
+use awa_runtime::events::Event;
+use serde::{Deserialize, Serialize};
+
+use crate::matrix::{FlipMode, Outcome};
+
+use super::wording::{count, duration};
+
+/// A phase of the cell: one step, with its timing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phase {
+    /// 1-based step index (0 for setup, and for the final drain/reconcile phases).
+    pub step: usize,
+    /// Short name: `fleet`, `migrate`, `flip`, `reconcile`, ...
+    pub name: String,
+    /// Human description of what happened.
+    pub detail: String,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub outcome: StepOutcome,
+}
+
+/// How a phase ended. Written in report.json as the word of each variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepOutcome {
+    /// It did what the plan says.
+    #[serde(rename = "ok")]
+    Ok,
+    /// The product refused (as required, or as a step failure).
+    #[serde(rename = "refused")]
+    Refused,
+    /// The product gave up waiting for a lock another process holds,
+    /// naming it (as required, or as a step failure).
+    #[serde(rename = "blocked")]
+    Blocked,
+    /// The product did not do what the plan requires (a step failure).
+    #[serde(rename = "failed")]
+    Failed,
+    /// A fenced binary wrote or kept running (judged by reconciliation).
+    #[serde(rename = "breached")]
+    Breached,
+    /// What the step waited for did not happen in time.
+    #[serde(rename = "timed out")]
+    TimedOut,
+    /// A fault is armed for the next migrate or flip.
+    #[serde(rename = "armed")]
+    Armed,
+    /// The harness could not go on.
+    #[serde(rename = "harness error")]
+    HarnessError,
+    /// Ctrl-C or SIGTERM to rehearse.
+    #[serde(rename = "interrupted")]
+    Interrupted,
+}
+
+impl StepOutcome {
+    /// The word used in report.json and every report.
+    pub fn word(self) -> &'static str {
+        match self {
+            StepOutcome::Ok => "ok",
+            StepOutcome::Refused => "refused",
+            StepOutcome::Blocked => "blocked",
+            StepOutcome::Failed => "failed",
+            StepOutcome::Breached => "breached",
+            StepOutcome::TimedOut => "timed out",
+            StepOutcome::Armed => "armed",
+            StepOutcome::HarnessError => "harness error",
+            StepOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for StepOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// A step that did not do what the plan requires: the product failed
+/// where the driver could see it directly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepFailure {
+    /// 1-based step index (0 for setup and the final drain).
+    pub step: usize,
+    /// The step's kind (`migrate`, `assert`, `drain`, ...).
+    pub kind: String,
+    /// What went wrong, in one sentence.
+    pub message: String,
+}
+
+impl std::fmt::Display for StepFailure {
+    /// `step 5 (migrate): current-migrate-1 was refused: ...`, as report.json has it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "step {} ({}): {}", self.step, self.kind, self.message)
+    }
+}
+
+/// A fault step and the evidence that it did what it declares: a kill
+/// interrupted in-flight attempts, a crash landed inside an open
+/// migration or flip transaction, a required refusal came for the
+/// declared reason. A fault without that evidence makes the cell
+/// inconclusive (the run cannot judge what the fault was for).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRecord {
+    /// 1-based step index (a kill armed at one step fires in a later one).
+    pub step: usize,
+    /// What the step declares, in words (`kill worker of previous`).
+    pub fault: String,
+    /// Whether the evidence shows it did.
+    pub fired: bool,
+    /// The evidence, or what was seen instead.
+    pub evidence: String,
+}
+
+/// One run of `awa storage flip-ring-authority`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlipRecord {
+    /// `manual`, `force` or `auto`.
+    pub mode: FlipMode,
+    /// `ok`, `refused` or `blocked`: what the step expected.
+    pub expected: Outcome,
+    /// Process exit code (`None` for an auto-flip observed in the database).
+    pub exit_code: Option<i32>,
+    pub at_ms: u64,
+    /// The events the command printed (for an auto-flip, the `flipped`
+    /// events the cell's workers printed).
+    pub output: Vec<Event>,
+}
+
+/// An old binary started after the flip to prove the fence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceRecord {
+    pub artifact: String,
+    pub version: String,
+    pub exit_code: Option<i32>,
+    /// Whether it printed a `refused` event.
+    pub refused: bool,
+    /// Digests of the storage state (cursor columns, ledgers, authority,
+    /// runtime_instances rows of that binary) before and after.
+    pub state_before: String,
+    pub state_after: String,
+    pub stderr_tail: String,
+}
+
+/// Runtimes a `fleet ... when = "during_migrate"` step started inside a
+/// migration, and which of them registered before it committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MidMigrationStart {
+    pub artifact: String,
+    pub version: String,
+    /// The processes started.
+    pub processes: Vec<String>,
+    /// Milliseconds since the cell started.
+    pub at_ms: u64,
+    /// The migration was past its preflight and still in flight when they
+    /// were started (without it the fault did not land inside it).
+    pub inside: bool,
+    /// `runtime_instances` names of theirs visible while the migration was
+    /// still in flight: the preflight's lock should hold every one back.
+    pub registered_in_flight: Vec<String>,
+}
+
+/// A `hold` with `until`: whether its condition held before the hold's
+/// duration ran out (if not, the steps after it ran anyway, without it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntilRecord {
+    /// The hold's step (1-based).
+    pub step: usize,
+    pub until: crate::matrix::Until,
+    pub held: bool,
+    /// When the hold ended (ms since the cell started).
+    pub at_ms: u64,
+}
+
+/// One operator cancel (`awa job cancel`) a `cancel` step ran. Added in
+/// report format 1.18.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRecord {
+    pub job_id: i64,
+    /// What the job was when picked: `running` or `available`.
+    pub state: String,
+    /// The artifact and version whose binary cancelled it.
+    pub artifact: String,
+    pub version: String,
+    /// The command's answer: the job was live, so the cancel took it
+    /// (`None`: it printed no answer).
+    pub was_live: Option<bool>,
+    /// When the command ended (ms since the cell started).
+    pub at_ms: u64,
+}
+
+/// One ring after a `rings_pruned_back` check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingPrunedBack {
+    pub ring: String,
+    /// The ring's generation when the workload was done: every row of
+    /// this generation or older must be pruned.
+    pub through_generation: i64,
+    /// Rows of those generations still in the ring when the check ended.
+    pub rows_left: i64,
+    /// The ring's generation when the check ended (or gave up on it).
+    #[serde(default)]
+    pub generation: i64,
+    /// How long its generation had not moved by then.
+    #[serde(default)]
+    pub still_ms: u64,
+}
+
+impl RingPrunedBack {
+    /// `3 rotations past it, then stood still for 12.0s`.
+    pub fn progress(&self) -> String {
+        let rotations = (self.generation - self.through_generation)
+            .max(0)
+            .unsigned_abs();
+        format!(
+            "{} past it, then stood still for {}",
+            count(rotations, "rotation"),
+            duration(self.still_ms)
+        )
+    }
+}
+
+/// A `rings_pruned_back` check: how long it waited and what was left.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrunedBack {
+    pub step: usize,
+    /// When the workload's jobs were all done (ms since the cell started).
+    pub from_ms: u64,
+    pub waited_ms: u64,
+    /// How long a ring's cursor could stand still before the check gave
+    /// up on it (a wrap of rotations and a few more at the cell's cadence).
+    pub bound_ms: u64,
+    pub rings: Vec<RingPrunedBack>,
+}
+
+/// One row of `awa.schema_version`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SchemaVersionRow {
+    pub version: i32,
+    /// `applied_at`, in microseconds since the Unix epoch.
+    pub applied_at_us: i64,
+}
+
+/// `awa.schema_version` after a step that may write it (setup, migrate).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaRecord {
+    /// 1-based step index; 0 for setup.
+    pub step: usize,
+    /// The artifact whose `awa migrate` ran, and its version.
+    pub by: String,
+    pub at_ms: u64,
+    /// The rows, by version.
+    pub rows: Vec<SchemaVersionRow>,
+}
+
+/// A `schema_matches_fresh` comparison: what differed from a fresh install.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaCheck {
+    pub step: usize,
+    pub at_ms: u64,
+    /// The artifact (and version) whose fresh install was the reference.
+    pub fresh_by: String,
+    /// Objects the upgraded schema has.
+    pub objects: usize,
+    /// Wall time of the comparison (scratch database, fresh install,
+    /// both introspections, diff, drop).
+    pub elapsed_ms: u64,
+    /// Differences, intended or not, and declarations that matched nothing.
+    pub judged: crate::schema::Judged,
+}
