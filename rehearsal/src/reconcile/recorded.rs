@@ -138,8 +138,24 @@ fn designed(mode: Option<&str>) -> Option<(&'static str, i32, i32, bool, bool)> 
     ))
 }
 
-/// The job audit (`audit::JOB_AUDIT`) over the recorded rows.
+/// The job audit (`audit::JOB_AUDIT`) over the recorded rows: the facts
+/// of each job gathered, then counted and judged one job at a time.
 fn job_audit(h: &History) -> JobAudit {
+    let mut facts = audited_jobs(h);
+    count_executions(h, &mut facts);
+    count_terminals(h, &mut facts);
+    let mut out = JobAudit::default();
+    let mut offences = Offences::new();
+    for (&id, f) in &facts {
+        count_job(&mut out, f);
+        offences.judge(id, f);
+    }
+    offences.into_audit(&mut out);
+    out
+}
+
+/// The audited jobs' own facts (flags, mode, cap), and which are live.
+fn audited_jobs(h: &History) -> BTreeMap<i64, Facts<'_>> {
     let mut facts: BTreeMap<i64, Facts<'_>> = BTreeMap::new();
     let j = &h.jobs;
     for (i, &id) in j.id.iter().enumerate() {
@@ -161,6 +177,12 @@ fn job_audit(h: &History) -> JobAudit {
             f.live = true;
         }
     }
+    facts
+}
+
+/// Each audited job's runs by how they ended, and the runs numbered
+/// otherwise than the run before them leaves them.
+fn count_executions<'h>(h: &'h History, facts: &mut BTreeMap<i64, Facts<'h>>) {
     let e = &h.executions;
     for (i, id) in e.job.iter().enumerate() {
         // Only audited jobs' executions are counted, as the audit joins them.
@@ -192,6 +214,11 @@ fn job_audit(h: &History) -> JobAudit {
         f.stale += i32::from(outcome == Some("stale"));
         f.first_interrupted |= e.attempt[i] == 1 && interrupted;
     }
+}
+
+/// Every job's terminal records (an unaudited job's too): how many, the
+/// least state and the highest attempt.
+fn count_terminals<'h>(h: &'h History, facts: &mut BTreeMap<i64, Facts<'h>>) {
     let t = &h.terminals;
     for (i, &id) in t.job.iter().enumerate() {
         let f = facts.entry(id).or_default();
@@ -204,30 +231,73 @@ fn job_audit(h: &History) -> JobAudit {
             f.attempt.max(t.attempt[i])
         };
     }
+}
 
-    let mut out = JobAudit::default();
-    let (mut lost, mut duplicate, mut wrong_state, mut wrong_attempt) =
-        (Gather::new(), Gather::new(), Gather::new(), Gather::new());
-    let (mut double_completion, mut excess_runs, mut unaccounted, mut misnumbered) =
-        (Gather::new(), Gather::new(), Gather::new(), Gather::new());
-    for (&id, f) in &facts {
+/// What the job should have ended as, (state, attempt): its mode's
+/// designed terminal, moved on by its interruptions, failed past its cap.
+fn expected_end(f: &Facts<'_>) -> (&'static str, i32) {
+    let d = designed(f.mode);
+    let designed_state = d.map_or("failed", |d| d.0);
+    let planned_attempt = match d {
+        Some((_, _, 1, _, _)) => f.max_attempts,
+        _ => {
+            d.map_or(1, |d| d.1) + f.interrupted
+                - i32::from(d.is_some_and(|d| d.3) && f.first_interrupted)
+        }
+    };
+    let cap = f.max_attempts + i32::from(d.is_some_and(|d| d.4) && !f.first_interrupted);
+    let expected_state = if planned_attempt > cap {
+        "failed"
+    } else {
+        designed_state
+    };
+    (expected_state, planned_attempt.min(cap))
+}
+
+/// One job's share of the audit's counts.
+fn count_job(out: &mut JobAudit, f: &Facts<'_>) {
+    if f.audited {
+        out.audited += 1;
+        out.terminal += i64::from(f.records);
+        out.interrupted_runs += i64::from(f.interrupted + f.released);
+        out.stale_runs += i64::from(f.stale);
+    }
+    out.uncertain += i64::from(f.uncertain);
+    out.uncertain_found += i64::from(f.uncertain && (f.records > 0 || f.live));
+    out.cron += i64::from(f.cron);
+    out.live += i64::from(f.live);
+}
+
+/// The jobs each of the audit's rules flags, gathered in id order.
+struct Offences {
+    lost: Gather,
+    duplicate: Gather,
+    wrong_state: Gather,
+    wrong_attempt: Gather,
+    double_completion: Gather,
+    excess_runs: Gather,
+    unaccounted: Gather,
+    misnumbered: Gather,
+}
+
+impl Offences {
+    fn new() -> Offences {
+        Offences {
+            lost: Gather::new(),
+            duplicate: Gather::new(),
+            wrong_state: Gather::new(),
+            wrong_attempt: Gather::new(),
+            double_completion: Gather::new(),
+            excess_runs: Gather::new(),
+            unaccounted: Gather::new(),
+            misnumbered: Gather::new(),
+        }
+    }
+
+    /// Job `id` judged by every rule (called in ascending id order).
+    fn judge(&mut self, id: i64, f: &Facts<'_>) {
         let mode = f.mode.unwrap_or("");
-        let d = designed(f.mode);
-        let designed_state = d.map_or("failed", |d| d.0);
-        let planned_attempt = match d {
-            Some((_, _, 1, _, _)) => f.max_attempts,
-            _ => {
-                d.map_or(1, |d| d.1) + f.interrupted
-                    - i32::from(d.is_some_and(|d| d.3) && f.first_interrupted)
-            }
-        };
-        let cap = f.max_attempts + i32::from(d.is_some_and(|d| d.4) && !f.first_interrupted);
-        let expected_state = if planned_attempt > cap {
-            "failed"
-        } else {
-            designed_state
-        };
-        let expected_attempt = planned_attempt.min(cap);
+        let (expected_state, expected_attempt) = expected_end(f);
         let state = f.state.unwrap_or("");
         let account = || {
             format!(
@@ -235,39 +305,30 @@ fn job_audit(h: &History) -> JobAudit {
                 f.max_attempts, f.interrupted, f.attempt
             )
         };
-        if f.audited {
-            out.audited += 1;
-            out.terminal += i64::from(f.records);
-            out.interrupted_runs += i64::from(f.interrupted + f.released);
-            out.stale_runs += i64::from(f.stale);
-        } else {
-            unaccounted.add(id, String::new);
+        if !f.audited {
+            self.unaccounted.add(id, String::new);
         }
-        out.uncertain += i64::from(f.uncertain);
-        out.uncertain_found += i64::from(f.uncertain && (f.records > 0 || f.live));
-        out.cron += i64::from(f.cron);
-        out.live += i64::from(f.live);
         if f.audited && !f.uncertain && f.records == 0 && !f.live {
-            lost.add(id, || format!("job {id} ({mode})"));
+            self.lost.add(id, || format!("job {id} ({mode})"));
         }
         if f.records > 1 {
             let mode = f.mode.unwrap_or("not audited");
-            duplicate.add(id, || {
+            self.duplicate.add(id, || {
                 format!("job {id} ({mode}) has {} terminal records", f.records)
             });
         }
         if f.audited && f.records == 1 && !f.op_cancelled && state != expected_state {
-            wrong_state.add(id, account);
+            self.wrong_state.add(id, account);
         } else if f.audited
             && f.records == 1
             && !f.op_cancelled
             && state == expected_state
             && f.attempt != expected_attempt
         {
-            wrong_attempt.add(id, account);
+            self.wrong_attempt.add(id, account);
         }
         if f.audited && f.misnumbered > 0 {
-            misnumbered.add(id, || {
+            self.misnumbered.add(id, || {
                 format!(
                     "job {id} ({mode}): {}",
                     f.misnumbered_how.as_deref().unwrap_or_default()
@@ -276,7 +337,7 @@ fn job_audit(h: &History) -> JobAudit {
         }
         if f.completions > 1 {
             let mode = f.mode.unwrap_or("not audited");
-            double_completion.add(id, || {
+            self.double_completion.add(id, || {
                 format!(
                     "job {id} ({mode}) has {} executions that completed",
                     f.completions
@@ -284,7 +345,7 @@ fn job_audit(h: &History) -> JobAudit {
             });
         }
         if f.audited && f.records >= 1 && f.runs > f.attempt + f.stale + f.released {
-            excess_runs.add(id, || {
+            self.excess_runs.add(id, || {
                 format!(
                     "job {id} ({mode}) ran {} times but ended on attempt {} ({} released, {} stale)",
                     f.runs, f.attempt, f.released, f.stale
@@ -292,17 +353,20 @@ fn job_audit(h: &History) -> JobAudit {
             });
         }
     }
-    out.lost = lost.done();
-    out.duplicate = duplicate.done();
-    out.wrong_state = wrong_state.done();
-    out.wrong_attempt = wrong_attempt.done();
-    out.misnumbered = misnumbered.done();
-    out.double_completion = double_completion.done();
-    out.excess_runs = excess_runs.done();
-    let mut unaccounted = unaccounted.done();
-    unaccounted.example = None;
-    out.unaccounted = unaccounted;
-    out
+
+    /// The flagged jobs into the audit (the unaccounted ones without an example).
+    fn into_audit(self, out: &mut JobAudit) {
+        out.lost = self.lost.done();
+        out.duplicate = self.duplicate.done();
+        out.wrong_state = self.wrong_state.done();
+        out.wrong_attempt = self.wrong_attempt.done();
+        out.misnumbered = self.misnumbered.done();
+        out.double_completion = self.double_completion.done();
+        out.excess_runs = self.excess_runs.done();
+        let mut unaccounted = self.unaccounted.done();
+        unaccounted.example = None;
+        out.unaccounted = unaccounted;
+    }
 }
 
 /// Live rows and open claims (`audit::STUCK`).
