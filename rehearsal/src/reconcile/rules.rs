@@ -14,122 +14,151 @@ pub(super) const RECONCILE: &str = "reconcile";
 
 /// Every job, cron and count finding.
 pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
-    let jobs = &storage.jobs;
-    let stuck = stuck_what(storage);
-    let mut out = Vec::new();
-    let mut add = |rule: FindingRule, offenders: &Offenders, what: (&str, &str)| {
-        if !offenders.is_empty() {
-            out.push(from_offenders(rule, offenders, what));
-        }
-    };
-    add(
-        FindingRule::Lost,
-        &jobs.lost,
-        (
-            "accepted job has no terminal record and no live row",
-            "accepted jobs have no terminal record and no live row",
-        ),
-    );
-    add(
-        FindingRule::Duplicate,
-        &jobs.duplicate,
-        (
-            "job has more than one terminal record",
-            "jobs have more than one terminal record",
-        ),
-    );
-    add(
-        FindingRule::WrongState,
-        &jobs.wrong_state,
-        (
-            "job ended in a state its mode was not designed for",
-            "jobs ended in a state their mode was not designed for",
-        ),
-    );
-    add(
-        FindingRule::WrongAttempt,
-        &overruns_n1_let_through(&jobs.wrong_attempt, obs),
-        (
-            "job ended on an attempt its mode and interruptions do not explain",
-            "jobs ended on an attempt their mode and interruptions do not explain",
-        ),
-    );
-    // Run by run: a graceful stop's release gives its attempt back, any
-    // other ending spends it. A mode that ends at the cap hides a spent
-    // release in its terminal; its runs still show it.
-    add(
-        FindingRule::WrongAttempt,
-        &jobs.misnumbered,
-        (
-            "job ran an attempt its run before does not explain (a released attempt runs again under its number)",
-            "jobs ran an attempt their run before does not explain (a released attempt runs again under its number)",
-        ),
-    );
-    add(
-        FindingRule::Stuck,
-        &storage.stuck.jobs,
-        (&stuck.0, &stuck.1),
-    );
-    add(
-        FindingRule::UnreachableReady,
-        &storage.unreachable,
-        (
-            "job is ready where no claim can reach it",
-            "jobs are ready where no claim can reach them",
-        ),
-    );
-    add(
-        FindingRule::DoubleExecution,
-        &jobs.double_completion,
-        (
-            "job recorded more than one completed execution",
-            "jobs recorded more than one completed execution",
-        ),
-    );
-    add(
-        FindingRule::DoubleExecution,
-        &jobs.excess_runs,
-        (
-            "job executed more often than its attempts, releases and stale runs explain",
-            "jobs executed more often than their attempts, releases and stale runs explain",
-        ),
-    );
-    add(
-        FindingRule::TerminalMismatch,
-        &storage.mismatched,
-        (
-            "job has a terminal record that is not the outcome of its last run (run lease and attempt)",
-            "jobs have a terminal record that is not the outcome of their last run (run lease and attempt)",
-        ),
-    );
-    // The database's clock against the contract's waits (`run_at`, retry
-    // backoff, snooze); see `audit::EARLY_STARTS`. Every release writes
-    // `finished_at` and the producers' `run_at_ms` the same way, but only
-    // 0.7 on records an attempt's start after its claim's snapshot, so
-    // only the runs it claimed are judged (`STARTS_AFTER_SNAPSHOT_SINCE`),
-    // whichever runtime closed the attempt before or promoted the job.
-    add(
-        FindingRule::EarlyStart,
-        &storage.early,
-        (
-            "job started an attempt before it was due",
-            "jobs started an attempt before it was due",
-        ),
-    );
-    add(
-        FindingRule::CancelIgnored,
-        &jobs.cancel_ignored,
-        (
-            "job an operator cancelled while it was live did not end cancelled",
-            "jobs an operator cancelled while they were live did not end cancelled",
-        ),
-    );
+    let mut out = how_jobs_ended(storage, obs);
+    out.extend(jobs_left_live(storage));
+    out.extend(how_jobs_ran(storage));
     out.extend(rescue_unproven(storage, obs));
     out.extend(unexplained_interruptions(storage, obs));
     out.extend(unstopped_handlers(obs));
     out.extend(cron(storage));
     out.extend(count_drift(storage));
     out
+}
+
+/// A finding for each rule of `table` whose offenders are not empty, in
+/// the table's order: `(rule, offenders, what after one and after several)`.
+fn flagged(table: &[(FindingRule, &Offenders, (&str, &str))]) -> Vec<Finding> {
+    table
+        .iter()
+        .filter(|(_, offenders, _)| !offenders.is_empty())
+        .map(|&(rule, offenders, what)| from_offenders(rule, offenders, what))
+        .collect()
+}
+
+/// The terminal records against the jobs accepted: missing, doubled, or
+/// not the state and attempt the job's mode and interruptions explain.
+fn how_jobs_ended(storage: &Storage, obs: &Observations) -> Vec<Finding> {
+    let jobs = &storage.jobs;
+    let wrong_attempt = overruns_n1_let_through(&jobs.wrong_attempt, obs);
+    flagged(&[
+        (
+            FindingRule::Lost,
+            &jobs.lost,
+            (
+                "accepted job has no terminal record and no live row",
+                "accepted jobs have no terminal record and no live row",
+            ),
+        ),
+        (
+            FindingRule::Duplicate,
+            &jobs.duplicate,
+            (
+                "job has more than one terminal record",
+                "jobs have more than one terminal record",
+            ),
+        ),
+        (
+            FindingRule::WrongState,
+            &jobs.wrong_state,
+            (
+                "job ended in a state its mode was not designed for",
+                "jobs ended in a state their mode was not designed for",
+            ),
+        ),
+        (
+            FindingRule::WrongAttempt,
+            &wrong_attempt,
+            (
+                "job ended on an attempt its mode and interruptions do not explain",
+                "jobs ended on an attempt their mode and interruptions do not explain",
+            ),
+        ),
+        // Run by run: a graceful stop's release gives its attempt back, any
+        // other ending spends it. A mode that ends at the cap hides a spent
+        // release in its terminal; its runs still show it.
+        (
+            FindingRule::WrongAttempt,
+            &jobs.misnumbered,
+            (
+                "job ran an attempt its run before does not explain (a released attempt runs again under its number)",
+                "jobs ran an attempt their run before does not explain (a released attempt runs again under its number)",
+            ),
+        ),
+    ])
+}
+
+/// Jobs still live at the end: stuck, or ready where no claim reaches them.
+fn jobs_left_live(storage: &Storage) -> Vec<Finding> {
+    let stuck = stuck_what(storage);
+    flagged(&[
+        (
+            FindingRule::Stuck,
+            &storage.stuck.jobs,
+            (&stuck.0, &stuck.1),
+        ),
+        (
+            FindingRule::UnreachableReady,
+            &storage.unreachable,
+            (
+                "job is ready where no claim can reach it",
+                "jobs are ready where no claim can reach them",
+            ),
+        ),
+    ])
+}
+
+/// The runs against the jobs: executed too often, ended otherwise than
+/// recorded, started early, or not stopped by an operator's cancel.
+fn how_jobs_ran(storage: &Storage) -> Vec<Finding> {
+    let jobs = &storage.jobs;
+    flagged(&[
+        (
+            FindingRule::DoubleExecution,
+            &jobs.double_completion,
+            (
+                "job recorded more than one completed execution",
+                "jobs recorded more than one completed execution",
+            ),
+        ),
+        (
+            FindingRule::DoubleExecution,
+            &jobs.excess_runs,
+            (
+                "job executed more often than its attempts, releases and stale runs explain",
+                "jobs executed more often than their attempts, releases and stale runs explain",
+            ),
+        ),
+        (
+            FindingRule::TerminalMismatch,
+            &storage.mismatched,
+            (
+                "job has a terminal record that is not the outcome of its last run (run lease and attempt)",
+                "jobs have a terminal record that is not the outcome of their last run (run lease and attempt)",
+            ),
+        ),
+        // The database's clock against the contract's waits (`run_at`, retry
+        // backoff, snooze); see `audit::EARLY_STARTS`. Every release writes
+        // `finished_at` and the producers' `run_at_ms` the same way, but only
+        // 0.7 on records an attempt's start after its claim's snapshot, so
+        // only the runs it claimed are judged (`STARTS_AFTER_SNAPSHOT_SINCE`),
+        // whichever runtime closed the attempt before or promoted the job.
+        (
+            FindingRule::EarlyStart,
+            &storage.early,
+            (
+                "job started an attempt before it was due",
+                "jobs started an attempt before it was due",
+            ),
+        ),
+        (
+            FindingRule::CancelIgnored,
+            &jobs.cancel_ignored,
+            (
+                "job an operator cancelled while it was live did not end cancelled",
+                "jobs an operator cancelled while they were live did not end cancelled",
+            ),
+        ),
+    ])
 }
 
 /// `N what; first: example`, `what` as it reads after one job and after several.
