@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::fleet::events::Flipped;
+use crate::fleet::events::{Finished, Flipped, Started};
 use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, Parsed, ProcId, Report};
 use crate::observe::{AcceptedJob, ContractCount, DisownedRun, InFlight, UnstoppedHandler};
 use crate::stream::{Events, RunEvent};
@@ -360,59 +360,8 @@ impl FleetView {
             }
             Event::Refused(r) => proc.refused = Some(r.reason),
             Event::Fatal(f) => proc.fatal = Some(f.error),
-            Event::Started(s) => {
-                proc.started += 1;
-                let older = proc
-                    .in_flight
-                    .range((s.job_id, i64::MIN)..(s.job_id, s.run_lease))
-                    .next()
-                    .map(|(&(_, run_lease), &attempt)| (run_lease, attempt));
-                if let Some((run_lease, attempt)) = older
-                    && stops_lost_handlers(&proc.version)
-                {
-                    self.unstopped.push(UnstoppedHandler {
-                        process: proc.name.clone(),
-                        job_id: s.job_id,
-                        attempt,
-                        run_lease,
-                        next_run_lease: s.run_lease,
-                        at_ms,
-                    });
-                }
-                proc.in_flight.insert((s.job_id, s.run_lease), s.attempt);
-                if s.attempt == 1 && s.mode == Some(awa_runtime::workload::Mode::OverrunDeadline) {
-                    self.overruns.insert((s.job_id, s.run_lease), at_ms);
-                }
-                self.claimed_by.insert(s.version);
-            }
-            Event::Finished(f) => {
-                proc.finished += 1;
-                proc.in_flight.remove(&(f.job_id, f.run_lease));
-                let key = (f.job_id, f.run_lease);
-                use awa_runtime::events::AttemptOutcome as O;
-                match f.outcome {
-                    O::Stale => {
-                        self.lost_by_run.insert(key);
-                    }
-                    O::Retry | O::Snoozed => {
-                        self.closed_by_run.insert(key, false);
-                    }
-                    O::Completed | O::Failed | O::Cancelled | O::DeadLettered => {
-                        self.closed_by_run.insert(key, true);
-                    }
-                }
-                if let Some(started_ms) = self.overruns.remove(&key)
-                    && f.outcome == O::Completed
-                {
-                    self.overruns_completed
-                        .push(crate::observe::UnrescuedOverrun {
-                            job_id: f.job_id,
-                            started_ms,
-                            finished_ms: at_ms,
-                        });
-                }
-                self.judge_late_result(id, f.job_id, f.run_lease);
-            }
+            Event::Started(s) => self.on_started(id, at_ms, s),
+            Event::Finished(f) => self.on_finished(id, at_ms, f),
             // The worker stopped the attempt's handler: its lease is gone.
             Event::LeaseLost(l) => {
                 proc.in_flight.remove(&(l.job_id, l.run_lease));
@@ -467,6 +416,69 @@ impl FleetView {
         ) {
             self.count(version, kind, 1);
         }
+    }
+
+    /// An attempt started: in flight in its process, an overrun's first
+    /// attempt timed, and a handler the process left running under an
+    /// older run lease of the same job recorded.
+    fn on_started(&mut self, id: ProcId, at_ms: u64, s: Started) {
+        let proc = &mut self.procs[id];
+        proc.started += 1;
+        let older = proc
+            .in_flight
+            .range((s.job_id, i64::MIN)..(s.job_id, s.run_lease))
+            .next()
+            .map(|(&(_, run_lease), &attempt)| (run_lease, attempt));
+        if let Some((run_lease, attempt)) = older
+            && stops_lost_handlers(&proc.version)
+        {
+            self.unstopped.push(UnstoppedHandler {
+                process: proc.name.clone(),
+                job_id: s.job_id,
+                attempt,
+                run_lease,
+                next_run_lease: s.run_lease,
+                at_ms,
+            });
+        }
+        proc.in_flight.insert((s.job_id, s.run_lease), s.attempt);
+        if s.attempt == 1 && s.mode == Some(awa_runtime::workload::Mode::OverrunDeadline) {
+            self.overruns.insert((s.job_id, s.run_lease), at_ms);
+        }
+        self.claimed_by.insert(s.version);
+    }
+
+    /// An attempt finished: out of flight, its run closed (finally or for
+    /// another try) or lost, an overrun completed unrescued recorded, and
+    /// a result after a rescue judged.
+    fn on_finished(&mut self, id: ProcId, at_ms: u64, f: Finished) {
+        let proc = &mut self.procs[id];
+        proc.finished += 1;
+        proc.in_flight.remove(&(f.job_id, f.run_lease));
+        let key = (f.job_id, f.run_lease);
+        use awa_runtime::events::AttemptOutcome as O;
+        match f.outcome {
+            O::Stale => {
+                self.lost_by_run.insert(key);
+            }
+            O::Retry | O::Snoozed => {
+                self.closed_by_run.insert(key, false);
+            }
+            O::Completed | O::Failed | O::Cancelled | O::DeadLettered => {
+                self.closed_by_run.insert(key, true);
+            }
+        }
+        if let Some(started_ms) = self.overruns.remove(&key)
+            && f.outcome == O::Completed
+        {
+            self.overruns_completed
+                .push(crate::observe::UnrescuedOverrun {
+                    job_id: f.job_id,
+                    started_ms,
+                    finished_ms: at_ms,
+                });
+        }
+        self.judge_late_result(id, f.job_id, f.run_lease);
     }
 
     /// A result of attempt (`job_id`, `run_lease`), reported by `id`, that
