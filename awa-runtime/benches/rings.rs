@@ -7,6 +7,7 @@
 
 use awa_harness::pgtemp::Cluster;
 use awa_runtime::store::{Ring, rings};
+use awa_runtime::timings::PRUNE_LOCK_WAIT_MAX;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -62,7 +63,9 @@ async fn measure(cluster: &Cluster, url: &str, rotations: i64) -> Cost {
         )
         .await
         .unwrap();
-        rings::prune(&mut c, Ring::Queue).await.unwrap();
+        rings::prune(&mut c, Ring::Queue, PRUNE_LOCK_WAIT_MAX)
+            .await
+            .unwrap();
         if matches!(
             rings::rotate(&mut c, Ring::Queue).await.unwrap(),
             rings::Rotated::Advanced { .. }

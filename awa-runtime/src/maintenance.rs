@@ -147,7 +147,7 @@ async fn lead(
         }
         if now >= due.rotate {
             for ring in Ring::ALL {
-                rings::prune(conn.client_mut().await?, ring).await?;
+                rings::prune(conn.client_mut().await?, ring, t.prune_lock_wait()).await?;
                 rings::rotate(conn.client_mut().await?, ring).await?;
             }
             due.rotate = now + t.rotate_every;

@@ -40,6 +40,12 @@ pub struct Timings {
     pub idle_in_transaction: Duration,
 }
 
+/// The shortest wait [`Timings::prune_lock_wait`] gives a prune: under it,
+/// a prune beside steady traffic would be busy nearly every time.
+pub const PRUNE_LOCK_WAIT_MIN: Duration = Duration::from_millis(50);
+/// The longest: the fixed wait a prune had before it followed `stale_after`.
+pub const PRUNE_LOCK_WAIT_MAX: Duration = Duration::from_secs(2);
+
 impl Default for Timings {
     fn default() -> Self {
         Timings {
@@ -62,6 +68,19 @@ impl Default for Timings {
 }
 
 impl Timings {
+    /// How long a prune may wait for its partitions' ACCESS EXCLUSIVE lock:
+    /// a quarter of `stale_after`, within [`PRUNE_LOCK_WAIT_MIN`] and
+    /// [`PRUNE_LOCK_WAIT_MAX`]. While the request waits in the lock queue,
+    /// every statement that touches the ring's parent table queues behind
+    /// it, lease heartbeats included; a wait near `stale_after` lets the
+    /// leader's own rescue take healthy attempts whose heartbeats were
+    /// queued (with the fixed 2 s wait, that was every `stale_after`
+    /// under 2 s plus a heartbeat). A prune that does not get the lock
+    /// in time is `Busy` and tries again at the next rotation tick.
+    pub fn prune_lock_wait(&self) -> Duration {
+        (self.stale_after / 4).clamp(PRUNE_LOCK_WAIT_MIN, PRUNE_LOCK_WAIT_MAX)
+    }
+
     /// `stale_after` in milliseconds, as SQL takes it.
     pub fn stale_ms(&self) -> f64 {
         self.stale_after.as_secs_f64() * 1000.0
@@ -75,4 +94,20 @@ pub fn new_instance_id(name: &str) -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!("{name}-{}-{:x}", std::process::id(), nanos & 0xffff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prune_waits_a_quarter_of_stale_after_within_its_bounds() {
+        let with = |stale_ms| Timings {
+            stale_after: Duration::from_millis(stale_ms),
+            ..Timings::default()
+        };
+        assert_eq!(with(1500).prune_lock_wait(), Duration::from_millis(375));
+        assert_eq!(with(100).prune_lock_wait(), PRUNE_LOCK_WAIT_MIN);
+        assert_eq!(with(60_000).prune_lock_wait(), PRUNE_LOCK_WAIT_MAX);
+    }
 }

@@ -10,6 +10,7 @@ use awa_runtime::failpoint::{self, arm, disarm};
 use awa_runtime::store::authority::{self, FlipOutcome};
 use awa_runtime::store::folds::{self, Folded};
 use awa_runtime::store::{Ring, rings};
+use awa_runtime::timings::PRUNE_LOCK_WAIT_MAX;
 use common::*;
 use std::time::Duration;
 
@@ -269,13 +270,17 @@ async fn every_bug_class_defect_misbehaves_when_armed() {
         let r = rings::rotate(&mut c, Ring::Lease).await.unwrap();
         assert!(matches!(r, Rotated::Advanced { .. }), "{r:?}");
     }
-    let kept = rings::prune(&mut c, Ring::Lease).await.unwrap();
+    let kept = rings::prune(&mut c, Ring::Lease, PRUNE_LOCK_WAIT_MAX)
+        .await
+        .unwrap();
     assert!(
         matches!(kept, Pruned::Live { .. }),
         "the real prune keeps a held lease: {kept:?}"
     );
     arm(failpoint::PRUNE_WRONG_GENERATION);
-    let pruned = rings::prune(&mut c, Ring::Lease).await.unwrap();
+    let pruned = rings::prune(&mut c, Ring::Lease, PRUNE_LOCK_WAIT_MAX)
+        .await
+        .unwrap();
     disarm(failpoint::PRUNE_WRONG_GENERATION);
     assert!(
         matches!(pruned, Pruned::Truncated { .. }),

@@ -10,6 +10,7 @@ mod common;
 use awa_runtime::store::Ring;
 use awa_runtime::store::read;
 use awa_runtime::store::rings::{self, Pruned, Rotated};
+use awa_runtime::timings::PRUNE_LOCK_WAIT_MAX;
 use common::*;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -160,7 +161,9 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
     assert_eq!(cur, 7);
     // Slot 0 is empty: prune has nothing; rotate into it.
     assert_eq!(
-        rings::prune(&mut client, Ring::Queue).await.unwrap(),
+        rings::prune(&mut client, Ring::Queue, PRUNE_LOCK_WAIT_MAX)
+            .await
+            .unwrap(),
         Pruned::Empty
     );
     assert!(matches!(
@@ -170,7 +173,9 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
     // Now slot 1 is next: it holds live work, so prune refuses and rotate
     // refuses to move into it.
     assert_eq!(
-        rings::prune(&mut client, Ring::Queue).await.unwrap(),
+        rings::prune(&mut client, Ring::Queue, PRUNE_LOCK_WAIT_MAX)
+            .await
+            .unwrap(),
         Pruned::Live {
             slot: 1,
             generation: 1
@@ -202,7 +207,9 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         .await
         .unwrap();
     assert_eq!(
-        rings::prune(&mut client, Ring::Claim).await.unwrap(),
+        rings::prune(&mut client, Ring::Claim, PRUNE_LOCK_WAIT_MAX)
+            .await
+            .unwrap(),
         Pruned::Live {
             slot: 3,
             generation: -5
@@ -216,7 +223,9 @@ async fn prune_refuses_a_sealed_slot_holding_live_work() {
         .await
         .unwrap();
     assert_eq!(
-        rings::prune(&mut client, Ring::Claim).await.unwrap(),
+        rings::prune(&mut client, Ring::Claim, PRUNE_LOCK_WAIT_MAX)
+            .await
+            .unwrap(),
         Pruned::Truncated {
             slot: 3,
             generation: -5,
@@ -330,4 +339,74 @@ async fn the_placement_audit_finds_a_row_outside_its_slot() {
     let still: i32 = client.query_one("SELECT 1", &[]).await.unwrap().get(0);
     assert_eq!(still, 1, "the transaction was not aborted");
     client.batch_execute("ROLLBACK").await.unwrap();
+}
+
+/// A prune whose partitions another session is reading gives up within
+/// its lock wait, and what queued behind its ACCESS EXCLUSIVE request (a
+/// heartbeat, a claim: anything on the ring's tables) goes on then; with
+/// the fixed 2 s wait, every statement on the ring waited 2 s, longer than
+/// a `stale_after` of 1.5 s, so the leader's next rescue took healthy
+/// attempts whose heartbeats were queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait() {
+    let db = Db::migrated("prune_wait").await;
+    let mut client = db.client().await;
+    // A prunable claim slot: cursor at (2, 2), slot 3 sealed one wrap ago
+    // with a closed (not live) receipt, as in the archive test above.
+    client
+        .batch_execute(
+            "INSERT INTO awa.claim_ring_rotations (generation, slot) VALUES (1, 1), (2, 2);
+             INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id) VALUES (3, -5, 9, 1, 1, 'x');
+             INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
+             VALUES (3, -5, 9, 1, 1, 'completed', true, 'q', 0, 'rehearsal')",
+        )
+        .await
+        .unwrap();
+    // Another session reads the slot's partition and keeps its transaction open.
+    let reader = db.client().await;
+    reader
+        .batch_execute("BEGIN; SELECT count(*) FROM awa.claim_closures_3")
+        .await
+        .unwrap();
+    let timings = awa_runtime::timings::Timings {
+        stale_after: Duration::from_millis(1500),
+        ..Default::default()
+    };
+    let wait = timings.prune_lock_wait();
+    assert_eq!(wait, Duration::from_millis(375));
+    let pruner = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let pruned = rings::prune(&mut client, Ring::Claim, wait).await.unwrap();
+        (pruned, started.elapsed(), client)
+    });
+    // Once the prune's request is queued, a statement on the ring's parent
+    // table waits behind it.
+    let probe = db.client().await;
+    wait_count(
+        &probe,
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    let queued = std::time::Instant::now();
+    let n: i64 = probe
+        .query_one("SELECT count(*) FROM awa.claim_closures", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let held_up = queued.elapsed();
+    assert_eq!(n, 1);
+    let (pruned, took, mut client) = pruner.await.unwrap();
+    assert_eq!(pruned, Pruned::Busy, "the reader holds the partition");
+    assert!(
+        took < Duration::from_millis(1500) && held_up < Duration::from_millis(1500),
+        "the prune waited {took:?} and held a statement on its ring up {held_up:?}: past a stale_after of 1.5 s"
+    );
+    // The reader gone, the same prune goes through.
+    reader.batch_execute("COMMIT").await.unwrap();
+    assert!(matches!(
+        rings::prune(&mut client, Ring::Claim, wait).await.unwrap(),
+        Pruned::Truncated { slot: 3, .. }
+    ));
 }

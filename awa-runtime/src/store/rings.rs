@@ -16,6 +16,7 @@ use super::Ring;
 use super::authority::{self, Authority};
 use crate::error::{Error, Result};
 use crate::failpoint;
+use std::time::Duration;
 use tokio_postgres::{Client, GenericClient, Transaction};
 
 /// What a rotation tick did.
@@ -369,7 +370,11 @@ SELECT queue, priority, outcome, count(*) FROM awa.claim_closures_{slot} WHERE t
 /// proving nothing live of its generation remains, re-checked under the
 /// partitions' ACCESS EXCLUSIVE lock. Terminal closures are archived and
 /// counted (rollups in compat mode, deltas in ledger mode) first.
-pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
+///
+/// The lock is waited for at most `lock_wait` (the leader passes
+/// `Timings::prune_lock_wait`, a fraction of `stale_after`): the request queues
+/// every other user of the ring's tables behind it while it waits.
+pub async fn prune(client: &mut Client, ring: Ring, lock_wait: Duration) -> Result<Pruned> {
     let mode = authority::read(&*client).await?;
     let n = slot_count(&*client, ring).await?;
     let tx = client
@@ -432,7 +437,8 @@ pub async fn prune(client: &mut Client, ring: Ring) -> Result<Pruned> {
         .map(|t| format!("awa.{t}_{slot}"))
         .collect();
     let lock = format!(
-        "SET LOCAL lock_timeout = '2s'; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
+        "SET LOCAL lock_timeout = '{}ms'; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
+        lock_wait.as_millis().max(1),
         parts.join(", ")
     );
     if let Err(e) = tx.batch_execute(&lock).await {
