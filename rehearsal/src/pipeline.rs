@@ -200,17 +200,7 @@ pub fn run_report(
     artifacts::check(&args.repo, &wanted_here(&args.plan, docker))?;
     let servers = locate_servers(&args, err)?;
     if docker {
-        // Before any build: the registries the run pulls from answer.
-        let quiet = args.quiet;
-        let mut progress = |line: String| {
-            if !quiet {
-                let _ = writeln!(err, "{line}");
-            }
-        };
-        one_shot_runtime()?.block_on(crate::image::resolve::check_registries(
-            &wanted(&args.plan),
-            &mut progress,
-        ))?;
+        check_registries(&args, err)?;
     }
     let mut resolution = resolve(&args, docker, err)?;
     if let Some((file, pinned)) = &args.pinned
@@ -240,13 +230,7 @@ pub fn run_report(
     std::fs::write(dir.join(crate::planfile::PLAN_JSON), plan_file.to_json())
         .map_err(Error::Output)?;
     if !args.quiet {
-        writeln!(
-            err,
-            "run {run_id}: {}, report in {}",
-            report::text::plural(args.plan.cells.len(), "cell"),
-            dir.display()
-        )?;
-        writeln!(err, "{}", schedule.describe)?;
+        announce(&args, &run_id, &dir, &schedule, err)?;
     }
     let request = RunRequest {
         plan: args.plan.clone(),
@@ -264,17 +248,7 @@ pub fn run_report(
         keep: args.keep,
         command_line: args.command_line.clone(),
         selftest: args.selftest,
-        retry: args
-            .matrix
-            .clone()
-            .filter(|_| args.retries > 0)
-            .map(|matrix| {
-                Arc::new(RetryInconclusive {
-                    matrix,
-                    seed: args.plan.seed,
-                    tries: args.retries + 1,
-                }) as Arc<dyn Retry>
-            }),
+        retry: retry_inconclusive(&args),
         stress,
     };
     let report = drive(request, &args, &dir, out, err)?;
@@ -284,6 +258,55 @@ pub fn run_report(
     }
     write_report(&report, &dir, &args, out, err)?;
     Ok(Finished { report, dir })
+}
+
+/// Before any build, on the docker backend: the registries the run pulls from answer.
+fn check_registries(args: &RunArgs, err: &mut dyn Write) -> Result<(), Error> {
+    let quiet = args.quiet;
+    let mut progress = |line: String| {
+        if !quiet {
+            let _ = writeln!(err, "{line}");
+        }
+    };
+    one_shot_runtime()?.block_on(crate::image::resolve::check_registries(
+        &wanted(&args.plan),
+        &mut progress,
+    ))?;
+    Ok(())
+}
+
+/// The run's first lines: its id, how many cells, where the report goes,
+/// and the schedule.
+fn announce(
+    args: &RunArgs,
+    run_id: &str,
+    dir: &Path,
+    schedule: &Schedule,
+    err: &mut dyn Write,
+) -> Result<(), Error> {
+    writeln!(
+        err,
+        "run {run_id}: {}, report in {}",
+        report::text::plural(args.plan.cells.len(), "cell"),
+        dir.display()
+    )?;
+    writeln!(err, "{}", schedule.describe)?;
+    Ok(())
+}
+
+/// `--retries N` (with the matrix file the cells came from): an
+/// inconclusive cell is tried again, up to N more times.
+fn retry_inconclusive(args: &RunArgs) -> Option<Arc<dyn Retry>> {
+    args.matrix
+        .clone()
+        .filter(|_| args.retries > 0)
+        .map(|matrix| {
+            Arc::new(RetryInconclusive {
+                matrix,
+                seed: args.plan.seed,
+                tries: args.retries + 1,
+            }) as Arc<dyn Retry>
+        })
 }
 
 /// `--stress`: its busy processes started (and said, unless quiet), with
