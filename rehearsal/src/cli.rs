@@ -341,30 +341,7 @@ impl Cli {
 
 impl Line {
     fn into_cli(self) -> Cli {
-        let mut g = GlobalArgs {
-            matrix: None,
-            matrix_file: self.common.matrix_file,
-            cells: Vec::new(),
-            seed: None,
-            repeat: None,
-            jobs: DEFAULT_JOBS,
-            database_url: None,
-            keep: false,
-            retries: DEFAULT_RETRIES,
-            quiet: self.common.quiet,
-            json: false,
-            format: Format::Human,
-            backend: Backend::Auto,
-            reports_dir: None,
-            color: self.common.color,
-            postgres: Vec::new(),
-            pg_bindirs: Vec::new(),
-            partition: None,
-            durations: None,
-            from_registry: Vec::new(),
-            stress: None,
-            workspace_binary: None,
-        };
+        let mut g = GlobalArgs::defaults(self.common);
         let command = match self.command {
             None => {
                 g.take_run(self.run);
@@ -394,22 +371,7 @@ impl Line {
                 g.take_exec(s.exec);
                 Some(Command::Selftest)
             }
-            Some(Cmd::Mutate(m)) => {
-                g.take_select(m.select);
-                g.take_exec(m.exec);
-                // `--json` of a listing prints the mutants as JSON.
-                let json = g.json && m.list;
-                Some(Command::Mutate(crate::mutate::Options {
-                    list: m.list,
-                    all: m.all,
-                    sample: m.sample.map(|n| n as usize),
-                    mutants: m.mutants,
-                    partition: m.partition,
-                    timeout: m.timeout.map(std::time::Duration::from_secs),
-                    work_dir: m.work_dir,
-                    json,
-                }))
-            }
+            Some(Cmd::Mutate(m)) => Some(Command::Mutate(g.take_mutate(m))),
             Some(Cmd::Doctor(d)) => {
                 g.postgres = d.postgres;
                 g.pg_bindirs = d.bindirs.dirs();
@@ -433,6 +395,53 @@ impl Line {
 }
 
 impl GlobalArgs {
+    /// Every flag at its default but those all commands share.
+    fn defaults(common: CommonArgs) -> GlobalArgs {
+        GlobalArgs {
+            matrix: None,
+            matrix_file: common.matrix_file,
+            cells: Vec::new(),
+            seed: None,
+            repeat: None,
+            jobs: DEFAULT_JOBS,
+            database_url: None,
+            keep: false,
+            retries: DEFAULT_RETRIES,
+            quiet: common.quiet,
+            json: false,
+            format: Format::Human,
+            backend: Backend::Auto,
+            reports_dir: None,
+            color: common.color,
+            postgres: Vec::new(),
+            pg_bindirs: Vec::new(),
+            partition: None,
+            durations: None,
+            from_registry: Vec::new(),
+            stress: None,
+            workspace_binary: None,
+        }
+    }
+
+    /// `rehearse mutate`'s flags: the selection and execution ones into
+    /// the global view, the rest into the mutation options.
+    fn take_mutate(&mut self, m: MutateArgs) -> crate::mutate::Options {
+        self.take_select(m.select);
+        self.take_exec(m.exec);
+        // `--json` of a listing prints the mutants as JSON.
+        let json = self.json && m.list;
+        crate::mutate::Options {
+            list: m.list,
+            all: m.all,
+            sample: m.sample.map(|n| n as usize),
+            mutants: m.mutants,
+            partition: m.partition,
+            timeout: m.timeout.map(std::time::Duration::from_secs),
+            work_dir: m.work_dir,
+            json,
+        }
+    }
+
     fn take_select(&mut self, s: SelectArgs) {
         self.matrix = s.matrix;
         self.cells = s.cells;
