@@ -19,7 +19,8 @@ use toml::Spanned;
 use super::Known;
 use super::diagnostic::Sink;
 use super::model::{
-    CORES_PER_CELL_RANGE, CURRENT, Matrix, MutatePolicy, ScheduleEstimate, SchemaPolicy,
+    CORES_PER_CELL_RANGE, CURRENT, Matrix, MutatePolicy, ScheduleEstimate, SchemaPolicy, Timings,
+    Workload,
 };
 use super::raw::{RawMatrix, table_head};
 
@@ -50,39 +51,9 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         .map(|(name, _)| name.get_ref().clone())
         .collect();
     let artifacts = validate_artifacts(&raw, known, sink);
-    if !raw.broken.contains(&"artifacts") && !declared.contains(CURRENT) {
-        sink.error(
-            None,
-            "artifacts",
-            "artifact \"current\" (the build under test) is not declared; add [artifacts.current] with build = \"workspace\"",
-        );
-    }
-    let workload = match &raw.workload {
-        Some(w) => validate_workload(w, sink),
-        None => {
-            if !raw.broken.contains(&"workload") {
-                sink.error(
-                    None,
-                    "",
-                    "missing [workload] section with rate_per_s, backlog and mix",
-                );
-            }
-            None
-        }
-    };
-    let timings = match &raw.timings {
-        Some(t) => validate_timings(t, sink),
-        None => {
-            if !raw.broken.contains(&"timings") {
-                sink.error(
-                    None,
-                    "",
-                    "missing [timings] section with heartbeat, stale_after, rescue_every, rotate_every, deadline and drain_timeout",
-                );
-            }
-            None
-        }
-    };
+    require_current(&raw, &declared, sink);
+    let workload = required_workload(&raw, sink);
+    let timings = required_timings(&raw, sink);
     let schema = match &raw.schema {
         Some(s) => super::intended::validate(s, sink),
         None => Some(SchemaPolicy::default()),
@@ -129,6 +100,51 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
         checklist: checklist?,
         mutate: mutate?,
     })
+}
+
+/// The build under test is declared (unless `[artifacts]` is broken).
+fn require_current(raw: &RawMatrix, declared: &BTreeSet<String>, sink: &mut Sink<'_>) {
+    if !raw.broken.contains(&"artifacts") && !declared.contains(CURRENT) {
+        sink.error(
+            None,
+            "artifacts",
+            "artifact \"current\" (the build under test) is not declared; add [artifacts.current] with build = \"workspace\"",
+        );
+    }
+}
+
+/// `[workload]`, which every matrix needs.
+fn required_workload(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Workload> {
+    match &raw.workload {
+        Some(w) => validate_workload(w, sink),
+        None => {
+            if !raw.broken.contains(&"workload") {
+                sink.error(
+                    None,
+                    "",
+                    "missing [workload] section with rate_per_s, backlog and mix",
+                );
+            }
+            None
+        }
+    }
+}
+
+/// `[timings]`, which every matrix needs.
+fn required_timings(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Timings> {
+    match &raw.timings {
+        Some(t) => validate_timings(t, sink),
+        None => {
+            if !raw.broken.contains(&"timings") {
+                sink.error(
+                    None,
+                    "",
+                    "missing [timings] section with heartbeat, stale_after, rescue_every, rotate_every, deadline and drain_timeout",
+                );
+            }
+            None
+        }
+    }
 }
 
 /// `[mutate] min_score = 0.9`: a share from 0 to 1.
