@@ -94,86 +94,97 @@ pub fn judge(effect: Effect, looks: &[Look], before: Option<Look>, still: Durati
     };
     let still_ms = still.as_millis() as i64;
     match effect {
-        Effect::Stopped => {
-            if last.ended {
-                return Proof::Refuted("it ended instead of stopping".into());
-            }
-            if looks.iter().all(|l| l.beat.beat_ms.is_none()) {
-                return Proof::Proved(
-                    "it has no heartbeat row to watch; the backend saw it stopped".into(),
-                );
-            }
-            // The beat may still change (heartbeats already sent when the
-            // process stopped, or waiting on a lock); from its last change
-            // on it must stand still.
-            let changes = looks
-                .windows(2)
-                .filter(|w| w[0].beat.beat_ms != w[1].beat.beat_ms)
-                .count();
-            let since = looks
-                .windows(2)
-                .rposition(|w| w[0].beat.beat_ms != w[1].beat.beat_ms)
-                .map_or(0, |i| i + 1);
-            let stood = last.beat.server_ms - looks[since].beat.server_ms;
-            let age = last.beat.beat_ms.map_or(String::new(), |b| {
-                format!(", last beat {} ms old", last.beat.server_ms - b)
-            });
-            if stood >= still_ms {
-                Proof::Proved(format!(
-                    "its heartbeat stood still for {stood} ms by the server's clock{age}"
-                ))
-            } else {
-                Proof::Pending(format!(
-                    "its heartbeat advanced {changes} times after the stop{age}"
-                ))
-            }
-        }
-        Effect::Running => {
-            if last.ended {
-                return Proof::Proved("it ran on and ended".into());
-            }
-            // A beat begun before the process was let go (one that waited
-            // on a lock meanwhile) is no evidence: only one begun after.
-            let beat_before = before.and_then(|b| b.beat.beat_ms);
-            let let_go = looks[0].beat.server_ms - LOOK_EVERY.as_millis() as i64;
-            if let (Some(before), Some(now)) = (beat_before, last.beat.beat_ms)
-                && now > before
-                && now >= let_go
-            {
-                return Proof::Proved(format!(
-                    "its heartbeat advanced {} ms past the one before it was let go",
-                    now - before
-                ));
-            }
-            let printed = last
-                .lines
-                .saturating_sub(before.map_or(last.lines, |b| b.lines));
-            if printed > 0 {
-                return Proof::Proved(format!("it printed {printed} lines since"));
-            }
-            let age = last
-                .beat
-                .beat_ms
-                .map_or("no heartbeat row".to_owned(), |b| {
-                    format!("its heartbeat {} ms old", last.beat.server_ms - b)
-                });
-            Proof::Pending(format!("no beat and no line from it since ({age})"))
-        }
-        Effect::Gone => {
-            if !last.ended {
-                return Proof::Pending("the backend has not reaped it".into());
-            }
-            if last.beat.sessions > 0 {
-                return Proof::Pending(format!(
-                    "{} sessions that name it are still open",
-                    last.beat.sessions
-                ));
-            }
-            // Reaped, it can send nothing more; a heartbeat it had already
-            // sent may still commit, so its beat is no evidence either way.
-            Proof::Proved("reaped, and no session names it".into())
-        }
+        Effect::Stopped => judge_stopped(looks, last, still_ms),
+        Effect::Running => judge_running(looks, last, before),
+        Effect::Gone => judge_gone(last),
     }
+}
+
+/// Stopped: its heartbeat stands still for `still_ms` after its last
+/// change (or it has none to watch), and it has not ended.
+fn judge_stopped(looks: &[Look], last: &Look, still_ms: i64) -> Proof {
+    if last.ended {
+        return Proof::Refuted("it ended instead of stopping".into());
+    }
+    if looks.iter().all(|l| l.beat.beat_ms.is_none()) {
+        return Proof::Proved(
+            "it has no heartbeat row to watch; the backend saw it stopped".into(),
+        );
+    }
+    // The beat may still change (heartbeats already sent when the
+    // process stopped, or waiting on a lock); from its last change
+    // on it must stand still.
+    let changes = looks
+        .windows(2)
+        .filter(|w| w[0].beat.beat_ms != w[1].beat.beat_ms)
+        .count();
+    let since = looks
+        .windows(2)
+        .rposition(|w| w[0].beat.beat_ms != w[1].beat.beat_ms)
+        .map_or(0, |i| i + 1);
+    let stood = last.beat.server_ms - looks[since].beat.server_ms;
+    let age = last.beat.beat_ms.map_or(String::new(), |b| {
+        format!(", last beat {} ms old", last.beat.server_ms - b)
+    });
+    if stood >= still_ms {
+        Proof::Proved(format!(
+            "its heartbeat stood still for {stood} ms by the server's clock{age}"
+        ))
+    } else {
+        Proof::Pending(format!(
+            "its heartbeat advanced {changes} times after the stop{age}"
+        ))
+    }
+}
+
+/// Running again: a heartbeat begun after it was let go, or a line printed
+/// since (or it ran on and ended).
+fn judge_running(looks: &[Look], last: &Look, before: Option<Look>) -> Proof {
+    if last.ended {
+        return Proof::Proved("it ran on and ended".into());
+    }
+    // A beat begun before the process was let go (one that waited
+    // on a lock meanwhile) is no evidence: only one begun after.
+    let beat_before = before.and_then(|b| b.beat.beat_ms);
+    let let_go = looks[0].beat.server_ms - LOOK_EVERY.as_millis() as i64;
+    if let (Some(before), Some(now)) = (beat_before, last.beat.beat_ms)
+        && now > before
+        && now >= let_go
+    {
+        return Proof::Proved(format!(
+            "its heartbeat advanced {} ms past the one before it was let go",
+            now - before
+        ));
+    }
+    let printed = last
+        .lines
+        .saturating_sub(before.map_or(last.lines, |b| b.lines));
+    if printed > 0 {
+        return Proof::Proved(format!("it printed {printed} lines since"));
+    }
+    let age = last
+        .beat
+        .beat_ms
+        .map_or("no heartbeat row".to_owned(), |b| {
+            format!("its heartbeat {} ms old", last.beat.server_ms - b)
+        });
+    Proof::Pending(format!("no beat and no line from it since ({age})"))
+}
+
+/// Gone: the backend reaped it and no session names it.
+fn judge_gone(last: &Look) -> Proof {
+    if !last.ended {
+        return Proof::Pending("the backend has not reaped it".into());
+    }
+    if last.beat.sessions > 0 {
+        return Proof::Pending(format!(
+            "{} sessions that name it are still open",
+            last.beat.sessions
+        ));
+    }
+    // Reaped, it can send nothing more; a heartbeat it had already
+    // sent may still commit, so its beat is no evidence either way.
+    Proof::Proved("reaped, and no session names it".into())
 }
 
 /// How often a proof looks again.
