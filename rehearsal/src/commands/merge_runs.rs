@@ -32,34 +32,7 @@ pub(super) fn merge_command(
         return merge_mutate(cli, env, &dirs, to, out, err);
     }
     let partials = crate::merge::read(&dirs).map_err(bad)?;
-    let stamp = report::utc(std::time::SystemTime::now());
-    let dir = match to {
-        Some(dir) => env.cwd.join(dir),
-        None => {
-            let root = std::env::var_os(crate::driver::run::REPORTS_DIR_ENV)
-                .filter(|v| !v.is_empty())
-                .map(|v| env.cwd.join(v))
-                .or_else(|| {
-                    crate::artifacts::Repo::find(&[&env.cwd])
-                        .ok()
-                        .map(|r| r.reports())
-                })
-                .unwrap_or_else(|| env.cwd.join("reports"));
-            let sha = partials
-                .first()
-                .map(|p| {
-                    p.report
-                        .run
-                        .header
-                        .git_commit
-                        .chars()
-                        .take(7)
-                        .collect::<String>()
-                })
-                .unwrap_or_default();
-            report::report_dir(&root, &format!("{}-merged", stamp.compact), &sha)
-        }
-    };
+    let dir = merged_dir(env, to, &partials);
     if dirs.contains(&dir) {
         return Err(Error::BadFlag {
             flag: "--out",
@@ -98,6 +71,39 @@ pub(super) fn merge_command(
         )?;
     }
     Ok(merged.outcome())
+}
+
+/// Where the merged run goes: `--out`, or a new `<stamp>-merged` folder
+/// under the reports folder (as a run's), named after the shares' commit.
+fn merged_dir(env: &Environment, to: Option<&Path>, partials: &[crate::merge::Partial]) -> PathBuf {
+    let stamp = report::utc(std::time::SystemTime::now());
+    match to {
+        Some(dir) => env.cwd.join(dir),
+        None => {
+            let root = std::env::var_os(crate::driver::run::REPORTS_DIR_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|v| env.cwd.join(v))
+                .or_else(|| {
+                    crate::artifacts::Repo::find(&[&env.cwd])
+                        .ok()
+                        .map(|r| r.reports())
+                })
+                .unwrap_or_else(|| env.cwd.join("reports"));
+            let sha = partials
+                .first()
+                .map(|p| {
+                    p.report
+                        .run
+                        .header
+                        .git_commit
+                        .chars()
+                        .take(7)
+                        .collect::<String>()
+                })
+                .unwrap_or_default();
+            report::report_dir(&root, &format!("{}-merged", stamp.compact), &sha)
+        }
+    }
 }
 
 /// `rehearse merge` of the shares of a `rehearse mutate --partition` run:
