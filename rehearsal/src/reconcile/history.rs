@@ -344,6 +344,28 @@ pub fn read_file(path: &Path) -> Result<History, HistoryError> {
     Ok(history)
 }
 
+/// The words of a history being read, each with its index: words are few,
+/// and a map spares the linear search per row.
+#[derive(Default)]
+struct Words(BTreeMap<String, u16>);
+
+impl Words {
+    /// The index of `w` in `h`'s words, added the first time it is seen.
+    fn of(&mut self, h: &mut History, w: &str) -> Result<u16, DbError> {
+        if let Some(&i) = self.0.get(w) {
+            return Ok(i);
+        }
+        let i = h.word(w).map_err(|e| DbError::Db {
+            context: "recording the terminal history".to_owned(),
+            detail: e.to_string(),
+            transient: false,
+            sqlstate: None,
+        })?;
+        self.0.insert(w.to_owned(), i);
+        Ok(i)
+    }
+}
+
 /// Read the history of `cell` in the snapshot that holds the loaded audit
 /// set (`pg_temp.audit_jobs`).
 pub(super) async fn read(
@@ -353,25 +375,11 @@ pub(super) async fn read(
 ) -> Result<History, DbError> {
     let mut h = History::new(cell);
     h.cron_windows = windows.to_vec();
-    // Words are few; a map spares the linear search per row.
-    let mut words: BTreeMap<String, u16> = BTreeMap::new();
-    let mut word = |h: &mut History, w: &str| -> Result<u16, DbError> {
-        if let Some(&i) = words.get(w) {
-            return Ok(i);
-        }
-        let i = h.word(w).map_err(|e| DbError::Db {
-            context: "recording the terminal history".to_owned(),
-            detail: e.to_string(),
-            transient: false,
-            sqlstate: None,
-        })?;
-        words.insert(w.to_owned(), i);
-        Ok(i)
-    };
+    let mut words = Words::default();
     for_each_row(client, AUDIT_SET, "the audit set", |row| {
         let mode: String = row.get(1);
         h.jobs.id.push(row.get(0));
-        let w = word(&mut h, &mode)?;
+        let w = words.of(&mut h, &mode)?;
         h.jobs.mode.push(w);
         h.jobs.max_attempts.push(row.get(2));
         let (uncertain, cron, cancelled): (bool, bool, bool) = (row.get(3), row.get(4), row.get(5));
@@ -386,7 +394,7 @@ pub(super) async fn read(
     for_each_row(client, EXECUTIONS, "executions", |row| {
         let outcome: Option<String> = row.get(3);
         let outcome = match outcome {
-            Some(o) => Some(word(&mut h, &o)?),
+            Some(o) => Some(words.of(&mut h, &o)?),
             None => None,
         };
         h.executions.job.push(row.get(0));
@@ -401,7 +409,7 @@ pub(super) async fn read(
         h.terminals.job.push(row.get(0));
         h.terminals.lease.push(row.get(1));
         h.terminals.attempt.push(row.get(2));
-        let (state, source) = (word(&mut h, &state)?, word(&mut h, &source)?);
+        let (state, source) = (words.of(&mut h, &state)?, words.of(&mut h, &source)?);
         h.terminals.state.push(state);
         h.terminals.source.push(source);
         Ok(())
@@ -410,7 +418,7 @@ pub(super) async fn read(
     for_each_row(client, LIVE, "live rows", |row| {
         let state: String = row.get(1);
         h.live.job.push(row.get(0));
-        let w = word(&mut h, &state)?;
+        let w = words.of(&mut h, &state)?;
         h.live.state.push(w);
         h.live.attempt.push(row.get(2));
         Ok(())
@@ -423,7 +431,7 @@ pub(super) async fn read(
     .await?;
     for_each_row(client, CRON_CLAIMS, "cron fire claims", |row| {
         let name: String = row.get(0);
-        let w = word(&mut h, &name)?;
+        let w = words.of(&mut h, &name)?;
         h.cron_claims.name.push(w);
         h.cron_claims.fire_ms.push(row.get(1));
         h.cron_claims.job.push(row.get(2));
