@@ -30,64 +30,10 @@ const PICK_PATIENCE: Duration = Duration::from_secs(5);
 /// few seconds is a step failure: the cell did not do what it says.
 pub(super) async fn cancel_jobs(cx: &mut StepCtx<'_>, s: &CancelStep) -> Result<Done, Abort> {
     let version = cx.version_of(&s.artifact);
-    let sleep = Some(Mode::Sleep.name());
-    let mut picked: Vec<(i64, &'static str)> = Vec::new();
-    let until = std::time::Instant::now() + PICK_PATIENCE;
-    for (state, want, mode) in [
-        ("running", s.running, sleep),
-        ("available", s.available, None),
-    ] {
-        if want == 0 {
-            continue;
-        }
-        loop {
-            let ids = cx
-                .probe
-                .cancel_candidates(state, mode, i64::from(want))
-                .await
-                .map_err(|e| Abort::Harness(format!("could not pick jobs to cancel: {e}")))?;
-            if ids.len() >= want as usize || std::time::Instant::now() >= until {
-                picked.extend(ids.into_iter().map(|id| (id, state)));
-                break;
-            }
-            cx.cancel().sleep(Duration::from_millis(100)).await?;
-        }
-    }
+    let picked = pick(cx, s).await?;
     let mut lines = Vec::new();
     for &(job_id, state) in &picked {
-        let id = cx
-            .run_command(
-                &s.artifact,
-                Role::Operator,
-                vec!["job".into(), "cancel".into(), job_id.to_string()],
-                Vec::new(),
-                CANCEL_TIMEOUT,
-            )
-            .await?;
-        let end = cx.proc(id, CommandEnd::of);
-        let was_live = end.output.iter().find_map(|e| match e {
-            Event::Cancelled(c) if c.job_id == job_id => Some(c.was_live),
-            _ => None,
-        });
-        cx.state.obs.cancels.push(CancelRecord {
-            job_id,
-            state: state.to_owned(),
-            artifact: s.artifact.clone(),
-            version: version.clone(),
-            was_live,
-            at_ms: cx.ms(),
-        });
-        lines.push(match was_live {
-            Some(true) => format!("job {job_id} ({state}) cancelled"),
-            Some(false) => format!("job {job_id} ({state}) had already ended"),
-            None => {
-                cx.state.fail(format!(
-                    "{} printed no answer to cancelling job {job_id} ({})",
-                    end.name, end.why
-                ));
-                format!("job {job_id} ({state}): no answer")
-            }
-        });
+        lines.push(cancel_one(cx, s, &version, job_id, state).await?);
     }
     let running = picked.iter().filter(|p| p.1 == "running").count();
     let available = picked.len() - running;
@@ -112,5 +58,79 @@ pub(super) async fn cancel_jobs(cx: &mut StepCtx<'_>, s: &CancelStep) -> Result<
         Done::with(StepOutcome::Failed, detail)
     } else {
         Done::ok(detail)
+    })
+}
+
+/// The jobs to cancel, (id, state): up to `running` running ones (sleep
+/// jobs first) and `available` ones, looked for again until there are
+/// enough or [`PICK_PATIENCE`] ran out.
+async fn pick(cx: &mut StepCtx<'_>, s: &CancelStep) -> Result<Vec<(i64, &'static str)>, Abort> {
+    let sleep = Some(Mode::Sleep.name());
+    let mut picked: Vec<(i64, &'static str)> = Vec::new();
+    let until = std::time::Instant::now() + PICK_PATIENCE;
+    for (state, want, mode) in [
+        ("running", s.running, sleep),
+        ("available", s.available, None),
+    ] {
+        if want == 0 {
+            continue;
+        }
+        loop {
+            let ids = cx
+                .probe
+                .cancel_candidates(state, mode, i64::from(want))
+                .await
+                .map_err(|e| Abort::Harness(format!("could not pick jobs to cancel: {e}")))?;
+            if ids.len() >= want as usize || std::time::Instant::now() >= until {
+                picked.extend(ids.into_iter().map(|id| (id, state)));
+                break;
+            }
+            cx.cancel().sleep(Duration::from_millis(100)).await?;
+        }
+    }
+    Ok(picked)
+}
+
+/// Cancels job `job_id` with the artifact's binary, records what its
+/// answer said, and words it; no answer is a step failure.
+async fn cancel_one(
+    cx: &mut StepCtx<'_>,
+    s: &CancelStep,
+    version: &str,
+    job_id: i64,
+    state: &str,
+) -> Result<String, Abort> {
+    let id = cx
+        .run_command(
+            &s.artifact,
+            Role::Operator,
+            vec!["job".into(), "cancel".into(), job_id.to_string()],
+            Vec::new(),
+            CANCEL_TIMEOUT,
+        )
+        .await?;
+    let end = cx.proc(id, CommandEnd::of);
+    let was_live = end.output.iter().find_map(|e| match e {
+        Event::Cancelled(c) if c.job_id == job_id => Some(c.was_live),
+        _ => None,
+    });
+    cx.state.obs.cancels.push(CancelRecord {
+        job_id,
+        state: state.to_owned(),
+        artifact: s.artifact.clone(),
+        version: version.to_owned(),
+        was_live,
+        at_ms: cx.ms(),
+    });
+    Ok(match was_live {
+        Some(true) => format!("job {job_id} ({state}) cancelled"),
+        Some(false) => format!("job {job_id} ({state}) had already ended"),
+        None => {
+            cx.state.fail(format!(
+                "{} printed no answer to cancelling job {job_id} ({})",
+                end.name, end.why
+            ));
+            format!("job {job_id} ({state}): no answer")
+        }
     })
 }
