@@ -105,45 +105,7 @@ impl StepCtx<'_> {
         seats: &[usize],
         notes: &mut Vec<String>,
     ) -> Result<(), Abort> {
-        let producers = self
-            .state
-            .seats
-            .iter()
-            .filter(|s| s.role == Role::Producer && !s.dead)
-            .count()
-            .max(1);
-        let mut started = Vec::new();
-        for &s in seats {
-            let Seat {
-                role,
-                artifact,
-                idle,
-                ..
-            } = self.state.seats[s].clone();
-            let (args, env) = match role {
-                Role::Producer => {
-                    let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
-                    let mix = mix_string(&self.plan.workload.mix);
-                    (
-                        vec!["produce".to_owned()],
-                        producer_env(rate, 0, &mix, self.plan.workload.sleep),
-                    )
-                }
-                _ if idle => (
-                    vec!["worker".to_owned()],
-                    super::env::IDLE
-                        .iter()
-                        .map(|&(k, v)| (k.to_owned(), v.to_owned()))
-                        .collect(),
-                ),
-                _ => (vec!["worker".to_owned()], Vec::new()),
-            };
-            let id = self.spawn(&artifact, role, args, env).await?;
-            self.state.seats[s].proc = Some(id);
-            self.state.seats[s].last = Some(id);
-            self.state.seats[s].parked = false;
-            started.push((s, id));
-        }
+        let started = self.start_seats(seats).await?;
         let mut expanded = None;
         for (s, id) in started {
             let start = self.await_start(id).await?;
@@ -185,6 +147,61 @@ impl StepCtx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Spawns the process of each of `seats`, without waiting for any.
+    async fn start_seats(&mut self, seats: &[usize]) -> Result<Vec<(usize, ProcId)>, Abort> {
+        let producers = self
+            .state
+            .seats
+            .iter()
+            .filter(|s| s.role == Role::Producer && !s.dead)
+            .count()
+            .max(1);
+        let mut started = Vec::new();
+        for &s in seats {
+            let Seat {
+                role,
+                artifact,
+                idle,
+                ..
+            } = self.state.seats[s].clone();
+            let (args, env) = self.seat_command(role, idle, producers);
+            let id = self.spawn(&artifact, role, args, env).await?;
+            self.state.seats[s].proc = Some(id);
+            self.state.seats[s].last = Some(id);
+            self.state.seats[s].parked = false;
+            started.push((s, id));
+        }
+        Ok(started)
+    }
+
+    /// A seat's arguments and extra environment: a producer's share of
+    /// the workload's rate among `producers`, an idle worker's settings.
+    fn seat_command(
+        &self,
+        role: Role,
+        idle: bool,
+        producers: usize,
+    ) -> (Vec<String>, Vec<(String, String)>) {
+        match role {
+            Role::Producer => {
+                let rate = f64::from(self.plan.workload.rate_per_s) / producers as f64;
+                let mix = mix_string(&self.plan.workload.mix);
+                (
+                    vec!["produce".to_owned()],
+                    producer_env(rate, 0, &mix, self.plan.workload.sleep),
+                )
+            }
+            _ if idle => (
+                vec!["worker".to_owned()],
+                super::env::IDLE
+                    .iter()
+                    .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+            ),
+            _ => (vec!["worker".to_owned()], Vec::new()),
+        }
     }
 
     /// Re-launches the seats parked by a binary-first refusal (after a migration).
