@@ -48,6 +48,8 @@ pub(crate) fn validate(
     ok.then_some(items)
 }
 
+/// One `[[checklist]]` entry: its item as one line, and the cells that
+/// cover it (known, listed once, each expecting to pass).
 fn validate_item(
     entry: &Spanned<RawChecklistItem>,
     context: &str,
@@ -56,23 +58,7 @@ fn validate_item(
     sink: &mut Sink<'_>,
 ) -> Option<ChecklistItem> {
     let raw = entry.get_ref();
-    let item = match &raw.item {
-        Some(t) if !t.get_ref().trim().is_empty() && !t.get_ref().contains('\n') => {
-            Some(t.get_ref().trim().to_owned())
-        }
-        Some(t) => {
-            sink.error(Some(t.span()), context, "item must be one non-empty line");
-            None
-        }
-        None => {
-            sink.error(
-                table_head(&entry.span()),
-                context,
-                "missing item = \"...\": the ADR-041 §9 item, as the ADR words it",
-            );
-            None
-        }
-    };
+    let item = item_line(entry, context, sink);
     let Some(list) = &raw.cells else {
         sink.error(
             table_head(&entry.span()),
@@ -89,9 +75,55 @@ fn validate_item(
         );
         return None;
     }
+    let covering = covering_cells(list.get_ref(), context, names, cells, sink);
+    let (Some(item), Some(covering)) = (item, covering) else {
+        return None;
+    };
+    Some(ChecklistItem {
+        item,
+        cells: covering,
+        all: raw.all.as_ref().is_some_and(|a| *a.get_ref()),
+    })
+}
+
+/// `item = "..."`: one non-empty line, trimmed.
+fn item_line(
+    entry: &Spanned<RawChecklistItem>,
+    context: &str,
+    sink: &mut Sink<'_>,
+) -> Option<String> {
+    match &entry.get_ref().item {
+        Some(t) if !t.get_ref().trim().is_empty() && !t.get_ref().contains('\n') => {
+            Some(t.get_ref().trim().to_owned())
+        }
+        Some(t) => {
+            sink.error(Some(t.span()), context, "item must be one non-empty line");
+            None
+        }
+        None => {
+            sink.error(
+                table_head(&entry.span()),
+                context,
+                "missing item = \"...\": the ADR-041 §9 item, as the ADR words it",
+            );
+            None
+        }
+    }
+}
+
+/// `cells = [...]`, each a known cell, listed once, that expects to pass
+/// (a cell seeded to be caught proves a check, not the release); every
+/// problem is recorded, and the list comes back only without one.
+fn covering_cells(
+    list: &[Spanned<String>],
+    context: &str,
+    names: &[String],
+    cells: Option<&[Cell]>,
+    sink: &mut Sink<'_>,
+) -> Option<Vec<String>> {
     let mut ok = true;
     let mut covering: Vec<String> = Vec::new();
-    for name in list.get_ref() {
+    for name in list {
         let n = name.get_ref();
         if !names.contains(n) {
             sink.error(
@@ -127,9 +159,5 @@ fn validate_item(
             covering.push(n.clone());
         }
     }
-    (ok && item.is_some()).then(|| ChecklistItem {
-        item: item.unwrap_or_default(),
-        cells: covering,
-        all: raw.all.as_ref().is_some_and(|a| *a.get_ref()),
-    })
+    ok.then_some(covering)
 }
