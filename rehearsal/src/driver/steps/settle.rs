@@ -39,45 +39,14 @@ const RINGS: [&str; 3] = ["queue", "claim", "lease"];
 /// Waits for the workload's jobs to finish, then for every ring to
 /// prune what it held at that moment.
 pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abort> {
-    let drain = cx.plan.timings.drain_timeout.to_std();
-    let start = Instant::now();
-    let mut progress = Progress::new(start);
-    loop {
-        let (_, workload) = cx.probe.live_jobs().await.map_err(unreadable)?;
-        if workload == 0 {
-            break;
-        }
-        if progress.stalled(workload, Instant::now(), drain) {
-            return Ok(Err(format!(
-                "{} still live after {}, the count no lower for the last {}",
-                crate::observe::count(workload.unsigned_abs(), "workload job"),
-                crate::observe::duration(start.elapsed().as_millis() as u64),
-                crate::observe::duration(drain.as_millis() as u64)
-            )));
-        }
-        cx.cancel().sleep(POLL).await?;
+    if let Err(why) = workload_done(cx).await? {
+        return Ok(Err(why));
     }
     let from_ms = cx.ms();
     let through = cx.probe.ring_generations().await.map_err(unreadable)?;
     let stall = stall_after(cx.plan.timings.rotate_every.to_std());
     let settled = Instant::now();
-    let mut watched = through.map(|g| Watch::new(g, settled));
-    loop {
-        let now = Instant::now();
-        let generations = cx.probe.ring_generations().await.map_err(unreadable)?;
-        let left = cx
-            .probe
-            .ring_rows_through(through)
-            .await
-            .map_err(unreadable)?;
-        for (w, (&g, &n)) in watched.iter_mut().zip(generations.iter().zip(&left)) {
-            w.look(g, n, now, stall);
-        }
-        if watched.iter().all(|w| w.look != Look::Waiting) {
-            break;
-        }
-        cx.cancel().sleep(POLL).await?;
-    }
+    let watched = watch_rings(cx, through, settled, stall).await?;
     let waited_ms = settled.elapsed().as_millis() as u64;
     let rings: Vec<RingPrunedBack> = RINGS
         .iter()
@@ -121,6 +90,56 @@ pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abor
             stuck.join("; "),
         ))
     })
+}
+
+/// Waits for the workload's jobs to be done; `Err` says how many stayed
+/// live once their count stopped going down for the drain timeout.
+async fn workload_done(cx: &mut StepCtx<'_>) -> Result<Result<(), String>, Abort> {
+    let drain = cx.plan.timings.drain_timeout.to_std();
+    let start = Instant::now();
+    let mut progress = Progress::new(start);
+    loop {
+        let (_, workload) = cx.probe.live_jobs().await.map_err(unreadable)?;
+        if workload == 0 {
+            return Ok(Ok(()));
+        }
+        if progress.stalled(workload, Instant::now(), drain) {
+            return Ok(Err(format!(
+                "{} still live after {}, the count no lower for the last {}",
+                crate::observe::count(workload.unsigned_abs(), "workload job"),
+                crate::observe::duration(start.elapsed().as_millis() as u64),
+                crate::observe::duration(drain.as_millis() as u64)
+            )));
+        }
+        cx.cancel().sleep(POLL).await?;
+    }
+}
+
+/// Watches each ring from `settled` on until it pruned its rows of
+/// generation `through` or older, or gave up (see [`Watch::look`]).
+async fn watch_rings(
+    cx: &mut StepCtx<'_>,
+    through: [i64; 3],
+    settled: Instant,
+    stall: Duration,
+) -> Result<[Watch; 3], Abort> {
+    let mut watched = through.map(|g| Watch::new(g, settled));
+    loop {
+        let now = Instant::now();
+        let generations = cx.probe.ring_generations().await.map_err(unreadable)?;
+        let left = cx
+            .probe
+            .ring_rows_through(through)
+            .await
+            .map_err(unreadable)?;
+        for (w, (&g, &n)) in watched.iter_mut().zip(generations.iter().zip(&left)) {
+            w.look(g, n, now, stall);
+        }
+        if watched.iter().all(|w| w.look != Look::Waiting) {
+            return Ok(watched);
+        }
+        cx.cancel().sleep(POLL).await?;
+    }
 }
 
 /// How long a ring's cursor may stand still while it holds the
