@@ -29,39 +29,8 @@ pub(in crate::driver) async fn drain(
     if cx.state.load_on {
         parts.push(super::load::load_off(cx).await?.detail);
     }
-    let start = Instant::now();
-    let mut live = (0, 0);
-    let mut progress = Progress::new(start);
-    loop {
-        live = cx.probe.live_jobs().await.unwrap_or(live);
-        if live.0 == 0 && start.elapsed() > Duration::from_millis(100) {
-            break;
-        }
-        if progress.stalled(live.0, Instant::now(), timeout.to_std()) {
-            break;
-        }
-        cx.cancel().sleep(Duration::from_millis(250)).await?;
-    }
-    let waited = crate::observe::duration(start.elapsed().as_millis() as u64);
-    if live.0 == 0 {
-        parts.push(format!("no live job after {waited}"));
-    } else {
-        let n = live.0.unsigned_abs();
-        let mut text = format!(
-            "{} still live after {waited}, the count no lower for the last {timeout}",
-            crate::observe::count(n, "job")
-        );
-        // As they stood when the drain gave up: stopping the fleet
-        // changes them (a leader's last rescue re-queues overruns), and
-        // reconciliation reads only that end state.
-        if let Ok((running, available, scheduled, oldest_ms)) = cx.probe.live_jobs_waiting().await {
-            text.push_str(&format!(
-                " ({})",
-                live_by_state(running, available, scheduled, oldest_ms)
-            ));
-        }
-        parts.push(text);
-    }
+    let (live, waited) = wait_for_queue(cx, timeout).await?;
+    parts.push(waited);
     // Runtimes that died while the queue drained (a crash, a fence)
     // are judged before the fleet is stopped on purpose.
     parts.extend(cx.check_unexpected_exits().await);
@@ -72,19 +41,7 @@ pub(in crate::driver) async fn drain(
         .rev()
         .find(|s| s.role == Role::Worker && !s.dead)
         .map(|s| s.artifact.clone());
-    let workers = cx.live(Role::Worker, None);
-    parts.push(format!(
-        "stopped {}",
-        crate::observe::count(workers.len() as u64, "worker")
-    ));
-    parts.extend(cx.stop(&workers, STOP_TIMEOUT, &cx.cancel()).await?);
-    for seat in &mut cx.state.seats {
-        seat.proc = None;
-        if seat.role == Role::Worker {
-            seat.parked = false;
-        }
-    }
-    cx.state.drained = true;
+    parts.extend(stop_workers(cx).await?);
     let (left, not_cron) = cx.probe.live_jobs().await.unwrap_or(live);
     if left > 0 && not_cron == 0 {
         let artifact = last_artifact.unwrap_or_else(|| CURRENT.to_owned());
@@ -103,6 +60,68 @@ pub(in crate::driver) async fn drain(
             ),
         )
     })
+}
+
+/// Waits until no job is live or their count stopped going down for
+/// `timeout`; returns the last (live, not cron) count and what the wait
+/// came to, in words.
+async fn wait_for_queue(
+    cx: &mut StepCtx<'_>,
+    timeout: MatrixDuration,
+) -> Result<((i64, i64), String), Abort> {
+    let start = Instant::now();
+    let mut live = (0, 0);
+    let mut progress = Progress::new(start);
+    loop {
+        live = cx.probe.live_jobs().await.unwrap_or(live);
+        if live.0 == 0 && start.elapsed() > Duration::from_millis(100) {
+            break;
+        }
+        if progress.stalled(live.0, Instant::now(), timeout.to_std()) {
+            break;
+        }
+        cx.cancel().sleep(Duration::from_millis(250)).await?;
+    }
+    let waited = crate::observe::duration(start.elapsed().as_millis() as u64);
+    if live.0 == 0 {
+        Ok((live, format!("no live job after {waited}")))
+    } else {
+        let n = live.0.unsigned_abs();
+        let mut text = format!(
+            "{} still live after {waited}, the count no lower for the last {timeout}",
+            crate::observe::count(n, "job")
+        );
+        // As they stood when the drain gave up: stopping the fleet
+        // changes them (a leader's last rescue re-queues overruns), and
+        // reconciliation reads only that end state.
+        if let Ok((running, available, scheduled, oldest_ms)) = cx.probe.live_jobs_waiting().await {
+            text.push_str(&format!(
+                " ({})",
+                live_by_state(running, available, scheduled, oldest_ms)
+            ));
+        }
+        Ok((live, text))
+    }
+}
+
+/// Stops every live worker and empties the seats (the drain is done with
+/// them); says how many it stopped and anything the stop noted.
+async fn stop_workers(cx: &mut StepCtx<'_>) -> Result<Vec<String>, Abort> {
+    let mut parts = Vec::new();
+    let workers = cx.live(Role::Worker, None);
+    parts.push(format!(
+        "stopped {}",
+        crate::observe::count(workers.len() as u64, "worker")
+    ));
+    parts.extend(cx.stop(&workers, STOP_TIMEOUT, &cx.cancel()).await?);
+    for seat in &mut cx.state.seats {
+        seat.proc = None;
+        if seat.role == Role::Worker {
+            seat.parked = false;
+        }
+    }
+    cx.state.drained = true;
+    Ok(parts)
 }
 
 async fn mop_up(cx: &mut StepCtx<'_>, artifact: &str, left: i64) -> Result<String, Abort> {
