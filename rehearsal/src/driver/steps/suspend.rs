@@ -13,7 +13,7 @@ use super::super::state::Suspension;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::effect::Effect;
-use crate::fleet::Handle;
+use crate::fleet::{Handle, ProcId};
 use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
 use crate::observe::{StepOutcome, SuspensionRecord};
 use crate::plan::PlannedSuspend;
@@ -68,21 +68,7 @@ pub(super) async fn suspend(cx: &mut StepCtx<'_>, s: &PlannedSuspend) -> Result<
     let (stopped_at, at_ms) = (Instant::now(), cx.ms());
     let bound = cx.plan.timings.stale_after.to_std() + PROOF_SLACK;
     let proof = super::effect::prove(cx, victim, Effect::Stopped, None, bound).await?;
-    cx.state.suspended.push(Suspension {
-        target: s.target,
-        of: s.of.clone(),
-        id: victim,
-        at_ms,
-        timed: s.duration.is_some(),
-    });
-    let leading = cx.view(|l| l.current_leader()) == Some(victim);
-    cx.state.obs.suspensions.push(SuspensionRecord {
-        process: name.clone(),
-        version: version.clone(),
-        leader: leading,
-        from_ms: at_ms,
-        to_ms: s.duration.map(|d| at_ms + d.as_millis()),
-    });
+    record(cx, s, victim, &name, &version, at_ms);
     let leader = if s.target == KillTarget::Leader {
         ", the leader"
     } else {
@@ -94,6 +80,46 @@ pub(super) async fn suspend(cx: &mut StepCtx<'_>, s: &PlannedSuspend) -> Result<
             " with {in_flight} attempts in flight ({started} started)"
         ));
     }
+    text.push_str(&resume_later(cx, s, handle, stopped_at));
+    cx.state.facts.notes.push(text.clone());
+    Ok(Done::ok(text))
+}
+
+/// The suspension in the cell's state (for a resume step or the
+/// wind-down) and in its observations (for the rules that read it).
+fn record(
+    cx: &mut StepCtx<'_>,
+    s: &PlannedSuspend,
+    victim: ProcId,
+    name: &str,
+    version: &str,
+    at_ms: u64,
+) {
+    cx.state.suspended.push(Suspension {
+        target: s.target,
+        of: s.of.clone(),
+        id: victim,
+        at_ms,
+        timed: s.duration.is_some(),
+    });
+    let leading = cx.view(|l| l.current_leader()) == Some(victim);
+    cx.state.obs.suspensions.push(SuspensionRecord {
+        process: name.to_owned(),
+        version: version.to_owned(),
+        leader: leading,
+        from_ms: at_ms,
+        to_ms: s.duration.map(|d| at_ms + d.as_millis()),
+    });
+}
+
+/// With `for`, lets the process go on that long after `stopped_at`
+/// (interrupted or not, it must not stay stopped); says when.
+fn resume_later(
+    cx: &StepCtx<'_>,
+    s: &PlannedSuspend,
+    handle: Handle,
+    stopped_at: Instant,
+) -> String {
     match s.duration {
         Some(d) => {
             let cancel = cx.cancel();
@@ -104,12 +130,10 @@ pub(super) async fn suspend(cx: &mut StepCtx<'_>, s: &PlannedSuspend) -> Result<
                     .await;
                 handle.resume();
             });
-            text.push_str(&format!("; SIGCONT in {d}"));
+            format!("; SIGCONT in {d}")
         }
-        None => text.push_str("; stopped until a resume step"),
+        None => "; stopped until a resume step".to_owned(),
     }
-    cx.state.facts.notes.push(text.clone());
-    Ok(Done::ok(text))
 }
 
 /// Stops the process at a moment that matches `at`: stop it, look at
