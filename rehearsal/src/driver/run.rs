@@ -416,6 +416,14 @@ async fn run_each_cell(
             None => break,
         }
     }
+    notes.extend(not_run(req, &ran));
+    holds.release(Instant::now());
+    (notes, req.schedule.gate.then(|| holds.tally()))
+}
+
+/// The cells that never ran to their end (interrupted before they
+/// started, or their task failed), as a note; none when every cell ran.
+fn not_run(req: &RunRequest, ran: &[usize]) -> Option<String> {
     let not_run: Vec<&str> = req
         .plan
         .cells
@@ -424,11 +432,7 @@ async fn run_each_cell(
         .filter(|(i, _)| !ran.contains(i))
         .map(|(_, c)| c.name.as_str())
         .collect();
-    if !not_run.is_empty() {
-        notes.push(format!("not run: {}", not_run.join(", ")));
-    }
-    holds.release(Instant::now());
-    (notes, req.schedule.gate.then(|| holds.tally()))
+    (!not_run.is_empty()).then(|| format!("not run: {}", not_run.join(", ")))
 }
 
 /// One cell on its server, within its budget, from its start event to
