@@ -27,10 +27,15 @@
 //! While PostgreSQL is down (a `pg_crash`), ticks are skipped and the
 //! connection is re-opened on the next one.
 //!
+//! A second task with its own connection, `lock_queue`, watches for
+//! runtimes queued behind a table lock request (a prune's or a DDL's
+//! `ACCESS EXCLUSIVE`): the sampler's own reads queue behind those too.
+//!
 //! This file holds what callers name (the monitor, its samples, where
 //! they go, the starvation it watches for) and the pulse; the tick
-//! itself is in `sampler` (what each tick records and sends), and one
-//! tick's reading of the database, with its SQL, in `snapshot`.
+//! itself is in `sampler` (what each tick records and sends), one
+//! tick's reading of the database, with its SQL, in `snapshot`, and the
+//! lock-queue watch in `lock_queue`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,10 +46,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::observe::{
-    CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MisplacedSample, RingSample,
+    CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MisplacedSample,
+    QueuedRuntime, RingSample,
 };
 use crate::stream::Events;
 
+mod lock_queue;
 mod sampler;
 mod snapshot;
 
@@ -139,6 +146,9 @@ pub struct Samples {
     /// Runtimes seen with a heartbeat older than half `stale_after`, by
     /// `runtime_instances` key, whatever held them back.
     pub late_runtimes: Vec<LateRuntime>,
+    /// Runtimes seen queued behind a table lock request for at least half
+    /// `stale_after`, by runtime and requester.
+    pub queued_runtimes: Vec<QueuedRuntime>,
 }
 
 /// At most this many late leases are kept (a cell rescues far fewer).
@@ -153,6 +163,7 @@ pub struct Monitor {
     stop: watch::Sender<bool>,
     task: JoinHandle<Samples>,
     pulse: JoinHandle<()>,
+    lock_queue: JoinHandle<Vec<QueuedRuntime>>,
 }
 
 /// How often the pulse wakes to see how late the harness's own tasks run.
@@ -192,6 +203,7 @@ impl Monitor {
     ) -> Monitor {
         let (stop, mut stopped) = watch::channel(false);
         let (late_wakes, pulse) = pulse();
+        let lock_queue = lock_queue::start(url.clone(), t0, stale_after, stopped.clone());
         let task = tokio::spawn(async move {
             let mut sampler = Sampler::new(url, t0, stale_after, counts, live);
             sampler.beating = Some(beating);
@@ -207,14 +219,20 @@ impl Monitor {
             sampler.tick().await;
             sampler.finish()
         });
-        Monitor { stop, task, pulse }
+        Monitor {
+            stop,
+            task,
+            pulse,
+            lock_queue,
+        }
     }
 
     /// Stops sampling (after one last sample) and returns everything recorded.
     pub async fn stop(self) -> Samples {
         let _ = self.stop.send(true);
-        let samples = self.task.await.unwrap_or_default();
+        let mut samples = self.task.await.unwrap_or_default();
         self.pulse.abort();
+        samples.queued_runtimes = self.lock_queue.await.unwrap_or_default();
         samples
     }
 }

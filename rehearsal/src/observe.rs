@@ -30,7 +30,7 @@ pub use job_records::{
 };
 pub use monitor_samples::{
     CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT,
-    MisplacedSample, RingLiveness, RingSample,
+    MisplacedSample, QueuedRuntime, RingLiveness, RingSample,
 };
 pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
@@ -145,6 +145,10 @@ pub struct Observations {
     /// attempts has its cause on record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late_runtimes: Vec<LateRuntime>,
+    /// Runtimes the monitor saw queued behind a table lock request for at
+    /// least half `stale_after` (see [`QueuedRuntime`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued_runtimes: Vec<QueuedRuntime>,
     /// First attempts of `overrun_deadline` jobs that their handler
     /// completed, nobody having deadline-rescued them in time (see
     /// [`UnrescuedOverrun`]).

@@ -519,3 +519,79 @@ async fn leases_whose_heartbeat_goes_stale_are_recorded_fresh_ones_are_not() {
     assert_eq!(late, [(8, 1)], "{:?}", samples.late_leases);
     assert!(samples.late_leases[0].age_ms >= 10_000);
 }
+
+/// A runtime's lease heartbeat queued behind another session's ACCESS
+/// EXCLUSIVE request on a lease partition (as behind a 0.6 prune, which
+/// waits 2 s for its lock) is recorded, with the requester's version
+/// (none: 0.6 names no session) and the wait: a read of the leases
+/// would queue too, so no lease sample could see those heartbeats go
+/// stale. A runtime beating beside it, not queued, is not recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_queued_behind_a_table_lock_request_is_recorded_with_the_requester() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster.create_database("queued").await.unwrap();
+    let mut client = cluster.connect("queued").await.unwrap();
+    awa_runtime::schema::migrate(&mut client, &Default::default())
+        .await
+        .expect("fresh install");
+    // A reader keeps a lease partition open; a requester (no
+    // application_name, as 0.6) asks for it exclusively and queues.
+    let reader = cluster.connect("queued").await.unwrap();
+    reader
+        .batch_execute("BEGIN; SELECT count(*) FROM awa.leases_0")
+        .await
+        .unwrap();
+    let requester = cluster.connect("queued").await.unwrap();
+    let request = tokio::spawn(async move {
+        requester
+            .batch_execute("BEGIN; LOCK TABLE awa.leases_0 IN ACCESS EXCLUSIVE MODE; COMMIT")
+            .await
+            .unwrap();
+    });
+    until_blocked(&client, "queued").await;
+    let monitor = start_monitor(&cluster, "queued");
+    // A 0.7 runtime's heartbeat on the parent table queues behind the request.
+    let runtime = cluster.connect("queued").await.unwrap();
+    runtime
+        .batch_execute("SET application_name = 'awa 0.7.0 current-worker-2-123-ab'")
+        .await
+        .unwrap();
+    let beat = tokio::spawn(async move {
+        runtime
+            .execute(
+                "UPDATE awa.leases SET heartbeat_at = now() WHERE instance_id = 'x'",
+                &[],
+            )
+            .await
+            .unwrap();
+    });
+    until_waiting(&client, "queued", 2).await;
+    client
+        .batch_execute("SET application_name = 'awa 0.7.0 current-worker-1-456-cd'")
+        .await
+        .unwrap();
+    // Past half stale_after (1.5 s) of queueing, then the reader lets go.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    reader.batch_execute("COMMIT").await.unwrap();
+    request.await.unwrap();
+    beat.await.unwrap();
+    let samples = monitor.stop().await;
+    let seen: Vec<(&str, Option<&str>, &str)> = samples
+        .queued_runtimes
+        .iter()
+        .map(|q| {
+            (
+                q.instance_id.as_str(),
+                q.requester_version.as_deref(),
+                q.relation.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("current-worker-2-123-ab", None, "leases_0")],
+        "{:?}",
+        samples.queued_runtimes
+    );
+    assert!(samples.queued_runtimes[0].waited_ms >= 750);
+}

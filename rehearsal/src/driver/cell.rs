@@ -326,6 +326,7 @@ impl<'a> Cell<'a> {
         self.state.obs.misplaced = samples.misplaced;
         self.state.obs.late_leases = samples.late_leases;
         self.state.obs.late_runtimes = samples.late_runtimes;
+        self.state.obs.queued_runtimes = samples.queued_runtimes;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;

@@ -126,6 +126,31 @@ pub struct LateLease {
     pub age_ms: u64,
 }
 
+/// A runtime whose session the monitor saw waiting, for at least half
+/// `stale_after`, behind an `ACCESS EXCLUSIVE` request on an awa table
+/// (a prune's, a migration's DDL): while such a request waits, every
+/// statement on that table queues behind it, the runtime's lease
+/// heartbeats included, and no read of the table (the monitor's own)
+/// sees them go stale. A heartbeat rescue of that runtime's attempts
+/// then has its cause on record when the requester is not the release
+/// under test: a 0.6 prune waits up to 2 s for its lock, longer than the
+/// cells' `stale_after`, which no release can change. Added in report
+/// format 1.19.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct QueuedRuntime {
+    /// The waiting runtime's `runtime_instances` key.
+    pub instance_id: String,
+    /// The first tick that saw it queued that long (ms since the cell started).
+    pub first_ms: u64,
+    /// The longest wait seen, in ms.
+    pub waited_ms: u64,
+    /// The version the requesting session names (`None`: it names none,
+    /// as 0.6 runtimes do).
+    pub requester_version: Option<String>,
+    /// The table it requested.
+    pub relation: String,
+}
+
 /// How many monitor ticks with misplaced rows a cell keeps: the first
 /// ones say where it began; later ticks repeat them.
 pub const MISPLACED_SAMPLES_KEPT: usize = 20;

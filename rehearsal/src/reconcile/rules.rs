@@ -366,12 +366,18 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
         .iter()
         .map(|r| r.instance_id.as_str())
         .collect();
+    // A runtime the monitor saw queued behind a table lock that another
+    // release requested (a 0.6 prune waits 2 s for its lock, past the
+    // cells' stale_after): its lease heartbeats queued too, unseen by any
+    // read of the leases; the release under test is never excused so.
+    let queued_by_n1 = queued_behind_other_releases(obs);
     let unexplained: Vec<_> = storage
         .rescued
         .iter()
         .filter(|r| match r.reason.as_str() {
             "deadline" => r.mode != "overrun_deadline",
             "heartbeat" if seen_late.contains(&(r.job_id, r.run_lease)) => false,
+            "heartbeat" if queued_by_n1.contains(r.instance_id.as_str()) => false,
             "crash" if stale_runtimes.contains(r.instance_id.as_str()) => false,
             _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
         })
@@ -407,6 +413,27 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
         count: n,
         at_ms: None,
     })
+}
+
+/// Runtimes the monitor saw queued behind a table lock requested by a
+/// session of a release other than the one under test (the `current`
+/// artifact's processes): one naming no version (0.6) or another one.
+fn queued_behind_other_releases(obs: &Observations) -> std::collections::BTreeSet<&str> {
+    let current: std::collections::BTreeSet<&str> = obs
+        .processes
+        .iter()
+        .filter(|p| p.artifact == "current")
+        .map(|p| p.version.as_str())
+        .collect();
+    obs.queued_runtimes
+        .iter()
+        .filter(|q| {
+            q.requester_version
+                .as_deref()
+                .is_none_or(|v| !current.contains(v))
+        })
+        .map(|q| q.instance_id.as_str())
+        .collect()
 }
 
 /// Fire times without a job, and fire times with more than one.
@@ -836,6 +863,73 @@ mod tests {
         };
         let found = findings(&storage, &obs);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[8][..], 1));
+    }
+
+    #[test]
+    fn a_heartbeat_rescue_is_explained_by_a_queue_behind_another_releases_table_lock_only() {
+        use awa_runtime::store::audit::RescuedAttempt;
+        let beat = |job_id: i64, instance: &str| RescuedAttempt {
+            job_id,
+            run_lease: 1,
+            attempt: 1,
+            reason: "heartbeat".into(),
+            instance_id: instance.into(),
+            mode: "sleep".into(),
+        };
+        let storage = Storage {
+            rescued: vec![
+                beat(9, "current-worker-2-b"),
+                beat(10, "current-worker-1-a"),
+            ],
+            ..Default::default()
+        };
+        let current = crate::observe::ProcessRecord {
+            name: "current-worker-2".into(),
+            artifact: "current".into(),
+            version: "0.7.0".into(),
+            role: "worker".into(),
+            exit_code: Some(0),
+            signal: None,
+            container: None,
+            start_to_ready_ms: None,
+            killed: false,
+            log: String::new(),
+            error: None,
+            contract: Default::default(),
+            leader_at_ms: None,
+        };
+        let queued = |instance: &str, requester: Option<&str>| crate::observe::QueuedRuntime {
+            instance_id: instance.into(),
+            first_ms: 30_000,
+            waited_ms: 1_600,
+            requester_version: requester.map(str::to_owned),
+            relation: "leases_3".into(),
+        };
+        let with = |q: Vec<crate::observe::QueuedRuntime>| Observations {
+            processes: vec![current.clone()],
+            queued_runtimes: q,
+            ..Default::default()
+        };
+        // Nothing queued: both are findings.
+        let found = findings(&storage, &with(Vec::new()));
+        assert_eq!(found[0].ids, [9, 10]);
+        // current-worker-2 queued behind a 0.6 prune (its session names no
+        // version): its rescue has a cause; current-worker-1's has none.
+        let found = findings(&storage, &with(vec![queued("current-worker-2-b", None)]));
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
+        // The same queue behind the release under test's own prune (0.7.0)
+        // is the release's doing: no excuse.
+        let found = findings(
+            &storage,
+            &with(vec![queued("current-worker-2-b", Some("0.7.0"))]),
+        );
+        assert_eq!(found[0].ids, [9, 10]);
+        // Behind another named release (an N-1 that names its sessions): excused.
+        let found = findings(
+            &storage,
+            &with(vec![queued("current-worker-2-b", Some("0.6.9"))]),
+        );
+        assert_eq!(found[0].ids, [10]);
     }
 
     #[test]

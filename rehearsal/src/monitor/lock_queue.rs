@@ -1,0 +1,234 @@
+//! The lock-queue watch: which runtimes' sessions wait behind an
+//! `ACCESS EXCLUSIVE` request on an awa table (a prune's, a migration's),
+//! for how long, and whose request it is.
+//!
+//! While such a request waits, every statement on that table queues
+//! behind it: the runtimes' lease heartbeats, and the sampler's own reads
+//! of the leases, so the sampler is blind for exactly as long as the
+//! heartbeats are held. This watch has its own connection and task and
+//! reads only PostgreSQL's views (`pg_stat_activity`, `pg_locks`), which
+//! never queue behind a table lock.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_postgres::Client;
+
+use super::INTERVAL;
+use crate::observe::QueuedRuntime;
+
+/// 0.7 and later runtimes' sessions waiting on a lock that an ungranted
+/// `ACCESS EXCLUSIVE` request on an awa table is ahead of (or holds): the
+/// waiter's `application_name` (`awa <version> <instance_id>`), how long
+/// its statement has waited (ms), and the requester's `application_name`
+/// (empty for 0.6, which sets none) and table.
+const QUEUED_BEHIND_TABLE_LOCK: &str = "
+SELECT a.application_name,
+       (extract(epoch FROM clock_timestamp() - a.query_start) * 1000)::int8,
+       coalesce(r.application_name, ''), c.relname
+FROM pg_stat_activity a
+CROSS JOIN LATERAL unnest(pg_blocking_pids(a.pid)) AS b(pid)
+JOIN pg_locks q ON q.pid = b.pid AND NOT q.granted AND q.locktype = 'relation'
+               AND q.mode = 'AccessExclusiveLock'
+JOIN pg_class c ON c.oid = q.relation
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'awa'
+JOIN pg_stat_activity r ON r.pid = b.pid
+WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
+  AND a.application_name LIKE 'awa %'";
+
+/// A runtime's session seen waiting behind an `ACCESS EXCLUSIVE` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct QueuedSession {
+    /// The waiter's `application_name`.
+    pub(super) waiter: String,
+    /// How long its statement has waited, ms.
+    pub(super) waited_ms: i64,
+    /// The requester's `application_name` (empty: none).
+    pub(super) requester: String,
+    /// The table requested.
+    pub(super) relation: String,
+}
+
+/// What the watch keeps: per runtime, requester's version and table, the
+/// first tick that saw the runtime queued for at least half `stale_after`
+/// and the longest wait seen.
+#[derive(Debug, Default)]
+pub(super) struct Queued {
+    floor_ms: i64,
+    seen: BTreeMap<(String, Option<String>, String), QueuedRuntime>,
+}
+
+impl Queued {
+    /// Keeps waits of at least half `stale_after`: shorter ones cannot
+    /// have made a lease stale.
+    pub(super) fn new(stale_after: Duration) -> Queued {
+        Queued {
+            floor_ms: (stale_after.as_millis() / 2) as i64,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Records one tick's reading, taken `at_ms` into the cell.
+    pub(super) fn record(&mut self, at_ms: u64, sessions: &[QueuedSession]) {
+        for s in sessions.iter().filter(|s| s.waited_ms >= self.floor_ms) {
+            let Some(instance_id) = runtime_of(&s.waiter) else {
+                continue;
+            };
+            let requester_version = version_of(&s.requester);
+            let waited_ms = s.waited_ms.max(0) as u64;
+            let key = (
+                instance_id.to_owned(),
+                requester_version.clone(),
+                s.relation.clone(),
+            );
+            self.seen
+                .entry(key)
+                .and_modify(|q| q.waited_ms = q.waited_ms.max(waited_ms))
+                .or_insert(QueuedRuntime {
+                    instance_id: instance_id.to_owned(),
+                    first_ms: at_ms,
+                    waited_ms,
+                    requester_version,
+                    relation: s.relation.clone(),
+                });
+        }
+    }
+
+    /// Everything kept, by runtime.
+    pub(super) fn finish(self) -> Vec<QueuedRuntime> {
+        self.seen.into_values().collect()
+    }
+}
+
+/// Starts the watch on its own connection, every [`INTERVAL`] until
+/// `stopped`; a tick whose connection or query fails is skipped (the
+/// sampler accounts for outages).
+pub(super) fn start(
+    url: String,
+    t0: Instant,
+    stale_after: Duration,
+    mut stopped: watch::Receiver<bool>,
+) -> JoinHandle<Vec<QueuedRuntime>> {
+    tokio::spawn(async move {
+        let mut queued = Queued::new(stale_after);
+        let mut client: Option<Client> = None;
+        let mut tick = tokio::time::interval(INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stopped.changed() => break,
+            }
+            if client.as_ref().is_none_or(Client::is_closed) {
+                let connect = crate::pg::connect(&url);
+                client = match tokio::time::timeout(Duration::from_secs(1), connect).await {
+                    Ok(Ok(c)) => Some(c),
+                    _ => None,
+                };
+            }
+            let Some(c) = client.as_ref() else { continue };
+            let at_ms = t0.elapsed().as_millis() as u64;
+            if let Ok(sessions) = read(c).await {
+                queued.record(at_ms, &sessions);
+            }
+        }
+        queued.finish()
+    })
+}
+
+/// One reading of the queue.
+async fn read(client: &Client) -> Result<Vec<QueuedSession>, tokio_postgres::Error> {
+    Ok(client
+        .query(QUEUED_BEHIND_TABLE_LOCK, &[])
+        .await?
+        .iter()
+        .map(|r| QueuedSession {
+            waiter: r.get(0),
+            waited_ms: r.get::<_, Option<i64>>(1).unwrap_or(0),
+            requester: r.get(2),
+            relation: r.get(3),
+        })
+        .collect())
+}
+
+/// The `runtime_instances` key a 0.7+ runtime's `application_name`
+/// (`awa <version> <instance_id>`) carries.
+fn runtime_of(application_name: &str) -> Option<&str> {
+    let mut words = application_name.split_whitespace();
+    match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("awa"), Some(_), Some(id), None) => Some(id),
+        _ => None,
+    }
+}
+
+/// The version an `application_name` of the form `awa <version> ...` names.
+fn version_of(application_name: &str) -> Option<String> {
+    let mut words = application_name.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some("awa"), Some(v)) => Some(v.to_owned()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(waiter: &str, waited_ms: i64, requester: &str) -> QueuedSession {
+        QueuedSession {
+            waiter: waiter.into(),
+            waited_ms,
+            requester: requester.into(),
+            relation: "leases_3".into(),
+        }
+    }
+
+    #[test]
+    fn only_runtimes_queued_half_stale_after_are_kept_with_their_longest_wait() {
+        let mut q = Queued::new(Duration::from_millis(1_500));
+        q.record(
+            1_000,
+            &[
+                session("awa 0.7.0 current-worker-2-1-a", 800, ""),
+                // Under half stale_after: cannot have made a lease stale.
+                session("awa 0.7.0 current-worker-1-2-b", 700, ""),
+                // Not a runtime's session (a harness's, or 0.6's: no name).
+                session("rehearse", 5_000, ""),
+                session("", 5_000, ""),
+            ],
+        );
+        q.record(
+            1_250,
+            &[
+                session("awa 0.7.0 current-worker-2-1-a", 1_050, ""),
+                session(
+                    "awa 0.7.0 current-worker-2-1-a",
+                    900,
+                    "awa 0.7.0 current-worker-3-4-c",
+                ),
+            ],
+        );
+        let got = q.finish();
+        assert_eq!(
+            got,
+            [
+                QueuedRuntime {
+                    instance_id: "current-worker-2-1-a".into(),
+                    first_ms: 1_000,
+                    waited_ms: 1_050,
+                    requester_version: None,
+                    relation: "leases_3".into(),
+                },
+                QueuedRuntime {
+                    instance_id: "current-worker-2-1-a".into(),
+                    first_ms: 1_250,
+                    waited_ms: 900,
+                    requester_version: Some("0.7.0".into()),
+                    relation: "leases_3".into(),
+                },
+            ]
+        );
+    }
+}
