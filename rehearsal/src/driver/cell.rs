@@ -113,6 +113,7 @@ pub fn set_logs_aside(
     name: &str,
     attempt: u32,
 ) -> Result<String, String> {
+    // A String: the caller only notes why the logs stayed where they are.
     let from = cell_dir(name);
     let to = format!("{from}.try-{attempt}");
     std::fs::rename(report_dir.join(&from), report_dir.join(&to))
@@ -170,6 +171,7 @@ pub async fn run_cell(
 }
 
 /// The cell's own database, or why it cannot have one.
+// A String: whatever went wrong, the cell is reported unrun in these words.
 async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, String> {
     let needs_crash = plan.steps.iter().any(|s| matches!(s, Step::PgCrash(_)));
     if needs_crash && matches!(ctx.server, super::database::Server::External { .. }) {
