@@ -12,6 +12,7 @@ use crate::observe::StepOutcome;
 const RESCUE_POLL: Duration = Duration::from_millis(250);
 
 /// A check's result: `Ok(what held)` or `Err(what did not)`.
+// Strings: both sides are the check's sentence for the report, and Ok or Err is all a caller asks.
 pub(super) type Held = Result<String, String>;
 
 /// The harness could not read what a check looks at.
