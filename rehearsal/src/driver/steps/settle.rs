@@ -94,6 +94,7 @@ pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abor
 
 /// Waits for the workload's jobs to be done; `Err` says how many stayed
 /// live once their count stopped going down for the drain timeout.
+// The inner String is the check's failing sentence ([`Held`]'s `Err`), not an error.
 async fn workload_done(cx: &mut StepCtx<'_>) -> Result<Result<(), String>, Abort> {
     let drain = cx.plan.timings.drain_timeout.to_std();
     let start = Instant::now();
