@@ -145,6 +145,7 @@ fn resume_later(
 /// `application_name`, or, for a runtime that names none, sessions
 /// that name nothing): under CPU pressure another runtime's session
 /// can sit idle in a transaction holding a ring lock for 30 ms too.
+// The inner Strings are sentences for the step's text and the abort's reason, not errors.
 async fn stop_at(
     cx: &mut StepCtx<'_>,
     handle: &Handle,
