@@ -86,6 +86,7 @@ pub struct Registry {
 /// A registry as rehearse talks to one: `HOST:PORT`, plain HTTP (a
 /// loopback registry). Checked where it is typed, so a registry that
 /// doctor accepts is one publish accepts.
+// A String: `--registry`'s value parser hands it to clap, which prints it as it is.
 pub fn check_host(registry: &str) -> Result<(), String> {
     match registry.rsplit_once(':') {
         Some((host, port))
