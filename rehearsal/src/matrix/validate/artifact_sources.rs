@@ -94,6 +94,7 @@ pub(super) fn pulls_known(raw: &RawMatrix, known: &Known, sink: &mut Sink<'_>) -
 /// when `reference` has a version tag (and perhaps a digest), exactly
 /// that image; a digest without its tag is refused. Every key points at
 /// the release's value, so the image checks read as usual.
+// A String: the caller records it in the matrix's diagnostics as it is.
 pub(super) fn from_registry(a: &RawArtifact, reference: &str) -> Result<RawArtifact, String> {
     let Some(release) = &a.release else {
         let what = if a.build.is_some() {
