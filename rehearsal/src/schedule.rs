@@ -72,6 +72,7 @@ pub const MAX_JOBS: u32 = 256;
 impl FromStr for Jobs {
     type Err = String;
 
+    // A String: `--jobs`'s value parser hands it to clap, which prints it as it is.
     fn from_str(s: &str) -> Result<Jobs, String> {
         if s == "auto" {
             return Ok(Jobs::Auto);
