@@ -52,6 +52,7 @@ fn valid_tag(t: &str) -> bool {
 
 impl Reference {
     /// Parses a reference; the error says what is wrong in words for the matrix's diagnostics.
+    // A String: every caller puts these words into its own message, and none asks the kind.
     pub fn parse(text: &str) -> Result<Reference, String> {
         if text.is_empty() || text.contains(char::is_whitespace) {
             return Err(
