@@ -20,6 +20,7 @@ impl std::fmt::Display for Major {
 
 impl Major {
     /// `18` or `pg18` -> `Major(18)`; a usage error names what is valid.
+    // A String: clap (`--postgres`), the matrix's diagnostics and --cell's refusal print it as it is.
     pub fn parse(text: &str) -> Result<Major, String> {
         let digits = text.trim().strip_prefix("pg").unwrap_or(text.trim());
         match digits.parse::<u32>() {
