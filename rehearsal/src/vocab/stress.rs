@@ -30,6 +30,7 @@ const FORMS: &str =
 impl FromStr for Stress {
     type Err = String;
 
+    // A String: `--stress`'s value parser hands it to clap, which prints it as it is.
     fn from_str(s: &str) -> Result<Stress, String> {
         let refuse = |why: &str| format!("\"{s}\" {why}; give {FORMS}");
         let Some(value) = s.strip_prefix("cpu=") else {
