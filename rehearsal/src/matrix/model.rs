@@ -69,11 +69,18 @@ pub struct Matrix {
 }
 
 /// `[mutate] min_score = 0.9`: the share of viable mutants (killed or
-/// survived) the matrix must kill for `rehearse mutate` to exit 0.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// survived, less the survivors explained as equivalent) the matrix must
+/// kill for `rehearse mutate` to exit 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MutatePolicy {
     /// From 0 to 1; `None`: any score passes.
     pub min_score: Option<f64>,
+    /// `[[mutate.equivalent]]`: mutants (by the id `--list` prints) that
+    /// no matrix can kill because they change nothing the product
+    /// promises, each with the reason a reviewer accepted; the report
+    /// shows them apart, with the reason, and leaves them out of the score.
+    #[serde(default)]
+    pub equivalent: std::collections::BTreeMap<String, String>,
 }
 
 /// An item of ADR-041 §9 ("validation precedes release") and the cells

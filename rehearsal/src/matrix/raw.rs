@@ -97,6 +97,16 @@ pub(crate) struct RawChecklistItem {
 pub(crate) struct RawMutate {
     /// A number, integer or float: checked in `validate.rs`.
     pub min_score: Option<Spanned<toml::Value>>,
+    /// `[[mutate.equivalent]]`.
+    pub equivalent: Option<Vec<Spanned<RawEquivalent>>>,
+}
+
+/// `[[mutate.equivalent]] mutant = "m0f836af7", why = "..."`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEquivalent {
+    pub mutant: Option<Spanned<String>>,
+    pub why: Option<Spanned<String>>,
 }
 
 /// `[[cell]]`; `steps` is read by hand from the spanned tree (see [`RawSteps`]).

@@ -2167,11 +2167,50 @@ fn mutate_min_score_is_a_share_and_a_bad_one_is_located() {
         ),
         (
             "min_scor = 0.9",
-            "2:1: mutate: unknown field `min_scor`, expected `min_score`".to_owned(),
+            "2:1: mutate: unknown field `min_scor`, expected `min_score` or `equivalent`"
+                .to_owned(),
         ),
     ] {
         let text = doc(&format!("[mutate]\n{line}\n"), &[]);
         assert_eq!(errors(&text), [format!("matrix.toml:{message}")], "{line}");
+    }
+}
+
+#[test]
+fn equivalent_mutants_are_ids_with_a_reason_and_a_bad_one_is_located() {
+    let text = doc(
+        "[[mutate.equivalent]]\nmutant = \"m0f836af7\"\nwhy = \" only more often \"\n",
+        &[],
+    );
+    let matrix = parse("matrix.toml", &text).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        matrix
+            .mutate
+            .equivalent
+            .get("m0f836af7")
+            .map(String::as_str),
+        Some("only more often")
+    );
+    for (body, message) in [
+        (
+            "mutant = \"m0f836af7\"",
+            "1:1: mutate: an equivalent mutant needs both `mutant` (its id, as `rehearse mutate --list` prints it) and `why` (the reason no matrix can kill it)",
+        ),
+        (
+            "mutant = \"0f836af7\"\nwhy = \"x\"",
+            "2:10: mutate: equivalent mutant \"0f836af7\" is not a mutant id: `m` and 8 hex digits, as `rehearse mutate --list` prints them",
+        ),
+        (
+            "mutant = \"m0f836af7\"\nwhy = \" \"",
+            "3:7: mutate: equivalent mutant m0f836af7 has an empty `why`: say why no matrix can kill it",
+        ),
+        (
+            "mutant = \"m0f836af7\"\nwhy = \"x\"\n[[mutate.equivalent]]\nmutant = \"m0f836af7\"\nwhy = \"y\"",
+            "5:10: mutate: equivalent mutant m0f836af7 is listed twice",
+        ),
+    ] {
+        let text = doc(&format!("[[mutate.equivalent]]\n{body}\n"), &[]);
+        assert_eq!(errors(&text), [format!("matrix.toml:{message}")], "{body}");
     }
 }
 

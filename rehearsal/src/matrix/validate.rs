@@ -147,13 +147,86 @@ fn required_timings(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Timings> {
     }
 }
 
-/// `[mutate] min_score = 0.9`: a share from 0 to 1.
+/// `[mutate] min_score = 0.9`: a share from 0 to 1; `[[mutate.equivalent]]`:
+/// mutant ids with the reason each is equivalent.
 fn validate_mutate(
     m: &Spanned<super::raw::RawMutate>,
     sink: &mut Sink<'_>,
 ) -> Option<MutatePolicy> {
-    let Some(value) = &m.get_ref().min_score else {
-        return Some(MutatePolicy::default());
+    let equivalent = validate_equivalent(m.get_ref().equivalent.as_deref().unwrap_or(&[]), sink);
+    let min_score = validate_min_score(m.get_ref().min_score.as_ref(), sink);
+    Some(MutatePolicy {
+        min_score: min_score?,
+        equivalent: equivalent?,
+    })
+}
+
+/// Each `[[mutate.equivalent]]` names a mutant id as `--list` prints it
+/// (`m` and 8 hex digits), once, with a reason.
+fn validate_equivalent(
+    items: &[Spanned<super::raw::RawEquivalent>],
+    sink: &mut Sink<'_>,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut ok = true;
+    for item in items {
+        let raw = item.get_ref();
+        let (Some(id), Some(why)) = (&raw.mutant, &raw.why) else {
+            sink.error(
+                Some(item.span()),
+                "mutate",
+                "an equivalent mutant needs both `mutant` (its id, as `rehearse mutate --list` prints it) and `why` (the reason no matrix can kill it)",
+            );
+            ok = false;
+            continue;
+        };
+        let well_formed = id.get_ref().len() == 9
+            && id.get_ref().starts_with('m')
+            && id.get_ref()[1..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+        if !well_formed {
+            sink.error(
+                Some(id.span()),
+                "mutate",
+                format!(
+                    "equivalent mutant \"{}\" is not a mutant id: `m` and 8 hex digits, as `rehearse mutate --list` prints them",
+                    id.get_ref()
+                ),
+            );
+            ok = false;
+        } else if why.get_ref().trim().is_empty() {
+            sink.error(
+                Some(why.span()),
+                "mutate",
+                format!(
+                    "equivalent mutant {} has an empty `why`: say why no matrix can kill it",
+                    id.get_ref()
+                ),
+            );
+            ok = false;
+        } else if out
+            .insert(id.get_ref().clone(), why.get_ref().trim().to_owned())
+            .is_some()
+        {
+            sink.error(
+                Some(id.span()),
+                "mutate",
+                format!("equivalent mutant {} is listed twice", id.get_ref()),
+            );
+            ok = false;
+        }
+    }
+    ok.then_some(out)
+}
+
+/// `[mutate] min_score`: a share from 0 to 1 (`Some(None)`: not set).
+fn validate_min_score(
+    value: Option<&Spanned<toml::Value>>,
+    sink: &mut Sink<'_>,
+) -> Option<Option<f64>> {
+    let Some(value) = value else {
+        return Some(None);
     };
     let wanted = "a share from 0 to 1 (killed / (killed + survived) mutants, e.g. 0.9)";
     let number = match value.get_ref() {
@@ -162,7 +235,7 @@ fn validate_mutate(
         _ => None,
     };
     match number {
-        Some(n) if (0.0..=1.0).contains(&n) => Some(MutatePolicy { min_score: Some(n) }),
+        Some(n) if (0.0..=1.0).contains(&n) => Some(Some(n)),
         _ => {
             let found = match value.get_ref() {
                 toml::Value::String(text) => format!("the string \"{text}\""),

@@ -469,6 +469,7 @@ pub fn session(
         in_scope: g.in_scope,
         clean: Vec::new(),
         min_score: args.matrix.mutate.min_score,
+        equivalent: args.matrix.mutate.equivalent.clone(),
         mutants: Vec::new(),
     };
     let c = Counts::of(&g.mutants);

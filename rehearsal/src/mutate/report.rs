@@ -39,6 +39,10 @@ pub struct MutateReport {
     pub clean: Vec<CleanCell>,
     /// `[mutate] min_score` of the matrix, if set.
     pub min_score: Option<f64>,
+    /// `[[mutate.equivalent]]` of the matrix: mutant id to the reason no
+    /// matrix can kill it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub equivalent: BTreeMap<String, String>,
     /// Each mutant's result.
     pub mutants: Vec<MutantResult>,
 }
@@ -54,12 +58,16 @@ pub struct Tally {
     pub unviable: usize,
     /// Ran past a budget.
     pub timeout: usize,
+    /// Of the survivors, those the matrix file explains as equivalent.
+    #[serde(default)]
+    pub equivalent: usize,
 }
 
 impl Tally {
-    /// killed / (killed + survived); `None` with neither.
+    /// killed / (killed + survived), survivors explained as equivalent
+    /// left out; `None` with nothing judged.
     pub fn score(&self) -> Option<f64> {
-        let judged = self.killed + self.survived;
+        let judged = self.killed + self.survived - self.equivalent;
         (judged > 0).then(|| self.killed as f64 / judged as f64)
     }
 
@@ -76,12 +84,29 @@ impl MutateReport {
         for m in &self.mutants {
             match m.status {
                 Status::Killed { .. } => t.killed += 1,
-                Status::Survived => t.survived += 1,
+                Status::Survived => {
+                    t.survived += 1;
+                    if self.equivalent.contains_key(&m.mutant.id) {
+                        t.equivalent += 1;
+                    }
+                }
                 Status::Unviable { .. } => t.unviable += 1,
                 Status::Timeout { .. } => t.timeout += 1,
             }
         }
         t
+    }
+
+    /// Mutants the matrix file calls equivalent that a cell killed all
+    /// the same: their explanation is wrong.
+    pub fn killed_equivalents(&self) -> Vec<&MutantResult> {
+        self.mutants
+            .iter()
+            .filter(|m| {
+                matches!(m.status, Status::Killed { .. })
+                    && self.equivalent.contains_key(&m.mutant.id)
+            })
+            .collect()
     }
 
     /// Whether the score meets `min_score` (met when none is set; not
@@ -130,8 +155,13 @@ impl MutateReport {
                 if self.met() { "met" } else { "NOT met" }
             )
         });
+        let explained = if t.equivalent > 0 {
+            format!(" ({} explained as equivalent)", t.equivalent)
+        } else {
+            String::new()
+        };
         format!(
-            "{score}{min}: {} mutants, {} killed, {} survived, {} unviable, {} timeout; mean {:.1} s a mutant",
+            "{score}{min}: {} mutants, {} killed, {} survived{explained}, {} unviable, {} timeout; mean {:.1} s a mutant",
             self.mutants.len(),
             t.killed,
             t.survived,
@@ -166,20 +196,37 @@ pub fn render_markdown(r: &MutateReport) -> String {
         r.seed,
         r.partition.as_ref().map_or_else(String::new, |p| format!(", partition {p}")),
     ));
-    let survivors: Vec<&MutantResult> = r
+    let (explained, survivors): (Vec<&MutantResult>, Vec<&MutantResult>) = r
         .mutants
         .iter()
         .filter(|m| m.status == Status::Survived)
-        .collect();
+        .partition(|m| r.equivalent.contains_key(&m.mutant.id));
     out.push_str(&format!("## Survivors ({})\n\n", survivors.len()));
     if survivors.is_empty() {
         out.push_str("None.\n\n");
     }
     for m in &survivors {
+        out.push_str(&mutant_heading(m, ""));
+    }
+    let wrong = r.killed_equivalents();
+    if !wrong.is_empty() {
         out.push_str(&format!(
-            "### {} {}:{} ({}, in {})\n\n```diff\n{}```\n\n",
-            m.mutant.id, m.mutant.file, m.mutant.line, m.mutant.operator, m.mutant.unit, m.diff
+            "## Listed as equivalent, but killed ({}): the explanation in the matrix file is wrong\n\n",
+            wrong.len()
         ));
+        for m in wrong {
+            out.push_str(&mutant_heading(m, ""));
+        }
+    }
+    if !explained.is_empty() {
+        out.push_str(&format!(
+            "## Survivors explained as equivalent ({}; left out of the score)\n\n",
+            explained.len()
+        ));
+        for m in explained {
+            let why = r.equivalent.get(&m.mutant.id).map_or("", String::as_str);
+            out.push_str(&mutant_heading(m, &format!("Why: {why}\n\n")));
+        }
     }
     out.push_str("## Every mutant\n\n| mutant | where | operator | status | killed by | time |\n|---|---|---|---|---|---|\n");
     let mut order: Vec<&MutantResult> = r.mutants.iter().collect();
@@ -223,6 +270,14 @@ pub fn render_markdown(r: &MutateReport) -> String {
         ));
     }
     out
+}
+
+/// A mutant's heading, `note` and its diff.
+fn mutant_heading(m: &MutantResult, note: &str) -> String {
+    format!(
+        "### {} {}:{} ({}, in {})\n\n{note}```diff\n{}```\n\n",
+        m.mutant.id, m.mutant.file, m.mutant.line, m.mutant.operator, m.mutant.unit, m.diff
+    )
 }
 
 /// The first line of `text`, at most 160 characters.
@@ -372,8 +427,53 @@ mod tests {
             in_scope: Counts::default(),
             clean: Vec::new(),
             min_score,
+            equivalent: BTreeMap::new(),
             mutants,
         }
+    }
+
+    #[test]
+    fn survivors_explained_as_equivalent_leave_the_score_and_a_killed_one_is_called_wrong() {
+        let killed = Status::Killed {
+            cell: "fence".into(),
+            rule: "lost: 1 job".into(),
+        };
+        let mut r = report(
+            vec![
+                result("a", killed.clone()),
+                result("b", Status::Survived),
+                result("c", Status::Survived),
+                result("d", killed),
+            ],
+            Some(0.9),
+        );
+        assert_eq!(r.tally().score(), Some(0.5));
+        let id = |i: usize| r.mutants[i].mutant.id.clone();
+        r.equivalent = [(id(1), "folds more often, same rollups"), (id(3), "wrong")]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect();
+        let t = r.tally();
+        assert_eq!((t.killed, t.survived, t.equivalent), (2, 2, 1));
+        assert_eq!(t.score(), Some(2.0 / 3.0), "b is left out, c is not");
+        assert!(
+            r.headline()
+                .contains("2 survived (1 explained as equivalent)")
+        );
+        let wrong: Vec<&str> = r
+            .killed_equivalents()
+            .iter()
+            .map(|m| m.mutant.id.as_str())
+            .collect();
+        assert_eq!(wrong, [r.mutants[3].mutant.id.as_str()]);
+        let md = render_markdown(&r);
+        let survivors = md.find("## Survivors (1)").expect(&md);
+        let explained = md
+            .find("## Survivors explained as equivalent (1; left out of the score)")
+            .expect(&md);
+        assert!(md.contains("Why: folds more often, same rollups"));
+        assert!(md.contains("## Listed as equivalent, but killed (1)"));
+        assert!(survivors < explained, "unexplained survivors come first");
     }
 
     #[test]
