@@ -196,38 +196,7 @@ pub fn render_markdown(r: &MutateReport) -> String {
         r.seed,
         r.partition.as_ref().map_or_else(String::new, |p| format!(", partition {p}")),
     ));
-    let (explained, survivors): (Vec<&MutantResult>, Vec<&MutantResult>) = r
-        .mutants
-        .iter()
-        .filter(|m| m.status == Status::Survived)
-        .partition(|m| r.equivalent.contains_key(&m.mutant.id));
-    out.push_str(&format!("## Survivors ({})\n\n", survivors.len()));
-    if survivors.is_empty() {
-        out.push_str("None.\n\n");
-    }
-    for m in &survivors {
-        out.push_str(&mutant_heading(m, ""));
-    }
-    let wrong = r.killed_equivalents();
-    if !wrong.is_empty() {
-        out.push_str(&format!(
-            "## Listed as equivalent, but killed ({}): the explanation in the matrix file is wrong\n\n",
-            wrong.len()
-        ));
-        for m in wrong {
-            out.push_str(&mutant_heading(m, ""));
-        }
-    }
-    if !explained.is_empty() {
-        out.push_str(&format!(
-            "## Survivors explained as equivalent ({}; left out of the score)\n\n",
-            explained.len()
-        ));
-        for m in explained {
-            let why = r.equivalent.get(&m.mutant.id).map_or("", String::as_str);
-            out.push_str(&mutant_heading(m, &format!("Why: {why}\n\n")));
-        }
-    }
+    out.push_str(&survivor_sections(r));
     out.push_str("## Every mutant\n\n| mutant | where | operator | status | killed by | time |\n|---|---|---|---|---|---|\n");
     let mut order: Vec<&MutantResult> = r.mutants.iter().collect();
     order.sort_by_key(|m| {
@@ -268,6 +237,46 @@ pub fn render_markdown(r: &MutateReport) -> String {
                 "no: not clean on the unmutated build"
             }
         ));
+    }
+    out
+}
+
+/// The survivors left unexplained (with their diffs), the mutants listed
+/// as equivalent that a cell killed, then the survivors explained as
+/// equivalent (with the reason).
+fn survivor_sections(r: &MutateReport) -> String {
+    let mut out = String::new();
+    let (explained, survivors): (Vec<&MutantResult>, Vec<&MutantResult>) = r
+        .mutants
+        .iter()
+        .filter(|m| m.status == Status::Survived)
+        .partition(|m| r.equivalent.contains_key(&m.mutant.id));
+    out.push_str(&format!("## Survivors ({})\n\n", survivors.len()));
+    if survivors.is_empty() {
+        out.push_str("None.\n\n");
+    }
+    for m in &survivors {
+        out.push_str(&mutant_heading(m, ""));
+    }
+    let wrong = r.killed_equivalents();
+    if !wrong.is_empty() {
+        out.push_str(&format!(
+            "## Listed as equivalent, but killed ({}): the explanation in the matrix file is wrong\n\n",
+            wrong.len()
+        ));
+        for m in wrong {
+            out.push_str(&mutant_heading(m, ""));
+        }
+    }
+    if !explained.is_empty() {
+        out.push_str(&format!(
+            "## Survivors explained as equivalent ({}; left out of the score)\n\n",
+            explained.len()
+        ));
+        for m in explained {
+            let why = r.equivalent.get(&m.mutant.id).map_or("", String::as_str);
+            out.push_str(&mutant_heading(m, &format!("Why: {why}\n\n")));
+        }
     }
     out
 }
