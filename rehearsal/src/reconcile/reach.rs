@@ -349,7 +349,7 @@ fn list(items: impl Iterator<Item = String>) -> String {
 mod tests {
     use super::*;
     use crate::matrix::{FlipMode, Outcome};
-    use crate::observe::{CensusSample, FlipRecord, KillRecord, ProcessRecord, SuspensionRecord};
+    use crate::observe::{CensusSample, FlipRecord, KillRecord, SuspensionRecord};
 
     fn flip(at_ms: u64) -> FlipRecord {
         FlipRecord {
@@ -371,28 +371,7 @@ mod tests {
         }
     }
 
-    fn process(
-        name: &str,
-        artifact: &str,
-        version: &str,
-        leader_at_ms: Option<u64>,
-    ) -> ProcessRecord {
-        ProcessRecord {
-            name: name.into(),
-            artifact: artifact.into(),
-            version: version.into(),
-            role: "worker".into(),
-            exit_code: Some(0),
-            signal: None,
-            container: None,
-            start_to_ready_ms: None,
-            killed: false,
-            log: String::new(),
-            error: None,
-            contract: Default::default(),
-            leader_at_ms,
-        }
-    }
+    use crate::report::fixture::worker_process as process;
 
     fn one(reach: Reach, obs: &Observations, claimed_by: &[String]) -> Reached {
         reached(&[reach], obs, claimed_by).remove(0)

@@ -883,21 +883,8 @@ mod tests {
             ],
             ..Default::default()
         };
-        let current = crate::observe::ProcessRecord {
-            name: "current-worker-2".into(),
-            artifact: "current".into(),
-            version: "0.7.0".into(),
-            role: "worker".into(),
-            exit_code: Some(0),
-            signal: None,
-            container: None,
-            start_to_ready_ms: None,
-            killed: false,
-            log: String::new(),
-            error: None,
-            contract: Default::default(),
-            leader_at_ms: None,
-        };
+        let current =
+            crate::report::fixture::worker_process("current-worker-2", "current", "0.7.0", None);
         let queued = |instance: &str, requester: Option<&str>| crate::observe::QueuedRuntime {
             instance_id: instance.into(),
             first_ms: 30_000,
@@ -934,20 +921,8 @@ mod tests {
 
     #[test]
     fn an_overrun_completed_unrescued_is_excused_only_while_the_previous_release_led() {
-        let leader = |name: &str, version: &str, at: u64| crate::observe::ProcessRecord {
-            name: name.into(),
-            artifact: "x".into(),
-            version: version.into(),
-            role: "worker".into(),
-            exit_code: Some(0),
-            signal: None,
-            container: None,
-            start_to_ready_ms: None,
-            killed: false,
-            log: String::new(),
-            error: None,
-            contract: Default::default(),
-            leader_at_ms: Some(at),
+        let leader = |name: &str, version: &str, at: u64| {
+            crate::report::fixture::worker_process(name, "x", version, Some(at))
         };
         let overrun =
             |job_id: i64, started_ms: u64, finished_ms: u64| crate::observe::UnrescuedOverrun {

@@ -484,3 +484,28 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A worker process that exited cleanly: `name` of `artifact` at
+/// `version`, maintenance leader from `leader_at_ms` if it led.
+pub fn worker_process(
+    name: &str,
+    artifact: &str,
+    version: &str,
+    leader_at_ms: Option<u64>,
+) -> ProcessRecord {
+    ProcessRecord {
+        name: name.into(),
+        artifact: artifact.into(),
+        version: version.into(),
+        role: "worker".into(),
+        exit_code: Some(0),
+        signal: None,
+        container: None,
+        start_to_ready_ms: None,
+        killed: false,
+        log: String::new(),
+        error: None,
+        contract: Default::default(),
+        leader_at_ms,
+    }
+}
