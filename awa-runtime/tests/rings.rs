@@ -410,3 +410,45 @@ async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait(
         Pruned::Truncated { slot: 3, .. }
     ));
 }
+
+/// The prune's bound is for its partitions' lock only: the archive that
+/// follows waits as the session would, so a table briefly held by someone
+/// else (here `terminal_archive`, for longer than the lock wait) delays
+/// the prune instead of failing the leader's maintenance pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_waits_for_the_archive_as_the_session_would_after_its_bounded_lock() {
+    let db = Db::migrated("prune_restore").await;
+    let mut client = db.client().await;
+    client
+        .batch_execute(
+            "INSERT INTO awa.claim_ring_rotations (generation, slot) VALUES (1, 1), (2, 2);
+             INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id) VALUES (3, -5, 9, 1, 1, 'x');
+             INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
+             VALUES (3, -5, 9, 1, 1, 'completed', true, 'q', 0, 'rehearsal')",
+        )
+        .await
+        .unwrap();
+    let holder = db.client().await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE awa.terminal_archive IN SHARE MODE")
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        holder.batch_execute("COMMIT").await.unwrap();
+    });
+    let wait = Duration::from_millis(300);
+    let pruned = rings::prune(&mut client, Ring::Claim, wait).await;
+    release.await.unwrap();
+    assert!(
+        matches!(
+            pruned,
+            Ok(Pruned::Truncated {
+                slot: 3,
+                archived: 1,
+                ..
+            })
+        ),
+        "the archive gave up at the lock's bound instead of waiting: {pruned:?}"
+    );
+}

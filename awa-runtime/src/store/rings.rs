@@ -366,13 +366,19 @@ ON CONFLICT (queue, priority, state) DO UPDATE SET count = queue_terminal_rollup
 const DELTA_SLOT: &str = "INSERT INTO awa.queue_terminal_rollup_deltas (queue, priority, state, count)
 SELECT queue, priority, outcome, count(*) FROM awa.claim_closures_{slot} WHERE terminal GROUP BY 1, 2, 3";
 
+/// The session's `lock_timeout`, before a prune bounds its lock wait.
+const CURRENT_LOCK_TIMEOUT: &str = "SELECT current_setting('lock_timeout')";
+/// Puts it back for the rest of the prune's transaction.
+const RESTORE_LOCK_TIMEOUT: &str = "SELECT set_config('lock_timeout', $1, true)";
+
 /// Prune the oldest sealed slot (the one after the current slot), after
 /// proving nothing live of its generation remains, re-checked under the
 /// partitions' ACCESS EXCLUSIVE lock. Terminal closures are archived and
 /// counted (rollups in compat mode, deltas in ledger mode) first.
 ///
-/// The lock is waited for at most `lock_wait` (the leader passes
-/// `Timings::prune_lock_wait`, a fraction of `stale_after`): the request queues
+/// Each partition's lock is waited for at most `lock_wait` (the leader
+/// passes `Timings::prune_lock_wait`, a fraction of `stale_after`; the
+/// claim ring has two tables, so twice that at worst): the request queues
 /// every other user of the ring's tables behind it while it waits.
 pub async fn prune(client: &mut Client, ring: Ring, lock_wait: Duration) -> Result<Pruned> {
     let mode = authority::read(&*client).await?;
@@ -436,6 +442,13 @@ pub async fn prune(client: &mut Client, ring: Ring, lock_wait: Duration) -> Resu
         .iter()
         .map(|t| format!("awa.{t}_{slot}"))
         .collect();
+    // The bound is for the lock alone: the session's own lock_timeout is
+    // put back for the archive, rollup and truncate that follow.
+    let session_timeout: String = tx
+        .query_one(CURRENT_LOCK_TIMEOUT, &[])
+        .await
+        .map_err(|e| Error::db("reading lock_timeout before a prune", e))?
+        .get(0);
     let lock = format!(
         "SET LOCAL lock_timeout = '{}ms'; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
         lock_wait.as_millis().max(1),
@@ -449,6 +462,9 @@ pub async fn prune(client: &mut Client, ring: Ring, lock_wait: Duration) -> Resu
         }
         return Err(Error::db("locking the slot to prune", e));
     }
+    tx.execute(RESTORE_LOCK_TIMEOUT, &[&session_timeout])
+        .await
+        .map_err(|e| Error::db("restoring lock_timeout after a prune's lock", e))?;
     if exists(&tx, &live, "re-checking the slot under its lock").await? {
         return Ok(Pruned::Live { slot, generation });
     }
