@@ -19,8 +19,10 @@ use tokio_postgres::Client;
 use super::INTERVAL;
 use crate::observe::QueuedRuntime;
 
-/// 0.7 and later runtimes' sessions waiting on a lock that an ungranted
-/// `ACCESS EXCLUSIVE` request on an awa table is ahead of (or holds): the
+/// 0.7 and later runtimes' sessions waiting on a lock behind an ungranted
+/// `ACCESS EXCLUSIVE` request on the lease table or one of its partitions
+/// (where lease heartbeats write; a request on another table cannot hold
+/// a heartbeat up): the
 /// waiter's `application_name` (`awa <version> <instance_id>`), how long
 /// its statement has waited (ms), and the requester's `application_name`
 /// (empty for 0.6, which sets none) and table.
@@ -34,6 +36,7 @@ JOIN pg_locks q ON q.pid = b.pid AND NOT q.granted AND q.locktype = 'relation'
                AND q.mode = 'AccessExclusiveLock'
 JOIN pg_class c ON c.oid = q.relation
 JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'awa'
+                   AND (c.relname = 'leases' OR c.relname LIKE 'leases\\_%')
 JOIN pg_stat_activity r ON r.pid = b.pid
 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
   AND a.application_name LIKE 'awa %'";

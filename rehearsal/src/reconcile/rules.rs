@@ -415,9 +415,11 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     })
 }
 
-/// Runtimes the monitor saw queued behind a table lock requested by a
-/// session of a release other than the one under test (the `current`
-/// artifact's processes): one naming no version (0.6) or another one.
+/// Runtimes the monitor saw queued behind a lease-table lock requested by
+/// a session of a release other than the one under test (the `current`
+/// artifact's processes): one naming another version, or one naming none
+/// when the cell ran a release older than 0.7 (which names no session;
+/// without one, an unnamed requester is no excuse).
 fn queued_behind_other_releases(obs: &Observations) -> std::collections::BTreeSet<&str> {
     let current: std::collections::BTreeSet<&str> = obs
         .processes
@@ -425,15 +427,25 @@ fn queued_behind_other_releases(obs: &Observations) -> std::collections::BTreeSe
         .filter(|p| p.artifact == "current")
         .map(|p| p.version.as_str())
         .collect();
+    let unnamed_release_ran = obs
+        .processes
+        .iter()
+        .any(|p| p.artifact != "current" && names_no_session(&p.version));
     obs.queued_runtimes
         .iter()
-        .filter(|q| {
-            q.requester_version
-                .as_deref()
-                .is_none_or(|v| !current.contains(v))
+        .filter(|q| match q.requester_version.as_deref() {
+            Some(v) => !current.contains(v),
+            None => unnamed_release_ran,
         })
         .map(|q| q.instance_id.as_str())
         .collect()
+}
+
+/// Whether a release of `version` leaves its sessions unnamed: 0.6 and
+/// earlier (0.7 sets `application_name` to `awa <version> <instance_id>`).
+fn names_no_session(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    matches!((parts.next(), parts.next()), (Some(Some(0)), Some(Some(minor))) if minor < 7)
 }
 
 /// Fire times without a job, and fire times with more than one.
@@ -892,8 +904,10 @@ mod tests {
             requester_version: requester.map(str::to_owned),
             relation: "leases_3".into(),
         };
+        let previous =
+            crate::report::fixture::worker_process("previous-worker-1", "previous", "0.6.2", None);
         let with = |q: Vec<crate::observe::QueuedRuntime>| Observations {
-            processes: vec![current.clone()],
+            processes: vec![current.clone(), previous.clone()],
             queued_runtimes: q,
             ..Default::default()
         };
@@ -911,6 +925,13 @@ mod tests {
             &with(vec![queued("current-worker-2-b", Some("0.7.0"))]),
         );
         assert_eq!(found[0].ids, [9, 10]);
+        // An unnamed requester in a cell that ran no release older than
+        // 0.7: nobody who leaves sessions unnamed was there, so no excuse.
+        let no_06 = Observations {
+            processes: vec![current.clone()],
+            ..with(vec![queued("current-worker-2-b", None)])
+        };
+        assert_eq!(findings(&storage, &no_06)[0].ids, [9, 10]);
         // Behind another named release (an N-1 that names its sessions): excused.
         let found = findings(
             &storage,
