@@ -294,7 +294,8 @@ pub(super) struct MutateArgs {
     pub(super) partition: Option<crate::partition::Partition>,
 
     /// A mutant's budget for each cell, in seconds [default: 3 times the
-    /// cell's time on the unmutated build, plus 60 s for the run's start];
+    /// cell's time on the unmutated build, plus 60 s for the run's start,
+    /// for each try --retries allows];
     /// a mutant past it is a timeout, which is not a kill.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) timeout: Option<u64>,

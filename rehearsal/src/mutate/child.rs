@@ -19,8 +19,10 @@ use crate::observe::Verdict;
 const POLL: Duration = Duration::from_millis(200);
 
 /// How long a stopped child has to clean up (its cell's fleet and
-/// cluster) after SIGTERM before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(30);
+/// cluster) after SIGTERM before SIGKILL, which would leave its throwaway
+/// cluster behind: generous, since siblings are stopped on every kill and
+/// a busy machine makes their cleanup slow.
+const STOP_GRACE: Duration = Duration::from_secs(120);
 
 /// What one child run came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -411,7 +413,7 @@ mod tests {
             let mut c = Command::new("sh");
             c.args([
                 "-c",
-                "o=alone; for f in ../*/running; do [ -e \"$f\" ] && o=beside; done; touch running; sleep 0.3; rm running; echo $o; exit 1",
+                "touch running; sleep 0.3; o=alone; for f in ../*/running; do [ \"$f\" != ../$(basename \"$PWD\")/running ] && [ -e \"$f\" ] && o=beside; done; sleep 0.3; rm running; echo $o; exit 1",
             ])
             .current_dir(&job.under);
             Ok(c)

@@ -67,7 +67,7 @@ impl Tally {
     /// killed / (killed + survived), survivors explained as equivalent
     /// left out; `None` with nothing judged.
     pub fn score(&self) -> Option<f64> {
-        let judged = self.killed + self.survived - self.equivalent;
+        let judged = (self.killed + self.survived).saturating_sub(self.equivalent);
         (judged > 0).then(|| self.killed as f64 / judged as f64)
     }
 

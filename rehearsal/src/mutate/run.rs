@@ -337,12 +337,15 @@ pub struct CleanCell {
 
 /// A mutant's budget for a cell that took `clean_ms` on the unmutated
 /// build (the cell's own time, not the clean run's artifact builds):
-/// `timeout_factor` times it, plus `timeout_floor` for the run's start.
+/// `timeout_factor` times it, plus `timeout_floor` for the run's start,
+/// for each try the child may make (`--retries` + 1), so a mutant that
+/// makes a cell inconclusive try after try is a survivor, not a timeout.
 pub fn budget(runner: &Runner, clean_ms: u64) -> Duration {
     if let Some(fixed) = runner.timeout {
         return fixed;
     }
-    Duration::from_millis(clean_ms) * runner.timeout_factor + runner.timeout_floor
+    (Duration::from_millis(clean_ms) * runner.timeout_factor + runner.timeout_floor)
+        * (runner.retries + 1)
 }
 
 /// What a mutant's outcome in one cell makes of it, if that settles it:
