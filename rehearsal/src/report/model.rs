@@ -95,13 +95,7 @@ use crate::reconcile::Detection;
 ///   when none did; and per cell `cancels`, every job a `cancel` step
 ///   cancelled as an operator (job, its state when picked, the binary
 ///   that cancelled it, whether it was live); absent when none.
-/// - `1.19`: per cell observations `queued_runtimes`: the runtimes the
-///   monitor saw queued, for at least half `stale_after`, behind an
-///   `ACCESS EXCLUSIVE` request on an awa table (runtime, first tick,
-///   longest wait, the requester's version or null when it names none,
-///   the table); absent when none. (`late_leases` and `late_runtimes`,
-///   the monitor's stale heartbeats, came without a version of their own.)
-pub const FORMAT_VERSION: &str = "1.19";
+pub const FORMAT_VERSION: &str = "1.18";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
