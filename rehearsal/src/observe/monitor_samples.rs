@@ -134,8 +134,8 @@ pub struct LateLease {
 /// sees them go stale. A heartbeat rescue of that runtime's attempts
 /// then has its cause on record when the requester is not the release
 /// under test: a 0.6 prune waits up to 2 s for its lock, longer than the
-/// cells' `stale_after`, which no release can change. Judged, not yet
-/// written into report.json (like [`LateLease`] and [`LateRuntime`]).
+/// cells' `stale_after`, which no release can change. In report.json from
+/// format 1.19.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct QueuedRuntime {
     /// The waiting runtime's `runtime_instances` key.

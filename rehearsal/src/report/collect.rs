@@ -152,6 +152,8 @@ fn cell_report(
         late: obs.late,
         misplaced: obs.misplaced,
         cancels: obs.cancels,
+        late_runtimes: obs.late_runtimes,
+        queued_runtimes: obs.queued_runtimes,
         tries: Vec::new(),
     }
 }
@@ -434,5 +436,39 @@ mod tests {
             proved(&run),
             ["fence: the seeded defect was caught by 1 fence_breached finding"]
         );
+    }
+
+    #[test]
+    fn the_evidence_behind_an_excused_rescue_is_written_into_the_cell() {
+        let mut run = migrate_first(1);
+        run.observations.queued_runtimes = vec![crate::observe::QueuedRuntime {
+            instance_id: "current-worker-2-1-a".into(),
+            first_ms: 30_000,
+            waited_ms: 1_600,
+            requester_version: None,
+            relation: "leases_3".into(),
+        }];
+        run.observations.late_runtimes = vec![crate::observe::LateRuntime {
+            instance_id: "previous-worker-1-2-b".into(),
+            first_ms: 4_000,
+            age_ms: 1_900,
+        }];
+        let cell = cell_report(run, Verdict::Pass, None, String::new());
+        let json = serde_json::to_value(&cell).unwrap();
+        assert_eq!(
+            json["queued_runtimes"][0]["instance_id"],
+            "current-worker-2-1-a"
+        );
+        assert_eq!(
+            json["queued_runtimes"][0]["requester_version"],
+            serde_json::Value::Null
+        );
+        assert_eq!(json["late_runtimes"][0]["age_ms"], 1_900);
+        let back: CellReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back.queued_runtimes, cell.queued_runtimes);
+        // None seen: the keys are left out, as older reports have them.
+        let quiet = cell_report(migrate_first(1), Verdict::Pass, None, String::new());
+        let json = serde_json::to_value(&quiet).unwrap();
+        assert!(json.get("queued_runtimes").is_none() && json.get("late_runtimes").is_none());
     }
 }

@@ -259,6 +259,8 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         late: vec![],
         misplaced: vec![],
         cancels: vec![],
+        late_runtimes: vec![],
+        queued_runtimes: vec![],
         tries: vec![],
     }
 }

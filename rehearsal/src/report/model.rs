@@ -95,7 +95,12 @@ use crate::reconcile::Detection;
 ///   when none did; and per cell `cancels`, every job a `cancel` step
 ///   cancelled as an operator (job, its state when picked, the binary
 ///   that cancelled it, whether it was live); absent when none.
-pub const FORMAT_VERSION: &str = "1.18";
+/// - `1.19`: per cell `late_runtimes` (runtime, first tick, oldest
+///   heartbeat age) and `queued_runtimes` (runtime, first tick, longest
+///   wait, the requester's version or null when it names none, the
+///   table): the monitor's evidence behind an excused rescue; absent when
+///   none. (Late leases stay out: a cell can have thousands.)
+pub const FORMAT_VERSION: &str = "1.19";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -251,6 +256,17 @@ pub struct CellReport {
     /// command's answer. Added in 1.18.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cancels: Vec<crate::observe::CancelRecord>,
+    /// Runtimes the monitor saw with a heartbeat older than half
+    /// `stale_after`, whatever held it: what a crash rescue of their
+    /// attempts was excused by. Added in 1.19.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_runtimes: Vec<crate::observe::LateRuntime>,
+    /// Runtimes the monitor saw queued behind a lock request on the lease
+    /// table, with the requester's version: what a heartbeat rescue of
+    /// their attempts was excused by when another release asked for the
+    /// lock. Added in 1.19.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued_runtimes: Vec<crate::observe::QueuedRuntime>,
     /// Earlier tries that were inconclusive for the harness's own reasons
     /// (`--retries`); the cell's verdict is its last try's. Added in 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
