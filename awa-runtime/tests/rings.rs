@@ -341,18 +341,11 @@ async fn the_placement_audit_finds_a_row_outside_its_slot() {
     client.batch_execute("ROLLBACK").await.unwrap();
 }
 
-/// A prune whose partitions another session is reading gives up within
-/// its lock wait, and what queued behind its ACCESS EXCLUSIVE request (a
-/// heartbeat, a claim: anything on the ring's tables) goes on then; with
-/// the fixed 2 s wait, every statement on the ring waited 2 s, longer than
-/// a `stale_after` of 1.5 s, so the leader's next rescue took healthy
-/// attempts whose heartbeats were queued.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait() {
-    let db = Db::migrated("prune_wait").await;
-    let mut client = db.client().await;
-    // A prunable claim slot: cursor at (2, 2), slot 3 sealed one wrap ago
-    // with a closed (not live) receipt, as in the archive test above.
+/// A client of `db` whose claim ring has a prunable slot: cursor at
+/// (2, 2), slot 3 sealed one wrap ago with a closed (not live) receipt,
+/// as in the archive test above.
+async fn prunable_claim_slot(db: &Db) -> tokio_postgres::Client {
+    let client = db.client().await;
     client
         .batch_execute(
             "INSERT INTO awa.claim_ring_rotations (generation, slot) VALUES (1, 1), (2, 2);
@@ -362,6 +355,19 @@ async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait(
         )
         .await
         .unwrap();
+    client
+}
+
+/// A prune whose partitions another session is reading gives up within
+/// its lock wait, and what queued behind its ACCESS EXCLUSIVE request (a
+/// heartbeat, a claim: anything on the ring's tables) goes on then; with
+/// the fixed 2 s wait, every statement on the ring waited 2 s, longer than
+/// a `stale_after` of 1.5 s, so the leader's next rescue took healthy
+/// attempts whose heartbeats were queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait() {
+    let db = Db::migrated("prune_wait").await;
+    let mut client = prunable_claim_slot(&db).await;
     // Another session reads the slot's partition and keeps its transaction open.
     let reader = db.client().await;
     reader
@@ -418,16 +424,7 @@ async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prune_waits_for_the_archive_as_the_session_would_after_its_bounded_lock() {
     let db = Db::migrated("prune_restore").await;
-    let mut client = db.client().await;
-    client
-        .batch_execute(
-            "INSERT INTO awa.claim_ring_rotations (generation, slot) VALUES (1, 1), (2, 2);
-             INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id) VALUES (3, -5, 9, 1, 1, 'x');
-             INSERT INTO awa.claim_closures (slot, generation, job_id, run_lease, attempt, outcome, terminal, queue, priority, kind)
-             VALUES (3, -5, 9, 1, 1, 'completed', true, 'q', 0, 'rehearsal')",
-        )
-        .await
-        .unwrap();
+    let mut client = prunable_claim_slot(&db).await;
     let holder = db.client().await;
     holder
         .batch_execute("BEGIN; LOCK TABLE awa.terminal_archive IN SHARE MODE")
