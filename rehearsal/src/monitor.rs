@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_postgres::Client;
 
 use crate::observe::{
     CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MisplacedSample,
@@ -157,6 +158,15 @@ pub const LATE_LEASES_KEPT: usize = 100_000;
 /// Lateness below this is noise and not recorded: a tick or a heartbeat
 /// a fifth of a second behind its due time changes no decision.
 pub const LATE_ENOUGH_TO_RECORD: Duration = Duration::from_millis(200);
+
+/// A connection for one of the monitor's tasks, or `None` after a second:
+/// a crashed server must not stall a tick.
+async fn connect_briefly(url: &str) -> Option<Client> {
+    match tokio::time::timeout(Duration::from_secs(1), crate::pg::connect(url)).await {
+        Ok(Ok(c)) => Some(c),
+        _ => None,
+    }
+}
 
 /// A running monitor; [`Monitor::stop`] ends it and hands back its samples.
 pub struct Monitor {

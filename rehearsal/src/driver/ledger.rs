@@ -543,7 +543,7 @@ impl FleetView {
 /// lease it lost (0.7.0 on, with `lease_lost`); the 0.6 releases let it
 /// run its course, their overrun for a bounded number of deadlines.
 fn stops_lost_handlers(version: &str) -> bool {
-    semver::Version::parse(version).is_ok_and(|v| v >= semver::Version::new(0, 7, 0))
+    crate::vocab::release::from_flip_release(version) == Some(true)
 }
 
 /// The ledger, shared between the task that fills it and the steps that wait on it.

@@ -125,11 +125,7 @@ pub(super) fn start(
                 _ = stopped.changed() => break,
             }
             if client.as_ref().is_none_or(Client::is_closed) {
-                let connect = crate::pg::connect(&url);
-                client = match tokio::time::timeout(Duration::from_secs(1), connect).await {
-                    Ok(Ok(c)) => Some(c),
-                    _ => None,
-                };
+                client = super::connect_briefly(&url).await;
             }
             let Some(c) = client.as_ref() else { continue };
             let at_ms = t0.elapsed().as_millis() as u64;

@@ -93,12 +93,7 @@ impl Sampler {
             self.outage = true;
         }
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            // A short connect timeout: a crashed server must not stall the monitor.
-            let connect = crate::pg::connect(&self.url);
-            self.client = match tokio::time::timeout(Duration::from_secs(1), connect).await {
-                Ok(Ok(c)) => Some(c),
-                _ => None,
-            };
+            self.client = super::connect_briefly(&self.url).await;
         }
         let Some(client) = self.client.as_ref() else {
             self.samples.skipped += 1;

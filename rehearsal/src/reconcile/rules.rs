@@ -444,8 +444,7 @@ fn queued_behind_other_releases(obs: &Observations) -> std::collections::BTreeSe
 /// Whether a release of `version` leaves its sessions unnamed: 0.6 and
 /// earlier (0.7 sets `application_name` to `awa <version> <instance_id>`).
 fn names_no_session(version: &str) -> bool {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
-    matches!((parts.next(), parts.next()), (Some(Some(0)), Some(Some(minor))) if minor < 7)
+    crate::vocab::release::from_flip_release(version) == Some(false)
 }
 
 /// Fire times without a job, and fire times with more than one.

@@ -16,6 +16,7 @@ pub mod image;
 pub mod major;
 pub mod outcome;
 pub mod partition;
+pub mod release;
 pub mod schema;
 pub mod stress;
 

@@ -104,7 +104,7 @@ pub(super) async fn start_next_flip_gated(
 /// Whether `awa` of this version waits at `AWA_START_GATE_KEY` (0.7.0 on;
 /// the frozen 0.6 releases have no flip either).
 fn knows_the_gate(version: &str) -> bool {
-    semver::Version::parse(version).is_ok_and(|v| v >= semver::Version::new(0, 7, 0))
+    crate::vocab::release::from_flip_release(version) == Some(true)
 }
 
 #[cfg(test)]
