@@ -7,8 +7,11 @@
 //! to install it. `--database-url` is one server, which takes every cell
 //! only when they are planned on its own major or on none.
 
+use std::io::Write;
+
 use awa_harness::pgtemp::Search;
 
+use super::{RunArgs, one_shot_runtime};
 use crate::Error;
 use crate::servers::{Major, Spec, list};
 
@@ -92,6 +95,62 @@ pub fn external(
         .collect())
 }
 
+/// The PostgreSQL server of each major the cells are planned on, found
+/// (or `--database-url` checked against them) before anything is built
+/// or started: a missing major is bad input that says how to install it.
+pub(super) fn for_run(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, Error> {
+    let keys = crate::servers::keys(&args.plan);
+    let specs = match &args.database_url {
+        Some(url) => {
+            // Before any build: flags first, then the server itself (its
+            // credentials, its database, its major).
+            one_server(&keys)?;
+            let major = one_shot_runtime()?
+                .block_on(crate::driver::database::server_major(url))
+                .map_err(|e| database_refused(e.to_string()))?;
+            external(url, &keys, Some(major))?
+        }
+        None => {
+            let mut search = Search::from_env();
+            search.env_dirs = args.pg_bindirs.clone();
+            locate(&search, &keys)?
+        }
+    };
+    if !args.quiet {
+        for spec in &specs {
+            if let Spec::Throwaway { major, install } = spec {
+                let on = major.map_or_else(String::new, |m| format!("{m}: "));
+                writeln!(
+                    err,
+                    "postgres {on}{} in {} (from {})",
+                    install.version,
+                    install.bindir.display(),
+                    install.origin
+                )?;
+            }
+        }
+    }
+    Ok(specs)
+}
+
+/// A `--database-url` the server refused: its credentials or its database
+/// (SQLSTATE class 28, or 3D000) are bad input, anything else (no answer,
+/// a server that went away) is the infrastructure. The codes are read in
+/// the message because the runtime's connect error carries them as text.
+fn database_refused(message: String) -> Error {
+    const BAD_INPUT: [&str; 2] = ["(SQLSTATE 28", "(SQLSTATE 3D000)"];
+    if BAD_INPUT.iter().any(|code| message.contains(code)) {
+        Error::BadFlag {
+            flag: "--database-url",
+            message: format!(
+                "{message}; check the user, password and database of --database-url (or REHEARSE_DATABASE_URL)"
+            ),
+        }
+    } else {
+        Error::Postgres(format!("{message}; check --database-url"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +186,26 @@ mod tests {
         assert!(err.to_string().contains("PostgreSQL 15,18"), "{err}");
         assert!(err.to_string().contains("--database-url"), "{err}");
         assert_eq!(crate::exit::for_error(&err), crate::exit::BAD_INPUT);
+    }
+
+    #[test]
+    fn a_server_refusing_the_credentials_or_database_is_bad_input_else_infrastructure() {
+        let code = |m: &str| crate::exit::for_error(&database_refused(m.to_owned()));
+        assert_eq!(
+            code("password authentication failed for user \"u\" (SQLSTATE 28P01)"),
+            crate::exit::BAD_INPUT
+        );
+        assert_eq!(
+            code("database \"nope\" does not exist (SQLSTATE 3D000)"),
+            crate::exit::BAD_INPUT
+        );
+        assert_eq!(
+            code("could not connect to postgres://u:***@h:1/db: Connection refused (os error 111)"),
+            crate::exit::INCONCLUSIVE
+        );
+        assert_eq!(
+            code("the database system is starting up (SQLSTATE 57P03)"),
+            crate::exit::INCONCLUSIVE
+        );
     }
 }
