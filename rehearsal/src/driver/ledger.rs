@@ -7,175 +7,28 @@
 //! process exited and its output is read") and [`Shared::wait_for`]
 //! returns once it holds, when it times out, or when the run is
 //! interrupted.
+//!
+//! This file keeps the view and how each report changes it; one
+//! process's entry is in `entry`, the shared view and its feed task in
+//! `feed`, how a wait ends early in `cancel`.
+
+mod cancel;
+mod entry;
+mod feed;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tokio::sync::{Notify, mpsc, watch};
+pub use cancel::{Cancel, Interrupted};
+pub use entry::{Proc, Role};
+pub use feed::Shared;
 
 use crate::fleet::events::{Finished, Flipped, Started};
-use crate::fleet::{Event, ExitInfo, FleetMsg, Handle, Parsed, ProcId, Report};
-use crate::observe::{AcceptedJob, ContractCount, DisownedRun, InFlight, UnstoppedHandler};
-use crate::stream::{Events, RunEvent};
+use crate::fleet::{Event, FleetMsg, Parsed, ProcId, Report};
+use crate::observe::{AcceptedJob, ContractCount, DisownedRun, UnstoppedHandler};
 
 /// stderr lines kept per process for messages.
 const STDERR_TAIL: usize = 12;
-
-/// What a process is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// `awa worker`.
-    Worker,
-    /// `awa produce` under live load.
-    Producer,
-    /// The one-shot backlog producer.
-    Backlog,
-    /// `awa migrate`.
-    Migrate,
-    /// `awa cron upsert`.
-    Cron,
-    /// `awa storage flip-ring-authority`.
-    Flip,
-    /// A worker started after the flip to prove the fence.
-    Fence,
-    /// A maintenance-free worker that finishes cron jobs fired during the final stop.
-    Mopup,
-    /// `awa job cancel`, as an operator.
-    Operator,
-}
-
-impl Role {
-    /// The word used in process names and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Worker => "worker",
-            Role::Producer => "producer",
-            Role::Backlog => "backlog",
-            Role::Migrate => "migrate",
-            Role::Cron => "cron",
-            Role::Flip => "flip",
-            Role::Fence => "fence",
-            Role::Mopup => "mopup",
-            Role::Operator => "operator",
-        }
-    }
-
-    /// Long-running runtimes (as opposed to commands that run to completion).
-    pub fn is_runtime(self) -> bool {
-        matches!(self, Role::Worker | Role::Producer | Role::Mopup)
-    }
-}
-
-/// One process of the cell and everything it said.
-#[derive(Debug)]
-pub struct Proc {
-    /// Unique within the cell.
-    pub name: String,
-    /// Matrix artifact.
-    pub artifact: String,
-    /// Its binary's version.
-    pub version: String,
-    /// What it is for.
-    pub role: Role,
-    /// Log file, relative to the report folder.
-    pub log: String,
-    /// When it was spawned (ms since the cell started).
-    pub spawned_ms: u64,
-    /// The backend's handle.
-    pub handle: Option<Handle>,
-    /// Its `runtime_instances` key, from its `ready`.
-    pub instance_id: Option<String>,
-    /// It printed `ready`.
-    pub ready: bool,
-    /// When it first printed `ready` (ms since the cell started).
-    pub ready_ms: Option<u64>,
-    /// The reason of its `refused` event.
-    pub refused: Option<String>,
-    /// The error of its `fatal` event.
-    pub fatal: Option<String>,
-    /// `started` events.
-    pub started: u64,
-    /// `finished` events.
-    pub finished: u64,
-    /// Attempts started and neither finished, released nor reported
-    /// lost: (job_id, run_lease) -> attempt.
-    pub in_flight: BTreeMap<(i64, i64), i32>,
-    /// It printed `leader` (and when, ms since the cell started).
-    pub leader_at_ms: Option<u64>,
-    /// Every event (kept for migrate, flip, fence and cron commands,
-    /// and a runtime's flip events).
-    pub json: Vec<Event>,
-    /// Its stdout lines read against the event contract.
-    pub contract: ContractCount,
-    /// The last stderr lines.
-    pub stderr_tail: VecDeque<String>,
-    /// stdout and stderr are closed.
-    pub output_closed: bool,
-    /// How it ended, once reaped.
-    pub exit: Option<ExitInfo>,
-    /// The driver SIGKILLed it.
-    pub killed: bool,
-    /// The driver asked it to stop (SIGTERM), so its exit is expected.
-    pub stopping: bool,
-}
-
-impl Proc {
-    /// Still running (not reaped).
-    pub fn alive(&self) -> bool {
-        self.exit.is_none()
-    }
-
-    /// Ended and every line read.
-    pub fn done(&self) -> bool {
-        self.exit.is_some() && self.output_closed
-    }
-
-    /// The exit code, if it exited by itself.
-    pub fn code(&self) -> Option<i32> {
-        self.exit.and_then(|e| e.code)
-    }
-
-    /// The last stderr lines, joined.
-    pub fn stderr_tail(&self, lines: usize) -> String {
-        let skip = self.stderr_tail.len().saturating_sub(lines);
-        self.stderr_tail
-            .iter()
-            .skip(skip)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Why it stopped, in a few words for a phase detail.
-    pub fn why_ended(&self) -> String {
-        let exit = self
-            .exit
-            .map_or("still running".to_owned(), |e| e.to_string());
-        if let Some(reason) = &self.refused {
-            format!("{exit}, refused: {reason}")
-        } else if let Some(error) = &self.fatal {
-            format!("{exit}, fatal: {error}")
-        } else {
-            match self.stderr_tail.back() {
-                Some(last) => format!("{exit}: {last}"),
-                None => exit,
-            }
-        }
-    }
-
-    /// Attempts in flight now, by job id.
-    pub fn in_flight(&self) -> Vec<InFlight> {
-        self.in_flight
-            .iter()
-            .map(|(&(job_id, run_lease), &attempt)| InFlight {
-                job_id,
-                attempt,
-                run_lease,
-            })
-            .collect()
-    }
-}
 
 /// The cell's view of its fleet.
 #[derive(Debug)]
@@ -546,206 +399,15 @@ fn stops_lost_handlers(version: &str) -> bool {
     crate::vocab::release::from_flip_release(version) == Some(true)
 }
 
-/// The ledger, shared between the task that fills it and the steps that wait on it.
-#[derive(Debug)]
-pub struct Shared {
-    ledger: Mutex<FleetView>,
-    changed: Notify,
-}
-
-/// The run was interrupted (Ctrl-C or SIGTERM to rehearse).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Interrupted;
-
-/// Cancellation of the whole run (set once by the signal handler), and
-/// for one cell also its budget: past the deadline it fires as well.
-#[derive(Clone, Debug)]
-pub struct Cancel {
-    run: watch::Receiver<bool>,
-    deadline: Option<tokio::time::Instant>,
-}
-
-impl Cancel {
-    /// A cancellation that follows `rx`.
-    pub fn new(rx: watch::Receiver<bool>) -> Self {
-        Cancel {
-            run: rx,
-            deadline: None,
-        }
-    }
-
-    /// A cancellation that never fires (tests): its sender is dropped at
-    /// once, which [`Cancel::fired`] reads as "never interrupted".
-    pub fn never() -> Self {
-        let (_, rx) = watch::channel(false);
-        Cancel::new(rx)
-    }
-
-    /// The same cancellation, which also fires `budget` from now (a cell's budget).
-    pub fn with_budget(&self, budget: Duration) -> Self {
-        Cancel {
-            run: self.run.clone(),
-            deadline: Some(tokio::time::Instant::now() + budget),
-        }
-    }
-
-    /// True once the run is being interrupted or the budget ran out.
-    pub fn is_set(&self) -> bool {
-        *self.run.borrow() || self.overran()
-    }
-
-    /// True once the budget ran out (whether or not the run is interrupted too).
-    pub fn overran(&self) -> bool {
-        self.deadline
-            .is_some_and(|d| tokio::time::Instant::now() >= d)
-    }
-
-    /// True when the run itself is being interrupted (Ctrl-C, SIGTERM).
-    pub fn run_interrupted(&self) -> bool {
-        *self.run.borrow()
-    }
-
-    /// Resolves when the run is interrupted or the budget runs out
-    /// (never, if neither can happen: the sender gone without setting it, no budget).
-    pub async fn fired(&self) {
-        let mut rx = self.run.clone();
-        let run = async {
-            if rx.wait_for(|set| *set).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        match self.deadline {
-            None => run.await,
-            Some(deadline) => tokio::select! {
-                _ = run => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-            },
-        }
-    }
-
-    /// Sleeps `d`, or returns early with [`Interrupted`].
-    pub async fn sleep(&self, d: Duration) -> Result<(), Interrupted> {
-        tokio::select! {
-            _ = tokio::time::sleep(d) => Ok(()),
-            _ = self.fired() => Err(Interrupted),
-        }
-    }
-}
-
-impl Shared {
-    /// A shared ledger and the task that feeds it from `rx`; the ends of
-    /// processes go on to `events` as `process_exited` of `cell`.
-    pub fn start(
-        t0: Instant,
-        mut rx: mpsc::UnboundedReceiver<FleetMsg>,
-        events: Events,
-        cell: String,
-    ) -> Arc<Shared> {
-        let shared = Arc::new(Shared {
-            ledger: Mutex::new(FleetView::new(t0)),
-            changed: Notify::new(),
-        });
-        let feed = shared.clone();
-        tokio::spawn(async move {
-            while let Some(msg) = rx.recv().await {
-                feed.apply(msg, &events, &cell);
-                // Drain what else is queued before waking the waiters.
-                while let Ok(msg) = rx.try_recv() {
-                    feed.apply(msg, &events, &cell);
-                }
-                feed.changed.notify_waiters();
-            }
-        });
-        shared
-    }
-
-    fn apply(&self, msg: FleetMsg, events: &Events, cell: &str) {
-        let exited = match &msg.report {
-            Report::Exited(info) => Some((msg.id, *info, msg.at)),
-            _ => None,
-        };
-        let mut ledger = self.lock();
-        ledger.apply(msg);
-        if let Some((id, info, at)) = exited
-            && let Some(p) = ledger.procs.get(id)
-        {
-            events.send(RunEvent::ProcessExited {
-                cell: cell.to_owned(),
-                process: p.name.clone(),
-                code: info.code,
-                signal: info.signal,
-                at_ms: ledger.ms(at),
-            });
-        }
-    }
-
-    /// The ledger, locked (hold it briefly: the feed task waits).
-    pub fn lock(&self) -> MutexGuard<'_, FleetView> {
-        self.ledger
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Waits until `check` returns `Some`, for at most `timeout`
-    /// (`Ok(None)` when it runs out). Conditions that depend on time alone
-    /// are re-checked every 50 ms.
-    pub async fn wait_for<T>(
-        &self,
-        timeout: Duration,
-        cancel: &Cancel,
-        mut check: impl FnMut(&FleetView) -> Option<T>,
-    ) -> Result<Option<T>, Interrupted> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let changed = self.changed.notified();
-            if let Some(found) = check(&self.lock()) {
-                return Ok(Some(found));
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::select! {
-                _ = changed => {}
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-                _ = cancel.fired() => return Err(Interrupted),
-            }
-        }
-    }
-
-    /// Waits until `id` has ended and its output is read; false on timeout.
-    pub async fn await_done(
-        &self,
-        id: ProcId,
-        timeout: Duration,
-        cancel: &Cancel,
-    ) -> Result<bool, Interrupted> {
-        Ok(self
-            .wait_for(timeout, cancel, |l| l.procs[id].done().then_some(()))
-            .await?
-            .is_some())
-    }
-
-    /// SIGKILLs `id` as the harness's own doing (no finding) and waits for its end.
-    pub async fn kill_quietly(&self, id: ProcId) {
-        let handle = {
-            let mut l = self.lock();
-            l.procs[id].killed = true;
-            l.procs[id].handle.clone()
-        };
-        if let Some(h) = handle {
-            h.kill();
-        }
-        let _ = self
-            .await_done(id, Duration::from_secs(10), &Cancel::never())
-            .await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::{mpsc, watch};
+
     use super::*;
-    use crate::fleet::events;
+    use crate::fleet::{ExitInfo, events};
+    use crate::stream::Events;
     use awa_runtime::workload::Mode;
 
     fn line(id: ProcId, json: &str) -> FleetMsg {
