@@ -191,6 +191,22 @@ pub struct ScheduleEstimate {
     /// Cores a running cell keeps busy on average (CPU time over the
     /// cells' wall time, as a run's report measures it).
     pub cores_per_cell: f64,
+    /// The same on the docker backend, when it differs: a cell there
+    /// waits longer on the engine (creates, starts, stops) between its
+    /// bursts, so it keeps fewer cores busy and more cells fit at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_cores_per_cell: Option<f64>,
+}
+
+impl ScheduleEstimate {
+    /// The estimate for cells run on `backend` (`process`, `docker`, as
+    /// report.json names it).
+    pub fn cores_per_cell_on(&self, backend: &str) -> f64 {
+        match (backend, self.docker_cores_per_cell) {
+            ("docker", Some(docker)) => docker,
+            _ => self.cores_per_cell,
+        }
+    }
 }
 
 /// `cores_per_cell` when matrix.toml has no `[schedule]`: the heavier end
@@ -209,6 +225,7 @@ impl Default for ScheduleEstimate {
     fn default() -> ScheduleEstimate {
         ScheduleEstimate {
             cores_per_cell: DEFAULT_CORES_PER_CELL,
+            docker_cores_per_cell: None,
         }
     }
 }

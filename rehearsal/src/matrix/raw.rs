@@ -80,6 +80,8 @@ pub(crate) struct RawPostgres {
 pub(crate) struct RawSchedule {
     /// A number, integer or float: checked in `validate.rs`.
     pub cores_per_cell: Option<Spanned<toml::Value>>,
+    /// The same, for the docker backend.
+    pub docker_cores_per_cell: Option<Spanned<toml::Value>>,
 }
 
 /// `[[checklist]]`: an item of ADR-041 §9 and the cells that cover it.

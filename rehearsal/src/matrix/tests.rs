@@ -2090,6 +2090,23 @@ fn the_schedule_estimate_defaults_and_takes_a_number_of_cores() {
     // An empty table keeps the default.
     let matrix = parse("matrix.toml", &doc("[schedule]\n", &[])).unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(matrix.schedule, ScheduleEstimate::default());
+    // docker's own estimate serves docker only; without one, docker packs as processes do.
+    assert_eq!(
+        matrix.schedule.cores_per_cell_on("docker"),
+        DEFAULT_CORES_PER_CELL
+    );
+    let text = doc(
+        "[schedule]\ncores_per_cell = 0.6\ndocker_cores_per_cell = 0.4\n",
+        &[],
+    );
+    let matrix = parse("matrix.toml", &text).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        (
+            matrix.schedule.cores_per_cell_on("process"),
+            matrix.schedule.cores_per_cell_on("docker")
+        ),
+        (0.6, 0.4)
+    );
     // The shipped matrix says what it measured, and the plan carries it.
     let shipped = parse("matrix.toml", SHIPPED).unwrap_or_else(|d| panic!("{d}"));
     assert!(CORES_PER_CELL_RANGE.contains(&shipped.schedule.cores_per_cell));
@@ -2130,8 +2147,12 @@ fn a_bad_schedule_estimate_is_located() {
             format!("2:18: schedule: {wanted}, found the string \"0.7\""),
         ),
         (
+            "docker_cores_per_cell = 9",
+            format!("2:25: schedule: {}, found 9", wanted.replacen("cores_per_cell", "docker_cores_per_cell", 1)),
+        ),
+        (
             "cores_per_cel = 0.7",
-            "2:1: schedule: unknown field `cores_per_cel`, expected `cores_per_cell`".to_owned(),
+            "2:1: schedule: unknown field `cores_per_cel`, expected `cores_per_cell` or `docker_cores_per_cell`".to_owned(),
         ),
     ] {
         let text = doc(&format!("[schedule]\n{line}\n"), &[]);

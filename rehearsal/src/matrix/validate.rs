@@ -253,15 +253,31 @@ fn validate_min_score(
     }
 }
 
-/// `[schedule] cores_per_cell = 0.7`: a number of cores in
+/// `[schedule] cores_per_cell = 0.7` (and `docker_cores_per_cell`, the
+/// docker backend's when it differs): numbers of cores in
 /// [`CORES_PER_CELL_RANGE`]; without the key, the default.
 fn validate_schedule(
     s: &Spanned<super::raw::RawSchedule>,
     sink: &mut Sink<'_>,
 ) -> Option<ScheduleEstimate> {
-    let Some(value) = &s.get_ref().cores_per_cell else {
-        return Some(ScheduleEstimate::default());
+    let raw = s.get_ref();
+    let default = ScheduleEstimate::default();
+    let cores_per_cell = match &raw.cores_per_cell {
+        Some(value) => cores_of("cores_per_cell", value, sink),
+        None => Some(default.cores_per_cell),
     };
+    let docker_cores_per_cell = match &raw.docker_cores_per_cell {
+        Some(value) => cores_of("docker_cores_per_cell", value, sink).map(Some),
+        None => Some(None),
+    };
+    Some(ScheduleEstimate {
+        cores_per_cell: cores_per_cell?,
+        docker_cores_per_cell: docker_cores_per_cell?,
+    })
+}
+
+/// `[schedule]`'s `key`: a number of cores in [`CORES_PER_CELL_RANGE`].
+fn cores_of(key: &str, value: &Spanned<toml::Value>, sink: &mut Sink<'_>) -> Option<f64> {
     let (low, high) = (CORES_PER_CELL_RANGE.start(), CORES_PER_CELL_RANGE.end());
     let wanted = format!(
         "a number of cores from {low} to {high} (the CPU time a running cell keeps busy over its wall time; report.md's schedule row shows what a run measured)"
@@ -279,7 +295,7 @@ fn validate_schedule(
             sink.error(
                 Some(value.span()),
                 "schedule",
-                format!("cores_per_cell must be {wanted}, found {found}"),
+                format!("{key} must be {wanted}, found {found}"),
             );
             return None;
         }
@@ -288,13 +304,11 @@ fn validate_schedule(
         sink.error(
             Some(value.span()),
             "schedule",
-            format!("cores_per_cell must be {wanted}, found {number}"),
+            format!("{key} must be {wanted}, found {number}"),
         );
         return None;
     }
-    Some(ScheduleEstimate {
-        cores_per_cell: number,
-    })
+    Some(number)
 }
 
 /// `[postgres] servers = [15, 18]`: distinct majors.

@@ -399,6 +399,7 @@ fn jobs(
     jobs: crate::schedule::Jobs,
     cells: usize,
     matrix: &crate::matrix::Matrix,
+    backend: &str,
 ) -> crate::schedule::Pick {
     use crate::schedule::{AutoInput, Basis, Jobs, Pick, auto_jobs, cores, pressure::Busy};
     match jobs {
@@ -411,7 +412,7 @@ fn jobs(
             auto_jobs(&AutoInput {
                 cores,
                 cells,
-                estimate: matrix.schedule.cores_per_cell,
+                estimate: matrix.schedule.cores_per_cell_on(backend),
                 basis: Basis::Nothing,
                 busy: Busy::now(cores),
             })
@@ -433,7 +434,7 @@ pub fn session(
         crate::report::report_dir(&args.reports_root, &stamp.compact, args.repo.git().short());
     let dir = std::path::PathBuf::from(format!("{}-mutate", base.display()));
     std::fs::create_dir_all(&dir).map_err(SessionError::Output)?;
-    let pick = jobs(args.jobs, args.cells.len(), &args.matrix);
+    let pick = jobs(args.jobs, args.cells.len(), &args.matrix, &args.backend);
     let rehearse = std::env::current_exe().map_err(|e| {
         SessionError::Harness(format!(
             "could not find the rehearse binary to run cells with: {e}"
