@@ -550,6 +550,16 @@ async fn a_runtime_queued_behind_a_table_lock_request_is_recorded_with_the_reque
     });
     until_blocked(&client, "queued").await;
     let monitor = start_monitor(&cluster, "queued");
+    let db_now_ms = async |c: &tokio_postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    };
+    let before_beat = db_now_ms(&client).await;
     // A 0.7 runtime's heartbeat on the parent table queues behind the request.
     let runtime = cluster.connect("queued").await.unwrap();
     runtime
@@ -575,6 +585,7 @@ async fn a_runtime_queued_behind_a_table_lock_request_is_recorded_with_the_reque
     reader.batch_execute("COMMIT").await.unwrap();
     request.await.unwrap();
     beat.await.unwrap();
+    let released = db_now_ms(&client).await;
     let samples = monitor.stop().await;
     let seen: Vec<(&str, Option<&str>, &str)> = samples
         .queued_runtimes
@@ -593,5 +604,19 @@ async fn a_runtime_queued_behind_a_table_lock_request_is_recorded_with_the_reque
         "{:?}",
         samples.queued_runtimes
     );
-    assert!(samples.queued_runtimes[0].waited_ms >= 750);
+    let q = &samples.queued_runtimes[0];
+    assert!(q.waited_ms >= 750);
+    // The wait, by the database's clock: it began after the heartbeat was
+    // sent, and explains a rescue until a tick and stale_after past the
+    // last reading that saw it (before the release), no later.
+    assert!(
+        (before_beat..released).contains(&q.since_unix_ms),
+        "{before_beat} <= {} < {released}",
+        q.since_unix_ms
+    );
+    assert!(
+        q.explains_until_unix_ms >= q.since_unix_ms + 750 + 250 + 1_500
+            && q.explains_until_unix_ms <= released + 250 + 1_500,
+        "{q:?}, released at {released}"
+    );
 }

@@ -24,12 +24,15 @@ use crate::observe::QueuedRuntime;
 /// (where lease heartbeats write; a request on another table cannot hold
 /// a heartbeat up): the
 /// waiter's `application_name` (`awa <version> <instance_id>`), how long
-/// its statement has waited (ms), and the requester's `application_name`
-/// (empty for 0.6, which sets none) and table.
+/// its statement has waited (ms), the requester's `application_name`
+/// (empty for 0.6, which sets none) and table, and by the database's
+/// clock (Unix ms) when the waiting statement began and now.
 const QUEUED_BEHIND_TABLE_LOCK: &str = "
 SELECT a.application_name,
        (extract(epoch FROM clock_timestamp() - a.query_start) * 1000)::int8,
-       coalesce(r.application_name, ''), c.relname
+       coalesce(r.application_name, ''), c.relname,
+       (extract(epoch FROM a.query_start) * 1000)::int8,
+       (extract(epoch FROM clock_timestamp()) * 1000)::int8
 FROM pg_stat_activity a
 CROSS JOIN LATERAL unnest(pg_blocking_pids(a.pid)) AS b(pid)
 JOIN pg_locks q ON q.pid = b.pid AND NOT q.granted AND q.locktype = 'relation'
@@ -52,15 +55,21 @@ pub(super) struct QueuedSession {
     pub(super) requester: String,
     /// The table requested.
     pub(super) relation: String,
+    /// When the waiting statement began, Unix ms by the database's clock.
+    pub(super) since_unix_ms: i64,
+    /// When this reading was taken, Unix ms by the database's clock.
+    pub(super) now_unix_ms: i64,
 }
 
-/// What the watch keeps: per runtime, requester's version and table, the
-/// first tick that saw the runtime queued for at least half `stale_after`
-/// and the longest wait seen.
+/// What the watch keeps: per waiting statement (runtime, requester's
+/// version, table, and when the statement began), the first tick that saw
+/// the runtime queued for at least half `stale_after`, the longest wait
+/// seen, and until when the wait can explain a rescue.
 #[derive(Debug, Default)]
 pub(super) struct Queued {
     floor_ms: i64,
-    seen: BTreeMap<(String, Option<String>, String), QueuedRuntime>,
+    stale_after_ms: i64,
+    seen: BTreeMap<(String, Option<String>, String, i64), QueuedRuntime>,
 }
 
 impl Queued {
@@ -69,8 +78,18 @@ impl Queued {
     pub(super) fn new(stale_after: Duration) -> Queued {
         Queued {
             floor_ms: (stale_after.as_millis() / 2) as i64,
+            stale_after_ms: stale_after.as_millis() as i64,
             seen: BTreeMap::new(),
         }
+    }
+
+    /// The latest a rescue can have found a lease this wait held stale,
+    /// from a tick that saw the wait at `now_unix_ms`: the next tick (the
+    /// first that may not see it), and `stale_after` more for the rescue
+    /// pass that found the lease stale to close it (a pass slower than
+    /// that is starvation, which the cell's starvation gauge judges).
+    fn explains_until(&self, now_unix_ms: i64) -> i64 {
+        now_unix_ms + INTERVAL.as_millis() as i64 + self.stale_after_ms
     }
 
     /// Records one tick's reading, taken `at_ms` into the cell.
@@ -85,16 +104,23 @@ impl Queued {
                 instance_id.to_owned(),
                 requester_version.clone(),
                 s.relation.clone(),
+                s.since_unix_ms,
             );
+            let until = self.explains_until(s.now_unix_ms);
             self.seen
                 .entry(key)
-                .and_modify(|q| q.waited_ms = q.waited_ms.max(waited_ms))
+                .and_modify(|q| {
+                    q.waited_ms = q.waited_ms.max(waited_ms);
+                    q.explains_until_unix_ms = q.explains_until_unix_ms.max(until);
+                })
                 .or_insert(QueuedRuntime {
                     instance_id: instance_id.to_owned(),
                     first_ms: at_ms,
                     waited_ms,
                     requester_version,
                     relation: s.relation.clone(),
+                    since_unix_ms: s.since_unix_ms,
+                    explains_until_unix_ms: until,
                 });
         }
     }
@@ -148,6 +174,8 @@ async fn read(client: &Client) -> Result<Vec<QueuedSession>, tokio_postgres::Err
             waited_ms: r.get::<_, Option<i64>>(1).unwrap_or(0),
             requester: r.get(2),
             relation: r.get(3),
+            since_unix_ms: r.get::<_, Option<i64>>(4).unwrap_or(0),
+            now_unix_ms: r.get::<_, Option<i64>>(5).unwrap_or(0),
         })
         .collect())
 }
@@ -175,58 +203,60 @@ fn version_of(application_name: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn session(waiter: &str, waited_ms: i64, requester: &str) -> QueuedSession {
+    /// A reading `now` (Unix ms) of `waiter`'s statement begun at `since`.
+    fn session(waiter: &str, since: i64, now: i64, requester: &str) -> QueuedSession {
         QueuedSession {
             waiter: waiter.into(),
-            waited_ms,
+            waited_ms: now - since,
             requester: requester.into(),
             relation: "leases_3".into(),
+            since_unix_ms: since,
+            now_unix_ms: now,
         }
     }
 
     #[test]
-    fn only_runtimes_queued_half_stale_after_are_kept_with_their_longest_wait() {
+    fn each_waiting_statement_is_kept_with_its_longest_wait_and_how_long_it_explains_a_rescue() {
         let mut q = Queued::new(Duration::from_millis(1_500));
+        let worker_2 = "awa 0.7.0 current-worker-2-1-a";
         q.record(
             1_000,
             &[
-                session("awa 0.7.0 current-worker-2-1-a", 800, ""),
+                session(worker_2, 100_000, 100_800, ""),
                 // Under half stale_after: cannot have made a lease stale.
-                session("awa 0.7.0 current-worker-1-2-b", 700, ""),
+                session("awa 0.7.0 current-worker-1-2-b", 100_100, 100_800, ""),
                 // Not a runtime's session (a harness's, or 0.6's: no name).
-                session("rehearse", 5_000, ""),
-                session("", 5_000, ""),
+                session("rehearse", 95_000, 100_800, ""),
+                session("", 95_000, 100_800, ""),
             ],
         );
         q.record(
             1_250,
             &[
-                session("awa 0.7.0 current-worker-2-1-a", 1_050, ""),
-                session(
-                    "awa 0.7.0 current-worker-2-1-a",
-                    900,
-                    "awa 0.7.0 current-worker-3-4-c",
-                ),
+                // The same statement, still waiting.
+                session(worker_2, 100_000, 101_050, ""),
+                // Behind the release's own request.
+                session(worker_2, 100_150, 101_050, "awa 0.7.0 current-worker-3-4-c"),
             ],
         );
-        let got = q.finish();
+        // A later statement of the same runtime behind a later request.
+        q.record(9_000, &[session(worker_2, 108_000, 108_900, "")]);
+        let kept = |first_ms, waited_ms, requester: Option<&str>, since, seen: i64| QueuedRuntime {
+            instance_id: "current-worker-2-1-a".into(),
+            first_ms,
+            waited_ms,
+            requester_version: requester.map(str::to_owned),
+            relation: "leases_3".into(),
+            since_unix_ms: since,
+            // One tick, then stale_after, past the last reading that saw it.
+            explains_until_unix_ms: seen + 250 + 1_500,
+        };
         assert_eq!(
-            got,
+            q.finish(),
             [
-                QueuedRuntime {
-                    instance_id: "current-worker-2-1-a".into(),
-                    first_ms: 1_000,
-                    waited_ms: 1_050,
-                    requester_version: None,
-                    relation: "leases_3".into(),
-                },
-                QueuedRuntime {
-                    instance_id: "current-worker-2-1-a".into(),
-                    first_ms: 1_250,
-                    waited_ms: 900,
-                    requester_version: Some("0.7.0".into()),
-                    relation: "leases_3".into(),
-                },
+                kept(1_000, 1_050, None, 100_000, 101_050),
+                kept(9_000, 900, None, 108_000, 108_900),
+                kept(1_250, 900, Some("0.7.0"), 100_150, 101_050),
             ]
         );
     }

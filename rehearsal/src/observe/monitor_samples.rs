@@ -149,6 +149,16 @@ pub struct QueuedRuntime {
     pub requester_version: Option<String>,
     /// The table it requested.
     pub relation: String,
+    /// When the waiting statement began, Unix ms by the database's clock
+    /// (0 in reports before format 1.20). Added in 1.20.
+    #[serde(default)]
+    pub since_unix_ms: i64,
+    /// The latest a rescue can have found a lease this wait held stale,
+    /// Unix ms by the database's clock: one monitor tick past the last
+    /// that saw the wait, and `stale_after` more for the rescue pass to
+    /// close it (0 in reports before format 1.20). Added in 1.20.
+    #[serde(default)]
+    pub explains_until_unix_ms: i64,
 }
 
 /// How many monitor ticks with misplaced rows a cell keeps: the first

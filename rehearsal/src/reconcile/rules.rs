@@ -369,15 +369,24 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     // A runtime the monitor saw queued behind a table lock that another
     // release requested (a 0.6 prune waits 2 s for its lock, past the
     // cells' stale_after): its lease heartbeats queued too, unseen by any
-    // read of the leases; the release under test is never excused so.
+    // read of the leases, for a rescue closed while it waited or just
+    // after; the release under test is never excused so.
     let queued_by_n1 = queued_behind_other_releases(obs);
+    let held_by_n1 = |r: &awa_runtime::store::audit::RescuedAttempt| {
+        r.finished_at_unix_ms.is_some_and(|at| {
+            queued_by_n1.iter().any(|q| {
+                q.instance_id == r.instance_id
+                    && (q.since_unix_ms..=q.explains_until_unix_ms).contains(&at)
+            })
+        })
+    };
     let unexplained: Vec<_> = storage
         .rescued
         .iter()
         .filter(|r| match r.reason.as_str() {
             "deadline" => r.mode != "overrun_deadline",
             "heartbeat" if seen_late.contains(&(r.job_id, r.run_lease)) => false,
-            "heartbeat" if queued_by_n1.contains(r.instance_id.as_str()) => false,
+            "heartbeat" if held_by_n1(r) => false,
             "crash" if stale_runtimes.contains(r.instance_id.as_str()) => false,
             _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
         })
@@ -415,12 +424,12 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     })
 }
 
-/// Runtimes the monitor saw queued behind a lease-table lock requested by
-/// a session of a release other than the one under test (the `current`
+/// The waits the monitor saw behind a lease-table lock requested by a
+/// session of a release other than the one under test (the `current`
 /// artifact's processes): one naming another version, or one naming none
 /// when the cell ran a release older than 0.7 (which names no session;
 /// without one, an unnamed requester is no excuse).
-fn queued_behind_other_releases(obs: &Observations) -> std::collections::BTreeSet<&str> {
+fn queued_behind_other_releases(obs: &Observations) -> Vec<&crate::observe::QueuedRuntime> {
     let current: std::collections::BTreeSet<&str> = obs
         .processes
         .iter()
@@ -437,7 +446,6 @@ fn queued_behind_other_releases(obs: &Observations) -> std::collections::BTreeSe
             Some(v) => !current.contains(v),
             None => unnamed_release_ran,
         })
-        .map(|q| q.instance_id.as_str())
         .collect()
 }
 
@@ -771,6 +779,7 @@ mod tests {
             reason: reason.into(),
             instance_id: instance.into(),
             mode: mode.into(),
+            finished_at_unix_ms: Some(1_000),
         };
         let storage = Storage {
             rescued: vec![
@@ -849,6 +858,7 @@ mod tests {
             reason: "crash".into(),
             instance_id: instance.into(),
             mode: "sleep".into(),
+            finished_at_unix_ms: Some(1_000),
         };
         let storage = Storage {
             rescued: vec![
@@ -879,6 +889,7 @@ mod tests {
     #[test]
     fn a_heartbeat_rescue_is_explained_by_a_queue_behind_another_releases_table_lock_only() {
         use awa_runtime::store::audit::RescuedAttempt;
+        // Rescues closed at 101.0 s (Unix ms 101_000) by the database's clock.
         let beat = |job_id: i64, instance: &str| RescuedAttempt {
             job_id,
             run_lease: 1,
@@ -886,6 +897,7 @@ mod tests {
             reason: "heartbeat".into(),
             instance_id: instance.into(),
             mode: "sleep".into(),
+            finished_at_unix_ms: Some(101_000),
         };
         let storage = Storage {
             rescued: vec![
@@ -896,12 +908,15 @@ mod tests {
         };
         let current =
             crate::report::fixture::worker_process("current-worker-2", "current", "0.7.0", None);
+        // A wait from 99.4 s that can explain rescues until 102.0 s.
         let queued = |instance: &str, requester: Option<&str>| crate::observe::QueuedRuntime {
             instance_id: instance.into(),
             first_ms: 30_000,
             waited_ms: 1_600,
             requester_version: requester.map(str::to_owned),
             relation: "leases_3".into(),
+            since_unix_ms: 99_400,
+            explains_until_unix_ms: 102_000,
         };
         let previous =
             crate::report::fixture::worker_process("previous-worker-1", "previous", "0.6.2", None);
@@ -917,6 +932,16 @@ mod tests {
         // version): its rescue has a cause; current-worker-1's has none.
         let found = findings(&storage, &with(vec![queued("current-worker-2-b", None)]));
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
+        // The same runtime queued, but at another time: a wait that ended
+        // well before the rescue, or began after it, explains nothing.
+        for (since, until) in [(90_000, 100_999), (101_001, 104_000)] {
+            let elsewhere = crate::observe::QueuedRuntime {
+                since_unix_ms: since,
+                explains_until_unix_ms: until,
+                ..queued("current-worker-2-b", None)
+            };
+            assert_eq!(findings(&storage, &with(vec![elsewhere]))[0].ids, [9, 10]);
+        }
         // The same queue behind the release under test's own prune (0.7.0)
         // is the release's doing: no excuse.
         let found = findings(

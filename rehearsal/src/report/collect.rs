@@ -447,6 +447,8 @@ mod tests {
             waited_ms: 1_600,
             requester_version: None,
             relation: "leases_3".into(),
+            since_unix_ms: 1_780_000_000_000,
+            explains_until_unix_ms: 1_780_000_003_350,
         }];
         run.observations.late_runtimes = vec![crate::observe::LateRuntime {
             instance_id: "previous-worker-1-2-b".into(),

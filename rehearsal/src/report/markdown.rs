@@ -215,6 +215,14 @@ fn cell_section(md: &mut String, c: &CellReport) {
     if let Some(late) = super::text::lateness_line(c) {
         let _ = writeln!(md, "Lateness: {}.\n", text(&late));
     }
+    let excuses = super::text::excuse_lines(c);
+    if !excuses.is_empty() {
+        md.push_str("Seen by the monitor (what can excuse a rescue):\n\n");
+        for line in &excuses {
+            let _ = writeln!(md, "- {}", text(line));
+        }
+        md.push('\n');
+    }
     if !c.step_failures.is_empty() {
         md.push_str("Step failures:\n\n");
         for line in &c.step_failures {

@@ -100,7 +100,11 @@ use crate::reconcile::Detection;
 ///   wait, the requester's version or null when it names none, the
 ///   table): the monitor's evidence behind an excused rescue; absent when
 ///   none. (Late leases stay out: a cell can have thousands.)
-pub const FORMAT_VERSION: &str = "1.19";
+/// - `1.20`: each of `queued_runtimes` is one waiting statement, with
+///   `since_unix_ms` (when it began) and `explains_until_unix_ms` (the
+///   latest a rescue it held back can have come), by the database's
+///   clock: a heartbeat rescue is excused only inside that window.
+pub const FORMAT_VERSION: &str = "1.20";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

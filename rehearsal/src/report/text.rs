@@ -138,6 +138,38 @@ pub fn lateness_line(cell: &CellReport) -> Option<String> {
     Some(parts.join(", "))
 }
 
+/// What the monitor saw that can excuse a rescue, one line each: runtimes
+/// whose heartbeat went stale (a crash rescue of their attempts has a
+/// cause) and runtimes queued behind a lease-table lock request (a
+/// heartbeat rescue of theirs has one, when another release asked). A
+/// passing cell with rescues shows here why they were not findings.
+pub fn excuse_lines(cell: &CellReport) -> Vec<String> {
+    let late = cell.late_runtimes.iter().map(|r| {
+        format!(
+            "runtime {} went stale: heartbeat {} old, first seen at {}",
+            r.instance_id,
+            duration(r.age_ms),
+            duration(r.first_ms)
+        )
+    });
+    let queued = cell.queued_runtimes.iter().map(|q| {
+        let whose = q
+            .requester_version
+            .as_deref()
+            .map_or("a session that names no release (0.6)".to_owned(), |v| {
+                format!("awa {v}")
+            });
+        format!(
+            "runtime {} queued up to {} behind an exclusive lock request on {} by {whose}, first seen at {}",
+            q.instance_id,
+            duration(q.waited_ms),
+            q.relation,
+            duration(q.first_ms)
+        )
+    });
+    late.chain(queued).collect()
+}
+
 /// `1 kill`, `2 kills`, `3 processes`, `2,340 jobs` ([`crate::observe::count`]).
 pub fn plural(n: usize, one: &str) -> String {
     crate::observe::count(u64::try_from(n).unwrap_or(u64::MAX), one)
@@ -488,6 +520,41 @@ pub(crate) fn floor_row(r: &super::model::RunReport) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_monitors_evidence_behind_excused_rescues_is_one_line_each_and_absent_when_none() {
+        let mut r = crate::report::fixture::report();
+        let cell = &mut r.cells[0];
+        assert!(excuse_lines(cell).is_empty());
+        cell.late_runtimes = vec![crate::observe::LateRuntime {
+            instance_id: "previous-worker-1-2-b".into(),
+            first_ms: 4_000,
+            age_ms: 1_900,
+        }];
+        let queued = |requester: Option<&str>| crate::observe::QueuedRuntime {
+            instance_id: "current-worker-2-1-a".into(),
+            first_ms: 30_000,
+            waited_ms: 1_600,
+            requester_version: requester.map(str::to_owned),
+            relation: "leases_3".into(),
+            since_unix_ms: 0,
+            explains_until_unix_ms: 0,
+        };
+        cell.queued_runtimes = vec![queued(None), queued(Some("0.6.9"))];
+        assert_eq!(
+            excuse_lines(cell),
+            [
+                "runtime previous-worker-1-2-b went stale: heartbeat 1.9s old, first seen at 4.0s",
+                "runtime current-worker-2-1-a queued up to 1.6s behind an exclusive lock request on leases_3 by a session that names no release (0.6), first seen at 30.0s",
+                "runtime current-worker-2-1-a queued up to 1.6s behind an exclusive lock request on leases_3 by awa 0.6.9, first seen at 30.0s",
+            ]
+        );
+        let md = crate::report::markdown::render_markdown(&r);
+        assert!(
+            md.contains("Seen by the monitor (what can excuse a rescue):\n\n- runtime previous-worker-1-2-b went stale"),
+            "{md}"
+        );
+    }
 
     #[test]
     fn the_floor_is_the_longest_cell_or_the_cpu_over_the_cores() {

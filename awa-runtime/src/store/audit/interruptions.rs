@@ -76,7 +76,8 @@ pub async fn unproven_rescues(
 /// of these too (the rescue closed its execution); one its own close
 /// recorded, or an operator's cancel took, is not an interruption.
 pub const RESCUED_ATTEMPTS: &str = r"
-SELECT e.job_id, e.run_lease, e.attempt, substr(e.outcome, 9), e.instance_id, a.mode
+SELECT e.job_id, e.run_lease, e.attempt, substr(e.outcome, 9), e.instance_id, a.mode,
+       (extract(epoch FROM e.finished_at) * 1000)::int8
 FROM awa.executions e JOIN audit_jobs a ON a.job_id = e.job_id
 WHERE e.outcome LIKE 'rescued\_%'
 ORDER BY e.job_id, e.run_lease";
@@ -93,6 +94,9 @@ pub struct RescuedAttempt {
     pub instance_id: String,
     /// The job's mode, as the audit set has it.
     pub mode: String,
+    /// When the rescue closed it, Unix ms by the database's clock (the
+    /// closing transaction's start).
+    pub finished_at_unix_ms: Option<i64>,
 }
 
 /// Every rescued attempt of an audited job ([`RESCUED_ATTEMPTS`]). Run it
@@ -111,6 +115,7 @@ pub async fn rescued_attempts(client: &Client) -> Result<Vec<RescuedAttempt>> {
             reason: r.get(3),
             instance_id: r.get(4),
             mode: r.get(5),
+            finished_at_unix_ms: r.get(6),
         })
         .collect())
 }

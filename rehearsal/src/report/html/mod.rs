@@ -319,6 +319,14 @@ fn cell_section(h: &mut String, c: &CellReport, colours: &Colours) {
     if let Some(late) = super::text::lateness_line(c) {
         let _ = writeln!(h, "<p>Lateness: {}.</p>", esc(&late));
     }
+    let excuses = super::text::excuse_lines(c);
+    if !excuses.is_empty() {
+        h.push_str("<p>Seen by the monitor (what can excuse a rescue):</p>\n<ul>\n");
+        for line in &excuses {
+            let _ = writeln!(h, "<li>{}</li>", esc(line));
+        }
+        h.push_str("</ul>\n");
+    }
     let _ = writeln!(h, "<div class=\"tl\">{}</div>", timeline_svg(c, colours));
     if !c.proved.is_empty() {
         h.push_str("<p>Proved:</p>\n<ul>\n");

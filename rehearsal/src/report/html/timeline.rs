@@ -218,6 +218,7 @@ pub fn timeline_svg(c: &CellReport, colours: &Colours) -> String {
     phase_markers(&mut s, &f, &marked, &labels);
     finding_pins(&mut s, &f, c);
     late_marks(&mut s, &f, c);
+    excuse_marks(&mut s, &f, c);
     legend(&mut s, &f, &series, &rings, colours);
     s.push_str("</svg>");
     s
@@ -521,6 +522,32 @@ fn late_marks(s: &mut String, f: &Frame, c: &CellReport) {
     s.push_str("</g>\n");
 }
 
+/// A tick above the lateness strip where the monitor first saw what can
+/// excuse a rescue (a runtime gone stale, one queued behind a lock
+/// request), titled as report.md's line for it.
+fn excuse_marks(s: &mut String, f: &Frame, c: &CellReport) {
+    let lines = super::super::text::excuse_lines(c);
+    if lines.is_empty() {
+        return;
+    }
+    let at = c
+        .late_runtimes
+        .iter()
+        .map(|r| r.first_ms)
+        .chain(c.queued_runtimes.iter().map(|q| q.first_ms));
+    s.push_str("<g class=\"excuse\">\n");
+    for (at_ms, line) in at.zip(&lines) {
+        let _ = writeln!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"2\" height=\"10\" fill=\"{LATE}\"><title>{}</title></rect>",
+            f.x(at_ms) - 1.0,
+            f.bottom() - 16.0,
+            esc(line)
+        );
+    }
+    s.push_str("</g>\n");
+}
+
 /// Swatches for the versions drawn, then for each ring and representation drawn.
 fn legend(s: &mut String, f: &Frame, series: &[Series], rings: &[RingSeries], colours: &Colours) {
     let versions: BTreeSet<&str> = series.iter().map(|sr| sr.version.as_str()).collect();
@@ -621,6 +648,23 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("fill-opacity=\"1.00\""), "{svg}");
+    }
+
+    #[test]
+    fn what_excused_a_rescue_is_marked_where_the_monitor_first_saw_it() {
+        let mut report = fixture::report();
+        let colours = Colours::of_run(&report);
+        assert!(!timeline_svg(&report.cells[0], &colours).contains("class=\"excuse\""));
+        report.cells[0].late_runtimes = vec![crate::observe::LateRuntime {
+            instance_id: "previous-worker-1-2-b".into(),
+            first_ms: 4_000,
+            age_ms: 1_900,
+        }];
+        let svg = timeline_svg(&report.cells[0], &colours);
+        assert!(
+            svg.contains("<title>runtime previous-worker-1-2-b went stale: heartbeat 1.9s old, first seen at 4.0s</title>"),
+            "{svg}"
+        );
     }
 
     #[test]
