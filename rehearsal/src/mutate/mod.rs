@@ -126,7 +126,9 @@ impl fmt::Display for Operator {
 /// One mutant: one byte range of one file of awa-runtime, replaced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mutant {
-    /// Stable name: a hash of file, place and change (`m3f2a9c1d`).
+    /// Stable name (`m3f2a9c1d`): a hash of what identifies the mutation,
+    /// never of where it sits (see `Mutant::name`), so an edit elsewhere
+    /// in its file leaves it its id.
     pub id: String,
     /// The file, relative to awa-runtime's root (`src/store/claim.rs`).
     pub file: String,
@@ -145,7 +147,8 @@ pub struct Mutant {
 }
 
 impl Mutant {
-    /// Builds a mutant, naming it.
+    /// Builds a mutant, named as the first of its kind in its unit
+    /// (`identify` numbers the others once the file's are all known).
     pub fn new(
         file: &str,
         text: &str,
@@ -155,9 +158,8 @@ impl Mutant {
         replacement: String,
     ) -> Mutant {
         let line = text[..range.start].matches('\n').count() + 1;
-        let key = format!("{file}\0{}\0{}\0{replacement}", range.start, range.end);
-        Mutant {
-            id: format!("m{:08x}", crate::plan::fnv1a64(key.as_bytes()) as u32),
+        let mut m = Mutant {
+            id: String::new(),
             file: file.to_owned(),
             line,
             unit: unit.to_owned(),
@@ -165,7 +167,26 @@ impl Mutant {
             original: text[range.clone()].to_owned(),
             range,
             replacement,
-        }
+        };
+        m.id = m.name(0);
+        m
+    }
+
+    /// Its id when it is the `occurrence`-th (from 0, in file order) of
+    /// the mutations of its unit with its operator and original text: a
+    /// hash of the file, the unit, the operator, the original text, the
+    /// replacement and that number. Its byte range and line stay out, so
+    /// a line added above it (before its function, inside another) does
+    /// not rename it, and a `[[mutate.equivalent]]` entry keeps naming it;
+    /// an edit of the text it changes does.
+    fn name(&self, occurrence: usize) -> String {
+        // The number first: ids of neighbours that differ in it alone
+        // do not look alike.
+        let key = format!(
+            "{occurrence}\0{}\0{}\0{}\0{}\0{}",
+            self.file, self.unit, self.operator, self.original, self.replacement
+        );
+        format!("m{:08x}", crate::plan::fnv1a64(key.as_bytes()) as u32)
     }
 
     /// The file's text with this mutant applied.
@@ -242,6 +263,25 @@ fn shorten(text: &str, max: usize) -> String {
     s
 }
 
+/// Names the mutants of one file (all of them, in scope or not, so a
+/// mutant's id is the same under `--all` and `--in-diff`): two that make
+/// the same change of the same text in the same unit are told apart by
+/// their order in the file, counted among those alone. Several
+/// replacements of one place share its number.
+fn identify<'a>(mutants: impl IntoIterator<Item = &'a mut Mutant>) {
+    let mut all: Vec<&mut Mutant> = mutants.into_iter().collect();
+    all.sort_by_key(|m| (m.range.start, m.range.end));
+    let mut places: BTreeMap<(String, Operator, String), Vec<Range<usize>>> = BTreeMap::new();
+    for m in all {
+        let key = (m.unit.clone(), m.operator, m.original.clone());
+        let seen = places.entry(key).or_default();
+        if seen.last() != Some(&m.range) {
+            seen.push(m.range.clone());
+        }
+        m.id = m.name(seen.len() - 1);
+    }
+}
+
 /// Every mutant of `current` in `scope`, in file order: the Rust of its
 /// `src/` and the SQL of its constants and `migrations/`.
 pub fn generate(current: &Tree, scope: &Scope) -> Vec<Mutant> {
@@ -250,7 +290,7 @@ pub fn generate(current: &Tree, scope: &Scope) -> Vec<Mutant> {
         if scope::excluded_file(path) {
             continue;
         }
-        let units = if path.ends_with(".rs") {
+        let mut units = if path.ends_with(".rs") {
             match rust::units(path, text) {
                 Ok(units) => units,
                 // A file that does not parse has nothing to mutate; the
@@ -262,6 +302,7 @@ pub fn generate(current: &Tree, scope: &Scope) -> Vec<Mutant> {
         } else {
             continue;
         };
+        identify(units.iter_mut().flat_map(|u| u.mutants.iter_mut()));
         for unit in units {
             if scope.includes(&unit.name, &unit.fingerprint) {
                 out.extend(unit.mutants);
@@ -679,6 +720,8 @@ pub fn by_file(mutants: &[Mutant]) -> BTreeMap<&str, Vec<&Mutant>> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn tree(files: &[(&str, &str)]) -> Tree {
@@ -771,6 +814,110 @@ pub fn old(a: u32, b: u32) -> bool {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), a.len());
+    }
+
+    /// Each mutant of `text` (as `src/store/claim.rs`, every unit in
+    /// scope) by what it changes: unit, operator, original, replacement,
+    /// and its rank among those alike, to its id.
+    fn ids(text: &str) -> BTreeMap<(String, Operator, String, String, usize), String> {
+        let all = generate(&tree(&[("src/store/claim.rs", text)]), &Scope::All);
+        let mut rank: BTreeMap<(String, Operator, String, String), usize> = BTreeMap::new();
+        all.into_iter()
+            .map(|m| {
+                let n = rank
+                    .entry((
+                        m.unit.clone(),
+                        m.operator,
+                        m.original.clone(),
+                        m.replacement.clone(),
+                    ))
+                    .or_insert(0);
+                *n += 1;
+                ((m.unit, m.operator, m.original, m.replacement, *n), m.id)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ids_stay_put_when_lines_are_added_above_them() {
+        let before = ids(CURRENT);
+        assert!(before.len() > 5, "{before:?}");
+        // A line before the function, and one inside another function.
+        let above = CURRENT.replace(
+            "/// Unchanged since the release.",
+            "/// Added above.\nconst LIMIT: u32 = 3;\n\n/// Unchanged since the release.",
+        );
+        assert_ne!(above, CURRENT);
+        assert_eq!(ids(&above), before, "{above}");
+        // A line inside `old`, above `new` and above `old`'s own `<`:
+        // only the mutants that replace `old`'s whole body (whose text
+        // changed) are renamed.
+        let inside = ids(&CURRENT.replace("    a < b\n", "    let _ = 3;\n    a < b\n"));
+        let whole_body = |(unit, op, ..): &(String, Operator, String, String, usize)| {
+            unit == "store::claim::old" && *op == Operator::FnBody
+        };
+        let kept = |m: &BTreeMap<_, String>| -> BTreeMap<_, String> {
+            m.iter()
+                .filter(|(k, _)| !whole_body(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        assert_eq!(kept(&inside), kept(&before));
+        assert!(
+            kept(&before)
+                .keys()
+                .any(|(unit, ..)| unit == "store::claim::new")
+        );
+        assert!(
+            kept(&before)
+                .keys()
+                .any(|(unit, ..)| unit == "store::claim::old")
+        );
+    }
+
+    #[test]
+    fn an_edit_of_the_mutated_text_renames_its_mutants() {
+        let before = ids(CURRENT);
+        // The statement's conjunct about the queue reworded: the mutants
+        // whose original text holds it are other mutations, the rest of
+        // the statement's keep their ids.
+        let after = ids(&CURRENT.replace("queue = $1", "queue = $2"));
+        let old: BTreeSet<&String> = before.values().collect();
+        let new: BTreeSet<&String> = after.values().collect();
+        let gone: Vec<&str> = before
+            .iter()
+            .filter(|(_, id)| !new.contains(id))
+            .map(|((_, _, original, _, _), _)| original.as_str())
+            .collect();
+        let came: Vec<&str> = after
+            .iter()
+            .filter(|(_, id)| !old.contains(id))
+            .map(|((_, _, original, _, _), _)| original.as_str())
+            .collect();
+        assert!(!gone.is_empty());
+        assert!(gone.iter().all(|o| o.contains("$1")), "{gone:?}");
+        assert!(came.iter().all(|o| o.contains("$2")), "{came:?}");
+        assert_eq!(gone.len(), came.len());
+        assert!(before.len() > gone.len());
+    }
+
+    #[test]
+    fn two_identical_mutations_in_one_unit_have_their_own_ids() {
+        let text = "pub fn twice(a: u32, b: u32) -> bool {\n    a < b && b < a\n}\n";
+        let all = generate(&tree(&[("src/x.rs", text)]), &Scope::All);
+        let same: Vec<&Mutant> = all
+            .iter()
+            .filter(|m| m.operator == Operator::BinOp && m.original == "<" && m.replacement == "<=")
+            .collect();
+        assert_eq!(same.len(), 2, "{all:?}");
+        assert_ne!(same[0].id, same[1].id);
+        // And each keeps its own when a line is added above both.
+        let moved = generate(
+            &tree(&[("src/x.rs", &format!("// moved\n{text}"))]),
+            &Scope::All,
+        );
+        let ids = |ms: &[Mutant]| ms.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&moved), ids(&all));
     }
 
     #[test]
