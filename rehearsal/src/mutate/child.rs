@@ -96,6 +96,16 @@ struct Running {
     job: Job,
     child: Child,
     started: Instant,
+    /// Set once it was sent SIGTERM.
+    stopping: Option<Stopping>,
+}
+
+/// A child sent SIGTERM: why, and when SIGKILL follows if it has not
+/// exited by then.
+#[derive(Clone, Copy, Debug)]
+struct Stopping {
+    why: Ended,
+    kill_at: Instant,
 }
 
 /// How a child ended.
@@ -108,11 +118,16 @@ enum Ended {
 
 /// Runs `jobs` as children made by `command` (given the job, with its
 /// output already pointed at the job's `rehearse.log`), up to `at_once`
-/// at a time in the order given. After each outcome, `settles` says
-/// whether the build is decided: the children still running are then
-/// stopped (their outcomes say `stopped`) and the jobs not yet started
-/// are left out. `seen` is told each outcome as it comes. Outcomes come
-/// back in the order they ended. On an error no child is left running.
+/// at a time in the order given (a child being stopped keeps its place
+/// until it is gone: it still holds its cluster). After each outcome,
+/// `settles` says whether the build is decided: once a pass over the
+/// children has looked at every one (so siblings that ended together
+/// each keep their own verdict), those still running are stopped (their
+/// outcomes say `stopped`) and the jobs not yet started are left out. A
+/// child past its budget is sent SIGTERM and the others go on meanwhile;
+/// its `timeout` comes when it is gone. `seen` is told each outcome as it
+/// comes. Outcomes come back in the order they ended. On an error no
+/// child is left running.
 pub fn run_all(
     jobs: &[Job],
     at_once: u32,
@@ -134,6 +149,7 @@ pub fn run_all(
             if running.is_empty() {
                 return Ok(());
             }
+            let mut decided = false;
             let mut i = 0;
             while i < running.len() {
                 match poll(&mut running[i])? {
@@ -141,25 +157,35 @@ pub fn run_all(
                     Some(ended) => {
                         let outcome = outcome(running.swap_remove(i), ended, dir)?;
                         seen(&outcome);
-                        let decided = settles(&outcome);
+                        decided |= settles(&outcome);
                         done.push(outcome);
-                        if decided {
-                            return Ok(());
-                        }
                     }
                 }
+            }
+            if decided {
+                return Ok(());
             }
             std::thread::sleep(POLL);
         }
     })();
-    // Settled, or an error: whatever still runs is stopped and reaped.
-    for r in &running {
-        terminate(&r.child);
+    // Settled or an error: whatever still runs is stopped and
+    // reaped, all at once; one that exited before its SIGTERM keeps its
+    // own verdict.
+    let now = Instant::now();
+    for r in &mut running {
+        if r.stopping.is_none() && !matches!(r.child.try_wait(), Ok(Some(_))) {
+            terminate(&r.child);
+            r.stopping = Some(Stopping {
+                why: Ended::Stopped,
+                kill_at: now + STOP_GRACE,
+            });
+        }
     }
-    for mut r in running {
-        reap(&mut r.child);
-        if result.is_ok() {
-            let o = outcome(r, Ended::Stopped, dir)?;
+    reap_all(&mut running);
+    if result.is_ok() {
+        for r in running {
+            let ended = r.stopping.map_or(Ended::Exited, |s| s.why);
+            let o = outcome(r, ended, dir)?;
             seen(&o);
             done.push(o);
         }
@@ -195,13 +221,17 @@ fn start(
         job: job.clone(),
         child,
         started: Instant::now(),
+        stopping: None,
     })
 }
 
-/// Whether `r` has ended: exited, or stopped now because it ran past its budget.
+/// Whether `r` has ended (exited, or, being stopped, gone), without
+/// waiting: one past its budget is sent SIGTERM and looked at again on
+/// the next pass, SIGKILLed once its grace is over.
 fn poll(r: &mut Running) -> Result<Option<Ended>, RunError> {
+    let ended = r.stopping.map_or(Ended::Exited, |s| s.why);
     match r.child.try_wait() {
-        Ok(Some(_)) => return Ok(Some(Ended::Exited)),
+        Ok(Some(_)) => return Ok(Some(ended)),
         Ok(None) => {}
         Err(e) => {
             return Err(RunError::Cell {
@@ -210,11 +240,19 @@ fn poll(r: &mut Running) -> Result<Option<Ended>, RunError> {
             });
         }
     }
-    match r.job.budget {
-        Some(budget) if r.started.elapsed() > budget => {
+    match (r.stopping, r.job.budget) {
+        (Some(s), _) if Instant::now() >= s.kill_at => {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+            Ok(Some(ended))
+        }
+        (None, Some(budget)) if r.started.elapsed() > budget => {
             terminate(&r.child);
-            reap(&mut r.child);
-            Ok(Some(Ended::TimedOut))
+            r.stopping = Some(Stopping {
+                why: Ended::TimedOut,
+                kill_at: Instant::now() + STOP_GRACE,
+            });
+            Ok(None)
         }
         _ => Ok(None),
     }
@@ -229,17 +267,28 @@ fn terminate(child: &Child) {
     }
 }
 
-/// Waits for a terminated child, SIGKILL after [`STOP_GRACE`].
-fn reap(child: &mut Child) {
-    let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
+/// Waits for every child of `running` to be gone: each stopping one
+/// SIGKILLed once its grace is over.
+fn reap_all(running: &mut [Running]) {
+    loop {
+        let mut left = 0;
+        for r in running.iter_mut() {
+            if let Ok(Some(_)) = r.child.try_wait() {
+                continue;
+            }
+            match r.stopping {
+                Some(s) if Instant::now() >= s.kill_at => {
+                    let _ = r.child.kill();
+                    let _ = r.child.wait();
+                }
+                _ => left += 1,
+            }
+        }
+        if left == 0 {
             return;
         }
         std::thread::sleep(POLL);
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// What an ended child came to, from its report (or its log's last line
@@ -467,5 +516,94 @@ mod tests {
         assert!(err.to_string().contains("could not start"), "{err}");
         // The slow child was stopped, not left to run its 30 s.
         assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    /// A child that cleans up on SIGTERM as `rehearse run` does, taking
+    /// `cleanup` seconds and leaving a `cleaned` file behind when done;
+    /// before that, `body`.
+    fn cleans_up(job: &Job, body: &str, cleanup: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args([
+            "-c",
+            &format!(
+                "trap 'kill $! 2>/dev/null; sleep {cleanup}; echo cleaned > cleaned; exit 143' TERM; {body}"
+            ),
+        ])
+        .current_dir(&job.under);
+        c
+    }
+
+    #[test]
+    fn a_child_being_stopped_for_its_budget_holds_up_none_of_the_others() {
+        let dir = Scratch::new("reap");
+        // "stubborn" overruns its budget and takes 2 s to clean up; "quick"
+        // ends meanwhile, and "next" starts and ends in its place.
+        let jobs = [
+            sh(dir.path(), "stubborn", Some(Duration::from_millis(300))),
+            sh(dir.path(), "quick", None),
+            sh(dir.path(), "next", None),
+        ];
+        let command = |job: &Job| -> Result<Command, RunError> {
+            Ok(match job.cell.as_str() {
+                "stubborn" => cleans_up(job, "sleep 30 & wait", "2"),
+                "quick" => cleans_up(job, "sleep 1; echo quick done; exit 1", "0"),
+                _ => cleans_up(job, "echo next done; exit 1", "0"),
+            })
+        };
+        let out = run_all(&jobs, 2, dir.path(), &command, &|_| false, &mut |_| {}).unwrap();
+        let got: Vec<(&str, CellVerdict)> =
+            out.iter().map(|o| (o.cell.as_str(), o.verdict)).collect();
+        assert_eq!(
+            got,
+            [
+                ("quick", CellVerdict::Error),
+                ("next", CellVerdict::Error),
+                ("stubborn", CellVerdict::Timeout)
+            ]
+        );
+        assert!(
+            dir.path().join("stubborn/cleaned").exists(),
+            "not left to clean up"
+        );
+    }
+
+    #[test]
+    fn a_sibling_that_ended_beside_the_settling_cell_keeps_its_own_verdict() {
+        let dir = Scratch::new("sibling");
+        let jobs = [
+            sh(dir.path(), "killer", None),
+            sh(dir.path(), "sibling", None),
+            sh(dir.path(), "slow", None),
+        ];
+        // Both end together, between two passes; "slow" runs on.
+        let command = |job: &Job| -> Result<Command, RunError> {
+            Ok(match job.cell.as_str() {
+                "slow" => cleans_up(job, "sleep 30 & wait", "0"),
+                cell => cleans_up(job, &format!("sleep 0.3; echo {cell} failed; exit 1"), "0"),
+            })
+        };
+        let out = run_all(
+            &jobs,
+            3,
+            dir.path(),
+            &command,
+            &|o| o.cell == "killer",
+            &mut |_| {},
+        )
+        .unwrap();
+        let mut got: Vec<(&str, CellVerdict, Option<&str>)> = out
+            .iter()
+            .map(|o| (o.cell.as_str(), o.verdict, o.rule.as_deref()))
+            .collect();
+        // The two that ended come first, in whichever order they were seen.
+        got[..2].sort_by_key(|(cell, _, _)| *cell);
+        assert_eq!(
+            got,
+            [
+                ("killer", CellVerdict::Error, Some("killer failed")),
+                ("sibling", CellVerdict::Error, Some("sibling failed")),
+                ("slow", CellVerdict::Stopped, None)
+            ]
+        );
     }
 }
