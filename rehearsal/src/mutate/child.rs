@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::run::RunError;
+use super::stop::Stop;
 use crate::observe::Verdict;
 
 /// How often a running child is looked at.
@@ -126,8 +127,9 @@ enum Ended {
 /// outcomes say `stopped`) and the jobs not yet started are left out. A
 /// child past its budget is sent SIGTERM and the others go on meanwhile;
 /// its `timeout` comes when it is gone. `seen` is told each outcome as it
-/// comes. Outcomes come back in the order they ended. On an error no
-/// child is left running.
+/// comes. Outcomes come back in the order they ended. When `stop` is
+/// asked for, every child is stopped and waited for, and the result is
+/// [`RunError::Interrupted`]. On an error no child is left running.
 pub fn run_all(
     jobs: &[Job],
     at_once: u32,
@@ -135,6 +137,7 @@ pub fn run_all(
     command: &dyn Fn(&Job) -> Result<Command, RunError>,
     settles: &dyn Fn(&CellOutcome) -> bool,
     seen: &mut dyn FnMut(&CellOutcome),
+    stop: &Stop,
 ) -> Result<Vec<CellOutcome>, RunError> {
     let at_once = at_once.max(1) as usize;
     let mut waiting = jobs.iter();
@@ -142,6 +145,7 @@ pub fn run_all(
     let mut done = Vec::new();
     let result = (|| {
         loop {
+            stop.check()?;
             while running.len() < at_once {
                 let Some(job) = waiting.next() else { break };
                 running.push(start(job, command)?);
@@ -168,7 +172,7 @@ pub fn run_all(
             std::thread::sleep(POLL);
         }
     })();
-    // Settled or an error: whatever still runs is stopped and
+    // Settled, stopped or an error: whatever still runs is stopped and
     // reaped, all at once; one that exited before its SIGTERM keeps its
     // own verdict.
     let now = Instant::now();
@@ -431,6 +435,7 @@ mod tests {
             &script,
             &|o| o.verdict == CellVerdict::Error,
             &mut |o| seen.push(o.cell.clone()),
+            &Stop::new(),
         )
         .unwrap();
         let got: Vec<(&str, CellVerdict)> =
@@ -474,6 +479,7 @@ mod tests {
             &command,
             &|_| false,
             &mut |_| {},
+            &Stop::new(),
         )
         .unwrap();
         assert_eq!(out.len(), 3, "every cell runs when none settles");
@@ -493,7 +499,16 @@ mod tests {
         let dir = Scratch::new("budget");
         let jobs = [sh(dir.path(), "slow", Some(Duration::from_millis(300)))];
         let started = Instant::now();
-        let out = run_all(&jobs, 4, dir.path(), &script, &|_| false, &mut |_| {}).unwrap();
+        let out = run_all(
+            &jobs,
+            4,
+            dir.path(),
+            &script,
+            &|_| false,
+            &mut |_| {},
+            &Stop::new(),
+        )
+        .unwrap();
         assert_eq!(out[0].verdict, CellVerdict::Timeout);
         assert!(started.elapsed() < Duration::from_secs(20));
     }
@@ -512,7 +527,16 @@ mod tests {
             script(job)
         };
         let started = Instant::now();
-        let err = run_all(&jobs, 2, dir.path(), &command, &|_| false, &mut |_| {}).unwrap_err();
+        let err = run_all(
+            &jobs,
+            2,
+            dir.path(),
+            &command,
+            &|_| false,
+            &mut |_| {},
+            &Stop::new(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("could not start"), "{err}");
         // The slow child was stopped, not left to run its 30 s.
         assert!(started.elapsed() < Duration::from_secs(20));
@@ -550,7 +574,16 @@ mod tests {
                 _ => cleans_up(job, "echo next done; exit 1", "0"),
             })
         };
-        let out = run_all(&jobs, 2, dir.path(), &command, &|_| false, &mut |_| {}).unwrap();
+        let out = run_all(
+            &jobs,
+            2,
+            dir.path(),
+            &command,
+            &|_| false,
+            &mut |_| {},
+            &Stop::new(),
+        )
+        .unwrap();
         let got: Vec<(&str, CellVerdict)> =
             out.iter().map(|o| (o.cell.as_str(), o.verdict)).collect();
         assert_eq!(
@@ -589,6 +622,7 @@ mod tests {
             &command,
             &|o| o.cell == "killer",
             &mut |_| {},
+            &Stop::new(),
         )
         .unwrap();
         let mut got: Vec<(&str, CellVerdict, Option<&str>)> = out
@@ -605,5 +639,67 @@ mod tests {
                 ("slow", CellVerdict::Stopped, None)
             ]
         );
+    }
+
+    #[test]
+    fn a_stop_is_passed_to_every_child_and_waited_for() {
+        let dir = Scratch::new("stop");
+        let jobs = [
+            sh(dir.path(), "a", None),
+            sh(dir.path(), "b", None),
+            sh(dir.path(), "c", None),
+        ];
+        let command = |job: &Job| Ok(cleans_up(job, "sleep 30 & wait", "0.5"));
+        let stop = Stop::new();
+        let asks = stop.clone();
+        let asker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            asks.request();
+        });
+        let started = Instant::now();
+        let mut seen = Vec::new();
+        let err = run_all(
+            &jobs,
+            2,
+            dir.path(),
+            &command,
+            &|_| false,
+            &mut |o| seen.push(o.cell.clone()),
+            &stop,
+        )
+        .unwrap_err();
+        asker.join().unwrap();
+        assert!(
+            matches!(err, RunError::Interrupted { signal: "SIGTERM" }),
+            "{err}"
+        );
+        // Each running child got SIGTERM and was waited for until it had
+        // cleaned up; the third never started; no outcome was made up.
+        for cell in ["a", "b"] {
+            assert!(dir.path().join(cell).join("cleaned").exists(), "{cell}");
+        }
+        assert!(!dir.path().join("c").exists());
+        assert!(seen.is_empty(), "{seen:?}");
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_stop_asked_before_the_first_cell_starts_none() {
+        let dir = Scratch::new("early");
+        let jobs = [sh(dir.path(), "a", None)];
+        let stop = Stop::new();
+        stop.request();
+        let err = run_all(
+            &jobs,
+            1,
+            dir.path(),
+            &script,
+            &|_| false,
+            &mut |_| {},
+            &stop,
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::Interrupted { .. }), "{err}");
+        assert!(!dir.path().join("a").exists());
     }
 }

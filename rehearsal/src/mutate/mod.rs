@@ -24,6 +24,7 @@ pub mod run;
 pub mod rust;
 pub mod scope;
 pub mod sql;
+pub mod stop;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -462,7 +463,8 @@ fn jobs(
 }
 
 /// Runs the mutants and writes the report: exit 0 when the score meets
-/// `[mutate] min_score`, 1 when not.
+/// `[mutate] min_score`, 1 when not, 3 when SIGINT or SIGTERM stopped the
+/// run (its child runs stopped first, the report kept what finished).
 pub fn session(
     args: SessionArgs,
     out: &mut dyn std::io::Write,
@@ -499,6 +501,10 @@ pub fn session(
         rehearse,
         jobs: pick.jobs,
         retries: args.retries,
+        // From here on a signal stops the child runs before rehearse exits.
+        stop: stop::Stop::on_signals().map_err(|e| {
+            SessionError::Harness(format!("could not watch for SIGINT and SIGTERM: {e}"))
+        })?,
     };
     let g = &args.generated;
     let header = report::MutateReport {
@@ -513,6 +519,7 @@ pub fn session(
         min_score: args.matrix.mutate.min_score,
         equivalent: args.matrix.mutate.equivalent.clone(),
         mutants: Vec::new(),
+        interrupted: false,
     };
     let c = Counts::of(&g.mutants);
     writeln!(
@@ -544,11 +551,7 @@ pub fn session(
     .map_err(|e| SessionError::Harness(awa_runtime::error::chain(&e)))?;
     writeln!(out, "{}", finished.headline())?;
     writeln!(out, "report: {}", dir.join(report::MUTATE_MD).display())?;
-    Ok(if finished.met() {
-        crate::vocab::RunOutcome::AllMet
-    } else {
-        crate::vocab::RunOutcome::CellFailed
-    })
+    Ok(finished.outcome())
 }
 
 /// The mutants `options` ask for: of the workspace's awa-runtime, in the

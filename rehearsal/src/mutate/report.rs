@@ -15,8 +15,11 @@ pub const MUTATE_JSON: &str = "mutate.json";
 /// `mutate.md`'s name.
 pub const MUTATE_MD: &str = "mutate.md";
 
-/// Format of `mutate.json`: 1.0, the first.
-pub const FORMAT_VERSION: &str = "1.0";
+/// Format of `mutate.json`:
+/// - 1.0, the first;
+/// - 1.1: `interrupted` (false when absent): the run was stopped by
+///   SIGINT or SIGTERM and lists the mutants that finished before.
+pub const FORMAT_VERSION: &str = "1.1";
 
 /// One mutate run (or the merge of a partitioned one).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,6 +48,10 @@ pub struct MutateReport {
     pub equivalent: BTreeMap<String, String>,
     /// Each mutant's result.
     pub mutants: Vec<MutantResult>,
+    /// Stopped by SIGINT or SIGTERM: the mutants not listed did not run
+    /// (the one under way when it came among them).
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// The tally of a report.
@@ -119,6 +126,20 @@ impl MutateReport {
         }
     }
 
+    /// How the run turned out, for the exit code: an interrupted run is
+    /// inconclusive whatever its score (mutants are missing), as `rehearse
+    /// run`'s is.
+    pub fn outcome(&self) -> crate::vocab::RunOutcome {
+        use crate::vocab::RunOutcome;
+        if self.interrupted {
+            RunOutcome::Inconclusive
+        } else if self.met() {
+            RunOutcome::AllMet
+        } else {
+            RunOutcome::CellFailed
+        }
+    }
+
     /// Mean time per mutant, ms.
     pub fn mean_ms(&self) -> u64 {
         let n = self.mutants.len() as u64;
@@ -160,8 +181,13 @@ impl MutateReport {
         } else {
             String::new()
         };
+        let interrupted = if self.interrupted {
+            " (interrupted: mutants not listed did not run)"
+        } else {
+            ""
+        };
         format!(
-            "{score}{min}: {} mutants, {} killed, {} survived{explained}, {} unviable, {} timeout; mean {:.1} s a mutant",
+            "{score}{min}: {} mutants{interrupted}, {} killed, {} survived{explained}, {} unviable, {} timeout; mean {:.1} s a mutant",
             self.mutants.len(),
             t.killed,
             t.survived,
@@ -371,6 +397,7 @@ pub fn merge(partials: Vec<MutateReport>) -> Result<MutateReport, String> {
             merged.mutants.push(m);
         }
         merged.clean.extend(p.clean);
+        merged.interrupted |= p.interrupted;
         if p.started_at < merged.started_at {
             merged.started_at = p.started_at;
         }
@@ -438,7 +465,35 @@ mod tests {
             min_score,
             equivalent: BTreeMap::new(),
             mutants,
+            interrupted: false,
         }
+    }
+
+    #[test]
+    fn an_interrupted_run_says_so_and_is_inconclusive_whatever_its_score() {
+        use crate::vocab::RunOutcome;
+        let mut r = report(vec![result("a", Status::Survived)], None);
+        assert_eq!(r.outcome(), RunOutcome::AllMet);
+        r.interrupted = true;
+        assert_eq!(r.outcome(), RunOutcome::Inconclusive);
+        assert!(
+            r.headline()
+                .contains("1 mutants (interrupted: mutants not listed did not run)")
+        );
+        assert!(render_markdown(&r).contains("interrupted"));
+        // Written and read back; a 1.0 report (no such key) reads as not interrupted.
+        let json = serde_json::to_string(&r).unwrap();
+        let back: MutateReport = serde_json::from_str(&json).unwrap();
+        assert!(back.interrupted);
+        let old = json.replace(",\"interrupted\":true", "");
+        assert_ne!(old, json);
+        let back: MutateReport = serde_json::from_str(&old).unwrap();
+        assert!(!back.interrupted);
+        // A merge of shares is interrupted when one is.
+        let mut other = report(vec![result("b", Status::Survived)], None);
+        other.started_at = r.started_at.clone();
+        let merged = merge(vec![other, r]).unwrap();
+        assert!(merged.interrupted);
     }
 
     #[test]

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::child;
 pub use super::child::{CellOutcome, CellVerdict, Job};
+use super::stop::Stop;
 use super::{Mutant, Tree};
 
 /// A mutant's outcome.
@@ -122,6 +123,8 @@ pub struct Runner {
     /// `--retries` for each child: an inconclusive try is tried again
     /// with a new seed, so a race not reached does not spare a mutant.
     pub retries: u32,
+    /// Raised by SIGINT or SIGTERM: builds and child runs are stopped.
+    pub stop: Stop,
 }
 
 /// Why the runner could not go on (infrastructure, exit 3).
@@ -138,6 +141,12 @@ pub enum RunError {
     /// The unmutated copy does not build.
     #[error("the unmutated workspace does not build in the work copy: {0}")]
     CleanBuild(String),
+    /// SIGINT or SIGTERM to rehearse: what ran was stopped and waited for.
+    #[error("interrupted by {signal}: the running cells were stopped")]
+    Interrupted {
+        /// Which signal.
+        signal: &'static str,
+    },
     /// A child run could not be started or gave no report.
     #[error("cell {cell}: {detail}")]
     Cell {
@@ -185,42 +194,58 @@ impl Runner {
         Ok(())
     }
 
-    /// Builds the work copy: `Err` with the compiler's first error.
-    pub fn build(&self) -> Result<PathBuf, String> {
+    /// Builds the work copy: the binary, or `Err` with the compiler's
+    /// first error (the mutant is unviable). The build runs in a process
+    /// group of its own, so a stop ends cargo and every compiler it
+    /// started: the outer `Err`.
+    pub fn build(&self) -> Result<Result<PathBuf, String>, RunError> {
+        use std::os::unix::process::CommandExt;
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = Command::new(&cargo)
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "awa-runtime",
-                "--bin",
-                "awa",
-                "--target-dir",
-            ])
-            .arg(self.target())
-            .current_dir(self.work())
-            // One crate changes per mutant: incremental rebuilds it in part.
-            .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true")
-            .env_remove("CARGO_TARGET_DIR")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("could not run {}: {e}", Path::new(&cargo).display()))?;
-        if out.status.success() {
-            return Ok(self.binary());
+        let log_path = self.work_dir.join("build.log");
+        let log = std::fs::File::create(&log_path).map_err(copy_err(&log_path))?;
+        let mut cmd = Command::new(&cargo);
+        cmd.args([
+            "build",
+            "--release",
+            "-p",
+            "awa-runtime",
+            "--bin",
+            "awa",
+            "--target-dir",
+        ])
+        .arg(self.target())
+        .current_dir(self.work())
+        // One crate changes per mutant: incremental rebuilds it in part.
+        .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true")
+        .env_remove("CARGO_TARGET_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0);
+        let status = match cmd.spawn() {
+            Ok(build) => wait_group(build, &self.stop)?,
+            Err(e) => {
+                return Ok(Err(format!(
+                    "could not run {}: {e}",
+                    Path::new(&cargo).display()
+                )));
+            }
+        };
+        if status.success() {
+            return Ok(Ok(self.binary()));
         }
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = std::fs::read_to_string(&log_path).unwrap_or_default();
         let first = stderr
             .lines()
             .skip_while(|l| !l.starts_with("error"))
             .take(6)
             .collect::<Vec<_>>()
             .join("\n");
-        Err(if first.is_empty() {
-            format!("cargo exited with {}", out.status)
+        Ok(Err(if first.is_empty() {
+            format!("cargo exited with {status}")
         } else {
             first
-        })
+        }))
     }
 
     /// Writes `mutant` into the work copy (`Some`), or restores the file
@@ -277,7 +302,60 @@ impl Runner {
         seen: &mut dyn FnMut(&CellOutcome),
     ) -> Result<Vec<CellOutcome>, RunError> {
         let command = |job: &Job| self.command(&job.cell, binary, &job.under);
-        child::run_all(jobs, self.jobs, &self.dir, &command, settles, seen)
+        child::run_all(
+            jobs, self.jobs, &self.dir, &command, settles, seen, &self.stop,
+        )
+    }
+}
+
+/// How long a stopped build has to end before its process group is
+/// SIGKILLed (cargo and the compilers stop at once on SIGTERM).
+const BUILD_GRACE: Duration = Duration::from_secs(10);
+
+/// Waits for `build`, leader of its own process group; when `stop` is
+/// asked for, SIGTERM to the whole group (SIGKILL after [`BUILD_GRACE`]),
+/// and [`RunError::Interrupted`] once it is gone.
+pub fn wait_group(
+    mut build: std::process::Child,
+    stop: &Stop,
+) -> Result<std::process::ExitStatus, RunError> {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let group = i32::try_from(build.id()).map(Pid::from_raw).ok();
+    let signal = |s: Signal| {
+        if let Some(g) = group {
+            let _ = killpg(g, s);
+        }
+    };
+    let mut kill_at = None;
+    loop {
+        match build.try_wait() {
+            Ok(Some(status)) => {
+                if kill_at.is_some() {
+                    // The group's other members (compilers) go with it.
+                    signal(Signal::SIGKILL);
+                    stop.check()?;
+                }
+                return Ok(status);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                signal(Signal::SIGKILL);
+                let _ = build.wait();
+                return Err(RunError::CleanBuild(format!("waiting for cargo: {e}")));
+            }
+        }
+        match kill_at {
+            None if stop.requested().is_some() => {
+                signal(Signal::SIGTERM);
+                kill_at = Some(Instant::now() + BUILD_GRACE);
+            }
+            Some(at) if Instant::now() >= at => {
+                signal(Signal::SIGKILL);
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -385,6 +463,7 @@ pub fn run_mutant(
     runner.write(current, &mutant.file, Some(mutant))?;
     let built = runner.build();
     runner.write(current, &mutant.file, None)?;
+    let built = built?;
     let build_ms = ms(started.elapsed());
     let (status, cells) = match built {
         Err(error) => (Status::Unviable { error }, Vec::new()),
@@ -439,7 +518,10 @@ pub fn ms(d: Duration) -> u64 {
 /// The whole mutate run: the work copy synced, the clean build and its
 /// run of every cell, then each mutant; `report` (its header filled in)
 /// gets the results and is rewritten into the run's folder after each
-/// mutant, so an interrupted run keeps what it measured.
+/// mutant, so a run stopped any way keeps what it measured. On SIGINT or
+/// SIGTERM ([`Runner::stop`]) what runs is stopped and waited for, the
+/// mutant under way is left out, and the report is written marked
+/// interrupted.
 pub fn session(
     runner: &Runner,
     current: &Tree,
@@ -448,13 +530,40 @@ pub fn session(
     mut report: super::report::MutateReport,
     progress: &mut dyn FnMut(String),
 ) -> Result<super::report::MutateReport, RunError> {
-    let write = |r: &super::report::MutateReport| {
-        super::report::write_all(&runner.dir, r).map_err(copy_err(&runner.dir))
-    };
+    match measure(runner, current, mutants, cells, &mut report, progress) {
+        Ok(()) => Ok(report),
+        Err(RunError::Interrupted { signal }) => {
+            report.interrupted = true;
+            write_report(runner, &report)?;
+            progress(format!(
+                "mutate: interrupted by {signal}: every child run stopped; the report covers the {} mutants that finished",
+                report.mutants.len()
+            ));
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `report` written into the run's folder.
+fn write_report(runner: &Runner, report: &super::report::MutateReport) -> Result<(), RunError> {
+    super::report::write_all(&runner.dir, report).map_err(copy_err(&runner.dir))
+}
+
+/// The steps of [`session`], each result put into `report` as it comes.
+fn measure(
+    runner: &Runner,
+    current: &Tree,
+    mutants: &[Mutant],
+    cells: &[String],
+    report: &mut super::report::MutateReport,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), RunError> {
     progress(format!("mutate: work copy {}", runner.work().display()));
     runner.sync()?;
+    runner.stop.check()?;
     progress("mutate: clean build (cargo build --release in the work copy) ...".into());
-    let binary = runner.build().map_err(RunError::CleanBuild)?;
+    let binary = runner.build()?.map_err(RunError::CleanBuild)?;
     let jobs: Vec<Job> = cells
         .iter()
         .map(|cell| Job {
@@ -482,8 +591,9 @@ pub fn session(
         }
         report.clean.push(CleanCell { outcome, usable });
     }
-    write(&report)?;
+    write_report(runner, report)?;
     for (n, mutant) in mutants.iter().enumerate() {
+        runner.stop.check()?;
         progress(format!(
             "mutate: [{}/{}] {} {}:{} {}",
             n + 1,
@@ -501,7 +611,166 @@ pub fn session(
             result.elapsed_ms as f64 / 1000.0
         ));
         report.mutants.push(result);
-        write(&report)?;
+        write_report(runner, report)?;
     }
-    Ok(report)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutate::report::{self, MutateReport};
+
+    /// A fresh folder for one test, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p = std::env::temp_dir().join(format!("rehearse-run-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Scratch(p)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_stopped_build_takes_its_whole_process_group_with_it() {
+        use std::os::unix::process::CommandExt;
+        let scratch = Scratch::new("group");
+        // A leader with two of its own children, as cargo with its compilers.
+        let build = Command::new("sh")
+            .args([
+                "-c",
+                "sleep 30 & echo $! > pids; sleep 30 & echo $! >> pids; wait",
+            ])
+            .current_dir(&scratch.0)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let stop = Stop::new();
+        let asks = stop.clone();
+        let asker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            asks.request();
+        });
+        let started = Instant::now();
+        let err = wait_group(build, &stop).unwrap_err();
+        asker.join().unwrap();
+        assert!(matches!(err, RunError::Interrupted { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The leader's children are gone too, not orphaned (a zombie
+        // waiting for whoever adopted it has ended).
+        let pids = std::fs::read_to_string(scratch.0.join("pids")).unwrap();
+        assert_eq!(pids.lines().count(), 2, "{pids}");
+        let running = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                !stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pids.lines().any(running) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            !pids.lines().any(running),
+            "a process of the group outlived the stop"
+        );
+    }
+
+    #[test]
+    fn a_build_not_stopped_gives_its_exit_status() {
+        use std::os::unix::process::CommandExt;
+        let build = Command::new("sh")
+            .args(["-c", "exit 3"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let status = wait_group(build, &Stop::new()).unwrap();
+        assert_eq!(status.code(), Some(3));
+    }
+
+    #[test]
+    fn an_interrupted_session_writes_what_it_has_marked_interrupted() {
+        let scratch = Scratch::new("session");
+        let root = scratch.0.join("repo");
+        for dir in ["awa-runtime", "awa-harness", "rehearsal"] {
+            std::fs::create_dir_all(root.join(dir).join("src")).unwrap();
+        }
+        std::fs::write(root.join("Cargo.toml"), "[workspace]\n").unwrap();
+        std::fs::write(root.join("Cargo.lock"), "").unwrap();
+        let dir = scratch.0.join("reports");
+        std::fs::create_dir_all(&dir).unwrap();
+        let stop = Stop::new();
+        let runner = Runner {
+            root,
+            work_dir: scratch.0.join("work"),
+            matrix_file: scratch.0.join("matrix.toml"),
+            seed: 1,
+            backend: "process".into(),
+            pg_bindirs: Vec::new(),
+            database_url: None,
+            dir: dir.clone(),
+            timeout_factor: 3,
+            timeout_floor: Duration::from_secs(60),
+            timeout: None,
+            rehearse: PathBuf::from("rehearse"),
+            jobs: 1,
+            retries: 0,
+            stop: stop.clone(),
+        };
+        let header = MutateReport {
+            format_version: report::FORMAT_VERSION.into(),
+            started_at: "2026-12-06T10:00:00Z".into(),
+            seed: 1,
+            scope: "all".into(),
+            sample: None,
+            partition: None,
+            in_scope: super::super::Counts::default(),
+            clean: Vec::new(),
+            min_score: None,
+            equivalent: Default::default(),
+            mutants: Vec::new(),
+            interrupted: false,
+        };
+        // The signal comes while the work copy is synced: no build starts.
+        stop.request();
+        let mut lines = Vec::new();
+        let done = session(
+            &runner,
+            &Tree::default(),
+            &[],
+            &["fence".to_owned()],
+            header,
+            &mut |l| lines.push(l),
+        )
+        .unwrap();
+        assert!(done.interrupted);
+        assert_eq!(done.outcome(), crate::vocab::RunOutcome::Inconclusive);
+        let written = report::read(&dir.join(report::MUTATE_JSON)).unwrap();
+        assert!(written.interrupted);
+        assert!(
+            std::fs::read_to_string(dir.join(report::MUTATE_MD))
+                .unwrap()
+                .contains("interrupted")
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("clean build")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.last().unwrap().contains("interrupted by SIGTERM"),
+            "{lines:?}"
+        );
+    }
 }
