@@ -165,11 +165,8 @@ fn merge_mutate(
             dir.display()
         )?;
     }
-    Ok(if merged.met() {
-        RunOutcome::AllMet
-    } else {
-        RunOutcome::CellFailed
-    })
+    // A share that was interrupted leaves mutants out: inconclusive (exit 3), whatever the score.
+    Ok(merged.outcome())
 }
 
 /// The merged run's folder must be new or empty: evidence already there
