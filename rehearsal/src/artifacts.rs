@@ -512,6 +512,7 @@ fn inspect(name: &str, artifact: &Artifact, o: Obtained) -> Result<Resolved, Art
     })
 }
 
+// A String: its caller makes it ArtifactError::Build's detail, whatever went wrong.
 fn cargo_build(repo: &Repo, kind: WorkspaceBuild) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(&cargo);
@@ -559,6 +560,7 @@ fn cargo_build(repo: &Repo, kind: WorkspaceBuild) -> Result<PathBuf, String> {
 }
 
 /// The version a binary reports: the last word of `awa --version`.
+// A String: its caller makes it ArtifactError::Version's detail, whatever went wrong.
 pub fn binary_version(binary: &Path) -> Result<String, String> {
     let out = Command::new(binary)
         .arg("--version")

@@ -14,6 +14,8 @@ pub const HARNESS_OPTIONS: &str = "-c jit=off";
 
 /// Connects (the runtime crate's connect: it drives the connection and
 /// names the transport error's causes), with [`HARNESS_OPTIONS`].
+// A String: every caller wraps it in its own error or message; the one that sorts a refusal
+// (pipeline's database_refused) reads the SQLSTATE, which the runtime's connect error has as text only.
 pub async fn connect(url: &str) -> Result<Client, String> {
     let client = awa_runtime::db::connect_with(url, HARNESS_OPTIONS)
         .await

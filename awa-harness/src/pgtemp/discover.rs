@@ -379,6 +379,7 @@ fn quiet_output(cmd: &mut Command) -> Option<String> {
 }
 
 /// `postgres --version`, as `(major, version)`.
+// A String: the search records it beside the installation it skips, as it is.
 fn read_version(bindir: &Path) -> Result<(u32, String), String> {
     let program = bindir.join("postgres");
     let out = Command::new(&program)

@@ -215,6 +215,7 @@ pub(super) async fn connect(port: u16, dbname: &str) -> Result<Client, tokio_pos
 /// One readiness probe: connect, run `SELECT 1`, and check that the server
 /// answering is ours. Another cluster may have won a race for the port, and
 /// answering its `SELECT 1` must not count as our server being ready.
+// A String: the start keeps the last probe's words for its timeout message; it retries whatever failed.
 pub(super) async fn probe(port: u16, data_dir: &Path) -> Result<(), String> {
     let client = connect(port, "postgres").await.map_err(|e| e.to_string())?;
     let one: i32 = client

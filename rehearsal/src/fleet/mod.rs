@@ -214,12 +214,14 @@ pub enum Control {
 pub struct Order {
     /// What to do.
     pub control: Control,
+    // A String, as in `applied`: the waiter words it into its own harness error.
     applied: Option<oneshot::Sender<Result<(), String>>>,
 }
 
 impl Order {
     /// Tells the sender, if it waits, whether the control took effect
     /// (`Err` says what the backend saw instead).
+    // A String: no caller asks how a control failed; each words it into a harness abort as it is.
     pub fn applied(self, result: Result<(), String>) {
         if let Some(tell) = self.applied {
             let _ = tell.send(result);
@@ -323,6 +325,7 @@ impl Handle {
     /// `Err` says why it is not: the signal or the engine's call failed,
     /// the process did not stop within the backend's bound, or it had
     /// already ended.
+    // A String: kill and suspend abort the step as the harness's own error with these words.
     pub async fn suspended(&self) -> Result<(), String> {
         self.order(Control::Suspend).await
     }
@@ -334,10 +337,12 @@ impl Handle {
 
     /// Lets a suspended process run again and returns once the backend has
     /// seen it running (no thread left stopped; the container unpaused).
+    // A String: resume aborts the step as the harness's own error with these words.
     pub async fn resumed(&self) -> Result<(), String> {
         self.order(Control::Resume).await
     }
 
+    // A String: what the backend said (`Order::applied`), handed on as it is.
     async fn order(&self, control: Control) -> Result<(), String> {
         self.mark(control);
         let (tell, told) = oneshot::channel();

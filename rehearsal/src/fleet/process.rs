@@ -279,6 +279,7 @@ fn deliver(
     pid: Option<u32>,
     control: Control,
 ) -> Result<(), String> {
+    // A String: it goes to `Order::applied` (or is dropped), whose waiter only words it.
     let signal = |signal: Signal| match pid {
         // The pid is our unreaped child (see above).
         Some(pid) => nix::sys::signal::kill(Pid::from_raw(pid as i32), signal)
@@ -309,6 +310,7 @@ const CONFIRM_BOUND: Duration = Duration::from_secs(2);
 /// Waits until every thread of `pid` is stopped (`stopped`) or none is,
 /// as `/proc` shows it: the evidence a suspend or resume took that does
 /// not come from the process itself.
+// A String: it goes to `Order::applied`, whose waiter only words it.
 async fn confirm(pid: u32, stopped: bool) -> Result<(), String> {
     let start = std::time::Instant::now();
     loop {

@@ -59,6 +59,7 @@ impl Snapshot {
 }
 
 /// Reads every object of the `awa` schema in one catalog query.
+// A String: its one caller (the schema_matches_fresh step) words either failure into a harness error.
 pub async fn introspect(client: &tokio_postgres::Client) -> Result<Snapshot, String> {
     let rows = client.query(CATALOG, &[&SCHEMA]).await.map_err(|e| {
         format!(
