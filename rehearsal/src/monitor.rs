@@ -150,6 +150,9 @@ pub struct Samples {
     /// Runtimes seen queued behind a table lock request for at least half
     /// `stale_after`, by runtime and requester.
     pub queued_runtimes: Vec<QueuedRuntime>,
+    /// The database's clock against the cell's (the lock-queue watch's
+    /// first reading).
+    pub db_clock: Option<crate::observe::DbClock>,
 }
 
 /// At most this many late leases are kept (a cell rescues far fewer).
@@ -173,7 +176,7 @@ pub struct Monitor {
     stop: watch::Sender<bool>,
     task: JoinHandle<Samples>,
     pulse: JoinHandle<()>,
-    lock_queue: JoinHandle<Vec<QueuedRuntime>>,
+    lock_queue: JoinHandle<(Vec<QueuedRuntime>, Option<crate::observe::DbClock>)>,
 }
 
 /// How often the pulse wakes to see how late the harness's own tasks run.
@@ -242,7 +245,7 @@ impl Monitor {
         let _ = self.stop.send(true);
         let mut samples = self.task.await.unwrap_or_default();
         self.pulse.abort();
-        samples.queued_runtimes = self.lock_queue.await.unwrap_or_default();
+        (samples.queued_runtimes, samples.db_clock) = self.lock_queue.await.unwrap_or_default();
         samples
     }
 }

@@ -29,8 +29,9 @@ pub use job_records::{
     AcceptedJob, CronWindow, DisownedRun, LateResultCount, UnrescuedOverrun, UnstoppedHandler,
 };
 pub use monitor_samples::{
-    CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT,
-    MisplacedSample, QueuedRuntime, RingLiveness, RingSample,
+    CensusSample, DbClock, LateLease, LateRuntime, LateSample, LivenessSample,
+    MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime, RingLiveness, RingSample,
+    StoppedRuntime,
 };
 pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
@@ -149,6 +150,14 @@ pub struct Observations {
     /// least half `stale_after` (see [`QueuedRuntime`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_runtimes: Vec<QueuedRuntime>,
+    /// Runtimes of earlier releases the harness stopped gracefully, and
+    /// when (see [`StoppedRuntime`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped_runtimes: Vec<StoppedRuntime>,
+    /// The database's clock against the cell's, read once by the monitor
+    /// (`None`: never read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_clock: Option<DbClock>,
     /// First attempts of `overrun_deadline` jobs that their handler
     /// completed, nobody having deadline-rescued them in time (see
     /// [`UnrescuedOverrun`]).

@@ -329,6 +329,7 @@ impl<'a> Cell<'a> {
         self.state.obs.late_leases = samples.late_leases;
         self.state.obs.late_runtimes = samples.late_runtimes;
         self.state.obs.queued_runtimes = samples.queued_runtimes;
+        self.state.obs.db_clock = samples.db_clock;
         self.collect_ledger();
         if !aborted {
             self.record_cron_window().await;
@@ -500,6 +501,18 @@ impl Cell<'_> {
         self.state.obs.disowned_runs = ledger.disowned();
         let suspended: std::collections::BTreeSet<&str> = (self.state.obs.suspensions.iter())
             .map(|s| s.process.as_str())
+            .collect();
+        self.state.obs.stopped_runtimes = ledger
+            .procs
+            .iter()
+            .filter(|p| p.artifact != "current")
+            .filter_map(|p| {
+                Some(crate::observe::StoppedRuntime {
+                    instance_id: p.instance_id.clone()?,
+                    artifact: p.artifact.clone(),
+                    asked_ms: p.stop_asked_ms?,
+                })
+            })
             .collect();
         self.state.obs.faulted_runtimes = ledger
             .procs

@@ -151,6 +151,7 @@ impl FleetView {
             exit: None,
             killed: false,
             stopping: false,
+            stop_asked_ms: None,
         });
         self.procs.len() - 1
     }

@@ -246,10 +246,12 @@ impl StepCtx<'_> {
         let mut handles = Vec::new();
         {
             let mut l = self.ledger().lock();
+            let now = l.ms(std::time::Instant::now());
             for &id in ids {
                 let p = &mut l.procs[id];
                 if p.alive() {
                     p.stopping = true;
+                    p.stop_asked_ms.get_or_insert(now);
                     if let Some(h) = p.handle.clone() {
                         handles.push((id, h));
                     }

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
 use super::INTERVAL;
-use crate::observe::QueuedRuntime;
+use crate::observe::{DbClock, QueuedRuntime};
 
 /// 0.7 and later runtimes' sessions waiting on a lock behind an ungranted
 /// `ACCESS EXCLUSIVE` request on the lease table or one of its partitions
@@ -43,6 +43,9 @@ JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'awa'
 JOIN pg_stat_activity r ON r.pid = b.pid
 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
   AND a.application_name LIKE 'awa %'";
+
+/// The database's clock, Unix ms.
+const DB_CLOCK: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8";
 
 /// A runtime's session seen waiting behind an `ACCESS EXCLUSIVE` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,15 +136,17 @@ impl Queued {
 
 /// Starts the watch on its own connection, every [`INTERVAL`] until
 /// `stopped`; a tick whose connection or query fails is skipped (the
-/// sampler accounts for outages).
+/// sampler accounts for outages). Its first connection also reads the
+/// database's clock against the cell's.
 pub(super) fn start(
     url: String,
     t0: Instant,
     stale_after: Duration,
     mut stopped: watch::Receiver<bool>,
-) -> JoinHandle<Vec<QueuedRuntime>> {
+) -> JoinHandle<(Vec<QueuedRuntime>, Option<DbClock>)> {
     tokio::spawn(async move {
         let mut queued = Queued::new(stale_after);
+        let mut clock: Option<DbClock> = None;
         let mut client: Option<Client> = None;
         let mut tick = tokio::time::interval(INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -154,12 +159,27 @@ pub(super) fn start(
                 client = super::connect_briefly(&url).await;
             }
             let Some(c) = client.as_ref() else { continue };
+            if clock.is_none() {
+                clock = read_clock(c, t0).await;
+            }
             let at_ms = t0.elapsed().as_millis() as u64;
             if let Ok(sessions) = read(c).await {
                 queued.record(at_ms, &sessions);
             }
         }
-        queued.finish()
+        (queued.finish(), clock)
+    })
+}
+
+/// The database's clock against the cell's: the middle of the query's
+/// round trip stands for the moment the database read its clock.
+async fn read_clock(client: &Client, t0: Instant) -> Option<DbClock> {
+    let before = t0.elapsed().as_millis() as u64;
+    let unix_ms: i64 = client.query_one(DB_CLOCK, &[]).await.ok()?.get(0);
+    let after = t0.elapsed().as_millis() as u64;
+    Some(DbClock {
+        at_ms: before + (after - before) / 2,
+        unix_ms,
     })
 }
 

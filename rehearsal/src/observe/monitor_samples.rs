@@ -161,6 +161,42 @@ pub struct QueuedRuntime {
     pub explains_until_unix_ms: i64,
 }
 
+/// The database's clock against the cell's: `unix_ms` read by the
+/// database when the harness's clock stood at `at_ms` (ms since the
+/// cell started; the middle of the query), so a time the database
+/// recorded (a rescue's `finished_at`) can be placed in the cell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbClock {
+    /// Ms since the cell started.
+    pub at_ms: u64,
+    /// Unix ms, by the database's clock.
+    pub unix_ms: i64,
+}
+
+impl DbClock {
+    /// A database time (Unix ms) as ms since the cell started (negative
+    /// before it).
+    pub fn cell_ms(&self, unix_ms: i64) -> i64 {
+        unix_ms - self.unix_ms + self.at_ms as i64
+    }
+}
+
+/// A runtime of an earlier release that the harness stopped gracefully
+/// (a roll, a stop step, the end of the cell), and when it asked: an
+/// earlier release's shutdown may leave attempts to the rescuer (0.6.2
+/// stops heartbeating them while it releases the rest), which is the
+/// stop's doing. The release under test is never excused so: its
+/// graceful stop must release what it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppedRuntime {
+    /// Its `runtime_instances` key.
+    pub instance_id: String,
+    /// The artifact it ran (`previous`, `pre_guard`, ...).
+    pub artifact: String,
+    /// When the harness asked it to stop (ms since the cell started).
+    pub asked_ms: u64,
+}
+
 /// How many monitor ticks with misplaced rows a cell keeps: the first
 /// ones say where it began; later ticks repeat them.
 pub const MISPLACED_SAMPLES_KEPT: usize = 20;

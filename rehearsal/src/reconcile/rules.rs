@@ -380,11 +380,34 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
             })
         })
     };
+    // An earlier release's runtime the harness stopped gracefully: what
+    // its shutdown left to the rescuer once the stop was asked (0.6.2
+    // stops heartbeating attempts it has not yet released) is the stop's
+    // doing. Placed in the cell by the database's clock against the
+    // cell's, give or take a monitor tick for the reading.
+    let stop_asked: std::collections::BTreeMap<&str, u64> = obs
+        .stopped_runtimes
+        .iter()
+        .filter(|s| s.artifact != "current")
+        .map(|s| (s.instance_id.as_str(), s.asked_ms))
+        .collect();
+    let left_by_stop = |r: &awa_runtime::store::audit::RescuedAttempt| {
+        let slack = crate::monitor::INTERVAL.as_millis() as i64;
+        match (
+            stop_asked.get(r.instance_id.as_str()),
+            obs.db_clock,
+            r.finished_at_unix_ms,
+        ) {
+            (Some(&asked), Some(clock), Some(at)) => clock.cell_ms(at) + slack >= asked as i64,
+            _ => false,
+        }
+    };
     let unexplained: Vec<_> = storage
         .rescued
         .iter()
         .filter(|r| match r.reason.as_str() {
             "deadline" => r.mode != "overrun_deadline",
+            "heartbeat" | "crash" if left_by_stop(r) => false,
             "heartbeat" if seen_late.contains(&(r.job_id, r.run_lease)) => false,
             "heartbeat" if held_by_n1(r) => false,
             "crash" if stale_runtimes.contains(r.instance_id.as_str()) => false,
@@ -962,6 +985,60 @@ mod tests {
             &with(vec![queued("current-worker-2-b", Some("0.6.9"))]),
         );
         assert_eq!(found[0].ids, [10]);
+    }
+
+    #[test]
+    fn what_an_earlier_release_left_to_the_rescuer_after_a_graceful_stop_was_asked_is_explained() {
+        use awa_runtime::store::audit::RescuedAttempt;
+        // The database's clock read 1_000_000 at 5 s into the cell:
+        // Unix ms 1_020_000 is 25 s into it.
+        let clock = crate::observe::DbClock {
+            at_ms: 5_000,
+            unix_ms: 1_000_000,
+        };
+        let rescued = |job_id: i64, reason: &str, instance: &str, cell_s: i64| RescuedAttempt {
+            job_id,
+            run_lease: 1,
+            attempt: 1,
+            reason: reason.into(),
+            instance_id: instance.into(),
+            mode: "sleep".into(),
+            finished_at_unix_ms: Some(1_000_000 + (cell_s - 5) * 1_000),
+        };
+        let storage = Storage {
+            rescued: vec![
+                // Before the stop was asked at 20 s: a healthy attempt taken.
+                rescued(1, "heartbeat", "previous-worker-2-a", 12),
+                // After it: what the shutdown left.
+                rescued(2, "heartbeat", "previous-worker-2-a", 22),
+                rescued(3, "crash", "previous-worker-2-a", 23),
+                // The release under test stopped too: its graceful stop must
+                // release what it holds, so a rescue after it is a finding.
+                rescued(4, "heartbeat", "current-worker-1-b", 22),
+            ],
+            ..Default::default()
+        };
+        let stopped = |instance: &str, artifact: &str| crate::observe::StoppedRuntime {
+            instance_id: instance.into(),
+            artifact: artifact.into(),
+            asked_ms: 20_000,
+        };
+        let obs = Observations {
+            stopped_runtimes: vec![
+                stopped("previous-worker-2-a", "previous"),
+                stopped("current-worker-1-b", "current"),
+            ],
+            db_clock: Some(clock),
+            ..Default::default()
+        };
+        let found = findings(&storage, &obs);
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[1, 4][..], 2));
+        // Without the database's clock the rescues cannot be placed: no excuse.
+        let blind = Observations {
+            db_clock: None,
+            ..obs.clone()
+        };
+        assert_eq!(findings(&storage, &blind)[0].ids, [1, 2, 3, 4]);
     }
 
     #[test]

@@ -103,6 +103,8 @@ pub struct Proc {
     pub killed: bool,
     /// The driver asked it to stop (SIGTERM), so its exit is expected.
     pub stopping: bool,
+    /// When the driver first asked it to stop (ms since the cell started).
+    pub stop_asked_ms: Option<u64>,
 }
 
 impl Proc {
