@@ -608,8 +608,13 @@ async fn a_runtime_queued_behind_a_table_lock_request_is_recorded_with_the_reque
     assert!(q.waited_ms >= 750);
     // The database's clock against the cell's, read when the watch began
     // (before the heartbeat was sent).
-    let clock = samples.db_clock.expect("the watch read the database's clock");
-    assert!(clock.unix_ms <= before_beat + 250, "{clock:?}, {before_beat}");
+    let clock = samples
+        .db_clock
+        .expect("the watch read the database's clock");
+    assert!(
+        clock.unix_ms <= before_beat + 250,
+        "{clock:?}, {before_beat}"
+    );
     // The wait, by the database's clock: it began after the heartbeat was
     // sent, and explains a rescue until a tick and stale_after past the
     // last reading that saw it (before the release), no later.
