@@ -38,8 +38,8 @@ pub use process_records::{
 };
 pub use step_records::{
     CancelRecord, FaultRecord, FenceRecord, FlipRecord, MidMigrationStart, Phase, PrunedBack,
-    RingPrunedBack, SchemaCheck, SchemaRecord, SchemaVersionRow, StepFailure, StepOutcome,
-    UntilRecord,
+    RefusalTiming, RingPrunedBack, SchemaCheck, SchemaRecord, SchemaVersionRow, StepFailure,
+    StepOutcome, UntilRecord,
 };
 pub use wording::{agree, count, duration, thousands};
 
@@ -123,6 +123,10 @@ pub struct Observations {
     /// Every job a `cancel` step cancelled as an operator. Added in 1.18.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cancels: Vec<CancelRecord>,
+    /// Every refusal the cell asked for or met by design, timed (see
+    /// [`RefusalTiming`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<RefusalTiming>,
     /// Every `hold` with `until`: whether its condition held in time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untils: Vec<UntilRecord>,

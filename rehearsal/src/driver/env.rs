@@ -14,7 +14,7 @@ use crate::matrix::{Duration, JobMode, Timings};
 pub const REPORT_DIR_VAR: &str = "REHEARSE_REPORT_DIR";
 
 /// Fixed runtime settings, besides the matrix's timings.
-pub const FIXED: [(&str, &str); 9] = [
+pub const FIXED: [(&str, &str); 10] = [
     // Wide enough that attempts held until deadline rescue (the
     // overrun_deadline mode) never starve a worker of slots.
     ("AWA_CONCURRENCY", "64"),
@@ -26,7 +26,16 @@ pub const FIXED: [(&str, &str); 9] = [
     ("AWA_SHUTDOWN_GRACE", "3s"),
     ("AWA_SLEEP", "100ms"),
     ("AWA_FOLD_INTERVAL", "2s"),
+    // The runtimes' own default, pinned: a refusal is judged prompt
+    // against it (reconcile's `slow_refusal`), so it must not move under
+    // the rehearsal unseen.
+    ("AWA_DB_PATIENCE", "30s"),
 ];
+
+/// How long every process retries transient database failures before
+/// giving up (`AWA_DB_PATIENCE` in [`FIXED`]): a refusal retried as if
+/// it were transient takes at least this long.
+pub const DB_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The waits [`FIXED`] gives every worker (`AWA_RETRY_BACKOFF`,
 /// `AWA_SNOOZE`): what reconciliation holds each retry and snooze to.
@@ -195,6 +204,7 @@ mod tests {
             ("AWA_SHUTDOWN_GRACE", "3s"),
             ("AWA_SLEEP", "100ms"),
             ("AWA_FOLD_INTERVAL", "2s"),
+            ("AWA_DB_PATIENCE", "30s"),
             ("AWA_CONCURRENCY", "64"),
             ("AWA_AUTO_FLIP", "off"),
             ("REHEARSE_REPORT_DIR", "/r"),
@@ -219,6 +229,10 @@ mod tests {
         assert_eq!(
             fixed("AWA_SNOOZE").map(str::to_owned),
             Some(format!("{}ms", WAITS.snooze.as_millis()))
+        );
+        assert_eq!(
+            fixed("AWA_DB_PATIENCE").map(str::to_owned),
+            Some(format!("{}s", DB_PATIENCE.as_secs()))
         );
     }
 

@@ -139,6 +139,7 @@ impl FleetView {
             ready: false,
             ready_ms: None,
             refused: None,
+            answered_ms: None,
             fatal: None,
             started: 0,
             finished: 0,
@@ -149,6 +150,7 @@ impl FleetView {
             stderr_tail: VecDeque::new(),
             output_closed: false,
             exit: None,
+            ended_ms: None,
             killed: false,
             stopping: false,
             stop_asked_ms: None,
@@ -180,7 +182,10 @@ impl FleetView {
                 proc.stderr_tail.push_back(line);
             }
             Report::OutputClosed => proc.output_closed = true,
-            Report::Exited(info) => proc.exit = Some(info),
+            Report::Exited(info) => {
+                proc.exit = Some(info);
+                proc.ended_ms.get_or_insert(at_ms);
+            }
             Report::Line(Parsed::Event(event)) => {
                 proc.contract.events += 1;
                 let keep = matches!(
@@ -212,7 +217,13 @@ impl FleetView {
                 proc.ready = true;
                 proc.ready_ms.get_or_insert(at_ms);
             }
-            Event::Refused(r) => proc.refused = Some(r.reason),
+            Event::Refused(r) => {
+                proc.refused = Some(r.reason);
+                proc.answered_ms.get_or_insert(at_ms);
+            }
+            Event::Blocked(_) => {
+                proc.answered_ms.get_or_insert(at_ms);
+            }
             Event::Fatal(f) => proc.fatal = Some(f.error),
             Event::Started(s) => self.on_started(id, at_ms, s),
             Event::Finished(f) => self.on_finished(id, at_ms, f),
@@ -257,7 +268,6 @@ impl FleetView {
                 self.rescued.insert((r.job_id, r.run_lease));
             }
             Event::FoldStoodDown(_)
-            | Event::Blocked(_)
             | Event::Stopped(_)
             | Event::Migrated(_)
             | Event::CronUpserted(_)

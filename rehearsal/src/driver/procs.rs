@@ -11,7 +11,7 @@ use super::{Abort, Interrupted};
 use super::{EXIT_OK, EXIT_REFUSED};
 use crate::fleet::ProcId;
 use crate::matrix::{Expectation, KillTarget};
-use crate::observe::KillRecord;
+use crate::observe::{KillRecord, RefusalTiming, StepOutcome};
 use crate::plan::Pick;
 use crate::stream::{Fault, RunEvent};
 
@@ -97,6 +97,45 @@ impl StepCtx<'_> {
         Ok(version >= self.expand_version())
     }
 
+    /// Records how long process `id` took to refuse, from `requested_ms`
+    /// to its `refused` or `blocked` event (else its exit), and says so
+    /// in words for the step's detail; `None` when it has neither said no
+    /// nor ended (nothing to time). `declared_wait_ms` is a wait the
+    /// command declares before it gives up (a blocked flip's lock timeout).
+    pub fn time_refusal(
+        &mut self,
+        kind: &str,
+        id: ProcId,
+        requested_ms: u64,
+        outcome: StepOutcome,
+        declared_wait_ms: u64,
+    ) -> Option<String> {
+        let (process, version, answered) = self.proc(id, |p| {
+            (
+                p.name.clone(),
+                p.version.clone(),
+                p.answered_ms.or(p.ended_ms),
+            )
+        });
+        let timing = RefusalTiming {
+            step: self.state.step_index,
+            kind: kind.to_owned(),
+            process,
+            version,
+            outcome,
+            requested_ms,
+            answered_ms: answered?,
+            declared_wait_ms,
+        };
+        let took = timing.answered_ms.saturating_sub(requested_ms);
+        self.state.obs.refusals.push(timing);
+        Some(format!(
+            "{} {} after the request",
+            outcome.word(),
+            crate::observe::duration(took)
+        ))
+    }
+
     /// Starts the processes of `seats` (all first, then waits for each).
     /// A refusal before the expand migration parks the seat (binary-first);
     /// any other failure to start is a step failure.
@@ -126,8 +165,12 @@ impl StepCtx<'_> {
                     } else {
                         self.state.seats[s].parked = true;
                         self.state.facts.binary_first.push(name.clone());
+                        let spawned = self.proc(id, |p| p.spawned_ms);
+                        let took = self
+                            .time_refusal("fleet", id, spawned, StepOutcome::Refused, 0)
+                            .map_or(String::new(), |t| format!(" ({t})"));
                         notes.push(format!(
-                            "{name} refused (binary-first), to run after the migration: {reason}"
+                            "{name} refused (binary-first){took}, to run after the migration: {reason}"
                         ));
                     }
                 }
@@ -423,8 +466,16 @@ impl StepCtx<'_> {
             if binary_first {
                 self.state.seats[seat].parked = true;
                 self.state.facts.binary_first.push(name.clone());
+                // Timed from its spawn only when it refused at start-up.
+                let (spawned, ready) = self.proc(id, |p| (p.spawned_ms, p.ready));
+                let took = if ready {
+                    None
+                } else {
+                    self.time_refusal("fleet", id, spawned, StepOutcome::Refused, 0)
+                };
+                let took = took.map_or(String::new(), |t| format!(" ({t})"));
                 notes.push(format!(
-                    "{name} refused (binary-first), to run after the migration"
+                    "{name} refused (binary-first){took}, to run after the migration"
                 ));
                 continue;
             }

@@ -176,6 +176,45 @@ pub struct UntilRecord {
     pub at_ms: u64,
 }
 
+/// A refusal the cell asked for (a migrate or flip expected to be
+/// refused or blocked, a fenced binary) or met by design (a binary-first
+/// start on the N-1 schema), and how long it took to come: from the
+/// request (the command's start, or its start gate opening) to its
+/// `refused` or `blocked` event, else its exit. A refusal decided before
+/// any write has no reason to wait; one that took about the runtime's
+/// patience was retried as if the database could change its mind. Kept
+/// in the cell's observations (events.jsonl); the `slow_refusal` finding
+/// carries it into the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusalTiming {
+    /// The step (1-based) whose request was refused.
+    pub step: usize,
+    /// What was refused: `migrate`, `flip`, `fence` or `fleet`.
+    pub kind: String,
+    /// The refusing process and its version.
+    pub process: String,
+    pub version: String,
+    /// `refused` or `blocked`.
+    pub outcome: StepOutcome,
+    /// When it was asked (ms since the cell started).
+    pub requested_ms: u64,
+    /// When it said no (ms since the cell started).
+    pub answered_ms: u64,
+    /// A wait the command declares before it gives up (a blocked flip's
+    /// `lock_timeout_ms`), which the refusal may take on top.
+    #[serde(default)]
+    pub declared_wait_ms: u64,
+}
+
+impl RefusalTiming {
+    /// How long the refusal took, its declared wait left out.
+    pub fn took_ms(&self) -> u64 {
+        self.answered_ms
+            .saturating_sub(self.requested_ms)
+            .saturating_sub(self.declared_wait_ms)
+    }
+}
+
 /// One operator cancel (`awa job cancel`) a `cancel` step ran. Added in
 /// report format 1.18.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,8 @@
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
+//! - `refusals` finds refusals that came only after a good part of the
+//!   runtimes' patience for transient failures (a refusal is prompt);
 //! - `faults` says whether every fault step has evidence that it fired;
 //! - `reach` says whether the cell reached the interleavings it declares;
 //! - `starvation` says whether a timing-sensitive step ran starved past
@@ -58,6 +60,7 @@ mod load;
 mod placement;
 mod reach;
 pub mod recorded;
+mod refusals;
 mod rings;
 mod rules;
 mod runtimes;
@@ -193,6 +196,10 @@ pub async fn reconcile_recorded(
     findings.extend(placement::findings(&storage.misplaced, obs));
     findings.extend(runtimes::findings(&storage, obs));
     findings.extend(schema::findings(obs, &storage.schema_versions));
+    findings.extend(refusals::findings(
+        obs,
+        refusals::bound_ms(crate::driver::env::DB_PATIENCE),
+    ));
     // Stable: within a rule, findings keep the order they were made in.
     findings.sort_by_key(|f| f.rule);
     let jobs = &storage.jobs;

@@ -77,6 +77,9 @@ pub struct Proc {
     pub ready_ms: Option<u64>,
     /// The reason of its `refused` event.
     pub refused: Option<String>,
+    /// When it first said no: its `refused` or `blocked` event (ms since
+    /// the cell started). How long a refusal took is judged from it.
+    pub answered_ms: Option<u64>,
     /// The error of its `fatal` event.
     pub fatal: Option<String>,
     /// `started` events.
@@ -99,6 +102,8 @@ pub struct Proc {
     pub output_closed: bool,
     /// How it ended, once reaped.
     pub exit: Option<ExitInfo>,
+    /// When it was reaped (ms since the cell started).
+    pub ended_ms: Option<u64>,
     /// The driver SIGKILLed it.
     pub killed: bool,
     /// The driver asked it to stop (SIGTERM), so its exit is expected.

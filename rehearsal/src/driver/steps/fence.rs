@@ -52,6 +52,14 @@ pub(super) async fn fence(cx: &mut StepCtx<'_>, artifact: &str) -> Result<Done, 
         state_after: digest(&after),
         stderr_tail,
     });
+    let spawned = cx.proc(id, |p| p.spawned_ms);
+    let took = match (&refused, code) {
+        (Some(_), Some(EXIT_REFUSED)) => {
+            cx.time_refusal("fence", id, spawned, StepOutcome::Refused, 0)
+        }
+        _ => None,
+    };
+    let took = took.map_or(String::new(), |t| format!(" ({t})"));
     let changed = changed_lines(&before, &after);
     let state = if changed.is_empty() {
         "state unchanged".to_owned()
@@ -61,7 +69,7 @@ pub(super) async fn fence(cx: &mut StepCtx<'_>, artifact: &str) -> Result<Done, 
     Ok(match (&refused, code) {
         (Some(reason), Some(EXIT_REFUSED)) if changed.is_empty() => Done::with(
             StepOutcome::Refused,
-            format!("{name} ({version}) refused: {reason}; {state}"),
+            format!("{name} ({version}) refused{took}: {reason}; {state}"),
         ),
         _ if !exited => Done::with(
             StepOutcome::Breached,

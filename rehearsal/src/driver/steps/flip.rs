@@ -89,7 +89,27 @@ pub(super) async fn flip(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abo
         output: end.output.clone(),
     });
     let done = judge_flip(cx, s, &end);
+    if let Some((outcome, wait_ms)) = expected_refusal(s.expect, &end) {
+        notes.extend(cx.time_refusal("flip", judged.id, judged.at_ms, outcome, wait_ms));
+    }
     Ok(with_notes(done, notes))
+}
+
+/// The refusal a flip ended in, when the step expects it, and the wait
+/// it declares before giving up (a blocked flip's lock timeout): what
+/// its promptness is judged by.
+fn expected_refusal(expect: Outcome, end: &CommandEnd) -> Option<(StepOutcome, u64)> {
+    match (expect, end.code) {
+        (Outcome::Refused, Some(EXIT_REFUSED)) => Some((StepOutcome::Refused, 0)),
+        (Outcome::Blocked, Some(EXIT_BLOCKED)) => {
+            let wait = end.output.iter().find_map(|e| match e {
+                Event::Blocked(b) => Some(b.lock_timeout_ms),
+                _ => None,
+            });
+            Some((StepOutcome::Blocked, wait.unwrap_or(0)))
+        }
+        _ => None,
+    }
 }
 
 /// A manual or forced flip's outcome against the step's `expect`.

@@ -75,6 +75,9 @@ pub(super) async fn migrate(cx: &mut StepCtx<'_>, s: &MigrateStep) -> Result<Don
     };
     let judged = super::armed::run_armed(cx, command, &mut notes).await?;
     let end = super::command_end(cx, judged.id);
+    if s.expect == Outcome::Refused && end.code == Some(EXIT_REFUSED) {
+        notes.extend(cx.time_refusal("migrate", judged.id, judged.at_ms, StepOutcome::Refused, 0));
+    }
     super::schema::record_schema(cx, &s.artifact).await;
     let done = judge_migrate(cx, s, end, &mut notes).await?;
     Ok(with_notes(done, notes))

@@ -77,11 +77,15 @@ pub enum FindingRule {
     /// did not crash, it was no deadline overrun, and (for a heartbeat
     /// rescue) the monitor never saw its lease's heartbeat late.
     UnexplainedInterruption,
+    /// A refusal the cell asked for (or met by design) came only after a
+    /// good part of the runtime's patience for transient database
+    /// failures: a decision made before any write was retried or waited on.
+    SlowRefusal,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 26] = [
+    pub const ALL: [FindingRule; 27] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -108,6 +112,7 @@ impl FindingRule {
         FindingRule::Misplaced,
         FindingRule::CancelIgnored,
         FindingRule::UnexplainedInterruption,
+        FindingRule::SlowRefusal,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -167,6 +172,7 @@ impl FindingRule {
             FindingRule::Misplaced => "misplaced",
             FindingRule::CancelIgnored => "cancel_ignored",
             FindingRule::UnexplainedInterruption => "unexplained_interruption",
+            FindingRule::SlowRefusal => "slow_refusal",
         }
     }
 
