@@ -366,6 +366,73 @@ fn the_shipped_smoke_matrix_passes() {
     }
 }
 
+/// A fresh install the build under rehearsal cannot complete: with the
+/// seeded `expand_drops_columns` defect armed, the expand migration drops
+/// the cursor columns that a fresh install's ledger promotion then
+/// poisons, so `awa migrate` of the empty database fails.
+const BROKEN_FRESH_INSTALL: &str = r#"
+[artifacts.current]
+build = "workspace"
+failpoint = "expand_drops_columns"
+
+[workload]
+rate_per_s = 10
+backlog = 0
+mix = { complete = 1 }
+
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "10s"
+
+[[cell]]
+name = "fresh-install-broken"
+about = "an empty database the build under rehearsal cannot install"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 1, leader = true },
+  { drain = "10s" },
+]
+"#;
+
+#[test]
+fn a_fresh_install_the_build_cannot_complete_fails_the_cell_not_the_harness() {
+    let scratch = scratch("broken-fresh", BROKEN_FRESH_INSTALL);
+    let (status, stdout, stderr) = run(
+        rehearse(&scratch, &["--cell", "fresh-install-broken", "--quiet"]),
+        Duration::from_secs(600),
+    );
+    // A failed cell (1), not an inconclusive one (3): the harness had an
+    // empty database that answered, and only the build acted on it.
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let dirs = scratch.report_dirs();
+    let report = read_report(dirs.last().expect("a report folder"));
+    let cell = common::report::cell(&report, "fresh-install-broken");
+    assert_eq!(cell["verdict"], "fail", "{cell:#}");
+    assert!(cell["harness_error"].is_null(), "{cell:#}");
+    let failures = cell["step_failures"].to_string();
+    assert!(
+        failures.contains("step 0 (setup): the fresh install failed: current (0.7.0) awa migrate"),
+        "{cell:#}"
+    );
+    // The cell stopped at setup: no runtime was started on the broken database.
+    assert!(
+        cell["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["role"] == "migrate"),
+        "{cell:#}"
+    );
+}
+
 /// Cells whose fault cannot do what it declares: a kill of a worker with
 /// nothing to do, a crash armed for a migration with nothing to migrate.
 const UNFIRED: &str = r#"

@@ -141,24 +141,28 @@ pub async fn run_cell(
     let (mut cell, monitor) = Cell::start(ctx, plan, t0, db);
     let abort = cell.run_phases().await;
     cell.wind_down(abort.is_some(), monitor).await;
-    let mut harness_error = abort.map(|a| match a {
-        Abort::Interrupted => format!(
+    let failed = matches!(abort, Some(Abort::Failed(_)));
+    let mut harness_error = abort.and_then(|a| match a {
+        Abort::Interrupted => Some(format!(
             "interrupted (Ctrl-C or SIGTERM) during {}; the cell was cut short",
             describe_phase(cell.state.step_index, cell.state.step_name)
-        ),
-        Abort::OverBudget(waiting) => format!(
+        )),
+        Abort::OverBudget(waiting) => Some(format!(
             "over its budget of {}, stopped in {}: {waiting}",
             plan.timings.budget,
             describe_phase(cell.state.step_index, cell.state.step_name)
-        ),
-        Abort::Harness(message) => format!(
+        )),
+        Abort::Harness(message) => Some(format!(
             "{}: {message}",
             describe_phase(cell.state.step_index, cell.state.step_name)
-        ),
+        )),
+        // The product failed and the cell stopped there: its step failure
+        // is the verdict's, nothing was left for the harness to doubt.
+        Abort::Failed(_) => None,
     });
     let mut findings = Vec::new();
     let mut reconcile_ms = 0;
-    if harness_error.is_none() {
+    if harness_error.is_none() && !failed {
         let started = Instant::now();
         match cell.reconcile_phase(reconcile).await {
             Ok(found) => findings = found,
@@ -461,6 +465,7 @@ impl Cell<'_> {
                 m.clone(),
                 Some(Abort::Harness(m)),
             ),
+            Err(Abort::Failed(m)) => (StepOutcome::Failed, m.clone(), Some(Abort::Failed(m))),
         };
         if failed {
             let failures: Vec<&str> = new_failures.iter().map(|f| f.message.as_str()).collect();

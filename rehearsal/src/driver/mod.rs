@@ -108,6 +108,11 @@ pub enum Abort {
     OverBudget(String),
     /// The harness could not go on (a binary would not start, PostgreSQL did not come back).
     Harness(String),
+    /// The product failed where the cell cannot go on (the build under
+    /// rehearsal did not install on an empty database that answers): the
+    /// step failure is recorded, and the cell fails without reconciling
+    /// a database its steps never got to use.
+    Failed(String),
 }
 
 impl From<Interrupted> for Abort {

@@ -10,6 +10,7 @@ use super::super::step_ctx::COMMAND_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, EXIT_OK};
 use super::assert::Held;
+use super::setup::{Whose, fresh_install_failure};
 use crate::matrix::CURRENT;
 use crate::observe::{SchemaCheck, SchemaRecord};
 use crate::schema::{self, Judged};
@@ -85,7 +86,11 @@ pub(super) async fn schema_matches_fresh(cx: &mut StepCtx<'_>) -> Result<Held, A
         objects,
         judged,
         catalogs_ms,
-    } = compared?;
+    } = match compared? {
+        Ok(compared) => compared,
+        // The build under rehearsal did not install: the check fails.
+        Err(failed) => return Ok(Err(failed)),
+    };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let fresh_by = format!("{CURRENT} {}", cx.version_of(CURRENT));
     let summary = summarize(
@@ -116,8 +121,13 @@ pub(super) async fn schema_matches_fresh(cx: &mut StepCtx<'_>) -> Result<Held, A
 }
 
 /// Installs the current build on `scratch_url` and compares it with the
-/// cell's database: the upgraded schema's object count and the judgement.
-async fn compare_with_fresh(cx: &mut StepCtx<'_>, scratch_url: &str) -> Result<Compared, Abort> {
+/// cell's database: the upgraded schema's object count and the judgement,
+/// or (inner `Err`) why the fresh install failed when that is the
+/// product's failure (see [`fresh_install_failure`]).
+async fn compare_with_fresh(
+    cx: &mut StepCtx<'_>,
+    scratch_url: &str,
+) -> Result<Result<Compared, String>, Abort> {
     let harness =
         |what: &str, e: String| Abort::Harness(format!("schema_matches_fresh: {what}: {e}"));
     let env = vec![("AWA_DATABASE_URL".to_owned(), scratch_url.to_owned())];
@@ -132,7 +142,14 @@ async fn compare_with_fresh(cx: &mut StepCtx<'_>, scratch_url: &str) -> Result<C
         .await?;
     let (code, why) = cx.proc(id, |p| (p.code(), p.why_ended()));
     if code != Some(EXIT_OK) {
-        return Err(harness("the fresh install by current failed", why));
+        let answers = connect(scratch_url).await.is_ok();
+        return match fresh_install_failure(true, code, answers) {
+            Whose::Product => Ok(Err(format!(
+                "the fresh install by {CURRENT} ({}) failed on an empty database that answers: awa migrate {why}",
+                cx.version_of(CURRENT)
+            ))),
+            Whose::Harness => Err(harness("the fresh install by current failed", why)),
+        };
     }
     let installed = Instant::now();
     let fresh = connect(scratch_url)
@@ -147,11 +164,11 @@ async fn compare_with_fresh(cx: &mut StepCtx<'_>, scratch_url: &str) -> Result<C
         b.map_err(|e| harness("the fresh install", e))?,
     );
     let judged = schema::judge(schema::diff(&upgraded, &fresh), &cx.plan.schema_intended);
-    Ok(Compared {
+    Ok(Ok(Compared {
         objects: upgraded.len(),
         judged,
         catalogs_ms: installed.elapsed().as_millis() as u64,
-    })
+    }))
 }
 
 /// What a comparison found.

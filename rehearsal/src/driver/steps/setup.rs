@@ -38,9 +38,20 @@ async fn prepare_schema(cx: &mut StepCtx<'_>, by: &str) -> Result<String, Abort>
     let code = cx.proc(id, |p| p.code());
     if code != Some(EXIT_OK) {
         let why = cx.proc(id, |p| p.why_ended());
-        return Err(Abort::Harness(format!(
-            "preparing the database with {by} ({version}) failed: awa migrate {why}"
-        )));
+        let failed =
+            format!("preparing the database with {by} ({version}) failed: awa migrate {why}");
+        let answers = cx.probe.server_epoch().await.is_ok();
+        return Err(
+            match fresh_install_failure(cx.plan.database.fresh_install, code, answers) {
+                Whose::Product => {
+                    cx.state.fail(format!(
+                        "the fresh install failed: {by} ({version}) awa migrate {why} on an empty database that answers"
+                    ));
+                    Abort::Failed(failed)
+                }
+                Whose::Harness => Abort::Harness(failed),
+            },
+        );
     }
     super::schema::record_schema(cx, by).await;
     let schema = cx.probe.schema_version().await.unwrap_or(0);
@@ -52,6 +63,30 @@ async fn prepare_schema(cx: &mut StepCtx<'_>, by: &str) -> Result<String, Abort>
             "N-1"
         }
     ))
+}
+
+/// Whose failure a failed `awa migrate` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Whose {
+    /// The build under rehearsal's: the cell fails.
+    Product,
+    /// The harness's, or nobody can tell: the cell is inconclusive.
+    Harness,
+}
+
+/// A fresh install (the current build's `awa migrate` of an empty
+/// database) that ran to its own exit (`code`; not killed, not timed
+/// out) and failed while the database `answers` is the product's
+/// failure: nothing but the build under rehearsal acted on that
+/// database. The N-1 schema prepared by an older release, a migrate the
+/// harness had to kill, or a database that does not answer stay the
+/// harness's (the run could not judge the release).
+pub(super) fn fresh_install_failure(fresh: bool, code: Option<i32>, answers: bool) -> Whose {
+    if fresh && code.is_some() && answers {
+        Whose::Product
+    } else {
+        Whose::Harness
+    }
 }
 
 /// The `[workload] cron` schedule, upserted by `by`.
@@ -106,4 +141,29 @@ async fn bank_backlog(cx: &mut StepCtx<'_>, by: &str) -> Result<String, Abort> {
         )));
     }
     Ok(format!("backlog of {accepted} jobs banked by {by}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_install_that_exits_failed_on_a_database_that_answers_is_the_products_failure() {
+        for (fresh, code, answers, whose) in [
+            (true, Some(1), true, Whose::Product),
+            (true, Some(2), true, Whose::Product),
+            // Killed after the command timeout: no exit code of its own.
+            (true, None, true, Whose::Harness),
+            // The server is gone: nobody can tell.
+            (true, Some(1), false, Whose::Harness),
+            // The N-1 schema by an older release.
+            (false, Some(1), true, Whose::Harness),
+        ] {
+            assert_eq!(
+                fresh_install_failure(fresh, code, answers),
+                whose,
+                "{fresh} {code:?} {answers}"
+            );
+        }
+    }
 }
