@@ -154,8 +154,8 @@ pub struct Observations {
     /// least half `stale_after` (see [`QueuedRuntime`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_runtimes: Vec<QueuedRuntime>,
-    /// Runtimes of earlier releases the harness stopped gracefully, and
-    /// when (see [`StoppedRuntime`]).
+    /// Runtimes the harness stopped gracefully, and when (see
+    /// [`StoppedRuntime`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopped_runtimes: Vec<StoppedRuntime>,
     /// The database's clock against the cell's, read once by the monitor

@@ -510,7 +510,6 @@ impl Cell<'_> {
         self.state.obs.stopped_runtimes = ledger
             .procs
             .iter()
-            .filter(|p| p.artifact != "current")
             .filter_map(|p| {
                 Some(crate::observe::StoppedRuntime {
                     instance_id: p.instance_id.clone()?,

@@ -181,12 +181,12 @@ impl DbClock {
     }
 }
 
-/// A runtime of an earlier release that the harness stopped gracefully
-/// (a roll, a stop step, the end of the cell), and when it asked: an
-/// earlier release's shutdown may leave attempts to the rescuer (0.6.2
-/// stops heartbeating them while it releases the rest), which is the
-/// stop's doing. The release under test is never excused so: its
-/// graceful stop must release what it holds.
+/// A runtime the harness stopped gracefully (a roll, a stop step, the
+/// end of the cell), and when it asked: an earlier release's shutdown
+/// may leave attempts to the rescuer (0.6.2 stops heartbeating them while
+/// it releases the rest), which is the stop's doing. The rule excuses
+/// earlier releases only: the release under test's graceful stop must
+/// release what it holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoppedRuntime {
     /// Its `runtime_instances` key.

@@ -144,13 +144,20 @@ pub fn lateness_line(cell: &CellReport) -> Option<String> {
 /// heartbeat rescue of theirs has one, when another release asked). A
 /// passing cell with rescues shows here why they were not findings.
 pub fn excuse_lines(cell: &CellReport) -> Vec<String> {
+    excuses(cell).into_iter().map(|(_, line)| line).collect()
+}
+
+/// [`excuse_lines`], each with when the monitor first saw it (ms since
+/// the cell started), for the timeline to place.
+pub fn excuses(cell: &CellReport) -> Vec<(u64, String)> {
     let late = cell.late_runtimes.iter().map(|r| {
-        format!(
+        let line = format!(
             "runtime {} went stale: heartbeat {} old, first seen at {}",
             r.instance_id,
             duration(r.age_ms),
             duration(r.first_ms)
-        )
+        );
+        (r.first_ms, line)
     });
     let queued = cell.queued_runtimes.iter().map(|q| {
         let whose = q
@@ -159,13 +166,14 @@ pub fn excuse_lines(cell: &CellReport) -> Vec<String> {
             .map_or("a session that names no release (0.6)".to_owned(), |v| {
                 format!("awa {v}")
             });
-        format!(
+        let line = format!(
             "runtime {} queued up to {} behind an exclusive lock request on {} by {whose}, first seen at {}",
             q.instance_id,
             duration(q.waited_ms),
             q.relation,
             duration(q.first_ms)
-        )
+        );
+        (q.first_ms, line)
     });
     late.chain(queued).collect()
 }

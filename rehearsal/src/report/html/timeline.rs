@@ -526,21 +526,16 @@ fn late_marks(s: &mut String, f: &Frame, c: &CellReport) {
 /// excuse a rescue (a runtime gone stale, one queued behind a lock
 /// request), titled as report.md's line for it.
 fn excuse_marks(s: &mut String, f: &Frame, c: &CellReport) {
-    let lines = super::super::text::excuse_lines(c);
-    if lines.is_empty() {
+    let excuses = super::super::text::excuses(c);
+    if excuses.is_empty() {
         return;
     }
-    let at = c
-        .late_runtimes
-        .iter()
-        .map(|r| r.first_ms)
-        .chain(c.queued_runtimes.iter().map(|q| q.first_ms));
     s.push_str("<g class=\"excuse\">\n");
-    for (at_ms, line) in at.zip(&lines) {
+    for (at_ms, line) in &excuses {
         let _ = writeln!(
             s,
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"2\" height=\"10\" fill=\"{LATE}\"><title>{}</title></rect>",
-            f.x(at_ms) - 1.0,
+            f.x(*at_ms) - 1.0,
             f.bottom() - 16.0,
             esc(line)
         );
