@@ -32,8 +32,8 @@ use crate::vocab::{Backend, Color, Format};
 
 mod backend;
 mod judging;
+pub mod locate_servers;
 mod readers;
-pub mod servers;
 mod wanted;
 
 /// What `rehearse run` was asked to do, validated.
@@ -114,7 +114,7 @@ pub fn run_report(
     let chosen = backend::choose_backend(args.backend, args.quiet, err)?;
     let docker = chosen.engine.is_some();
     crate::artifacts::check(&args.repo, &wanted::wanted_here(&args.plan, docker))?;
-    let servers = servers::for_run(&args, err)?;
+    let servers = locate_servers::for_run(&args, err)?;
     if docker {
         backend::check_registries(&args, err)?;
     }

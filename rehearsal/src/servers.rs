@@ -13,7 +13,7 @@
 //! re-exported here); this module names the servers that take them
 //! ([`keys`], [`Spec`]) and what report.json records of each
 //! ([`ServerInfo`]). Finding them before a run starts is the pipeline's
-//! (`pipeline::servers`).
+//! (`pipeline::locate_servers`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

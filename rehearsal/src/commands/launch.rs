@@ -83,7 +83,7 @@ pub(super) fn request(
     }
     check_bindirs(&cli.global.pg_bindirs)?;
     if cli.global.database_url.is_some() {
-        crate::pipeline::servers::one_server(&crate::servers::keys(&plan))?;
+        crate::pipeline::locate_servers::one_server(&crate::servers::keys(&plan))?;
     }
     let repo = crate::artifacts::Repo::find(&[&env.cwd, &matrix_dir(env, matrix_file)])?;
     let reports_root = cli

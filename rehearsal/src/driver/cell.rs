@@ -15,7 +15,7 @@ use super::state::CellState;
 use super::step_ctx::{FleetHandle, STOP_TIMEOUT, STOP_TIMEOUT_INTERRUPTED, StepCtx, cell_dir};
 pub use super::steps::CRON_NAME;
 use super::{Abort, CellContext, Done, EXIT_OK};
-use crate::fleet::Sink;
+use crate::fleet::ReportSender;
 use crate::matrix::{FlipMode, Step};
 use crate::monitor::{Beating, Live, Monitor};
 use crate::observe::{
@@ -40,7 +40,7 @@ pub(super) struct Cell<'a> {
     pub db: CellDb,
     pub probe: Probe,
     pub shared: Arc<Shared>,
-    pub sink: Sink,
+    pub sink: ReportSender,
     /// Everything the cell keeps between its steps.
     pub state: CellState,
 }

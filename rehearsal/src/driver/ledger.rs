@@ -10,18 +10,18 @@
 //!
 //! This file keeps the view and how each report changes it; one
 //! process's entry is in `entry`, the shared view and its feed task in
-//! `feed`, how a wait ends early in `cancel`.
+//! `feed`, how a wait ends early in `wait_cancel`.
 
-mod cancel;
 mod entry;
 mod feed;
+mod wait_cancel;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
-pub use cancel::{Cancel, Interrupted};
 pub use entry::{Proc, Role};
 pub use feed::Shared;
+pub use wait_cancel::{Cancel, Interrupted};
 
 use crate::fleet::events::{Finished, Flipped, Started};
 use crate::fleet::{Event, FleetMsg, Parsed, ProcId, Report};

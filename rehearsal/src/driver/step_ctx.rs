@@ -14,7 +14,7 @@ use super::ledger::{Cancel, FleetView, Proc, Role, Shared};
 use super::probe::Probe;
 use super::state::CellState;
 use super::{Abort, CellContext, Interrupted};
-use crate::fleet::{Labels, ProcId, Sink, Spec};
+use crate::fleet::{Labels, ProcId, ReportSender, Spec};
 use crate::plan::CellPlan;
 use crate::stream::RunEvent;
 
@@ -40,7 +40,7 @@ pub(super) fn cell_dir(name: &str) -> String {
 pub(super) struct FleetHandle<'c> {
     pub ctx: &'c CellContext,
     pub shared: &'c Arc<Shared>,
-    pub sink: &'c Sink,
+    pub sink: &'c ReportSender,
     pub t0: Instant,
 }
 

@@ -40,7 +40,9 @@ use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
 use futures_util::future::BoxFuture;
 
 use super::cgroup::RunCgroup;
-use super::{ContainerCpu, CpuSource, Fleet, FleetError, Handle, Prepared, Shutdown, Sink, Spec};
+use super::{
+    ContainerCpu, CpuSource, Fleet, FleetError, Handle, Prepared, ReportSender, Shutdown, Spec,
+};
 use crate::image::Engine;
 
 mod engine_logs;
@@ -259,7 +261,7 @@ impl Fleet for DockerFleet {
         "docker"
     }
 
-    fn spawn(&self, spec: Spec, sink: Sink) -> BoxFuture<'_, Result<Handle, FleetError>> {
+    fn spawn(&self, spec: Spec, sink: ReportSender) -> BoxFuture<'_, Result<Handle, FleetError>> {
         Box::pin(self.start(spec, sink))
     }
 

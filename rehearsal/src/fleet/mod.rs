@@ -17,8 +17,8 @@
 //! `shutdown` after the last (remove everything of this run, also after
 //! Ctrl-C). An exit by signal is reported as a signal on both backends.
 
+pub mod backend_choice;
 pub mod cgroup;
-pub mod choice;
 pub mod docker;
 pub mod events;
 pub mod process;
@@ -179,17 +179,17 @@ pub struct FleetMsg {
 }
 
 /// Where a backend sends its reports: the cell's ledger reads the other end.
-pub type Sink = mpsc::UnboundedSender<FleetMsg>;
+pub type ReportSender = mpsc::UnboundedSender<FleetMsg>;
 
 /// Sends `report` about process `id`, stamped now: every backend reports
 /// through this (or [`send_report_at`]). A closed sink (the cell is over) drops it.
-fn send_report(sink: &Sink, id: ProcId, report: Report) {
+fn send_report(sink: &ReportSender, id: ProcId, report: Report) {
     send_report_at(sink, id, Instant::now(), report);
 }
 
 /// [`send_report`] stamped `at`: a backend that also logs the line takes
 /// one instant for both, so the log's timeline and the ledger's agree.
-fn send_report_at(sink: &Sink, id: ProcId, at: Instant, report: Report) {
+fn send_report_at(sink: &ReportSender, id: ProcId, at: Instant, report: Report) {
     let _ = sink.send(FleetMsg { id, at, report });
 }
 
@@ -424,7 +424,7 @@ pub trait Fleet: Send + Sync {
 
     /// Starts `spec`; from now on every report about it goes to `sink`.
     /// Must be awaited inside the tokio runtime, which watches the process.
-    fn spawn(&self, spec: Spec, sink: Sink) -> BoxFuture<'_, Result<Handle, FleetError>>;
+    fn spawn(&self, spec: Spec, sink: ReportSender) -> BoxFuture<'_, Result<Handle, FleetError>>;
 
     /// Before the first cell: removes what crashed earlier runs left behind.
     fn prepare(&self) -> BoxFuture<'_, Result<Prepared, FleetError>> {

@@ -40,8 +40,8 @@ use tokio::sync::mpsc;
 use futures_util::future::BoxFuture;
 
 use super::{
-    Control, ExitInfo, Fleet, FleetError, Handle, Order, Report, Runnable, Sink, Spec, events,
-    send_report, send_report_at,
+    Control, ExitInfo, Fleet, FleetError, Handle, Order, Report, ReportSender, Runnable, Spec,
+    events, send_report, send_report_at,
 };
 use crate::stamp::{LOG_TIME_LEN, log_time, parse_rfc3339};
 
@@ -113,14 +113,14 @@ impl Fleet for ProcessFleet {
         "process"
     }
 
-    fn spawn(&self, spec: Spec, sink: Sink) -> BoxFuture<'_, Result<Handle, FleetError>> {
+    fn spawn(&self, spec: Spec, sink: ReportSender) -> BoxFuture<'_, Result<Handle, FleetError>> {
         // A fork and exec take about a millisecond: done now, handed back ready.
         Box::pin(std::future::ready(self.spawn_now(spec, sink)))
     }
 }
 
 impl ProcessFleet {
-    fn spawn_now(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError> {
+    fn spawn_now(&self, spec: Spec, sink: ReportSender) -> Result<Handle, FleetError> {
         let Runnable::Binary(program) = spec.runnable.clone() else {
             return Err(FleetError::Unsupported {
                 backend: "process",
@@ -219,7 +219,7 @@ async fn forward_output(
     stdout: tokio::process::ChildStdout,
     stderr: tokio::process::ChildStderr,
     id: super::ProcId,
-    sink: Sink,
+    sink: ReportSender,
     log: Log,
 ) {
     let out = read_lines(stdout, id, &sink, &log, false);
@@ -235,7 +235,7 @@ async fn own_child(
     pid: Option<u32>,
     id: super::ProcId,
     mut controls: mpsc::UnboundedReceiver<Order>,
-    sink: Sink,
+    sink: ReportSender,
     log: Log,
 ) {
     let mut listening = true;
@@ -421,7 +421,7 @@ fn spawn_from_spawner_thread(
 async fn read_lines(
     stream: impl AsyncRead + Unpin,
     id: usize,
-    sink: &Sink,
+    sink: &ReportSender,
     log: &Log,
     is_stderr: bool,
 ) {
@@ -447,7 +447,7 @@ pub(super) fn report_line(
     raw: &[u8],
     is_stderr: bool,
     id: usize,
-    sink: &Sink,
+    sink: &ReportSender,
     log: &Log,
     engine_time: Option<SystemTime>,
 ) {
@@ -469,7 +469,7 @@ pub(super) fn report_line(
 pub(super) fn report_exit(
     info: Result<ExitInfo, impl std::fmt::Display>,
     id: usize,
-    sink: &Sink,
+    sink: &ReportSender,
     log: &Log,
 ) {
     let info = info.unwrap_or_else(|e| {

@@ -249,7 +249,7 @@ mod tests {
             "rehearse.run".to_owned(),
             format!("image-test-{}", std::process::id()),
         )]);
-        let err = super::super::probe::version(&engine, "previous", &built, labels)
+        let err = super::super::start_check::version(&engine, "previous", &built, labels)
             .await
             .unwrap_err();
         assert!(err.is_bad_input(), "{err}");

@@ -18,12 +18,12 @@
 pub mod build;
 pub mod credentials;
 pub mod engine;
-pub mod probe;
 pub mod publish;
 pub mod pull;
 pub mod registry;
 pub mod resolve;
 pub mod rootfs;
+pub mod start_check;
 
 use std::collections::HashMap;
 

@@ -12,7 +12,7 @@ use awa_harness::release::Manifest;
 use super::build::{self, BuildRequest};
 use super::credentials;
 use super::registry::{LineQuery, Registry, RegistryError};
-use super::{Engine, ImageError, ImageInfo, REPOSITORY, Reference, probe, pull};
+use super::{Engine, ImageError, ImageInfo, REPOSITORY, Reference, pull, start_check};
 use crate::artifacts::{GitInfo, Resolved};
 use crate::matrix::{Artifact, ArtifactSource, BuildSource, ImageLine, ImageSource};
 
@@ -341,7 +341,7 @@ pub async fn images_for_run(
         if let ArtifactSource::Image(source) = &artifact.source {
             progress(format!("artifact {name}: image {source} ..."));
             let (info, how) = from_registry(engine, name, source, progress).await?;
-            let out = probe::version(engine, name, &info, probe_labels.clone()).await?;
+            let out = start_check::version(engine, name, &info, probe_labels.clone()).await?;
             let version = crate::artifacts::parse_version_line(&out).ok_or_else(|| {
                 ImageError::WontStart {
                     artifact: name.clone(),
@@ -386,7 +386,7 @@ pub async fn images_for_run(
                     request.reference()
                 ));
                 let info = build::ensure(engine, &request).await?;
-                probe::version(engine, name, &info, probe_labels.clone()).await?;
+                start_check::version(engine, name, &info, probe_labels.clone()).await?;
                 progress(format!(
                     "artifact {name}: image {} {}, id {}, {:.1} MB",
                     info.reference,

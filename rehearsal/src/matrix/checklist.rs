@@ -15,7 +15,7 @@
 
 use toml::Spanned;
 
-use super::diagnostic::{Sink, did_you_mean};
+use super::diagnostic::{Problems, did_you_mean};
 use super::model::{Cell, ChecklistItem, Expectation};
 use super::raw::{RawChecklistItem, table_head};
 
@@ -26,7 +26,7 @@ pub(crate) fn validate(
     raw: &Spanned<Vec<Spanned<RawChecklistItem>>>,
     names: &[String],
     cells: Option<&[Cell]>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Vec<ChecklistItem>> {
     let mut ok = true;
     let mut items: Vec<ChecklistItem> = Vec::new();
@@ -55,7 +55,7 @@ fn validate_item(
     context: &str,
     names: &[String],
     cells: Option<&[Cell]>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ChecklistItem> {
     let raw = entry.get_ref();
     let item = item_line(entry, context, sink);
@@ -90,7 +90,7 @@ fn validate_item(
 fn item_line(
     entry: &Spanned<RawChecklistItem>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<String> {
     match &entry.get_ref().item {
         Some(t) if !t.get_ref().trim().is_empty() && !t.get_ref().contains('\n') => {
@@ -119,7 +119,7 @@ fn covering_cells(
     context: &str,
     names: &[String],
     cells: Option<&[Cell]>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Vec<String>> {
     let mut ok = true;
     let mut covering: Vec<String> = Vec::new();

@@ -1,7 +1,7 @@
 //! Located problems in matrix.toml, reported all at once.
 //!
 //! Validation never stops at the first problem: every check pushes into a
-//! [`Sink`], and the caller gets the whole list, sorted by position, each
+//! [`Problems`], and the caller gets the whole list, sorted by position, each
 //! line in the form `FILE:LINE:COL: CONTEXT: MESSAGE`, e.g.
 //! `matrix.toml:57:5: cell "migrate-first", step 4 (roll): ...`.
 //! Byte spans from the TOML parser become 1-based line and column here.
@@ -90,19 +90,19 @@ impl fmt::Display for Diagnostics {
 }
 
 /// Collects problems while validation walks the file.
-pub(crate) struct Sink<'a> {
+pub(crate) struct Problems<'a> {
     file: &'a str,
     line_starts: Vec<usize>,
     text: &'a str,
     items: Vec<Diagnostic>,
 }
 
-impl<'a> Sink<'a> {
+impl<'a> Problems<'a> {
     pub(crate) fn new(file: &'a str, text: &'a str) -> Self {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
-        Sink {
+        Problems {
             file,
             line_starts,
             text,
@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn locate_counts_lines_and_characters_from_one() {
         let text = "a = 1\n[x]\nké = \"v\"\n";
-        let sink = Sink::new("m.toml", text);
+        let sink = Problems::new("m.toml", text);
         assert_eq!(sink.locate(0), Location { line: 1, column: 1 });
         assert_eq!(sink.locate(4), Location { line: 1, column: 5 });
         assert_eq!(sink.locate(6), Location { line: 2, column: 1 });
@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn diagnostics_render_sorted_with_file_line_column_and_context() {
         let text = "one\ntwo\nthree\n";
-        let mut sink = Sink::new("matrix.toml", text);
+        let mut sink = Problems::new("matrix.toml", text);
         sink.error(Some(8..9), "cell \"c\", step 2 (hold)", "second");
         sink.error(None, "", "unlocated");
         sink.error(Some(4..5), "workload", "first");

@@ -10,13 +10,13 @@
 
 use toml::Spanned;
 
-use super::diagnostic::{Sink, did_you_mean};
+use super::diagnostic::{Problems, did_you_mean};
 use super::model::{IntendedDifference, SchemaPolicy};
 use super::raw::{RawSchema, table_head};
 use crate::vocab::schema::ObjectKind;
 
 /// Checks `[schema]`; `None` when an entry is invalid (each is reported).
-pub(crate) fn validate(raw: &Spanned<RawSchema>, sink: &mut Sink<'_>) -> Option<SchemaPolicy> {
+pub(crate) fn validate(raw: &Spanned<RawSchema>, sink: &mut Problems<'_>) -> Option<SchemaPolicy> {
     let Some(entries) = &raw.get_ref().intended else {
         return Some(SchemaPolicy::default());
     };
@@ -43,7 +43,7 @@ pub(crate) fn validate(raw: &Spanned<RawSchema>, sink: &mut Sink<'_>) -> Option<
 fn validate_entry(
     entry: &Spanned<super::raw::RawIntended>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<IntendedDifference> {
     let span = entry.span();
     let raw = entry.get_ref();

@@ -35,7 +35,7 @@ pub use validate::{MAX_BACKLOG, MAX_RATE_PER_S, MAX_WEIGHT};
 pub(crate) use diagnostic::did_you_mean;
 pub(crate) use roster::Roster;
 
-use diagnostic::Sink;
+use diagnostic::Problems;
 
 /// The file name looked for when no `--matrix-file` is given.
 pub const FILE_NAME: &str = "matrix.toml";
@@ -119,7 +119,7 @@ pub fn parse(file: &str, text: &str) -> Result<Matrix, Diagnostics> {
 
 /// [`parse`], also checking the matrix against `known`.
 pub fn parse_against(file: &str, text: &str, known: &Known) -> Result<Matrix, Diagnostics> {
-    let mut sink = Sink::new(file, text);
+    let mut sink = Problems::new(file, text);
     if text.trim().is_empty() {
         sink.error(
             None,
@@ -178,7 +178,7 @@ pub fn load_against(path: &Path, known: &Known) -> Result<Matrix, LoadError> {
             // Locate the first bad byte in the valid prefix before it.
             let at = e.utf8_error().valid_up_to();
             let prefix = String::from_utf8_lossy(&e.as_bytes()[..at]).into_owned();
-            let mut sink = Sink::new(&file, &prefix);
+            let mut sink = Problems::new(&file, &prefix);
             sink.error(
                 Some(at..at),
                 "",

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use toml::Spanned;
 
-use super::diagnostic::{Sink, did_you_mean};
+use super::diagnostic::{Problems, did_you_mean};
 use super::model::{Artifact, ArtifactSource, BuildSource, PathStop, Step, UpgradePath, Version};
 use super::roster::Problem;
 
@@ -96,7 +96,7 @@ pub(crate) fn check(
     declared: &std::collections::BTreeSet<String>,
     artifacts: Option<&BTreeMap<String, Artifact>>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<UpgradePath> {
     let names = path.get_ref();
     if names.len() < 2 {
@@ -165,7 +165,7 @@ fn check_order(
     stops: &[(PathStop, Known)],
     downgrade: bool,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> bool {
     let (want, word, fix) = if downgrade {
         (Ordering::Greater, "an earlier", "drop downgrade = true")

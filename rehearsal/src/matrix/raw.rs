@@ -15,7 +15,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
-use super::diagnostic::{Sink, did_you_mean};
+use super::diagnostic::{Problems, did_you_mean};
 
 /// `[artifacts.NAME]`
 #[derive(Debug, Deserialize)]
@@ -187,7 +187,11 @@ fn a_type(value: &DeValue<'_>) -> &'static str {
 ///
 /// (Through serde a key's span survives for tables but not for the
 /// datetimes TOML also allows in a step's position.)
-fn read_steps(value: Option<Spanned<DeValue<'_>>>, sink: &mut Sink<'_>, context: &str) -> RawSteps {
+fn read_steps(
+    value: Option<Spanned<DeValue<'_>>>,
+    sink: &mut Problems<'_>,
+    context: &str,
+) -> RawSteps {
     let Some(value) = value else {
         return RawSteps::Missing;
     };
@@ -207,7 +211,11 @@ fn read_steps(value: Option<Spanned<DeValue<'_>>>, sink: &mut Sink<'_>, context:
     RawSteps::List(Spanned::new(span, steps))
 }
 
-fn read_step(item: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, context: &str) -> Spanned<RawStep> {
+fn read_step(
+    item: Spanned<DeValue<'_>>,
+    sink: &mut Problems<'_>,
+    context: &str,
+) -> Spanned<RawStep> {
     let span = item.span();
     let table = match item.into_inner() {
         DeValue::Table(table) => table,
@@ -263,7 +271,7 @@ pub(crate) const SECTIONS: [&str; 10] = [
 ];
 
 /// Splits the parsed document into sections, recording every problem in `sink`.
-pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix {
+pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Problems<'_>) -> RawMatrix {
     let mut raw = RawMatrix::default();
     let mut entries: Vec<_> = root.into_inner().into_iter().collect();
     entries.sort_by_key(|(key, _)| key.span().start);
@@ -319,7 +327,7 @@ pub(crate) fn read(root: Spanned<DeTable<'_>>, sink: &mut Sink<'_>) -> RawMatrix
     raw
 }
 
-fn read_artifacts(value: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, raw: &mut RawMatrix) {
+fn read_artifacts(value: Spanned<DeValue<'_>>, sink: &mut Problems<'_>, raw: &mut RawMatrix) {
     let span = value.span();
     let DeValue::Table(table) = value.into_inner() else {
         sink.error(
@@ -349,7 +357,7 @@ fn read_artifacts(value: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, raw: &mut Ra
     }
 }
 
-fn read_cells(value: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, raw: &mut RawMatrix) {
+fn read_cells(value: Spanned<DeValue<'_>>, sink: &mut Problems<'_>, raw: &mut RawMatrix) {
     let span = value.span();
     let DeValue::Array(cells) = value.into_inner() else {
         sink.error(
@@ -389,7 +397,7 @@ fn read_cells(value: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, raw: &mut RawMat
     }
 }
 
-fn read_matrices(value: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, raw: &mut RawMatrix) {
+fn read_matrices(value: Spanned<DeValue<'_>>, sink: &mut Problems<'_>, raw: &mut RawMatrix) {
     let span = value.span();
     let DeValue::Table(table) = value.into_inner() else {
         sink.error(
@@ -414,7 +422,7 @@ fn read_matrices(value: Spanned<DeValue<'_>>, sink: &mut Sink<'_>, raw: &mut Raw
 /// Deserializes one subtree; a failure becomes a located diagnostic.
 fn deserialize<T: for<'de> Deserialize<'de>>(
     value: Spanned<DeValue<'_>>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
     context: &str,
 ) -> Option<T> {
     match T::deserialize(ValueDeserializer::from(value)) {

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use toml::{Spanned, Value};
 
-use super::diagnostic::{Sink, did_you_mean};
+use super::diagnostic::{Problems, did_you_mean};
 use super::model::{STEP_NAMES, Step};
 use super::raw::RawStep;
 
@@ -79,7 +79,7 @@ pub(crate) fn convert(
     cell: &str,
     index: usize,
     artifacts: &BTreeSet<String>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Step> {
     let entries = match raw.get_ref() {
         RawStep::Table(entries) => entries,
@@ -115,7 +115,7 @@ fn step_name(
     entries: &[(Spanned<String>, Spanned<Value>)],
     cell: &str,
     index: usize,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<&'static str> {
     let step_keys: Vec<&(Spanned<String>, Spanned<Value>)> = entries
         .iter()
@@ -152,7 +152,7 @@ fn report_missing_step(
     entries: &[(Spanned<String>, Spanned<Value>)],
     cell: &str,
     index: usize,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) {
     let context = step_context(cell, index, None);
     let is_option = |key: &str| OPTIONS.iter().any(|(_, options)| options.contains(&key));

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use toml::Spanned;
 
 use super::Known;
-use super::diagnostic::Sink;
+use super::diagnostic::Problems;
 use super::model::{
     CORES_PER_CELL_RANGE, CURRENT, Matrix, MutatePolicy, ScheduleEstimate, SchemaPolicy, Timings,
     Workload,
@@ -43,7 +43,7 @@ pub const MAX_BACKLOG: i64 = 10_000_000;
 pub const MAX_WEIGHT: i64 = 1_000_000;
 
 /// Checks the raw matrix; returns it validated only if `sink` stayed empty.
-pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Option<Matrix> {
+pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Problems<'_>) -> Option<Matrix> {
     // Names count as declared even when their body is broken, to avoid cascades.
     let declared: BTreeSet<String> = raw
         .artifacts
@@ -103,7 +103,7 @@ pub(crate) fn validate(raw: RawMatrix, known: &Known, sink: &mut Sink<'_>) -> Op
 }
 
 /// The build under test is declared (unless `[artifacts]` is broken).
-fn require_current(raw: &RawMatrix, declared: &BTreeSet<String>, sink: &mut Sink<'_>) {
+fn require_current(raw: &RawMatrix, declared: &BTreeSet<String>, sink: &mut Problems<'_>) {
     if !raw.broken.contains(&"artifacts") && !declared.contains(CURRENT) {
         sink.error(
             None,
@@ -114,7 +114,7 @@ fn require_current(raw: &RawMatrix, declared: &BTreeSet<String>, sink: &mut Sink
 }
 
 /// `[workload]`, which every matrix needs.
-fn required_workload(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Workload> {
+fn required_workload(raw: &RawMatrix, sink: &mut Problems<'_>) -> Option<Workload> {
     match &raw.workload {
         Some(w) => validate_workload(w, sink),
         None => {
@@ -131,7 +131,7 @@ fn required_workload(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Workload> {
 }
 
 /// `[timings]`, which every matrix needs.
-fn required_timings(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Timings> {
+fn required_timings(raw: &RawMatrix, sink: &mut Problems<'_>) -> Option<Timings> {
     match &raw.timings {
         Some(t) => validate_timings(t, sink),
         None => {
@@ -151,7 +151,7 @@ fn required_timings(raw: &RawMatrix, sink: &mut Sink<'_>) -> Option<Timings> {
 /// mutant ids with the reason each is equivalent.
 fn validate_mutate(
     m: &Spanned<super::raw::RawMutate>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<MutatePolicy> {
     let equivalent = validate_equivalent(m.get_ref().equivalent.as_deref().unwrap_or(&[]), sink);
     let min_score = validate_min_score(m.get_ref().min_score.as_ref(), sink);
@@ -165,7 +165,7 @@ fn validate_mutate(
 /// (`m` and 8 hex digits), once, with a reason.
 fn validate_equivalent(
     items: &[Spanned<super::raw::RawEquivalent>],
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<std::collections::BTreeMap<String, String>> {
     let mut out = std::collections::BTreeMap::new();
     let mut ok = true;
@@ -223,7 +223,7 @@ fn validate_equivalent(
 /// `[mutate] min_score`: a share from 0 to 1 (`Some(None)`: not set).
 fn validate_min_score(
     value: Option<&Spanned<toml::Value>>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Option<f64>> {
     let Some(value) = value else {
         return Some(None);
@@ -258,7 +258,7 @@ fn validate_min_score(
 /// [`CORES_PER_CELL_RANGE`]; without the key, the default.
 fn validate_schedule(
     s: &Spanned<super::raw::RawSchedule>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ScheduleEstimate> {
     let raw = s.get_ref();
     let default = ScheduleEstimate::default();
@@ -277,7 +277,7 @@ fn validate_schedule(
 }
 
 /// `[schedule]`'s `key`: a number of cores in [`CORES_PER_CELL_RANGE`].
-fn cores_of(key: &str, value: &Spanned<toml::Value>, sink: &mut Sink<'_>) -> Option<f64> {
+fn cores_of(key: &str, value: &Spanned<toml::Value>, sink: &mut Problems<'_>) -> Option<f64> {
     let (low, high) = (CORES_PER_CELL_RANGE.start(), CORES_PER_CELL_RANGE.end());
     let wanted = format!(
         "a number of cores from {low} to {high} (the CPU time a running cell keeps busy over its wall time; report.md's schedule row shows what a run measured)"
@@ -314,7 +314,7 @@ fn cores_of(key: &str, value: &Spanned<toml::Value>, sink: &mut Sink<'_>) -> Opt
 /// `[postgres] servers = [15, 18]`: distinct majors.
 fn validate_servers(
     p: &Spanned<super::raw::RawPostgres>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Vec<crate::vocab::major::Major> {
     let Some(list) = &p.get_ref().servers else {
         sink.error(

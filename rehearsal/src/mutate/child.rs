@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::run::RunError;
+use super::runner::RunError;
 use super::stop::Stop;
 use crate::observe::Verdict;
 
@@ -298,7 +298,7 @@ fn reap_all(running: &mut [Running]) {
 /// What an ended child came to, from its report (or its log's last line
 /// when it made none).
 fn outcome(r: Running, ended: Ended, dir: &Path) -> Result<CellOutcome, RunError> {
-    let elapsed_ms = super::run::ms(r.started.elapsed());
+    let elapsed_ms = super::runner::ms(r.started.elapsed());
     let cell = r.job.cell;
     let report_dir = newest_report(&r.job.under);
     let report = report_dir

@@ -14,7 +14,7 @@
 //! release) and what is never mutated; `mutant.rs` is one mutant and its
 //! diff, `generate.rs` the mutants a run asks for (in scope, sampled,
 //! shared out), `session.rs` a run of them through the clean cells, with
-//! [`run`] and `child.rs` under it.
+//! [`runner`] and `child.rs` under it.
 //!
 //! cargo-mutants' CLI is not used: it cannot mutate SQL (most of what a
 //! release of a job queue changes), and its test step is `cargo test`,
@@ -25,7 +25,7 @@ mod child;
 mod generate;
 mod mutant;
 pub mod report;
-pub mod run;
+pub mod runner;
 pub mod rust;
 pub mod scope;
 mod session;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Counts;
-use super::run::{CleanCell, MutantResult, Status};
+use super::runner::{CleanCell, MutantResult, Status};
 
 /// `mutate.json`'s name.
 pub const MUTATE_JSON: &str = "mutate.json";
@@ -431,7 +431,7 @@ pub fn kill_order(cells: &[String], last: Option<&MutateReport>) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mutate::run::CellOutcome;
+    use crate::mutate::runner::CellOutcome;
     use crate::mutate::{Mutant, Operator};
 
     fn result(id: &str, status: Status) -> MutantResult {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{Counts, Generated, report, run, stop};
+use super::{Counts, Generated, report, runner, stop};
 
 /// Why a session stopped before its report: the library's `Error` wraps
 /// it (as `Output` and `Harness`, so a closed pipe stays quiet).
@@ -117,7 +117,7 @@ pub fn session(
             let _ = writeln!(err, "{line}");
         }
     };
-    let finished = run::session(
+    let finished = runner::session(
         &runner,
         &g.current,
         &g.mutants,
@@ -133,13 +133,13 @@ pub fn session(
 
 /// The runner of the session's child runs, writing into `dir`, `jobs`
 /// cells at once; each child is this same rehearse binary.
-fn runner(args: &SessionArgs, dir: &Path, jobs: u32) -> Result<run::Runner, SessionError> {
+fn runner(args: &SessionArgs, dir: &Path, jobs: u32) -> Result<runner::Runner, SessionError> {
     let rehearse = std::env::current_exe().map_err(|e| {
         SessionError::Harness(format!(
             "could not find the rehearse binary to run cells with: {e}"
         ))
     })?;
-    Ok(run::Runner {
+    Ok(runner::Runner {
         root: args.repo.root.clone(),
         work_dir: args
             .work_dir

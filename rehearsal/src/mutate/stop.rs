@@ -12,7 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::run::RunError;
+use super::runner::RunError;
 
 /// Whether the run was asked to stop, and by which signal. Cloned, it is
 /// the same flag.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::{RunArgs, one_shot_runtime, wanted::wanted};
 use crate::Error;
 use crate::artifacts::Resolution;
-use crate::fleet::choice::Chosen;
+use crate::fleet::backend_choice::Chosen;
 use crate::fleet::{DockerFleet, Fleet, ProcessFleet};
 use crate::report;
 use crate::vocab::Backend;
@@ -22,7 +22,7 @@ pub(super) fn choose_backend(
     quiet: bool,
     err: &mut dyn Write,
 ) -> Result<Chosen, Error> {
-    let chosen = one_shot_runtime()?.block_on(crate::fleet::choice::choose(backend))?;
+    let chosen = one_shot_runtime()?.block_on(crate::fleet::backend_choice::choose(backend))?;
     if !quiet || backend == Backend::Auto {
         writeln!(err, "{}", chosen.reason)?;
     }

@@ -13,7 +13,7 @@
 //! which cells run, under which ids, with which choices. What only a
 //! higher stage can do is done there and handed down in the request:
 //! reading the `--durations` report (`partition`, above the report) and
-//! finding each major's server (`pipeline::servers`).
+//! finding each major's server (`pipeline::locate_servers`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -13,8 +13,8 @@
 //! run of many increases with no decrease in between, spread over at
 //! least [`WINDOW_MS`].
 
-use super::load::Storage;
 use super::rules::{RECONCILE, phase_at};
+use super::storage::Storage;
 use crate::matrix::FindingRule;
 use crate::observe::{Finding, Observations, duration, thousands};
 

@@ -9,7 +9,7 @@
 //! [`Finding`]s. [`judge`] then compares them (and the steps' own
 //! failures) with the cell's expectation.
 //!
-//! - `load` is the database side: one snapshot, the audit set, the reads;
+//! - `storage` is the database side: one snapshot, the audit set, the reads;
 //! - `rules` turns job, cron and count audits into findings;
 //! - `rings` judges the fence, the ring disciplines and the flip;
 //! - `liveness` judges whether the rings kept rotating while they held rows;
@@ -56,7 +56,6 @@ mod growth;
 pub mod history;
 mod judged;
 mod liveness;
-mod load;
 mod placement;
 mod reach;
 pub mod recorded;
@@ -66,6 +65,7 @@ mod rules;
 mod runtimes;
 mod schema;
 mod starvation;
+mod storage;
 mod verdict;
 
 pub use faults::unfired_faults;
@@ -174,14 +174,14 @@ pub async fn reconcile_recorded(
     obs: &Observations,
 ) -> Result<(Vec<Finding>, ReconcileStats, history::History), ReconcileError> {
     let started = Instant::now();
-    let input = load::Input::validate(&plan.name, obs)?;
-    let mut storage = load::read(client, &plan.name, &input)
+    let input = storage::Input::validate(&plan.name, obs)?;
+    let mut storage = storage::read(client, &plan.name, &input)
         .await
         .map_err(|e| match e {
-            load::ReadError::NoSchema => ReconcileError::NoSchema {
+            storage::ReadError::NoSchema => ReconcileError::NoSchema {
                 cell: plan.name.clone(),
             },
-            load::ReadError::Db(source) => ReconcileError::Database {
+            storage::ReadError::Db(source) => ReconcileError::Database {
                 cell: plan.name.clone(),
                 source,
             },

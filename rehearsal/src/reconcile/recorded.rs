@@ -18,8 +18,8 @@ use awa_runtime::store::audit::{
 use awa_runtime::workload::Mode;
 
 use super::history::{CANCELLED, CRON, History, UNCERTAIN};
-use super::load::Storage;
 use super::rules;
+use super::storage::Storage;
 use crate::matrix::FindingRule;
 use crate::observe::{Finding, Observations};
 

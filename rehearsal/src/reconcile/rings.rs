@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use awa_runtime::events::Event;
 use awa_runtime::store::audit::MAX_IDS;
 
-use super::load::Storage;
 use super::rules::{RECONCILE, phase_at};
+use super::storage::Storage;
 use crate::matrix::FindingRule;
 use crate::observe::{self, FenceRecord, Finding, Observations, RingSample};
 

@@ -5,7 +5,7 @@
 
 use awa_runtime::store::audit::{MAX_IDS, Offenders};
 
-use super::load::Storage;
+use super::storage::Storage;
 use crate::matrix::FindingRule;
 use crate::observe::{self, Finding, Observations, thousands};
 

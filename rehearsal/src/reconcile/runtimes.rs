@@ -17,8 +17,8 @@
 
 use awa_runtime::store::authority::parse_version;
 
-use super::load::Storage;
 use super::rules::{RECONCILE, phase_at};
+use super::storage::Storage;
 use crate::matrix::FindingRule;
 use crate::observe::{Finding, MidMigrationStart, Observations, ProcessRecord};
 

@@ -34,12 +34,12 @@
 pub mod checklist;
 mod collect;
 mod folder;
-mod history;
 mod html;
 mod json;
 mod junit;
 mod markdown;
 pub mod model;
+mod schedule_history;
 mod score;
 pub mod terminal;
 pub mod text;

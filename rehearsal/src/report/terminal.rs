@@ -204,12 +204,13 @@ type Lines = Arc<Mutex<Box<dyn Write + Send>>>;
 
 /// Progress of the whole run: bars on a terminal, lines elsewhere, nothing when quiet.
 pub struct Progress {
-    sink: Sink,
+    sink: ProgressOutput,
     /// The width cell names are padded to: the longest name of the run.
     name_width: AtomicUsize,
 }
 
-enum Sink {
+/// Where the run's progress goes.
+enum ProgressOutput {
     Bars(MultiProgress),
     Lines(Lines),
     Silent,
@@ -220,17 +221,17 @@ impl Progress {
     /// it is not (a CI log), nothing at all when `quiet`.
     pub fn new(quiet: bool) -> Progress {
         let sink = if quiet {
-            Sink::Silent
+            ProgressOutput::Silent
         } else if std::io::stderr().is_terminal() {
             let target = ProgressDrawTarget::term_like_with_hz(Box::new(Stderr::new()), 10);
-            Sink::Bars(MultiProgress::with_draw_target(target))
+            ProgressOutput::Bars(MultiProgress::with_draw_target(target))
         } else {
-            Sink::Lines(Arc::new(Mutex::new(Box::new(std::io::stderr()))))
+            ProgressOutput::Lines(Arc::new(Mutex::new(Box::new(std::io::stderr()))))
         };
         Progress::with_sink(sink)
     }
 
-    fn with_sink(sink: Sink) -> Progress {
+    fn with_sink(sink: ProgressOutput) -> Progress {
         Progress {
             sink,
             name_width: AtomicUsize::new(0),
@@ -239,7 +240,7 @@ impl Progress {
 
     /// Plain progress lines into `out`, whatever it is (tests, a log file).
     pub fn lines(out: Box<dyn Write + Send>) -> Progress {
-        Progress::with_sink(Sink::Lines(Arc::new(Mutex::new(out))))
+        Progress::with_sink(ProgressOutput::Lines(Arc::new(Mutex::new(out))))
     }
 
     /// The run's cells are known: names are padded to the longest, so bars line up.
@@ -254,21 +255,21 @@ impl Progress {
         self.cells([name]);
         let name_width = self.name_width.load(Ordering::Relaxed);
         let sink = match &self.sink {
-            Sink::Bars(multi) => {
+            ProgressOutput::Bars(multi) => {
                 let bar = multi.add(ProgressBar::new(steps));
                 bar.set_style(bar_style(Stderr::width(), name_width, "starting"));
                 bar.set_prefix(name.to_owned());
                 bar.set_message("starting");
-                BarSink::Bar(bar, multi.clone())
+                BarOutput::Bar(bar, multi.clone())
             }
-            Sink::Lines(out) => {
+            ProgressOutput::Lines(out) => {
                 line(
                     out,
                     &format!("[{name}] started ({})", plural(steps, "step")),
                 );
-                BarSink::Lines(Arc::clone(out))
+                BarOutput::Lines(Arc::clone(out))
             }
-            Sink::Silent => BarSink::Silent,
+            ProgressOutput::Silent => BarOutput::Silent,
         };
         CellBar {
             name: name.to_owned(),
@@ -284,11 +285,11 @@ impl Progress {
     /// printed above the bars so it does not tear them.
     pub fn note(&self, text: &str) {
         match &self.sink {
-            Sink::Bars(multi) => {
+            ProgressOutput::Bars(multi) => {
                 let _ = multi.println(awa_runtime::redact::redact(text));
             }
-            Sink::Lines(out) => line(out, text),
-            Sink::Silent => {}
+            ProgressOutput::Lines(out) => line(out, text),
+            ProgressOutput::Silent => {}
         }
     }
 }
@@ -351,7 +352,7 @@ impl Terminal {
                 }
             }
             RunEvent::Note(note) if note.always => {
-                if matches!(self.progress.sink, Sink::Bars(_)) {
+                if matches!(self.progress.sink, ProgressOutput::Bars(_)) {
                     self.progress.note(&note.text);
                 } else {
                     writeln!(err, "{}", note.text)?;
@@ -477,10 +478,11 @@ pub struct CellBar {
     steps: u64,
     begun: AtomicU64,
     started: Instant,
-    sink: BarSink,
+    sink: BarOutput,
 }
 
-enum BarSink {
+/// Where one cell's progress goes: its bar, or the run's lines.
+enum BarOutput {
     Bar(ProgressBar, MultiProgress),
     Lines(Lines),
     Silent,
@@ -491,13 +493,15 @@ impl CellBar {
     pub fn step(&self, msg: &str) {
         let n = self.begun.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.sink {
-            BarSink::Bar(bar, _) => {
+            BarOutput::Bar(bar, _) => {
                 bar.set_style(bar_style(Stderr::width(), self.name_width, msg));
                 bar.set_position(n.min(self.steps));
                 bar.set_message(msg.to_owned());
             }
-            BarSink::Lines(out) => line(out, &format!("[{}] {n}/{} {msg}", self.name, self.steps)),
-            BarSink::Silent => {}
+            BarOutput::Lines(out) => {
+                line(out, &format!("[{}] {n}/{} {msg}", self.name, self.steps))
+            }
+            BarOutput::Silent => {}
         }
     }
 
@@ -522,13 +526,13 @@ impl CellBar {
 
     fn replace_with(&self, text: &str) {
         match &self.sink {
-            BarSink::Bar(bar, multi) => {
+            BarOutput::Bar(bar, multi) => {
                 bar.finish_and_clear();
                 multi.remove(bar);
                 let _ = multi.println(awa_runtime::redact::redact(text));
             }
-            BarSink::Lines(out) => line(out, text),
-            BarSink::Silent => {}
+            BarOutput::Lines(out) => line(out, text),
+            BarOutput::Silent => {}
         }
     }
 }
@@ -782,7 +786,7 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
         bar.finish(Verdict::Pass, "");
         quiet.note("nothing");
         // Bars drawn to a hidden target: the indicatif path runs without a terminal.
-        let hidden = Progress::with_sink(Sink::Bars(MultiProgress::with_draw_target(
+        let hidden = Progress::with_sink(ProgressOutput::Bars(MultiProgress::with_draw_target(
             ProgressDrawTarget::hidden(),
         )));
         hidden.cells(["y", "a-much-longer-name"]);

@@ -7,7 +7,7 @@ use super::super::ledger::Role;
 use super::super::state::ArmedFault;
 use super::super::step_ctx::COMMAND_TIMEOUT;
 use super::super::step_ctx::StepCtx;
-use super::evidence::{Before, Inside};
+use super::fault_evidence::{Before, Inside};
 use crate::fleet::ProcId;
 use crate::matrix::When;
 
@@ -154,7 +154,7 @@ pub(super) async fn fire_armed(
                 let fault = format!("pg_crash during the {what}");
                 let (fired, evidence) = match &before {
                     Some(before) if inside.seen => {
-                        super::evidence::crash_evidence(cx, before).await
+                        super::fault_evidence::crash_evidence(cx, before).await
                     }
                     Some(_) => (false, inside.note.clone()),
                     None => (inside.seen, inside.note.clone()),

@@ -50,7 +50,7 @@ async fn run_check(cx: &mut StepCtx<'_>, check: &Check) -> Result<Held, Abort> {
         Check::DeadlineRescuePending => deadline_rescue_pending(cx).await,
         Check::DeadlineRescued => deadline_rescued(cx).await,
         Check::RingsPrunedBack => super::settle::rings_pruned_back(cx).await,
-        Check::SchemaMatchesFresh => super::schema::schema_matches_fresh(cx).await,
+        Check::SchemaMatchesFresh => super::schema_check::schema_matches_fresh(cx).await,
         Check::LeaderIs(artifact) => leader_is(cx, artifact).await,
     }
 }

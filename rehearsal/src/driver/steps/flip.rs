@@ -7,7 +7,7 @@ use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::super::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
 use super::armed::{ArmedCommand, Detector};
-use super::evidence::{Before, runtimes_named_in};
+use super::fault_evidence::{Before, runtimes_named_in};
 use super::{CommandEnd, command_end, refused_against_plan, with_notes};
 use crate::fleet::Event;
 use crate::fleet::events::{Blocked, Flipped};

@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::super::state::ArmedFault;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
-use super::evidence::Inside;
+use super::fault_evidence::Inside;
 use crate::fleet::ProcId;
 use crate::matrix::{KillTarget, When};
 use crate::observe::{KillRecord, StepOutcome};

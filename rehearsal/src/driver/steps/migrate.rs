@@ -7,7 +7,7 @@ use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use super::super::{EXIT_OK, EXIT_REFUSED};
 use super::armed::{ArmedCommand, Detector};
-use super::evidence::{Before, runtimes_named_in};
+use super::fault_evidence::{Before, runtimes_named_in};
 use super::{CommandEnd, with_notes};
 use crate::fleet::Event;
 use crate::matrix::{MigrateStep, Outcome, When};
@@ -78,7 +78,7 @@ pub(super) async fn migrate(cx: &mut StepCtx<'_>, s: &MigrateStep) -> Result<Don
     if s.expect == Outcome::Refused && end.code == Some(EXIT_REFUSED) {
         notes.extend(cx.time_refusal("migrate", judged.id, judged.at_ms, StepOutcome::Refused, 0));
     }
-    super::schema::record_schema(cx, &s.artifact).await;
+    super::schema_check::record_schema(cx, &s.artifact).await;
     let done = judge_migrate(cx, s, end, &mut notes).await?;
     Ok(with_notes(done, notes))
 }

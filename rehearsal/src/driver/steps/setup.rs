@@ -53,7 +53,7 @@ async fn prepare_schema(cx: &mut StepCtx<'_>, by: &str) -> Result<String, Abort>
             },
         );
     }
-    super::schema::record_schema(cx, by).await;
+    super::schema_check::record_schema(cx, by).await;
     let schema = cx.probe.schema_version().await.unwrap_or(0);
     Ok(format!(
         "{} schema v{schema} by {by} ({version})",

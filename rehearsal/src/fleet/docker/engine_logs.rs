@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
 use super::super::process::{Log, report_line};
-use super::super::{Report, Sink, send_report};
+use super::super::{Report, ReportSender, send_report};
 use super::LOG_DRAIN;
 use crate::image::Engine;
 use crate::stamp::parse_rfc3339;
@@ -36,7 +36,7 @@ pub(super) async fn read_logs(
     engine: Engine,
     container: String,
     id: usize,
-    sink: Sink,
+    sink: ReportSender,
     log: Log,
     exited: oneshot::Receiver<()>,
 ) {
@@ -104,7 +104,7 @@ fn forward(
     frame: &[u8],
     is_stderr: bool,
     id: usize,
-    sink: &Sink,
+    sink: &ReportSender,
     log: &Log,
 ) {
     for (time, raw) in lines.push(frame) {

@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::process::{Log, NOTE_PREFIX, log_env, log_line, open_log, report_exit};
-use super::super::{Control, ExitInfo, FleetError, Handle, Order, Runnable, Sink, Spec};
+use super::super::{Control, ExitInfo, FleetError, Handle, Order, ReportSender, Runnable, Spec};
 use super::engine_logs::{LogFollower, read_logs};
 use super::{DockerFleet, LOG_DRAIN, label};
 use crate::image::Engine;
@@ -34,7 +34,7 @@ fn container_name(run_id: &str, cell: &str, name: &str) -> String {
 }
 
 impl DockerFleet {
-    pub(super) async fn start(&self, spec: Spec, sink: Sink) -> Result<Handle, FleetError> {
+    pub(super) async fn start(&self, spec: Spec, sink: ReportSender) -> Result<Handle, FleetError> {
         let Runnable::Image {
             reference,
             id: image,
@@ -135,7 +135,7 @@ impl DockerFleet {
         &self,
         container: &str,
         id: usize,
-        sink: Sink,
+        sink: ReportSender,
         log: Log,
     ) -> mpsc::UnboundedSender<Order> {
         let (exited, told) = oneshot::channel();
@@ -259,7 +259,7 @@ async fn watch(
     fleet: DockerFleet,
     container: String,
     id: usize,
-    sink: Sink,
+    sink: ReportSender,
     log: Log,
     mut controls: mpsc::UnboundedReceiver<Order>,
     logs: LogFollower,

@@ -7,14 +7,14 @@ use std::ops::Range;
 
 use toml::{Spanned, Value};
 
-use super::super::diagnostic::{Sink, did_you_mean};
+use super::super::diagnostic::{Problems, did_you_mean};
 use super::super::duration::Duration;
 use super::super::model::{CHECK_NAMES, Check, LEADER_IS};
 use super::{describe, options_of};
 
 /// Reads the options of one step table, recording problems as it goes.
 pub(super) struct Reader<'a, 's> {
-    pub(super) sink: &'a mut Sink<'s>,
+    pub(super) sink: &'a mut Problems<'s>,
     pub(super) context: String,
     pub(super) step: &'static str,
     pub(super) table: Range<usize>,

@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::is_identifier;
 use crate::matrix::Known;
-use crate::matrix::diagnostic::{Sink, did_you_mean};
+use crate::matrix::diagnostic::{Problems, did_you_mean};
 use crate::matrix::model::{
     Artifact, ArtifactSource, BuildSource, ImageLine, ImageSource, Version,
 };
@@ -18,7 +18,7 @@ use crate::matrix::raw::{RawArtifact, RawMatrix};
 pub(super) fn validate_artifacts(
     raw: &RawMatrix,
     known: &Known,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<BTreeMap<String, Artifact>> {
     let mut artifacts = BTreeMap::new();
     let mut ok = !raw.broken.contains(&"artifacts") && pulls_known(raw, known, sink);
@@ -56,7 +56,7 @@ pub(super) fn validate_artifacts(
 }
 
 /// Every `--from-registry` names an artifact of the matrix, once.
-pub(super) fn pulls_known(raw: &RawMatrix, known: &Known, sink: &mut Sink<'_>) -> bool {
+pub(super) fn pulls_known(raw: &RawMatrix, known: &Known, sink: &mut Problems<'_>) -> bool {
     let names: Vec<&str> = raw
         .artifacts
         .iter()
@@ -144,7 +144,7 @@ pub(super) fn validate_artifact(
     a: &RawArtifact,
     context: &str,
     known: &Known,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Artifact> {
     let mut ok = true;
     if !is_identifier(name.get_ref(), '_') {
@@ -179,7 +179,7 @@ pub(super) fn one_source(
     sources: &[(&str, &Spanned<String>)],
     context: &str,
     known: &Known,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ArtifactSource> {
     match sources {
         [] => {
@@ -213,7 +213,7 @@ pub(super) fn failpoint_ok(
     fp: &Spanned<String>,
     sources: &[(&str, &Spanned<String>)],
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> bool {
     let mut ok = true;
     if matches!(sources, [(key, _)] if *key != "build") {
@@ -255,7 +255,7 @@ pub(super) fn known_source(
     value: &Spanned<String>,
     context: &str,
     known: &Known,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> bool {
     match source {
         ArtifactSource::Release(version) => {
@@ -297,7 +297,7 @@ pub(super) fn source(
     key: &str,
     value: &Spanned<String>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ArtifactSource> {
     let text = value.get_ref();
     match key {
@@ -345,7 +345,7 @@ pub(super) fn image_line(
     a: &RawArtifact,
     source: Option<ArtifactSource>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ArtifactSource> {
     let Some(ArtifactSource::Image(mut image)) = source else {
         return without_image(a, source, context, sink);
@@ -388,7 +388,7 @@ pub(super) fn without_image(
     a: &RawArtifact,
     source: Option<ArtifactSource>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ArtifactSource> {
     let stray = [
         a.line.as_ref().map(|l| ("line", l.span())),
@@ -416,7 +416,7 @@ pub(super) fn pinned_image(
     reference: &crate::vocab::image::Reference,
     span: Range<usize>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<ArtifactSource> {
     for (key, value) in [
         ("floor", a.floor.as_ref().map(|f| f.span())),
@@ -450,7 +450,7 @@ pub(super) fn line_reference(
     reference: &crate::vocab::image::Reference,
     span: Range<usize>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> bool {
     let mut ok = true;
     if reference.registry.is_none() {
@@ -489,7 +489,7 @@ pub(super) fn line_floor(
     f: &Spanned<String>,
     (major, minor): (u64, u64),
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Version> {
     match f.get_ref().parse::<Version>() {
         Ok(v) if (v.as_semver().major, v.as_semver().minor) == (major, minor) => Some(v),

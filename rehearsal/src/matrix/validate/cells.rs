@@ -8,7 +8,7 @@ use toml::Spanned;
 
 use super::is_identifier;
 use super::workload::{duration_key, validate_override};
-use crate::matrix::diagnostic::{Sink, did_you_mean};
+use crate::matrix::diagnostic::{Problems, did_you_mean};
 use crate::matrix::duration::Duration;
 use crate::matrix::model::{
     Artifact, Cell, Expectation, FindingRule, PREVIOUS, Reach, Step, WorkloadOverride,
@@ -22,7 +22,7 @@ pub(super) fn validate_cells(
     raw: &[Spanned<RawCell>],
     artifacts: &BTreeSet<String>,
     validated: Option<&BTreeMap<String, Artifact>>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> (Option<Vec<Cell>>, Vec<String>) {
     let mut cells = Vec::new();
     let mut names: Vec<String> = Vec::new();
@@ -60,7 +60,7 @@ pub(super) fn validate_cell(
     cell: &Spanned<RawCell>,
     artifacts: &BTreeSet<String>,
     validated: Option<&BTreeMap<String, Artifact>>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Cell> {
     let span = cell.span();
     let raw = cell.get_ref();
@@ -126,7 +126,11 @@ pub(super) fn validate_cell(
 }
 
 /// A cell's `reach`: names of interleavings, each known and listed once.
-pub(super) fn cell_reach(raw: &RawCell, context: &str, sink: &mut Sink<'_>) -> Option<Vec<Reach>> {
+pub(super) fn cell_reach(
+    raw: &RawCell,
+    context: &str,
+    sink: &mut Problems<'_>,
+) -> Option<Vec<Reach>> {
     let Some(list) = &raw.reach else {
         return Some(Vec::new());
     };
@@ -167,7 +171,7 @@ pub(super) fn cell_name(
     raw: &RawCell,
     span: &std::ops::Range<usize>,
     label: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> (String, bool) {
     match &raw.name {
         None => {
@@ -193,7 +197,7 @@ pub(super) fn cell_about(
     raw: &RawCell,
     span: &std::ops::Range<usize>,
     label: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> (String, bool) {
     match &raw.about {
         None => {
@@ -222,7 +226,7 @@ pub(super) fn cell_steps(
     path: Option<&crate::matrix::model::UpgradePath>,
     artifacts: &BTreeSet<String>,
     label: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> (Option<Vec<Step>>, bool) {
     match &raw.steps {
         RawSteps::List(steps) if !steps.get_ref().is_empty() => {
@@ -274,7 +278,7 @@ pub(super) fn cell_path(
     artifacts: &BTreeSet<String>,
     validated: Option<&BTreeMap<String, Artifact>>,
     label: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> (Option<crate::matrix::model::UpgradePath>, bool) {
     let downgrade = raw.downgrade.as_ref();
     let Some(path) = &raw.path else {
@@ -310,7 +314,7 @@ pub(super) fn budget_fits(
     steps: &[Step],
     span: Range<usize>,
     label: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> bool {
     let held: u64 = steps
         .iter()
@@ -336,7 +340,7 @@ pub(super) fn budget_fits(
 pub(super) fn expectation(
     value: &Spanned<toml::Value>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Expectation> {
     let rules: Vec<&str> = FindingRule::ALL.iter().map(|r| r.name()).collect();
     let usage = "expected \"pass\" or { detect = \"RULE\" }";

@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use toml::Spanned;
 
 use super::is_identifier;
-use crate::matrix::diagnostic::{Sink, did_you_mean};
+use crate::matrix::diagnostic::{Problems, did_you_mean};
 use crate::matrix::model::NamedMatrix;
 use crate::matrix::raw::RawNamedMatrix;
 
 pub(super) fn validate_matrices(
     raw: &[RawNamedMatrix],
     cells: &[String],
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> BTreeMap<String, NamedMatrix> {
     let mut matrices = BTreeMap::new();
     for (name, list) in raw {
@@ -30,7 +30,7 @@ pub(super) fn named_matrix(
     name: &Spanned<String>,
     list: &Spanned<Vec<Spanned<String>>>,
     cells: &[String],
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<NamedMatrix> {
     let context = format!("matrix \"{}\"", name.get_ref());
     if !is_identifier(name.get_ref(), '-') {
@@ -84,7 +84,7 @@ pub(super) fn select_entry(
     listed: &Listed<'_>,
     cells: &[String],
     selected: &mut Vec<String>,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) {
     let (cell, context) = (entry.get_ref(), listed.context);
     if cell == "*" {

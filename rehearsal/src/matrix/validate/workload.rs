@@ -7,7 +7,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::{MAX_BACKLOG, MAX_RATE_PER_S, MAX_WEIGHT};
-use crate::matrix::diagnostic::{Sink, did_you_mean};
+use crate::matrix::diagnostic::{Problems, did_you_mean};
 use crate::matrix::duration::Duration;
 use crate::matrix::model::{
     Cron, DEFAULT_BUDGET, DEFAULT_SLEEP, JobMode, Timings, Workload, WorkloadOverride,
@@ -20,7 +20,7 @@ pub(super) fn duration_key(
     key: &str,
     section: &Range<usize>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<Duration> {
     let Some(value) = value else {
         sink.error(
@@ -53,7 +53,7 @@ pub(super) fn integer_key(
     range: (i64, i64),
     section: &Range<usize>,
     context: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<i64> {
     let Some(value) = value else {
         sink.error(
@@ -81,7 +81,10 @@ pub(super) fn integer_key(
     Some(n)
 }
 
-pub(super) fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -> Option<Workload> {
+pub(super) fn validate_workload(
+    w: &Spanned<RawWorkload>,
+    sink: &mut Problems<'_>,
+) -> Option<Workload> {
     let context = "workload";
     let span = w.span();
     let w = w.get_ref();
@@ -131,7 +134,11 @@ pub(super) fn validate_workload(w: &Spanned<RawWorkload>, sink: &mut Sink<'_>) -
 
 /// `cron = { every = "DURATION" }` of a workload (`context`: its table),
 /// `Some(None)` when it has none; `None` with the error said.
-pub(super) fn cron_of(w: &RawWorkload, context: &str, sink: &mut Sink<'_>) -> Option<Option<Cron>> {
+pub(super) fn cron_of(
+    w: &RawWorkload,
+    context: &str,
+    sink: &mut Problems<'_>,
+) -> Option<Option<Cron>> {
     let Some(cron) = &w.cron else {
         return Some(None);
     };
@@ -150,7 +157,7 @@ pub(super) fn cron_of(w: &RawWorkload, context: &str, sink: &mut Sink<'_>) -> Op
 pub(super) fn validate_override(
     w: &Spanned<RawWorkload>,
     label: &str,
-    sink: &mut Sink<'_>,
+    sink: &mut Problems<'_>,
 ) -> Option<WorkloadOverride> {
     let context = format!("{label}, workload");
     let span = w.span();
@@ -197,7 +204,10 @@ pub(super) fn validate_override(
     })
 }
 
-pub(super) fn validate_mix(mix: &RawMix, sink: &mut Sink<'_>) -> Option<BTreeMap<JobMode, u32>> {
+pub(super) fn validate_mix(
+    mix: &RawMix,
+    sink: &mut Problems<'_>,
+) -> Option<BTreeMap<JobMode, u32>> {
     let context = "workload.mix";
     let names: Vec<&str> = JobMode::ALL.iter().map(|m| m.name()).collect();
     let mut weights = BTreeMap::new();
@@ -245,7 +255,10 @@ pub(super) fn validate_mix(mix: &RawMix, sink: &mut Sink<'_>) -> Option<BTreeMap
     ok.then_some(weights)
 }
 
-pub(super) fn validate_timings(t: &Spanned<RawTimings>, sink: &mut Sink<'_>) -> Option<Timings> {
+pub(super) fn validate_timings(
+    t: &Spanned<RawTimings>,
+    sink: &mut Problems<'_>,
+) -> Option<Timings> {
     let context = "timings";
     let span = t.span();
     let t = t.get_ref();
