@@ -31,7 +31,7 @@ pub use job_records::{
 pub use monitor_samples::{
     CensusSample, DbClock, LateLease, LateRuntime, LateSample, LivenessSample,
     MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime, RingLiveness, RingSample,
-    StoppedRuntime,
+    StoppedRuntime, TickLoad,
 };
 pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,

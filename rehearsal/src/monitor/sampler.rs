@@ -16,7 +16,7 @@ use tokio_postgres::Client;
 
 use crate::observe::{
     CensusSample, LateLease, LateRuntime, LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT,
-    MisplacedSample, RingSample,
+    MisplacedSample, RingSample, TickLoad,
 };
 use crate::stream::RunEvent;
 
@@ -125,16 +125,25 @@ impl Sampler {
                     self.beats_excused_ms = Some(at_ms);
                 }
                 self.record_late_runtimes(at_ms, &beats);
-                self.record_lateness(at_ms, tick_late, &beats);
+                let beat_late_ms = self.record_lateness(at_ms, tick_late, &beats);
                 self.send(&census, &rings);
                 for ring in rings {
                     self.record_ring(ring);
                 }
                 self.samples.census.push(census);
                 let after_outage = std::mem::take(&mut self.outage);
+                let load = TickLoad {
+                    pulse_late_ms: tick_late.as_millis() as u64,
+                    beat_late_ms,
+                    cpu_pressure_pct: crate::vocab::cpu::pressure_now(),
+                };
                 self.samples
                     .liveness
-                    .extend(liveness.map(|l| LivenessSample { after_outage, ..l }));
+                    .extend(liveness.map(|l| LivenessSample {
+                        after_outage,
+                        load,
+                        ..l
+                    }));
             }
             Err(_) => {
                 self.samples.skipped += 1;
@@ -166,10 +175,11 @@ impl Sampler {
 
     /// Records the tick when it or a runtime that should be beating ran
     /// late: the monitor's tick against its interval, each heartbeat's
-    /// age against the heartbeat interval.
-    fn record_lateness(&mut self, at_ms: u64, tick_late: Duration, beats: &[(String, i64)]) {
+    /// age against the heartbeat interval. Returns how late the most
+    /// overdue heartbeat was (0 when lateness is not watched or excused).
+    fn record_lateness(&mut self, at_ms: u64, tick_late: Duration, beats: &[(String, i64)]) -> u64 {
         let Some(beating) = &self.beating else {
-            return;
+            return 0;
         };
         // Heartbeats held by a lock on runtime_instances or an outage (and
         // their age until each runtime's next beat after it) are the
@@ -198,15 +208,15 @@ impl Sampler {
             beating.starving.seen();
         }
         let floor = LATE_ENOUGH_TO_RECORD.as_millis() as u64;
-        if tick_late_ms < floor && beat_late_ms < floor {
-            return;
+        if tick_late_ms >= floor || beat_late_ms >= floor {
+            self.samples.late.push(LateSample {
+                at_ms,
+                tick_late_ms,
+                beat_late_ms,
+                runtime: (beat_late_ms >= floor).then_some(runtime).flatten(),
+            });
         }
-        self.samples.late.push(LateSample {
-            at_ms,
-            tick_late_ms,
-            beat_late_ms,
-            runtime: (beat_late_ms >= floor).then_some(runtime).flatten(),
-        });
+        beat_late_ms
     }
 
     /// Keeps the first sighting and the oldest age of each runtime whose

@@ -203,6 +203,7 @@ async fn read_snapshot(
             after_outage: false,
             rescue_pending,
             rings: cursors,
+            load: crate::observe::TickLoad::default(),
         })
     } else {
         None

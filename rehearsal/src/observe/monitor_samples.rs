@@ -94,6 +94,25 @@ pub struct LivenessSample {
     #[serde(default)]
     pub rescue_pending: i64,
     pub rings: Vec<RingLiveness>,
+    /// How squeezed the machine was around this sample. Added in 1.21.
+    #[serde(default)]
+    pub load: TickLoad,
+}
+
+/// How squeezed the machine was at one monitor tick: what decides
+/// whether a ring that stood still a little past its bound stood still
+/// for the release or for want of CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickLoad {
+    /// How late the harness's own pulse woke since the tick before, in ms.
+    pub pulse_late_ms: u64,
+    /// How far past its due time the most overdue heartbeat of a runtime
+    /// that should be beating was, in ms (0 when none was late).
+    pub beat_late_ms: u64,
+    /// The kernel's CPU pressure (`some avg10`, whole percent), where it
+    /// reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure_pct: Option<u8>,
 }
 
 /// A runtime whose heartbeat the monitor found older than half

@@ -3,6 +3,7 @@
 //! `pipeline.rs`) and sends it right after the cell's `cell_finished`, so
 //! reconciliation happens before the stream and its readers judge nothing.
 
+use crate::matrix::{Expectation, FindingRule};
 use crate::observe::Verdict;
 use crate::stream::{CellRun, RunEvent};
 
@@ -63,6 +64,25 @@ pub fn cell_judged(run: &CellRun) -> RunEvent {
             "starved: {starved}, past what stale_after {} tolerates (the run otherwise read: {})",
             run.plan.timings.stale_after, judgement.reason
         );
+        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
+        harness_error = Some(why);
+    }
+    // A ring that stood still a little past its bound while the machine
+    // was squeezed was not judged either way: a pass (or a miss of
+    // ring_stalled) cannot rest on it.
+    let rests_on_rings = match &run.plan.expect {
+        Expectation::Pass => judgement.verdict == Verdict::Pass,
+        Expectation::Detect(rule) => {
+            *rule == FindingRule::RingStalled && judgement.verdict == Verdict::Fail
+        }
+    };
+    if rests_on_rings
+        && let Some(doubt) = super::liveness::doubted(
+            &run.observations,
+            super::liveness::stall_after_ms(&run.plan.timings),
+        )
+    {
+        let why = format!("{doubt} (the run otherwise read: {})", judgement.reason);
         judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
         harness_error = Some(why);
     }
@@ -161,6 +181,86 @@ mod tests {
             ),
             "{reason}"
         );
+    }
+
+    /// `event` with the claim ring standing still for a little past its
+    /// bound while the harness's pulse ran 1.2 s late.
+    fn with_squeezed_stall(mut event: RunEvent) -> RunEvent {
+        use crate::observe::{LivenessSample, RingLiveness, TickLoad};
+        let RunEvent::CellFinished(run) = &mut event else {
+            panic!("a finished cell");
+        };
+        let bound = super::super::liveness::stall_after_ms(&run.plan.timings);
+        run.observations.liveness = (0..=bound + 250)
+            .step_by(250)
+            .map(|at_ms| LivenessSample {
+                at_ms,
+                authority: "ledger".into(),
+                leaders: 1,
+                flip_aware_leaders: 1,
+                lock_waits: 0,
+                after_outage: false,
+                rescue_pending: 0,
+                rings: vec![RingLiveness {
+                    ring: "claim".into(),
+                    slot: 3,
+                    generation: 3,
+                    busy: true,
+                    next_live: false,
+                }],
+                load: TickLoad {
+                    pulse_late_ms: 1_200,
+                    ..TickLoad::default()
+                },
+            })
+            .collect();
+        event
+    }
+
+    #[test]
+    fn a_pass_cannot_rest_on_a_ring_stall_a_squeezed_machine_may_explain() {
+        let (v, reason, error) = verdict(&with_squeezed_stall(run(vec![], vec![])));
+        assert_eq!(v, Verdict::Inconclusive, "{reason}");
+        let error = error.expect("a harness error");
+        assert!(
+            error.starts_with("the claim ring stood at generation 3 for ")
+                && error.contains(
+                    "while the machine was squeezed (the harness's pulse up to 1.2s late)"
+                )
+                && error.ends_with(
+                    "(the run otherwise read: nothing found; every step did what the plan required)"
+                ),
+            "{error}"
+        );
+        // A failure found beside it stands.
+        let (v, _, error) = verdict(&with_squeezed_stall(run(
+            vec![Finding::of(FindingRule::Lost)],
+            vec![],
+        )));
+        assert_eq!((v, error), (Verdict::Fail, None));
+        // A cell that exists to catch ring_stalled cannot call it missed.
+        let mut event = with_squeezed_stall(run(vec![], vec![]));
+        if let RunEvent::CellFinished(run) = &mut event {
+            run.plan.expect = Expectation::Detect(FindingRule::RingStalled);
+        }
+        assert_eq!(verdict(&event).0, Verdict::Inconclusive);
+        // The same stall on a machine that kept up is the rule's to find
+        // (reconcile's findings), and the judgement does not doubt it.
+        let mut event = run(vec![], vec![]);
+        if let (RunEvent::CellFinished(quiet), RunEvent::CellFinished(squeezed)) =
+            (&mut event, with_squeezed_stall(run(vec![], vec![])))
+        {
+            quiet.observations.liveness = squeezed
+                .observations
+                .liveness
+                .into_iter()
+                .map(|s| crate::observe::LivenessSample {
+                    load: crate::observe::TickLoad::default(),
+                    ..s
+                })
+                .collect();
+        }
+        assert_eq!(verdict(&event).0, Verdict::Pass);
     }
 
     #[test]

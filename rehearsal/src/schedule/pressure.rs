@@ -8,27 +8,10 @@
 use std::time::{Duration, Instant};
 
 use crate::stream::HeldBack;
-
-/// The kernel's CPU pressure (PSI, Linux 4.20 and later): the share of
-/// recent time in which runnable work waited for a CPU.
-pub const PRESSURE_FILE: &str = "/proc/pressure/cpu";
+pub use crate::vocab::cpu::{PRESSURE_FILE, some_avg10};
 
 /// The run-queue load averages, where there is no pressure file.
 pub const LOADAVG_FILE: &str = "/proc/loadavg";
-
-/// `some avg10` of a `/proc/pressure/cpu` text, in percent: in how much
-/// of the last ten seconds at least one runnable task waited for a CPU.
-/// `None` when the text has no such figure.
-pub fn some_avg10(text: &str) -> Option<f64> {
-    let line = text.lines().find(|l| l.starts_with("some "))?;
-    let value = line
-        .split_whitespace()
-        .find_map(|field| field.strip_prefix("avg10="))?;
-    value
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && (0.0..=100.0).contains(v))
-}
 
 /// The one-minute load average of a `/proc/loadavg` text (its first field).
 pub fn load1(text: &str) -> Option<f64> {
