@@ -450,6 +450,9 @@ fn add_times(run: &mut RunInfo, partials: &[Partial]) {
     run.end.container_cpu_ms = runs()
         .filter_map(|r| r.end.container_cpu_ms)
         .reduce(|a, b| a + b);
+    run.end.engine_cpu_ms = runs()
+        .filter_map(|r| r.end.engine_cpu_ms)
+        .reduce(|a, b| a + b);
     run.end.interrupted = runs().any(|r| r.end.interrupted);
 }
 

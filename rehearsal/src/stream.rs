@@ -324,6 +324,12 @@ pub struct RunEnd {
     /// stats sampled about once a second: a lower bound). Added in 1.9.
     #[serde(default)]
     pub container_cpu_source: Option<crate::vocab::cpu::CpuSource>,
+    /// On the docker backend, the container engine's own CPU meanwhile
+    /// (its daemons, shims and storage driver: work the run's containers
+    /// cause outside their cgroup), also in `children_cpu_ms`; metered
+    /// once a second, a lower bound. Added in 1.21.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_cpu_ms: Option<u64>,
     /// The run was cut short (Ctrl-C or SIGTERM): cells not listed never ran.
     pub interrupted: bool,
     /// `--jobs auto` where the kernel reports CPU pressure: how often and

@@ -148,9 +148,10 @@ pub fn execute(
         wall_ms: req.wall.elapsed().as_millis() as u64,
         harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
         children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before)
-            + containers.map_or(0, |c| c.ms),
+            + containers.map_or(0, |c| c.ms + c.engine_ms.unwrap_or(0)),
         container_cpu_ms: containers.map(|c| c.ms),
         container_cpu_source: containers.map(|c| c.source),
+        engine_cpu_ms: containers.and_then(|c| c.engine_ms),
         interrupted: ran.interrupted,
         held_back: ran.held_back,
     }));

@@ -45,6 +45,7 @@ use super::{
 };
 use crate::image::Engine;
 
+mod engine_cpu;
 mod engine_logs;
 mod lifecycle;
 
@@ -84,6 +85,10 @@ pub struct DockerFleet {
     cgroup: Arc<Mutex<Option<RunCgroup>>>,
     /// The parent cgroup's CPU (ns), read at shutdown.
     cgroup_ns: Arc<Mutex<Option<u64>>>,
+    /// The engine's own CPU, metered from `prepare` to `shutdown`.
+    engine_meter: Arc<Mutex<Option<engine_cpu::EngineMeter>>>,
+    /// What the meter gave at shutdown, in ms.
+    engine_ms: Arc<Mutex<Option<u64>>>,
 }
 
 fn hostname() -> String {
@@ -112,6 +117,8 @@ impl DockerFleet {
             cpu_ns: Arc::default(),
             cgroup: Arc::default(),
             cgroup_ns: Arc::default(),
+            engine_meter: Arc::default(),
+            engine_ms: Arc::default(),
         }
     }
 
@@ -219,6 +226,9 @@ impl DockerFleet {
         if let Ok(mut slot) = self.cgroup.lock() {
             *slot = cgroup;
         }
+        if let Ok(mut slot) = self.engine_meter.lock() {
+            *slot = Some(engine_cpu::EngineMeter::start());
+        }
         Ok(Prepared { removed })
     }
 
@@ -238,6 +248,16 @@ impl DockerFleet {
             } else {
                 self.remove(&id).await?;
                 done.removed.push(what);
+            }
+        }
+        let meter = self.engine_meter.lock().ok().and_then(|mut m| m.take());
+        if let Some(meter) = meter {
+            let ms = tokio::task::spawn_blocking(move || meter.stop())
+                .await
+                .ok()
+                .flatten();
+            if let Ok(mut slot) = self.engine_ms.lock() {
+                *slot = ms;
             }
         }
         // Every container is gone (or kept): the counter holds all their CPU.
@@ -276,14 +296,17 @@ impl Fleet for DockerFleet {
     fn container_cpu(&self) -> Option<ContainerCpu> {
         let sampled: u64 = self.cpu_ns.lock().ok()?.values().sum();
         let counted = self.cgroup_ns.lock().ok().and_then(|n| *n);
+        let engine_ms = self.engine_ms.lock().ok().and_then(|n| *n);
         Some(match counted {
             Some(ns) => ContainerCpu {
                 ms: (ns + sampled) / 1_000_000,
                 source: CpuSource::Cgroup,
+                engine_ms,
             },
             None => ContainerCpu {
                 ms: sampled / 1_000_000,
                 source: CpuSource::Stats,
+                engine_ms,
             },
         })
     }

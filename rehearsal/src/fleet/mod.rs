@@ -454,4 +454,8 @@ pub struct ContainerCpu {
     pub ms: u64,
     /// How it was counted.
     pub source: CpuSource,
+    /// The engine's own CPU meanwhile, outside the containers (its
+    /// daemons, shims and storage driver), in ms; `None` where no engine
+    /// process runs on this machine.
+    pub engine_ms: Option<u64>,
 }

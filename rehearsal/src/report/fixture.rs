@@ -186,6 +186,7 @@ pub fn report() -> RunReport {
                 harness_cpu_ms: 3_400,
                 children_cpu_ms: 95_120,
                 container_cpu_ms: None,
+                engine_cpu_ms: None,
                 container_cpu_source: None,
                 interrupted: false,
                 held_back: None,

@@ -104,7 +104,11 @@ use crate::reconcile::Detection;
 ///   `since_unix_ms` (when it began) and `explains_until_unix_ms` (the
 ///   latest a rescue it held back can have come), by the database's
 ///   clock: a heartbeat rescue is excused only inside that window.
-pub const FORMAT_VERSION: &str = "1.20";
+/// - `1.21`: per run `engine_cpu_ms` on the docker backend: the container
+///   engine's own CPU during the run (daemons, shims, storage driver),
+///   also counted in `children_cpu_ms` and so in the floor and in
+///   `--jobs auto`'s cores per cell; absent elsewhere.
+pub const FORMAT_VERSION: &str = "1.21";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -755,6 +755,7 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
                 harness_cpu_ms: 0,
                 children_cpu_ms: 0,
                 container_cpu_ms: None,
+                engine_cpu_ms: None,
                 container_cpu_source: None,
                 interrupted: true,
                 held_back: None,

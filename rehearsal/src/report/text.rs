@@ -328,10 +328,14 @@ pub(crate) fn anchor(name: &str) -> String {
         .collect()
 }
 
-/// `, of which containers 1m02s (cgroup)`: the containers' share of the
-/// children's CPU and how it was counted, on the docker backend.
+/// `, of which containers 1m02s (cgroup counter) and the engine 41.0s`:
+/// the containers' and the engine's shares of the children's CPU and how
+/// the containers' was counted, on the docker backend.
 fn containers_cpu(run: &super::model::RunInfo) -> String {
-    match (run.end.container_cpu_ms, run.end.container_cpu_source) {
+    let engine = run.end.engine_cpu_ms.map_or(String::new(), |ms| {
+        format!(" and the engine {}", duration(ms))
+    });
+    let containers = match (run.end.container_cpu_ms, run.end.container_cpu_source) {
         (Some(ms), Some(source)) => format!(
             ", of which containers {} ({})",
             duration(ms),
@@ -342,7 +346,8 @@ fn containers_cpu(run: &super::model::RunInfo) -> String {
         ),
         (Some(ms), None) => format!(", of which containers {}", duration(ms)),
         _ => String::new(),
-    }
+    };
+    format!("{containers}{engine}")
 }
 
 /// The key/value rows that describe a run, shared by report.md and
@@ -586,6 +591,23 @@ mod tests {
         );
         r.run.header.cores = 0;
         assert_eq!(floor_row(&r), None);
+    }
+
+    #[test]
+    fn the_cpu_row_names_the_containers_and_the_engine_shares() {
+        let mut r = crate::report::fixture::report();
+        assert_eq!(containers_cpu(&r.run), "");
+        r.run.end.container_cpu_ms = Some(62_000);
+        r.run.end.container_cpu_source = Some(crate::fleet::CpuSource::Cgroup);
+        assert_eq!(
+            containers_cpu(&r.run),
+            ", of which containers 1m02s (cgroup counter)"
+        );
+        r.run.end.engine_cpu_ms = Some(41_000);
+        assert_eq!(
+            containers_cpu(&r.run),
+            ", of which containers 1m02s (cgroup counter) and the engine 41.0s"
+        );
     }
 
     #[test]
