@@ -72,13 +72,14 @@ pub async fn connect(url: &str) -> Result<Client> {
 /// this binary's own: for a caller whose sessions need settings of their
 /// own (the rehearsal's monitor and audits turn JIT off).
 pub async fn connect_with(url: &str, extra: &str) -> Result<Client> {
-    let connect_error = |detail: String| Error::Connect {
+    let connect_error = |e: &tokio_postgres::Error| Error::Connect {
         target: crate::redact::redact(url),
-        detail,
+        detail: crate::error::describe(e),
+        sqlstate: e.code().map(|c| c.code().to_owned()),
     };
     let mut config: Config = url
         .parse()
-        .map_err(|e: tokio_postgres::Error| connect_error(crate::error::describe(&e)))?;
+        .map_err(|e: tokio_postgres::Error| connect_error(&e))?;
     let identity = IDENTITY.get().cloned().unwrap_or(SessionIdentity {
         instance_id: None,
         idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION,
@@ -95,10 +96,7 @@ pub async fn connect_with(url: &str, extra: &str) -> Result<Client> {
         options.push_str(extra);
     }
     config.options(&options);
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| connect_error(crate::error::describe(&e)))?;
+    let (client, connection) = config.connect(NoTls).await.map_err(|e| connect_error(&e))?;
     tokio::spawn(async move {
         // The client sees the failure on its next call; nothing to do here.
         let _ = connection.await;
@@ -222,6 +220,7 @@ mod tests {
         let transient = || super::Error::Connect {
             target: "x".into(),
             detail: "down".into(),
+            sqlstate: None,
         };
         let mut p = super::Patience::new(std::time::Duration::from_millis(30));
         assert!(p.failed("x", permanent()).is_some());

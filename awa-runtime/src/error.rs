@@ -28,7 +28,16 @@ pub enum Error {
     #[error(
         "cannot connect to the database ({target}): {detail}; check --database-url / AWA_DATABASE_URL and that the server is up"
     )]
-    Connect { target: String, detail: String },
+    Connect {
+        target: String,
+        detail: String,
+        /// The server's SQLSTATE when it answered and refused the session
+        /// (class 28 for a login it refused, 3D000 for a database it does
+        /// not have); `None` when it did not answer. Not in the message,
+        /// which `detail` already words: a caller that decides on the kind
+        /// of failure reads it here instead of in the text.
+        sqlstate: Option<String>,
+    },
     /// A statement failed.
     #[error("{context}: {detail}")]
     Db {

@@ -20,10 +20,10 @@ const MAX_IDENT: usize = 63;
 /// Each message is one line, as the caller puts it into its own sentence.
 #[derive(Debug, thiserror::Error)]
 pub enum DatabaseError {
-    /// The server did not answer the connection (its one-line message, as
-    /// [`connect`] words it).
+    /// The server did not answer the connection, or refused it (as
+    /// [`connect`] words it, with the server's SQLSTATE).
     #[error("{0}")]
-    Connect(String),
+    Connect(crate::pg::ConnectError),
     /// The throwaway cluster (the shared one or a cell's own) failed.
     #[error(transparent)]
     Cluster(#[from] PgError),
@@ -371,7 +371,7 @@ impl CellDb {
                     return Some(format!("kept database {}", self.name));
                 }
                 let result = async {
-                    let admin = connect(admin_url).await?;
+                    let admin = connect(admin_url).await.map_err(|e| e.to_string())?;
                     admin
                         .batch_execute(&format!(
                             "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",

@@ -31,7 +31,7 @@ const BLOCKED_POLL: Duration = Duration::from_millis(20);
 pub(super) enum HoldError {
     /// Its connection was refused (the message as `pg::connect` words it).
     #[error("{0}")]
-    Connect(String),
+    Connect(crate::pg::ConnectError),
     /// The server did not grant the lock.
     #[error("could not take the migration's hold: {}", crate::pg::describe(.0))]
     Take(tokio_postgres::Error),

@@ -169,7 +169,7 @@ pub enum ProbeError {
     /// The database did not answer the connection (its one-line message,
     /// as [`connect`] words it).
     #[error("{0}")]
-    Connect(String),
+    Connect(crate::pg::ConnectError),
     /// The session's bound on lock waits could not be set. The error is
     /// not a `#[source]`: the message already says it, on one line.
     #[error("bounding the probe's lock waits: {}", describe(.0))]

@@ -13,6 +13,9 @@ use awa_harness::pgtemp::Search;
 
 use super::{RunArgs, one_shot_runtime};
 use crate::Error;
+use crate::driver::database::DatabaseError;
+#[cfg(doc)]
+use crate::pg::ConnectError;
 use crate::servers::{Major, Spec, list};
 
 /// The installation for each key of [`keys`](crate::servers::keys). A
@@ -107,7 +110,7 @@ pub(super) fn for_run(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, 
             one_server(&keys)?;
             let major = one_shot_runtime()?
                 .block_on(crate::driver::database::server_major(url))
-                .map_err(|e| database_refused(e.to_string()))?;
+                .map_err(database_refused)?;
             external(url, &keys, Some(major))?
         }
         None => {
@@ -134,12 +137,12 @@ pub(super) fn for_run(args: &RunArgs, err: &mut dyn Write) -> Result<Vec<Spec>, 
 }
 
 /// A `--database-url` the server refused: its credentials or its database
-/// (SQLSTATE class 28, or 3D000) are bad input, anything else (no answer,
-/// a server that went away) is the infrastructure. The codes are read in
-/// the message because the runtime's connect error carries them as text.
-fn database_refused(message: String) -> Error {
-    const BAD_INPUT: [&str; 2] = ["(SQLSTATE 28", "(SQLSTATE 3D000)"];
-    if BAD_INPUT.iter().any(|code| message.contains(code)) {
+/// (SQLSTATE class 28, or 3D000: [`ConnectError::refused_login`]) are bad
+/// input, anything else (no answer, a server that went away) is the
+/// infrastructure.
+fn database_refused(error: DatabaseError) -> Error {
+    let message = error.to_string();
+    if matches!(&error, DatabaseError::Connect(e) if e.refused_login()) {
         Error::BadFlag {
             flag: "--database-url",
             message: format!(
@@ -190,21 +193,36 @@ mod tests {
 
     #[test]
     fn a_server_refusing_the_credentials_or_database_is_bad_input_else_infrastructure() {
-        let code = |m: &str| crate::exit::for_error(&database_refused(m.to_owned()));
+        let code = |m: &str, sqlstate: Option<&str>| {
+            let refused = DatabaseError::Connect(crate::pg::ConnectError::new(m, sqlstate));
+            crate::exit::for_error(&database_refused(refused))
+        };
         assert_eq!(
-            code("password authentication failed for user \"u\" (SQLSTATE 28P01)"),
+            code(
+                "password authentication failed for user \"u\" (SQLSTATE 28P01)",
+                Some("28P01")
+            ),
             crate::exit::BAD_INPUT
         );
         assert_eq!(
-            code("database \"nope\" does not exist (SQLSTATE 3D000)"),
+            code(
+                "database \"nope\" does not exist (SQLSTATE 3D000)",
+                Some("3D000")
+            ),
             crate::exit::BAD_INPUT
         );
         assert_eq!(
-            code("could not connect to postgres://u:***@h:1/db: Connection refused (os error 111)"),
+            code(
+                "could not connect to postgres://u:***@h:1/db: Connection refused (os error 111)",
+                None
+            ),
             crate::exit::INCONCLUSIVE
         );
         assert_eq!(
-            code("the database system is starting up (SQLSTATE 57P03)"),
+            code(
+                "the database system is starting up (SQLSTATE 57P03)",
+                Some("57P03")
+            ),
             crate::exit::INCONCLUSIVE
         );
     }

@@ -60,7 +60,7 @@ pub(super) async fn schema_matches_fresh(cx: &mut StepCtx<'_>) -> Result<Held, A
         with_database(&cx.db.url, &scratch).map_err(|e| harness("the scratch URL", e))?;
     let admin = connect(&cx.db.url)
         .await
-        .map_err(|e| harness("connecting", e))?;
+        .map_err(|e| harness("connecting", e.to_string()))?;
     // The name is built from [a-z0-9_] only, never from raw input.
     for sql in [
         format!("DROP DATABASE IF EXISTS \"{scratch}\""),
@@ -154,10 +154,10 @@ async fn compare_with_fresh(
     let installed = Instant::now();
     let fresh = connect(scratch_url)
         .await
-        .map_err(|e| harness("connecting to the fresh install", e))?;
+        .map_err(|e| harness("connecting to the fresh install", e.to_string()))?;
     let upgraded = connect(&cx.db.url)
         .await
-        .map_err(|e| harness("connecting", e))?;
+        .map_err(|e| harness("connecting", e.to_string()))?;
     let (a, b) = tokio::join!(schema::introspect(&upgraded), schema::introspect(&fresh));
     let (upgraded, fresh) = (
         a.map_err(|e| harness("the upgraded database", e))?,
