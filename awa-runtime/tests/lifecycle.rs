@@ -160,3 +160,95 @@ async fn operator_cancel_closes_a_live_job() {
         "a second cancel finds nothing: {out}"
     );
 }
+
+/// An operator's cancel of a scheduled job and the leader's promotion of
+/// it, meeting on its row: the cancel deletes the job, and the promotion,
+/// whether it skips the locked row or waits for it, never brings it back
+/// (no `available` job, no ready entry). Promotion's `FOR UPDATE SKIP
+/// LOCKED` is defence in depth here: one promoter runs at a time (under
+/// the leader's lock), and a promotion that waits re-checks the row the
+/// cancel deleted. matrix.toml lists the mutants that drop it as
+/// equivalent for that reason; they pass this test too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_meeting_an_operators_cancel_never_brings_the_job_back() {
+    use awa_runtime::store::finish;
+    let db = Db::migrated("promote_meets_cancel").await;
+    let watch = db.client().await;
+    let later = now_ms() + 600_000;
+    let job = NewJob {
+        kind: "rehearsal".into(),
+        queue: "q".into(),
+        args: json!({"mode": "complete"}),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: None,
+        run_at_ms: Some(later),
+    };
+    let ids = enqueue::enqueue(&watch, &[job.clone(), job]).await.unwrap();
+    // Both due now.
+    watch
+        .execute(
+            "UPDATE awa.jobs SET run_at = now() - interval '1 second'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let state = |id: i64| {
+        let c = &watch;
+        async move {
+            c.query_opt("SELECT state FROM awa.jobs WHERE job_id = $1", &[&id])
+                .await
+                .unwrap()
+                .map(|r| r.get::<_, String>(0))
+        }
+    };
+    assert_eq!(state(ids[0]).await.as_deref(), Some("scheduled"));
+
+    // The operator's cancel of the first job is in flight (its row
+    // deleted, not yet committed) when the promotion comes.
+    let operator = db.client().await;
+    let operator_pid: i32 = operator
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    operator.batch_execute("BEGIN").await.unwrap();
+    assert!(finish::cancel_by_operator(&operator, ids[0]).await.unwrap());
+    let leader = db.client().await;
+    let promotion = tokio::spawn(async move { enqueue::promote_due(&leader).await });
+    // The promotion either skipped the locked row and is done, or waits
+    // for it; let it get that far, then the cancel commits.
+    let start = std::time::Instant::now();
+    while !promotion.is_finished() {
+        let waiting: i64 = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))",
+                &[&operator_pid],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the promotion neither ended nor waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    operator.batch_execute("COMMIT").await.unwrap();
+    let promoted = promotion.await.unwrap().unwrap();
+
+    assert_eq!(promoted, 1, "only the job nobody cancelled is promoted");
+    assert_eq!(state(ids[0]).await, None, "the cancelled job came back");
+    assert_eq!(state(ids[1]).await.as_deref(), Some("available"));
+    let entries: Vec<i64> = watch
+        .query("SELECT job_id FROM awa.queue_entries", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(entries, [ids[1]], "a ready entry names the cancelled job");
+}
