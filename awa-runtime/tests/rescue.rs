@@ -349,3 +349,147 @@ async fn a_rescued_attempt_claimed_again_by_its_own_worker_frees_its_slot() {
     }
     assert_eq!(run.worker.terminate().await, 0);
 }
+
+/// Sessions waiting on a lock that session `$1` holds.
+const BLOCKED_BY: &str =
+    "SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))";
+
+/// Waits until a session waits on one that `pid` holds.
+async fn wait_blocked_by(c: &tokio_postgres::Client, pid: i32) {
+    let start = std::time::Instant::now();
+    loop {
+        let n: i64 = c.query_one(BLOCKED_BY, &[&pid]).await.unwrap().get(0);
+        if n > 0 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nobody waited on session {pid}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn pid_of(c: &tokio_postgres::Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Closures recorded for one job: (outcome, terminal).
+async fn closures_of(c: &tokio_postgres::Client, id: i64) -> Vec<(String, bool)> {
+    c.query(
+        "SELECT outcome, terminal FROM awa.claim_closures WHERE job_id = $1 ORDER BY outcome",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+/// A worker's close and the leader's rescue of the same attempt that meet
+/// on its row: whichever commits first closes the attempt, the other
+/// changes nothing (one closure, no second terminal record, no re-queue
+/// of a completed job). Each closing statement re-checks its own guard
+/// (`job_id`, `run_lease`, `state = 'running'`) against the row it waited
+/// for, so this holds by the statements alone; the rescue's up-front LOCK
+/// only orders its row locks (fewer deadlocks, which both sides retry).
+/// That is why the mutant that makes the LOCK lock other attempts is
+/// listed equivalent in matrix.toml: this test passes with it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_and_a_rescue_that_meet_on_an_attempt_close_it_once() {
+    use awa_runtime::store::claim;
+    use awa_runtime::store::rescue::{self, RescueReason};
+    let db = Db::migrated("rescue_meets_close").await;
+    let watch = db.client().await;
+    let job = NewJob {
+        kind: "rehearsal".into(),
+        queue: "q".into(),
+        args: json!({"mode": "sleep", "ms": 60_000}),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: None,
+        run_at_ms: None,
+    };
+    let ids = enqueue::enqueue(&watch, &[job.clone(), job]).await.unwrap();
+    // Claimed by a runtime that never registered: crash rescue wants both.
+    let claimed = claim::claim(&watch, "q", 2, "ghost", "0.7.0")
+        .await
+        .unwrap();
+    let lease_of = |id: i64| claimed.iter().find(|a| a.job_id == id).unwrap().run_lease;
+    let (first, second) = (ids[0], ids[1]);
+
+    // The close first: its transaction holds the first job's row while
+    // the rescue pass comes for it and waits.
+    let mut closer = db.client().await;
+    let closer_pid = pid_of(&closer).await;
+    let tx = closer.transaction().await.unwrap();
+    let closed = tx
+        .query(
+            finish::TERMINAL,
+            &[&vec![first], &vec![lease_of(first)], &vec!["completed"]],
+        )
+        .await
+        .unwrap();
+    assert_eq!(closed.len(), 1);
+    let mut leader = db.client().await;
+    let leader_pid = pid_of(&leader).await;
+    // The second job's lease is held by a third session, so the pass stops
+    // inside its re-queue, holding the second job's row.
+    let mut holder = db.client().await;
+    let holder_pid = pid_of(&holder).await;
+    let held = holder.transaction().await.unwrap();
+    held.execute(
+        "SELECT 1 FROM awa.leases WHERE job_id = $1 FOR UPDATE",
+        &[&second],
+    )
+    .await
+    .unwrap();
+    let pass = tokio::spawn(async move { rescue::rescue(&mut leader, 60_000.0).await });
+    wait_blocked_by(&watch, closer_pid).await;
+    tx.commit().await.unwrap();
+
+    // The rescue pass now holds the second job's row and waits for its
+    // lease; the worker's close of that attempt comes and waits for the row.
+    wait_blocked_by(&watch, holder_pid).await;
+    let late = db.client().await;
+    let second_lease = lease_of(second);
+    let close = tokio::spawn(async move {
+        finish::finish(&late, second, second_lease, &Outcome::Completed).await
+    });
+    wait_blocked_by(&watch, leader_pid).await;
+    held.commit().await.unwrap();
+
+    let rescued = pass.await.unwrap().unwrap();
+    let got: Vec<(i64, RescueReason, bool)> = rescued
+        .iter()
+        .map(|r| (r.job_id, r.reason, r.dead))
+        .collect();
+    assert_eq!(
+        got,
+        [(second, RescueReason::Crash, false)],
+        "the rescue took the completed job, or missed the one it held"
+    );
+    assert_eq!(close.await.unwrap().unwrap(), Closed::Stale);
+    assert_eq!(
+        closures_of(&watch, first).await,
+        [("completed".to_owned(), true)],
+        "the completed attempt was closed again"
+    );
+    assert_eq!(
+        closures_of(&watch, second).await,
+        [("rescued_crash".to_owned(), false)],
+        "the rescued attempt's late close was recorded"
+    );
+    let entries: Vec<i64> = watch
+        .query("SELECT job_id FROM awa.queue_entries", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(entries, [second], "only the rescued job is ready again");
+}
