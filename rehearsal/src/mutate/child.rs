@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::runner::RunError;
+use super::run_error::RunError;
 use super::stop::Stop;
 use crate::observe::Verdict;
 

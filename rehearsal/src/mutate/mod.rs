@@ -14,7 +14,8 @@
 //! release) and what is never mutated; `mutant.rs` is one mutant and its
 //! diff, `generate.rs` the mutants a run asks for (in scope, sampled,
 //! shared out), `session.rs` a run of them through the clean cells, with
-//! [`runner`] and `child.rs` under it.
+//! [`runner`] (the work copy kept in step by `work_copy.rs`, its error in
+//! `run_error.rs`) and `child.rs` under it.
 //!
 //! cargo-mutants' CLI is not used: it cannot mutate SQL (most of what a
 //! release of a job queue changes), and its test step is `cargo test`,
@@ -25,12 +26,14 @@ mod child;
 mod generate;
 mod mutant;
 pub mod report;
+mod run_error;
 pub mod runner;
 pub mod rust;
 pub mod scope;
 mod session;
 pub mod sql;
 pub mod stop;
+mod work_copy;
 
 pub use generate::{Generated, MutateError, generate, generate_for, sample, share};
 pub use mutant::{Counts, Mutant, Operator, by_file, render_list};

@@ -30,7 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use super::child;
 pub use super::child::{CellOutcome, CellVerdict, Job};
+pub use super::run_error::RunError;
+use super::run_error::copy_err;
 use super::stop::Stop;
+use super::work_copy::{sync_dir, sync_file};
 use super::{Mutant, Tree};
 
 /// A mutant's outcome.
@@ -125,43 +128,6 @@ pub struct Runner {
     pub retries: u32,
     /// Raised by SIGINT or SIGTERM: builds and child runs are stopped.
     pub stop: Stop,
-}
-
-/// Why the runner could not go on (infrastructure, exit 3).
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The work copy could not be made.
-    #[error("could not prepare the mutation work copy in {path}: {source}")]
-    Copy {
-        /// Where.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The unmutated copy does not build.
-    #[error("the unmutated workspace does not build in the work copy: {0}")]
-    CleanBuild(String),
-    /// SIGINT or SIGTERM to rehearse: what ran was stopped and waited for.
-    #[error("interrupted by {signal}: the running cells were stopped")]
-    Interrupted {
-        /// Which signal.
-        signal: &'static str,
-    },
-    /// A child run could not be started or gave no report.
-    #[error("cell {cell}: {detail}")]
-    Cell {
-        /// The cell.
-        cell: String,
-        /// What happened.
-        detail: String,
-    },
-}
-
-fn copy_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Copy {
-        path: path.display().to_string(),
-        source,
-    }
 }
 
 impl Runner {
@@ -357,51 +323,6 @@ pub fn wait_group(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn sync_file(from: &Path, to: &Path) -> Result<(), RunError> {
-    let want = std::fs::read(from).map_err(copy_err(from))?;
-    if std::fs::read(to).ok().as_deref() == Some(want.as_slice()) {
-        return Ok(());
-    }
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(copy_err(parent))?;
-    }
-    std::fs::write(to, want).map_err(copy_err(to))
-}
-
-/// `to` made a copy of `from` (but `target/`): changed files rewritten,
-/// files gone from `from` removed.
-fn sync_dir(from: &Path, to: &Path) -> Result<(), RunError> {
-    std::fs::create_dir_all(to).map_err(copy_err(to))?;
-    let mut seen = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(from).map_err(copy_err(from))? {
-        let entry = entry.map_err(copy_err(from))?;
-        let name = entry.file_name();
-        if name == "target" {
-            continue;
-        }
-        seen.insert(name.clone());
-        let (src, dst) = (entry.path(), to.join(&name));
-        if src.is_dir() {
-            sync_dir(&src, &dst)?;
-        } else {
-            sync_file(&src, &dst)?;
-        }
-    }
-    for entry in std::fs::read_dir(to).map_err(copy_err(to))? {
-        let entry = entry.map_err(copy_err(to))?;
-        if !seen.contains(&entry.file_name()) {
-            let p = entry.path();
-            let gone = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
-            gone.map_err(copy_err(&p))?;
-        }
-    }
-    Ok(())
 }
 
 /// The clean run of one cell: its time and whether it can judge mutants.

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::runner::RunError;
+use super::run_error::RunError;
 
 /// Whether the run was asked to stop, and by which signal. Cloned, it is
 /// the same flag.

@@ -418,33 +418,39 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     let mut ids: Vec<i64> = unexplained.iter().map(|r| r.job_id).collect();
     ids.dedup();
     let n = ids.len() as u64;
-    let what = if n == 1 { "job was" } else { "jobs were" };
     Some(Finding {
         rule: FindingRule::UnexplainedInterruption,
         phase: RECONCILE.into(),
-        message: format!(
-            "{} {what} interrupted with no injected fault to explain it; first: job {} ({}) \
-             attempt {} (run lease {}) on {} was rescued ({}) though its runtime was neither \
-             killed, suspended nor ended unasked{}",
-            thousands(n),
-            first.job_id,
-            first.mode,
-            first.attempt,
-            first.run_lease,
-            first.instance_id,
-            first.reason,
-            if first.reason == "deadline" {
-                ", and its job has no deadline to overrun"
-            } else if first.reason == "heartbeat" {
-                ", the monitor never saw its lease's heartbeat late, and PostgreSQL did not crash"
-            } else {
-                ", and PostgreSQL did not crash"
-            }
-        ),
+        message: interruption_message(first, n),
         ids: ids.into_iter().take(MAX_IDS).collect(),
         count: n,
         at_ms: None,
     })
+}
+
+/// What [`unexplained_interruptions`] says about `n` jobs, the `first`
+/// of them named with why none of the excuses held for it.
+fn interruption_message(first: &awa_runtime::store::audit::RescuedAttempt, n: u64) -> String {
+    let what = if n == 1 { "job was" } else { "jobs were" };
+    format!(
+        "{} {what} interrupted with no injected fault to explain it; first: job {} ({}) \
+         attempt {} (run lease {}) on {} was rescued ({}) though its runtime was neither \
+         killed, suspended nor ended unasked{}",
+        thousands(n),
+        first.job_id,
+        first.mode,
+        first.attempt,
+        first.run_lease,
+        first.instance_id,
+        first.reason,
+        if first.reason == "deadline" {
+            ", and its job has no deadline to overrun"
+        } else if first.reason == "heartbeat" {
+            ", the monitor never saw its lease's heartbeat late, and PostgreSQL did not crash"
+        } else {
+            ", and PostgreSQL did not crash"
+        }
+    )
 }
 
 /// The waits the monitor saw behind a lease-table lock requested by a

@@ -204,41 +204,36 @@ fn cell_section(md: &mut String, c: &CellReport) {
     if let Some(error) = &c.harness_error {
         let _ = writeln!(md, "Harness error: {}\n", code(error));
     }
-    let tries = super::text::tries_lines(c);
-    if !tries.is_empty() {
-        md.push_str("Earlier tries:\n\n");
-        for line in &tries {
-            let _ = writeln!(md, "- {}", text(line));
-        }
-        md.push('\n');
-    }
+    bullets(md, "Earlier tries", &super::text::tries_lines(c));
     if let Some(late) = super::text::lateness_line(c) {
         let _ = writeln!(md, "Lateness: {}.\n", text(&late));
     }
-    let excuses = super::text::excuse_lines(c);
-    if !excuses.is_empty() {
-        md.push_str("Seen by the monitor (what can excuse a rescue):\n\n");
-        for line in &excuses {
-            let _ = writeln!(md, "- {}", text(line));
-        }
-        md.push('\n');
-    }
-    if !c.step_failures.is_empty() {
-        md.push_str("Step failures:\n\n");
-        for line in &c.step_failures {
-            let _ = writeln!(md, "- {}", text(line));
-        }
-        md.push('\n');
-    }
-    if !c.proved.is_empty() {
-        md.push_str("Proved:\n\n");
-        for line in &c.proved {
-            let _ = writeln!(md, "- {}", text(line));
-        }
-        md.push('\n');
-    }
+    bullets(
+        md,
+        "Seen by the monitor (what can excuse a rescue)",
+        &super::text::excuse_lines(c),
+    );
+    bullets(md, "Step failures", &c.step_failures);
+    bullets(md, "Proved", &c.proved);
     off_contract(md, c);
     containers(md, c);
+    findings(md, c);
+}
+
+/// `heading:` and one bullet per line, when there are any.
+fn bullets(md: &mut String, heading: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    let _ = write!(md, "{heading}:\n\n");
+    for line in lines {
+        let _ = writeln!(md, "- {}", text(line));
+    }
+    md.push('\n');
+}
+
+/// A cell's findings as a table (`none` for a judged cell without any).
+fn findings(md: &mut String, c: &CellReport) {
     if c.findings.is_empty() {
         if c.verdict != Verdict::Inconclusive {
             md.push_str("Findings: none.\n\n");

@@ -391,12 +391,18 @@ fn identity_rows(
     plain: impl Fn(&str) -> String,
     code: impl Fn(&str) -> String,
 ) -> Vec<(&'static str, String)> {
+    let mut rows = replay_rows(r, &plain, &code);
+    rows.extend(provenance_rows(r, &plain, &code));
+    rows
+}
+
+/// The first [`identity_rows`]: how the run was asked for and where it ran.
+fn replay_rows(
+    r: &super::model::RunReport,
+    plain: impl Fn(&str) -> String,
+    code: impl Fn(&str) -> String,
+) -> Vec<(&'static str, String)> {
     let run = &r.run;
-    let dirty = if run.header.git_dirty {
-        " (dirty: uncommitted changes)"
-    } else {
-        ""
-    };
     [
         (
             "seed",
@@ -432,40 +438,55 @@ fn identity_rows(
             ),
         )
     }))
-    .chain(
-        run.header
-            .partition
-            .as_ref()
-            .map(|p| ("partition", partition_row(p, r.cells.len()))),
-    )
-    .chain((!run.merged_from.is_empty()).then(|| {
-        (
-            "merged from",
-            format!(
-                "{} (rehearse merge; wall time is the longest share's, CPU the shares' sum)",
-                run.merged_from
-                    .iter()
-                    .map(|id| code(id))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-    }))
-    .chain((!run.header.matrix_checksum.is_empty()).then(|| {
-        (
-            "matrix checksum",
-            code(&format!("sha256 {}", run.header.matrix_checksum)),
-        )
-    }))
-    .chain([
-        (
-            "git commit",
-            format!("{}{dirty}", code(&run.header.git_commit)),
-        ),
-        ("PostgreSQL", plain(&run.header.postgres_version)),
-        ("format", code(&r.format_version)),
-    ])
     .collect()
+}
+
+/// The last [`identity_rows`]: which share or shares, which matrix and
+/// commit, which server, which report format.
+fn provenance_rows(
+    r: &super::model::RunReport,
+    plain: impl Fn(&str) -> String,
+    code: impl Fn(&str) -> String,
+) -> Vec<(&'static str, String)> {
+    let run = &r.run;
+    let dirty = if run.header.git_dirty {
+        " (dirty: uncommitted changes)"
+    } else {
+        ""
+    };
+    run.header
+        .partition
+        .as_ref()
+        .map(|p| ("partition", partition_row(p, r.cells.len())))
+        .into_iter()
+        .chain((!run.merged_from.is_empty()).then(|| {
+            (
+                "merged from",
+                format!(
+                    "{} (rehearse merge; wall time is the longest share's, CPU the shares' sum)",
+                    run.merged_from
+                        .iter()
+                        .map(|id| code(id))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        }))
+        .chain((!run.header.matrix_checksum.is_empty()).then(|| {
+            (
+                "matrix checksum",
+                code(&format!("sha256 {}", run.header.matrix_checksum)),
+            )
+        }))
+        .chain([
+            (
+                "git commit",
+                format!("{}{dirty}", code(&run.header.git_commit)),
+            ),
+            ("PostgreSQL", plain(&run.header.postgres_version)),
+            ("format", code(&r.format_version)),
+        ])
+        .collect()
 }
 
 /// What a run with no cells says instead of a table with no rows:
