@@ -299,104 +299,18 @@ async fn dispatch(cli: Cli) -> Result<()> {
             pause,
             hold_key,
         } => {
-            let mut client = crate::db::connect(&url).await?;
             let opts = MigrateOptions {
                 allow_live_runtimes,
                 stale_ms: stale_after.as_secs_f64() * 1000.0,
                 pause,
                 hold_key,
             };
-            match crate::schema::migrate(&mut client, &opts).await? {
-                MigrateOutcome::Applied { from, to } => emit(&migrated(from, to)),
-                MigrateOutcome::UpToDate { version } => emit(&migrated(version, version)),
-            }
-            Ok(())
+            migrate_command(&url, &opts).await
         }
-        Command::Worker(a) => {
-            if a.concurrency == 0 {
-                return Err(Error::Config("--concurrency must be at least 1".into()));
-            }
-            crate::worker::run(WorkerConfig {
-                database_url: url,
-                name: a.name.unwrap_or_else(|| default_name("worker")),
-                queues: a.queues,
-                concurrency: a.concurrency,
-                maintenance: !a.no_maintenance,
-                timings: a.timings.timings(),
-            })
-            .await
-        }
-        Command::Produce(a) => {
-            let mix =
-                Mix::parse(&a.mix).map_err(|e| Error::Config(format!("--mix / AWA_MIX: {e}")))?;
-            if !(a.rate >= 0.0 && a.rate.is_finite()) {
-                return Err(Error::Config(format!(
-                    "--rate must be a number >= 0, got {}",
-                    a.rate
-                )));
-            }
-            if a.batch == 0 || a.max_attempts < 1 {
-                return Err(Error::Config(
-                    "--batch and --max-attempts must be at least 1".into(),
-                ));
-            }
-            crate::producer::run(ProducerConfig {
-                database_url: url,
-                name: a.name.unwrap_or_else(|| default_name("producer")),
-                queue: a.queue,
-                rate: a.rate,
-                count: a.count,
-                mix,
-                batch: a.batch,
-                priority: a.priority,
-                max_attempts: a.max_attempts,
-                schedule_delay: a.schedule_delay,
-                sleep: a.sleep,
-                deadline: a.deadline,
-                timings: a.timings.timings(),
-            })
-            .await
-        }
-        Command::Cron(CronCommand::Upsert {
-            name,
-            every,
-            queue,
-            mode,
-            max_attempts,
-        }) => {
-            let mode = Mode::parse(&mode)
-                .ok_or_else(|| Error::Config(format!("unknown mode {mode:?} for --mode")))?;
-            let client = crate::db::connect(&url).await?;
-            crate::schema::check_for_runtime(&client).await?;
-            crate::store::cron::upsert(
-                &client,
-                &Schedule {
-                    name: name.clone(),
-                    every_ms: every.as_millis() as i64,
-                    queue,
-                    kind: KIND.into(),
-                    args: json!({ "mode": mode.name() }),
-                    priority: 0,
-                    max_attempts,
-                },
-            )
-            .await?;
-            emit(&Event::CronUpserted(events::CronUpserted {
-                name,
-                every_ms: every.as_millis() as u64,
-            }));
-            Ok(())
-        }
-        Command::Job(JobCommand::Cancel { job_id }) => {
-            let client = crate::db::connect(&url).await?;
-            crate::schema::check_for_runtime(&client).await?;
-            let done = crate::store::finish::cancel_by_operator(&client, job_id).await?;
-            emit(&Event::Cancelled(events::Cancelled {
-                job_id,
-                was_live: done,
-            }));
-            Ok(())
-        }
+        Command::Worker(a) => worker_command(url, a).await,
+        Command::Produce(a) => produce_command(url, a).await,
+        Command::Cron(cron) => cron_command(&url, cron).await,
+        Command::Job(JobCommand::Cancel { job_id }) => cancel_command(&url, job_id).await,
         Command::Storage(StorageCommand::FlipRingAuthority {
             force,
             check,
@@ -418,21 +332,127 @@ async fn dispatch(cli: Cli) -> Result<()> {
             stale_after,
             lock_timeout,
             ..
-        } => {
-            let client = crate::db::connect(&url).await?;
-            let s = crate::store::read::status_bounded(
-                &client,
-                stale_after.as_secs_f64() * 1000.0,
-                lock_timeout,
-            )
-            .await?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&s).expect("status serialises")
-            );
-            Ok(())
-        }
+        } => status_command(&url, stale_after, lock_timeout).await,
     }
+}
+
+/// `awa migrate`: the schema brought to this binary's version, said on stdout.
+async fn migrate_command(url: &str, opts: &MigrateOptions) -> Result<()> {
+    let mut client = crate::db::connect(url).await?;
+    match crate::schema::migrate(&mut client, opts).await? {
+        MigrateOutcome::Applied { from, to } => emit(&migrated(from, to)),
+        MigrateOutcome::UpToDate { version } => emit(&migrated(version, version)),
+    }
+    Ok(())
+}
+
+/// `awa worker`: its flags checked, then the worker until it is stopped.
+async fn worker_command(url: String, a: WorkerArgs) -> Result<()> {
+    if a.concurrency == 0 {
+        return Err(Error::Config("--concurrency must be at least 1".into()));
+    }
+    crate::worker::run(WorkerConfig {
+        database_url: url,
+        name: a.name.unwrap_or_else(|| default_name("worker")),
+        queues: a.queues,
+        concurrency: a.concurrency,
+        maintenance: !a.no_maintenance,
+        timings: a.timings.timings(),
+    })
+    .await
+}
+
+/// `awa produce`: its flags checked, then the producer until its count or a stop.
+async fn produce_command(url: String, a: ProduceArgs) -> Result<()> {
+    let mix = Mix::parse(&a.mix).map_err(|e| Error::Config(format!("--mix / AWA_MIX: {e}")))?;
+    if !(a.rate >= 0.0 && a.rate.is_finite()) {
+        return Err(Error::Config(format!(
+            "--rate must be a number >= 0, got {}",
+            a.rate
+        )));
+    }
+    if a.batch == 0 || a.max_attempts < 1 {
+        return Err(Error::Config(
+            "--batch and --max-attempts must be at least 1".into(),
+        ));
+    }
+    crate::producer::run(ProducerConfig {
+        database_url: url,
+        name: a.name.unwrap_or_else(|| default_name("producer")),
+        queue: a.queue,
+        rate: a.rate,
+        count: a.count,
+        mix,
+        batch: a.batch,
+        priority: a.priority,
+        max_attempts: a.max_attempts,
+        schedule_delay: a.schedule_delay,
+        sleep: a.sleep,
+        deadline: a.deadline,
+        timings: a.timings.timings(),
+    })
+    .await
+}
+
+/// `awa cron upsert`: the schedule created or replaced, said on stdout.
+async fn cron_command(url: &str, cron: CronCommand) -> Result<()> {
+    let CronCommand::Upsert {
+        name,
+        every,
+        queue,
+        mode,
+        max_attempts,
+    } = cron;
+    let mode = Mode::parse(&mode)
+        .ok_or_else(|| Error::Config(format!("unknown mode {mode:?} for --mode")))?;
+    let client = crate::db::connect(url).await?;
+    crate::schema::check_for_runtime(&client).await?;
+    crate::store::cron::upsert(
+        &client,
+        &Schedule {
+            name: name.clone(),
+            every_ms: every.as_millis() as i64,
+            queue,
+            kind: KIND.into(),
+            args: json!({ "mode": mode.name() }),
+            priority: 0,
+            max_attempts,
+        },
+    )
+    .await?;
+    emit(&Event::CronUpserted(events::CronUpserted {
+        name,
+        every_ms: every.as_millis() as u64,
+    }));
+    Ok(())
+}
+
+/// `awa job cancel`: the job cancelled as an operator, said on stdout.
+async fn cancel_command(url: &str, job_id: i64) -> Result<()> {
+    let client = crate::db::connect(url).await?;
+    crate::schema::check_for_runtime(&client).await?;
+    let done = crate::store::finish::cancel_by_operator(&client, job_id).await?;
+    emit(&Event::Cancelled(events::Cancelled {
+        job_id,
+        was_live: done,
+    }));
+    Ok(())
+}
+
+/// `awa status`: the runtime's state as JSON on stdout.
+async fn status_command(url: &str, stale_after: Duration, lock_timeout: Duration) -> Result<()> {
+    let client = crate::db::connect(url).await?;
+    let s = crate::store::read::status_bounded(
+        &client,
+        stale_after.as_secs_f64() * 1000.0,
+        lock_timeout,
+    )
+    .await?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&s).expect("status serialises")
+    );
+    Ok(())
 }
 
 /// `awa storage flip-ring-authority`: events on stdout, exit 2 when the

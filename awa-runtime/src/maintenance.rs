@@ -86,6 +86,13 @@ async fn lead(
         sleep_or_stop(stop, t.heartbeat.min(std::time::Duration::from_millis(500))).await;
         return Ok(());
     }
+    take_office(conn, me, t).await?;
+    duties(conn, me, t, stop).await
+}
+
+/// Leadership won: the leader's session bounded in idle time, the
+/// runtime marked leader, and the `leader` event said.
+async fn take_office(conn: &mut Conn, me: &Identity, t: &Timings) -> Result<()> {
     // A leader suspended between ticks would keep the advisory lock (and
     // with it rescue, rotation and cron) for as long as it is stopped: its
     // session goes idle far longer than any tick gap, so let the server
@@ -105,6 +112,16 @@ async fn lead(
         name: me.name.clone(),
         version: me.version.clone(),
     }));
+    Ok(())
+}
+
+/// The leader's duties, each when it is due, until stopped or failed.
+async fn duties(
+    conn: &mut Conn,
+    me: &Identity,
+    t: &Timings,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<()> {
     let start = Instant::now();
     let mut due = Due {
         promote: start,
@@ -167,13 +184,7 @@ async fn lead(
             }
             due.flip_check = now + t.heartbeat;
         }
-        let next = due
-            .promote
-            .min(due.cron)
-            .min(due.rescue)
-            .min(due.rotate)
-            .min(due.fold)
-            .min(due.flip_check);
+        let next = due.next();
         sleep_or_stop(
             stop,
             next.saturating_duration_since(Instant::now())
@@ -205,6 +216,18 @@ struct Due {
     rotate: Instant,
     fold: Instant,
     flip_check: Instant,
+}
+
+impl Due {
+    /// When the first duty falls due.
+    fn next(&self) -> Instant {
+        self.promote
+            .min(self.cron)
+            .min(self.rescue)
+            .min(self.rotate)
+            .min(self.fold)
+            .min(self.flip_check)
+    }
 }
 
 /// The leader's auto-flip: once every fresh runtime has reported a

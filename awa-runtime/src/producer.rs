@@ -63,9 +63,10 @@ fn make_job(cfg: &ProducerConfig, mode: Mode) -> NewJob {
     }
 }
 
-/// Run a producer until `count` jobs are accepted or SIGTERM/SIGINT.
-pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
-    let mut shutdown = crate::worker::shutdown_signal()?;
+/// The producer's start: its session identity set, its connection
+/// opened, the schema checked, and the runtime registered and `ready`.
+/// Returns its instance id and connection.
+async fn register_producer(cfg: &ProducerConfig) -> Result<(String, Conn)> {
     let instance_id = new_instance_id(&cfg.name);
     crate::db::set_session_identity(crate::db::SessionIdentity {
         instance_id: Some(instance_id.clone()),
@@ -89,6 +90,30 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
         pid: std::process::id(),
         failpoints: None,
     }));
+    Ok((instance_id, conn))
+}
+
+/// How many jobs the next batch enqueues, `sent` so far, `start` the
+/// producer's start: what `rate` asks by now (a full batch when it is 0),
+/// within `count`, at most a batch.
+fn batch_size(cfg: &ProducerConfig, start: Instant, sent: u64) -> usize {
+    let target = if cfg.rate > 0.0 {
+        (cfg.rate * start.elapsed().as_secs_f64()) as u64
+    } else {
+        sent + cfg.batch as u64
+    };
+    let target = if cfg.count > 0 {
+        target.min(cfg.count)
+    } else {
+        target
+    };
+    target.saturating_sub(sent).min(cfg.batch as u64) as usize
+}
+
+/// Run a producer until `count` jobs are accepted or SIGTERM/SIGINT.
+pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
+    let mut shutdown = crate::worker::shutdown_signal()?;
+    let (instance_id, mut conn) = register_producer(&cfg).await?;
 
     let start = Instant::now();
     let mut sent: u64 = 0;
@@ -98,17 +123,7 @@ pub async fn run(mut cfg: ProducerConfig) -> Result<()> {
         if *shutdown.borrow() || (cfg.count > 0 && sent >= cfg.count) {
             break;
         }
-        let target = if cfg.rate > 0.0 {
-            (cfg.rate * start.elapsed().as_secs_f64()) as u64
-        } else {
-            sent + cfg.batch as u64
-        };
-        let target = if cfg.count > 0 {
-            target.min(cfg.count)
-        } else {
-            target
-        };
-        let n = target.saturating_sub(sent).min(cfg.batch as u64) as usize;
+        let n = batch_size(&cfg, start, sent);
         if n == 0 {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(10)) => {}

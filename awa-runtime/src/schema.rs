@@ -181,57 +181,7 @@ async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<Migr
         .await?;
     }
     if !opts.pause.is_zero() {
-        // The pause idles inside the transaction on purpose: widen this
-        // session's bound on that by the pause.
-        let bound = opts.pause + crate::db::DEFAULT_IDLE_IN_TRANSACTION;
-        tx.batch_execute(&format!(
-            "SET LOCAL idle_in_transaction_session_timeout = {}",
-            bound.as_millis()
-        ))
-        .await
-        .map_err(|e| Error::db("widening the idle-in-transaction bound", e))?;
-        match opts.hold_key {
-            None => {
-                eprintln!(
-                    "awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)",
-                    opts.pause
-                );
-                tokio::time::sleep(opts.pause).await;
-            }
-            Some(key) => {
-                eprintln!(
-                    "awa: holding the migration open for up to {:?} (AWA_MIGRATE_PAUSE), until advisory lock {key} is free (AWA_MIGRATE_HOLD_KEY)",
-                    opts.pause
-                );
-                let started = std::time::Instant::now();
-                let released = loop {
-                    let free: bool = tx
-                        .query_one(TRY_HOLD, &[&key])
-                        .await
-                        .map_err(|e| Error::db("checking the migration's hold", e))?
-                        .get(0);
-                    if free {
-                        break true;
-                    }
-                    let left = opts.pause.saturating_sub(started.elapsed());
-                    if left.is_zero() {
-                        break false;
-                    }
-                    tokio::time::sleep(left.min(HOLD_POLL)).await;
-                };
-                if released {
-                    eprintln!(
-                        "awa: the migration was let go after {:?}",
-                        started.elapsed()
-                    );
-                } else {
-                    eprintln!(
-                        "awa: the migration's hold was not let go within {:?}; going on",
-                        opts.pause
-                    );
-                }
-            }
-        }
+        hold_open(&tx, opts).await?;
     }
     tx.batch_execute(BOOTSTRAP)
         .await
@@ -269,6 +219,64 @@ async fn migrate_once(client: &mut Client, opts: &MigrateOptions) -> Result<Migr
         from,
         to: SCHEMA_VERSION,
     })
+}
+
+/// `AWA_MIGRATE_PAUSE`: the migration's transaction held open (its locks
+/// taken, nothing applied yet) for the pause, or until the advisory lock
+/// `AWA_MIGRATE_HOLD_KEY` names is free, whichever comes first.
+async fn hold_open(tx: &tokio_postgres::Transaction<'_>, opts: &MigrateOptions) -> Result<()> {
+    // The pause idles inside the transaction on purpose: widen this
+    // session's bound on that by the pause.
+    let bound = opts.pause + crate::db::DEFAULT_IDLE_IN_TRANSACTION;
+    tx.batch_execute(&format!(
+        "SET LOCAL idle_in_transaction_session_timeout = {}",
+        bound.as_millis()
+    ))
+    .await
+    .map_err(|e| Error::db("widening the idle-in-transaction bound", e))?;
+    match opts.hold_key {
+        None => {
+            eprintln!(
+                "awa: holding the migration open for {:?} (AWA_MIGRATE_PAUSE)",
+                opts.pause
+            );
+            tokio::time::sleep(opts.pause).await;
+        }
+        Some(key) => {
+            eprintln!(
+                "awa: holding the migration open for up to {:?} (AWA_MIGRATE_PAUSE), until advisory lock {key} is free (AWA_MIGRATE_HOLD_KEY)",
+                opts.pause
+            );
+            let started = std::time::Instant::now();
+            let released = loop {
+                let free: bool = tx
+                    .query_one(TRY_HOLD, &[&key])
+                    .await
+                    .map_err(|e| Error::db("checking the migration's hold", e))?
+                    .get(0);
+                if free {
+                    break true;
+                }
+                let left = opts.pause.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    break false;
+                }
+                tokio::time::sleep(left.min(HOLD_POLL)).await;
+            };
+            if released {
+                eprintln!(
+                    "awa: the migration was let go after {:?}",
+                    started.elapsed()
+                );
+            } else {
+                eprintln!(
+                    "awa: the migration's hold was not let go within {:?}; going on",
+                    opts.pause
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The migration preflight (ADR-041 §3, §8): with `runtime_instances`

@@ -80,6 +80,10 @@ struct Done {
 }
 
 /// Run a worker until SIGTERM/SIGINT (clean stop, exit 0) or a failure.
+// Long on purpose: the claim loop and the clean stop after it share the
+// channels, the semaphore and the handler set made here; the parts with
+// one job each (start, spawn_background, claim_patiently, spawn_attempt,
+// drain_inflight, release_left) are out already.
 pub async fn run(cfg: WorkerConfig) -> Result<()> {
     let mut shutdown = shutdown_signal()?;
     let (me, mut conn) = start(&cfg).await?;

@@ -295,36 +295,7 @@ async fn flip_once(
     let skip_reconcile = failpoint::armed(failpoint::FLIP_SKIP_RECONCILE);
     let mut rings = Vec::new();
     for (ring, slot_count, slot, generation) in columns {
-        let mut backfilled = 0;
-        if !skip_reconcile {
-            backfilled = super::rings::backfill(&tx, ring, slot_count, generation, false).await?;
-        }
-        let sql = format!(
-            "SELECT slot, generation FROM awa.{ring}_ring_rotations ORDER BY generation DESC LIMIT 1"
-        );
-        let (ledger_slot, ledger_generation): (i32, i64) = tx
-            .query_opt(&sql, &[])
-            .await
-            .map_err(|e| Error::db(format!("reading the {ring} ledger"), e))?
-            .map(|r| (r.get(0), r.get(1)))
-            .unwrap_or((-1, -1));
-        if !skip_reconcile {
-            let gaps = super::rings::ledger_gaps(&tx, ring, slot_count).await?;
-            if (ledger_slot, ledger_generation) != (slot, generation) || gaps > 0 {
-                return Err(Error::Refused(format!(
-                    "flip verification failed for the {ring} ring: ledger ends at (slot {ledger_slot}, generation {ledger_generation}) \
-                     with {gaps} missing generations in its last wrap, columns are at (slot {slot}, generation {generation}); nothing was changed"
-                )));
-            }
-        }
-        rings.push(RingFlip {
-            ring: ring.to_owned(),
-            columns_slot: slot,
-            columns_generation: generation,
-            ledger_slot,
-            ledger_generation,
-            backfilled,
-        });
+        rings.push(flip_ring(&tx, ring, slot_count, slot, generation, skip_reconcile).await?);
     }
     promote_ledger(&tx).await?;
     tx.commit()
@@ -333,5 +304,48 @@ async fn flip_once(
     Ok(FlipOutcome::Flipped {
         rings,
         forced: force,
+    })
+}
+
+/// One ring of the flip, in its transaction: the ledger backfilled from
+/// the columns (`slot_count`, `slot`, `generation`) and checked to end
+/// where they do with no gap, unless the seeded defect skips that.
+async fn flip_ring(
+    tx: &Transaction<'_>,
+    ring: &'static str,
+    slot_count: i32,
+    slot: i32,
+    generation: i64,
+    skip_reconcile: bool,
+) -> Result<RingFlip> {
+    let mut backfilled = 0;
+    if !skip_reconcile {
+        backfilled = super::rings::backfill(tx, ring, slot_count, generation, false).await?;
+    }
+    let sql = format!(
+        "SELECT slot, generation FROM awa.{ring}_ring_rotations ORDER BY generation DESC LIMIT 1"
+    );
+    let (ledger_slot, ledger_generation): (i32, i64) = tx
+        .query_opt(&sql, &[])
+        .await
+        .map_err(|e| Error::db(format!("reading the {ring} ledger"), e))?
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap_or((-1, -1));
+    if !skip_reconcile {
+        let gaps = super::rings::ledger_gaps(tx, ring, slot_count).await?;
+        if (ledger_slot, ledger_generation) != (slot, generation) || gaps > 0 {
+            return Err(Error::Refused(format!(
+                "flip verification failed for the {ring} ring: ledger ends at (slot {ledger_slot}, generation {ledger_generation}) \
+                 with {gaps} missing generations in its last wrap, columns are at (slot {slot}, generation {generation}); nothing was changed"
+            )));
+        }
+    }
+    Ok(RingFlip {
+        ring: ring.to_owned(),
+        columns_slot: slot,
+        columns_generation: generation,
+        ledger_slot,
+        ledger_generation,
+        backfilled,
     })
 }

@@ -212,6 +212,10 @@ fn checked_before_advance(current: i32, next: i32) -> i32 {
 }
 
 /// Advance the ring's cursor by one slot under the current authority.
+// Long on purpose: one transaction under the ring singleton's lock that
+// reads, decides and writes in order (each seeded defect's failpoint marks
+// the decision it changes); split, the lock's scope would no longer show
+// in one place.
 pub async fn rotate(client: &mut Client, ring: Ring) -> Result<Rotated> {
     let early = authority::read(&*client).await?;
     if early == Authority::Ledger {
@@ -380,6 +384,11 @@ const RESTORE_LOCK_TIMEOUT: &str = "SELECT set_config('lock_timeout', $1, true)"
 /// passes `Timings::prune_lock_wait`, a fraction of `stale_after`; the
 /// claim ring has two tables, so twice that at worst): the request queues
 /// every other user of the ring's tables behind it while it waits.
+// Long on purpose: one transaction whose every early return (busy, empty,
+// live) rolls back before anything is written, and whose check, bounded
+// lock, re-check under that lock, archive and truncate must run in this
+// order; split, the order and the rollbacks would be spread over
+// functions that each borrow the transaction.
 pub async fn prune(client: &mut Client, ring: Ring, lock_wait: Duration) -> Result<Pruned> {
     let mode = authority::read(&*client).await?;
     let n = slot_count(&*client, ring).await?;
