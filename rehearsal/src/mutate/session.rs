@@ -86,6 +86,7 @@ fn jobs(
                 estimate: matrix.schedule.cores_per_cell_on(backend),
                 basis: Basis::Nothing,
                 busy: Busy::now(cores),
+                backend,
             })
         }
     }

@@ -25,14 +25,18 @@
 //! so the ring did not rotate in between.
 //!
 //! A stall is judged against the load inside its own window. When the
-//! machine was squeezed while the ring stood still (the harness's pulse or
-//! a heartbeat half a rotation late, or the kernel's CPU pressure at
-//! [`SQUEEZED_PRESSURE_PCT`]), a leader whose heartbeat stays fresh can
-//! still get too little CPU, or too slow a database, to rotate on time:
-//! on docker at five cells on two cores a clean ring stood 8.2 s against
-//! an 8 s bound. Such a stall is a finding only past [`SQUEEZED_STRETCH`]
-//! times the bound (a release that stops rotation stands still until the
-//! cell ends); shorter, it is [`doubted`], and the cell cannot pass on it.
+//! cell's processes were squeezed while the ring stood still (the
+//! harness's pulse or a heartbeat half a rotation late), a leader whose
+//! heartbeat stays fresh can still get too little CPU, or too slow a
+//! database, to rotate on time: on docker at five cells on two cores a
+//! clean ring stood 8.2 s against an 8 s bound. Such a stall is a finding
+//! only past [`SQUEEZED_STRETCH`] times the bound (a release that stops
+//! rotation stands still until the cell ends); shorter, it is
+//! [`doubted`], and the cell cannot pass on it. The kernel's CPU pressure
+//! is named beside the lateness but decides nothing: it counts every
+//! runnable task, a niced build's as much as the cell's, and at 98% with
+//! builds beside the run a seeded rotation defect stood 17 s while the
+//! cell's pulse and heartbeats ran under 50 ms late.
 
 use std::collections::BTreeMap;
 
@@ -44,15 +48,10 @@ use crate::observe::{self, Finding, LivenessSample, Observations, TickLoad};
 const MIN_STALL_MS: u64 = 5_000;
 /// Slots per ring in every schema this rehearsal knows.
 const SLOTS: u64 = 8;
-/// CPU pressure (`some avg10`, percent) at which a stall's window counts
-/// as squeezed whatever the pulse says. A packed run sits at 50-90% by
-/// design (see the scheduler's pressure gate), so the bar is high: it
-/// names a machine where runnable work waited for a CPU nearly all the
-/// time.
-pub(super) const SQUEEZED_PRESSURE_PCT: u8 = 95;
 /// How many times its bound a ring must stand still in a squeezed window
-/// to be a finding.
-pub(super) const SQUEEZED_STRETCH: u64 = 3;
+/// to be a finding: the clean stalls seen under load stood at most 4% past
+/// the bound, a seeded rotation defect 2.2 times it.
+pub(super) const SQUEEZED_STRETCH: u64 = 2;
 
 /// How long a ring may stand still with rows and nothing live in its way:
 /// one full wrap of rotations, at least [`MIN_STALL_MS`].
@@ -90,17 +89,11 @@ impl Run {
         self.load.cpu_pressure_pct = self.load.cpu_pressure_pct.max(s.load.cpu_pressure_pct);
     }
 
-    /// Whether the machine was squeezed while the ring stood still: the
-    /// pulse or a heartbeat half a rotation late, or the CPU pressure at
-    /// [`SQUEEZED_PRESSURE_PCT`].
+    /// Whether the cell's processes were squeezed while the ring stood
+    /// still: the pulse or a heartbeat half a rotation late.
     fn squeezed(&self, stall_after_ms: u64) -> bool {
         let half_rotation = stall_after_ms / (2 * SLOTS);
-        self.load.pulse_late_ms >= half_rotation
-            || self.load.beat_late_ms >= half_rotation
-            || self
-                .load
-                .cpu_pressure_pct
-                .is_some_and(|p| p >= SQUEEZED_PRESSURE_PCT)
+        self.load.pulse_late_ms >= half_rotation || self.load.beat_late_ms >= half_rotation
     }
 
     /// A stall long enough to judge: past the bound on a machine that kept
@@ -499,15 +492,17 @@ mod tests {
         // A machine that kept up: 8.25 s is a finding, nothing doubted.
         let (found, doubt) = stand(8_250, TickLoad::default());
         assert_eq!((found.len(), doubt), (1, None));
-        // Busy below every bar: still judged.
+        // Busy below every bar: still judged. The kernel's pressure alone
+        // decides nothing (a niced build beside the run raises it).
         let busy = TickLoad {
             pulse_late_ms: 400,
             beat_late_ms: 400,
-            cpu_pressure_pct: Some(90),
+            cpu_pressure_pct: Some(99),
         };
         assert_eq!(stand(8_250, busy).0.len(), 1);
-        // Squeezed by any one measure: doubted, not found.
-        for load in [pulse, beats, pressure] {
+        assert_eq!(stand(8_250, pressure).0.len(), 1);
+        // Squeezed by either lateness: doubted, not found.
+        for load in [pulse, beats] {
             let (found, doubt) = stand(8_250, load);
             assert_eq!(found, [], "{load:?}");
             assert!(doubt.is_some(), "{load:?}");
@@ -517,12 +512,12 @@ mod tests {
             doubt.as_deref(),
             Some(
                 "the claim ring stood at generation 3 for 8.2s (from 0ms to 8.2s), past its 8.0s bound, \
-                 while the machine was squeezed (the harness's pulse up to 1.2s late): a stall under 24.0s \
+                 while the machine was squeezed (the harness's pulse up to 1.2s late): a stall under 16.0s \
                  in such a window may be the load's, so rotation was not judged"
             )
         );
-        // Past three times the bound, squeezed or not, it is a finding.
-        let (found, doubt) = stand(24_000, pressure);
+        // Past twice the bound, squeezed or not, it is a finding.
+        let (found, doubt) = stand(16_000, pulse);
         assert_eq!((found.len(), doubt), (1, None));
         // The load anywhere inside the run counts: one late tick in the
         // middle squeezes the whole window.
