@@ -37,9 +37,9 @@ pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
 };
 pub use step_records::{
-    CancelRecord, FaultRecord, FenceRecord, FlipRecord, MidMigrationStart, Phase, PrunedBack,
-    RefusalTiming, RingPrunedBack, SchemaCheck, SchemaRecord, SchemaVersionRow, StepFailure,
-    StepOutcome, UntilRecord,
+    CancelRecord, FaultRecord, FenceRecord, FlipRecord, MidMigrationStart, PartitionHold, Phase,
+    PrunedBack, RefusalTiming, RingPrunedBack, SchemaCheck, SchemaRecord, SchemaVersionRow,
+    StepFailure, StepOutcome, UntilRecord,
 };
 pub use wording::{agree, count, duration, thousands};
 
@@ -130,6 +130,10 @@ pub struct Observations {
     /// Every `hold` with `until`: whether its condition held in time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untils: Vec<UntilRecord>,
+    /// Every `hold` with `lock_ring`: what its client saw of the prunes
+    /// that met the partitions it held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_holds: Vec<PartitionHold>,
     /// Attempts whose own run reported them lost (`lease_lost`, or a close
     /// that lost) and never reported its close recorded, by run lease.
     /// The run folder keeps them in the cell's history (format 1.1).

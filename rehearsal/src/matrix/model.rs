@@ -27,9 +27,10 @@ pub use artifact::{Artifact, ArtifactSource, BuildSource, ImageLine, ImageSource
 pub use check::{CHECK_NAMES, Check, LEADER_IS};
 pub use finding_rule::FindingRule;
 pub use step_kinds::{
-    AssertStep, CancelStep, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep, HoldStep,
-    KillStep, KillTarget, LoadStep, MigrateStep, Outcome, PgCrashStep, ResumeSignal, ResumeStep,
-    RollStep, RollbackStep, STEP_NAMES, Signal, Step, SuspendAt, SuspendStep, Until, When,
+    AssertStep, CancelStep, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep, HeldRing,
+    HoldStep, KillStep, KillTarget, LoadStep, MigrateStep, Outcome, PgCrashStep, ResumeSignal,
+    ResumeStep, RollStep, RollbackStep, STEP_NAMES, Signal, Step, SuspendAt, SuspendStep, Until,
+    When,
 };
 
 /// A validated matrix.toml: artifacts, workload, timings, cells, named matrices.
@@ -330,11 +331,15 @@ pub enum Reach {
     /// flip met every ring busy and slot 0 free, the window a
     /// stale-discipline rotation needs.
     SlotZeroFree,
+    /// A `hold` with `lock_ring` saw a prune's lock request wait on the
+    /// partitions it held and give up while they were still held: the
+    /// prune met a held partition and timed out.
+    PruneMetHeldPartition,
 }
 
 impl Reach {
     /// Every interleaving, in the order `rehearse list` shows them.
-    pub const ALL: [Reach; 8] = [
+    pub const ALL: [Reach; 9] = [
         Reach::MixedClaims,
         Reach::LeaderFrozenAcrossFlip,
         Reach::LeaderTakeover,
@@ -343,6 +348,7 @@ impl Reach {
         Reach::FencedByResolver,
         Reach::FencedByTrigger,
         Reach::SlotZeroFree,
+        Reach::PruneMetHeldPartition,
     ];
 
     /// The name matrix.toml uses.
@@ -356,6 +362,7 @@ impl Reach {
             Reach::FencedByResolver => "fenced_by_resolver",
             Reach::FencedByTrigger => "fenced_by_trigger",
             Reach::SlotZeroFree => "slot_zero_free",
+            Reach::PruneMetHeldPartition => "prune_met_held_partition",
         }
     }
 
@@ -571,6 +578,7 @@ mod tests {
             duration: Duration::from_secs(5),
             reads: None,
             until: None,
+            lock_ring: None,
         });
         assert_eq!(
             serde_json::to_string(&step).unwrap(),

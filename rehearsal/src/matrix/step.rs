@@ -50,7 +50,7 @@ const OPTIONS: [(&str, &[&str]); 15] = [
     ("pg_crash", &[]),
     ("flip", &["expect", "timeout", "by"]),
     ("fence", &[]),
-    ("hold", &["reads", "until"]),
+    ("hold", &["reads", "until", "lock_ring"]),
     ("drain", &[]),
     ("assert", &[]),
     ("cancel", &["running", "available"]),

@@ -153,6 +153,7 @@ fn shipped_matrix_is_valid() {
         "defect-release-spends-attempt",
         "defect-finish-closes-newer-attempt",
         "defect-rescue-healthy-attempts",
+        "prune-meets-held-partition",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -433,6 +434,7 @@ fn a_valid_matrix_parses_every_step_with_defaults() {
             duration: Duration::from_secs(90),
             reads: None,
             until: None,
+            lock_ring: None,
         })
     );
     assert_eq!(
@@ -549,7 +551,7 @@ fn reach_names_known_interleavings_once() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nreach = [\"mixed_claim\", \"leader_takeover\", \"leader_takeover\"]\nsteps = [{ hold = \"1s\" }]\n",
         &[
-            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger, slot_zero_free",
+            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger, slot_zero_free, prune_met_held_partition",
             "matrix.toml:4:44: cell \"c\": reach lists \"leader_takeover\" twice; list it once",
         ],
     );
@@ -739,7 +741,7 @@ fn unknown_step_options() {
         ],
         &[
             "matrix.toml:6:23: cell \"c\", step 2 (roll): unknown option \"one_at_time\" for roll (did you mean \"one_at_a_time\"?); expected one of one_at_a_time, pause, producers",
-            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads, until",
+            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads, until, lock_ring",
         ],
     );
 }
@@ -759,6 +761,35 @@ fn a_hold_can_end_on_a_condition() {
     assert_eq!(
         Step::<KillStep>::Hold(*hold).to_string(),
         "hold up to 15s, until slot_zero_free"
+    );
+}
+
+#[test]
+fn a_hold_can_keep_a_ring_locked_on_its_own() {
+    let matrix = parse("matrix.toml", SHIPPED).unwrap();
+    let steps = &matrix.cell("prune-meets-held-partition").unwrap().steps;
+    let hold = steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Hold(h) if h.lock_ring.is_some() => Some(h),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(hold.lock_ring, Some(HeldRing::Claim));
+    assert_eq!(
+        Step::<KillStep>::Hold(*hold).to_string(),
+        "hold 16s, a client holding the claim ring's partitions now and then"
+    );
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 2 }"#,
+            r#"{ hold = "2s", lock_ring = "queues" }"#,
+            r#"{ hold = "2s", lock_ring = "claim", reads = "1s" }"#,
+        ],
+        &[
+            "matrix.toml:6:30: cell \"c\", step 2 (hold): invalid lock_ring \"queues\" (did you mean \"queue\"?); expected one of queue, claim, lease",
+            "matrix.toml:7:30: cell \"c\", step 3 (hold): lock_ring holds on its own: not with reads or until (its client is the only one beside the fleet, so what it proved is its own)",
+        ],
     );
 }
 

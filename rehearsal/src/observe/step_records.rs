@@ -176,6 +176,27 @@ pub struct UntilRecord {
     pub at_ms: u64,
 }
 
+/// A `hold` with `lock_ring`: what its client saw while it held the
+/// ring's partitions (ACCESS SHARE, in transactions of a few prune waits
+/// with gaps between them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionHold {
+    /// The hold's step (1-based).
+    pub step: usize,
+    pub ring: crate::matrix::HeldRing,
+    /// Transactions that held the partitions.
+    pub holds: u32,
+    /// ACCESS EXCLUSIVE requests (a prune's) seen waiting on them.
+    pub waits: u32,
+    /// Of those, the ones that stopped waiting while the partitions were
+    /// still held: the prune gave up on its lock.
+    pub gave_up: u32,
+    /// When the first gave up (ms since the cell started).
+    pub first_gave_up_ms: Option<u64>,
+    /// When the hold ended (ms since the cell started).
+    pub at_ms: u64,
+}
+
 /// A refusal the cell asked for (a migrate or flip expected to be
 /// refused or blocked, a fenced binary) or met by design (a binary-first
 /// start on the N-1 schema), and how long it took to come: from the

@@ -38,6 +38,7 @@ pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> V
                 Reach::FencedByResolver => fenced_by(FenceLayer::Resolver, obs),
                 Reach::FencedByTrigger => fenced_by(FenceLayer::Trigger, obs),
                 Reach::SlotZeroFree => slot_zero_free_at_flip(obs),
+                Reach::PruneMetHeldPartition => prune_met_held_partition(obs),
             };
             Reached {
                 reach,
@@ -303,6 +304,41 @@ fn slot_zero_free_at_flip(obs: &Observations) -> (bool, String) {
     )
 }
 
+/// A `lock_ring` hold that saw a prune's lock request wait on its
+/// partitions and give up while they were still held.
+fn prune_met_held_partition(obs: &Observations) -> (bool, String) {
+    let holds = &obs.partition_holds;
+    if let Some(h) = holds.iter().find(|h| h.gave_up > 0) {
+        return (
+            true,
+            format!(
+                "{} of {} waiting on the {} ring's held partitions (step {}) gave up while they were held, the first at {}",
+                h.gave_up,
+                crate::observe::count(u64::from(h.waits), "prune lock request"),
+                h.ring,
+                h.step,
+                h.first_gave_up_ms
+                    .map_or("an unknown time".to_owned(), duration)
+            ),
+        );
+    }
+    let seen = if holds.is_empty() {
+        "no hold with lock_ring ran".to_owned()
+    } else {
+        format!(
+            "no prune lock request gave up on the held partitions ({})",
+            list(holds.iter().map(|h| format!(
+                "the {} ring held {} in step {}, {} waited and got it once let go",
+                h.ring,
+                crate::observe::count(u64::from(h.holds), "time"),
+                h.step,
+                crate::observe::count(u64::from(h.waits), "prune lock request"),
+            )))
+        )
+    };
+    (false, seen)
+}
+
 fn fenced_by(layer: FenceLayer, obs: &Observations) -> (bool, String) {
     let Some(first_flip) = obs.flips.iter().map(|f| f.at_ms).min() else {
         return (false, "no flip ran".into());
@@ -422,6 +458,47 @@ mod tests {
             (
                 false,
                 "slot_zero_free held at 21.0s (step 5), but no flip ran after it"
+            )
+        );
+    }
+
+    #[test]
+    fn a_held_partition_is_met_only_by_a_prune_that_gave_up_while_it_was_held() {
+        use crate::matrix::HeldRing;
+        use crate::observe::PartitionHold;
+        let mut obs = Observations::default();
+        let r = one(Reach::PruneMetHeldPartition, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (false, "no hold with lock_ring ran")
+        );
+        // Prunes came, but each waited out the hold and got the lock.
+        obs.partition_holds.push(PartitionHold {
+            step: 3,
+            ring: HeldRing::Queue,
+            holds: 4,
+            waits: 2,
+            gave_up: 0,
+            first_gave_up_ms: None,
+            at_ms: 12_000,
+        });
+        let r = one(Reach::PruneMetHeldPartition, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (
+                false,
+                "no prune lock request gave up on the held partitions (the queue ring held 4 times in step 3, 2 prune lock requests waited and got it once let go)"
+            )
+        );
+        obs.partition_holds[0].waits = 5;
+        obs.partition_holds[0].gave_up = 3;
+        obs.partition_holds[0].first_gave_up_ms = Some(4_250);
+        let r = one(Reach::PruneMetHeldPartition, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (
+                true,
+                "3 of 5 prune lock requests waiting on the queue ring's held partitions (step 3) gave up while they were held, the first at 4.2s"
             )
         );
     }

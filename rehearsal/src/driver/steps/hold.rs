@@ -1,13 +1,15 @@
 //! `hold`: let the fleet run as it is (optionally beside a busy reader).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use super::super::state::GatedFlip;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
-use crate::matrix::{HoldStep, Until};
-use crate::observe::{StepOutcome, UntilRecord};
+use crate::matrix::{HeldRing, HoldStep, Until};
+use crate::observe::{PartitionHold, StepOutcome, UntilRecord};
 
 /// One read statement that keeps a snapshot (and so a `backend_xmin`)
 /// for `$1` seconds, inside no transaction of its own.
@@ -20,6 +22,9 @@ const READ: &str = "SELECT pg_sleep($1::float8)";
 pub(super) async fn hold(cx: &mut StepCtx<'_>, s: &HoldStep) -> Result<Done, Abort> {
     if let Some(until) = s.until {
         return hold_until(cx, s, until).await;
+    }
+    if let Some(ring) = s.lock_ring {
+        return hold_locking(cx, s, ring).await;
     }
     let Some(reads) = s.reads else {
         cx.cancel().sleep(s.duration.to_std()).await?;
@@ -52,6 +57,130 @@ pub(super) async fn hold(cx: &mut StepCtx<'_>, s: &HoldStep) -> Result<Done, Abo
         s.duration,
         crate::observe::count(statements as u64, "read statement")
     )))
+}
+
+/// How often a `lock_ring` client looks for lock requests waiting on it.
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+/// A `lock_ring` client holds the partitions for this many of the
+/// leader's prune waits at a time, then lets go for [`GAP_WAITS`]: a
+/// prune that comes in the first three quarters of a hold must give up, one
+/// that comes later or in the gap prunes, so the ring never stalls.
+const HELD_WAITS: u32 = 4;
+const GAP_WAITS: u32 = 2;
+/// The distinct sessions waiting for ACCESS EXCLUSIVE (a prune's lock, or
+/// its TRUNCATE) on something this session holds.
+const WAITING_ON_ME: &str = "
+SELECT DISTINCT l.pid FROM pg_locks l
+WHERE NOT l.granted AND l.mode = 'AccessExclusiveLock'
+  AND pg_backend_pid() = ANY(pg_blocking_pids(l.pid))";
+const LET_GO: &str = "COMMIT";
+
+/// Opens a transaction holding every partition of `ring`'s tables as a
+/// reporting transaction's reads do (ACCESS SHARE: no write waits on it,
+/// a prune's ACCESS EXCLUSIVE does).
+fn lock_ring_sql(ring: HeldRing) -> String {
+    let tables: Vec<String> = ring
+        .ring()
+        .tables()
+        .iter()
+        .map(|t| format!("awa.{t}"))
+        .collect();
+    format!(
+        "BEGIN; LOCK TABLE {} IN ACCESS SHARE MODE",
+        tables.join(", ")
+    )
+}
+
+/// `hold` with `lock_ring`: for the duration, a client on its own
+/// connection holds the ring's partitions for a few of the leader's prune
+/// waits at a time, with gaps, and records the prune lock requests it saw
+/// wait on them and give up while they were still held
+/// ([`PartitionHold`]). Whether the leader went on is for the rest of the
+/// cell to show (a runtime that dies unasked fails the step; the rings
+/// must prune back afterwards).
+async fn hold_locking(cx: &mut StepCtx<'_>, s: &HoldStep, ring: HeldRing) -> Result<Done, Abort> {
+    let client = super::super::database::connect(&cx.db.url)
+        .await
+        .map_err(|e| {
+            Abort::Harness(format!(
+                "the lock_ring client of a hold could not connect: {e}"
+            ))
+        })?;
+    let wait = awa_runtime::timings::Timings {
+        stale_after: cx.plan.timings.stale_after.to_std(),
+        ..Default::default()
+    }
+    .prune_lock_wait();
+    let end = Instant::now() + s.duration.to_std();
+    let mut record = PartitionHold {
+        step: cx.state.step_index,
+        ring,
+        holds: 0,
+        waits: 0,
+        gave_up: 0,
+        first_gave_up_ms: None,
+        at_ms: 0,
+    };
+    while Instant::now() < end {
+        client
+            .batch_execute(&lock_ring_sql(ring))
+            .await
+            .map_err(lock_client_failed)?;
+        record.holds += 1;
+        let until = (Instant::now() + wait * HELD_WAITS).min(end);
+        watch_waiters(cx, &client, until, &mut record).await?;
+        client
+            .batch_execute(LET_GO)
+            .await
+            .map_err(lock_client_failed)?;
+        let gap = (wait * GAP_WAITS).min(end.saturating_duration_since(Instant::now()));
+        cx.cancel().sleep(gap).await?;
+    }
+    record.at_ms = cx.ms();
+    let (holds, waits, gave_up) = (record.holds, record.waits, record.gave_up);
+    cx.state.obs.partition_holds.push(record);
+    Ok(Done::ok(format!(
+        "held {} beside a client that held the {ring} ring's partitions {}: {} waited on them, {gave_up} of them gave up while they were held",
+        s.duration,
+        crate::observe::count(u64::from(holds), "time"),
+        crate::observe::count(u64::from(waits), "prune lock request"),
+    )))
+}
+
+/// Polls the sessions waiting on this one until `until`: a waiter that
+/// is gone while the partitions are still held gave up on its lock.
+async fn watch_waiters(
+    cx: &StepCtx<'_>,
+    client: &tokio_postgres::Client,
+    until: Instant,
+    record: &mut PartitionHold,
+) -> Result<(), Abort> {
+    let mut waiting: BTreeSet<i32> = BTreeSet::new();
+    loop {
+        let now: BTreeSet<i32> = client
+            .query(WAITING_ON_ME, &[])
+            .await
+            .map_err(lock_client_failed)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let gone = waiting.difference(&now).count() as u32;
+        if gone > 0 && record.first_gave_up_ms.is_none() {
+            record.first_gave_up_ms = Some(cx.ms());
+        }
+        record.gave_up += gone;
+        record.waits += now.difference(&waiting).count() as u32;
+        waiting = now;
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        cx.cancel().sleep(LOCK_POLL.min(left)).await?;
+    }
+}
+
+fn lock_client_failed(e: tokio_postgres::Error) -> Abort {
+    Abort::Harness(format!("the lock_ring client of a hold failed: {e}"))
 }
 
 /// Whether every ring holds rows, none in slot 0, and no ring's cursor

@@ -365,6 +365,48 @@ pub struct HoldStep {
     /// holds (the duration is then the longest it waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Until>,
+    /// `lock_ring = "queue"`: meanwhile a client keeps that ring's
+    /// partitions locked now and then, as a long reporting transaction
+    /// would, so the leader's prunes meet a held partition: each must give
+    /// up within its bound and try again later, the leader leading on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_ring: Option<HeldRing>,
+}
+
+/// A ring a `hold` keeps locked (`lock_ring`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldRing {
+    /// Ready entries.
+    Queue,
+    /// Claim receipts and closures.
+    Claim,
+    /// Run leases.
+    Lease,
+}
+
+impl HeldRing {
+    /// Every ring, as matrix.toml names them.
+    pub const ALL: [(&'static str, HeldRing); 3] = [
+        ("queue", HeldRing::Queue),
+        ("claim", HeldRing::Claim),
+        ("lease", HeldRing::Lease),
+    ];
+
+    /// The runtime's ring.
+    pub fn ring(self) -> awa_runtime::store::Ring {
+        match self {
+            HeldRing::Queue => awa_runtime::store::Ring::Queue,
+            HeldRing::Claim => awa_runtime::store::Ring::Claim,
+            HeldRing::Lease => awa_runtime::store::Ring::Lease,
+        }
+    }
+}
+
+impl fmt::Display for HeldRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.ring().name())
+    }
 }
 
 /// A condition a hold can end on.

@@ -149,6 +149,12 @@ fn write_hold(f: &mut fmt::Formatter<'_>, s: &HoldStep) -> fmt::Result {
     if let Some(reads) = s.reads {
         write!(f, ", a client reading in {reads} statements meanwhile")?;
     }
+    if let Some(ring) = s.lock_ring {
+        write!(
+            f,
+            ", a client holding the {ring} ring's partitions now and then"
+        )?;
+    }
     Ok(())
 }
 

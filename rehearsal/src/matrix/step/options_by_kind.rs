@@ -4,9 +4,9 @@
 
 use super::super::duration::Duration;
 use super::super::model::{
-    AssertStep, CURRENT, CancelStep, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep, HoldStep,
-    KillStep, KillTarget, LoadStep, MigrateStep, Outcome, PgCrashStep, ResumeSignal, ResumeStep,
-    RollStep, RollbackStep, Signal, Step, SuspendAt, SuspendStep, Until, When,
+    AssertStep, CURRENT, CancelStep, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep, HeldRing,
+    HoldStep, KillStep, KillTarget, LoadStep, MigrateStep, Outcome, PgCrashStep, ResumeSignal,
+    ResumeStep, RollStep, RollbackStep, Signal, Step, SuspendAt, SuspendStep, Until, When,
 };
 use super::option_reader::Reader;
 use super::{MAX_AFTER_STARTED, MAX_CANCELS, MAX_PRODUCERS, MAX_WORKERS};
@@ -197,11 +197,23 @@ fn hold(r: &mut Reader<'_, '_>) -> Option<Step> {
             Until::SlotZeroFree,
         )
     });
+    let lock_ring = r
+        .get("lock_ring")
+        .is_some()
+        .then(|| r.choice("lock_ring", &HeldRing::ALL, HeldRing::Queue));
+    if lock_ring.is_some() && (reads.is_some() || until.is_some()) {
+        let span = r.span_of("lock_ring");
+        r.fail(
+            span,
+            "lock_ring holds on its own: not with reads or until (its client is the only one beside the fleet, so what it proved is its own)",
+        );
+    }
     duration.map(|duration| {
         Step::Hold(HoldStep {
             duration,
             reads,
             until,
+            lock_ring,
         })
     })
 }
