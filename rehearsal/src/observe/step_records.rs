@@ -315,6 +315,20 @@ pub struct SchemaRecord {
     pub at_ms: u64,
     /// The rows, by version.
     pub rows: Vec<SchemaVersionRow>,
+    /// What the migrate said it did (its `migrated` event's versions):
+    /// absent when it printed none (refused, failed) and when it ran more
+    /// than once in its step (a re-run after a PostgreSQL crash reports
+    /// only its own run, not what the crashed one may have committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported: Option<MigratedRange>,
+}
+
+/// The versions a migrate's `migrated` event names: it brought the schema
+/// from `from` to `to` (equal when it was up to date).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigratedRange {
+    pub from: i64,
+    pub to: i64,
 }
 
 /// A `schema_matches_fresh` comparison: what differed from a fresh install.

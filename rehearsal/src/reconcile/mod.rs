@@ -18,6 +18,8 @@
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
+//! - `migrations` finds `schema_version` not recording each migration once,
+//!   in order, by the one run that its `migrated` event says applied it;
 //! - `refusals` finds refusals that came only after a good part of the
 //!   runtimes' patience for transient failures (a refusal is prompt);
 //! - `faults` says whether every fault step has evidence that it fired;
@@ -56,6 +58,7 @@ mod growth;
 pub mod history;
 mod judged;
 mod liveness;
+mod migrations;
 mod placement;
 mod reach;
 pub mod recorded;
@@ -196,6 +199,7 @@ pub async fn reconcile_recorded(
     findings.extend(placement::findings(&storage.misplaced, obs));
     findings.extend(runtimes::findings(&storage, obs));
     findings.extend(schema::findings(obs, &storage.schema_versions));
+    findings.extend(migrations::findings(obs, &storage.schema_versions));
     findings.extend(refusals::findings(
         obs,
         refusals::bound_ms(crate::driver::env::DB_PATIENCE),

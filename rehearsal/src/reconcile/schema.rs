@@ -30,6 +30,7 @@ fn rewritten(obs: &Observations, end: &[SchemaVersionRow]) -> Vec<Finding> {
         by: String::new(),
         at_ms: u64::MAX,
         rows: end.to_vec(),
+        reported: None,
     };
     let records: Vec<&SchemaRecord> = obs.schema_history.iter().chain([&last]).collect();
     records
@@ -147,6 +148,7 @@ mod tests {
             by: by.into(),
             at_ms: step as u64 * 1_000,
             rows: rows(r),
+            reported: None,
         }
     }
 

@@ -108,7 +108,10 @@ use crate::reconcile::Detection;
 ///   engine's own CPU during the run (daemons, shims, storage driver),
 ///   also counted in `children_cpu_ms` and so in the floor and in
 ///   `--jobs auto`'s cores per cell; absent elsewhere.
-pub const FORMAT_VERSION: &str = "1.21";
+/// - `1.22`: per `schema_history` record `reported`, the versions the
+///   migrate's `migrated` event named (`from`, `to`; absent when it printed
+///   none or ran twice), and the finding rule `migration_misrecorded`.
+pub const FORMAT_VERSION: &str = "1.22";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

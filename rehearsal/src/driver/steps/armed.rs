@@ -50,6 +50,8 @@ pub(super) struct Judged {
     pub id: ProcId,
     /// When it started (ms since the cell started).
     pub at_ms: u64,
+    /// It is the second run, after a PostgreSQL crash ended the first.
+    pub reran: bool,
 }
 
 /// Runs `cmd`, fires the faults armed for it once it is in flight,
@@ -87,7 +89,11 @@ pub(super) async fn run_armed(
     let crashed = fired?;
     cx.finish_command(id, COMMAND_TIMEOUT).await?;
     if !crashed {
-        return Ok(Judged { id, at_ms });
+        return Ok(Judged {
+            id,
+            at_ms,
+            reran: false,
+        });
     }
     let why = cx.proc(id, |p| p.why_ended());
     notes.push(format!(
@@ -104,7 +110,11 @@ pub(super) async fn run_armed(
             COMMAND_TIMEOUT,
         )
         .await?;
-    Ok(Judged { id, at_ms })
+    Ok(Judged {
+        id,
+        at_ms,
+        reran: true,
+    })
 }
 
 /// Fires the faults armed for `when`, inside `trigger` (a migrate or

@@ -78,7 +78,10 @@ pub(super) async fn migrate(cx: &mut StepCtx<'_>, s: &MigrateStep) -> Result<Don
     if s.expect == Outcome::Refused && end.code == Some(EXIT_REFUSED) {
         notes.extend(cx.time_refusal("migrate", judged.id, judged.at_ms, StepOutcome::Refused, 0));
     }
-    super::schema_check::record_schema(cx, &s.artifact).await;
+    let reported = (!judged.reran)
+        .then(|| super::schema_check::migrated_range(&end.output))
+        .flatten();
+    super::schema_check::record_schema(cx, &s.artifact, reported).await;
     let done = judge_migrate(cx, s, end, &mut notes).await?;
     Ok(with_notes(done, notes))
 }

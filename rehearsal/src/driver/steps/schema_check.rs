@@ -11,8 +11,9 @@ use super::super::step_ctx::StepCtx;
 use super::super::{Abort, EXIT_OK};
 use super::assert::Held;
 use super::setup::{Whose, fresh_install_failure};
+use crate::fleet::Event;
 use crate::matrix::CURRENT;
-use crate::observe::{SchemaCheck, SchemaRecord};
+use crate::observe::{MigratedRange, SchemaCheck, SchemaRecord};
 use crate::schema::{self, Judged};
 
 /// Longest database name PostgreSQL keeps.
@@ -24,9 +25,26 @@ fn scratch_name(cell_db: &str, step: usize) -> String {
     format!("{}{suffix}", identifier(cell_db, MAX_IDENT - suffix.len()))
 }
 
+/// The versions a migrate's `migrated` event names, if it printed one.
+pub(super) fn migrated_range(output: &[Event]) -> Option<MigratedRange> {
+    output.iter().find_map(|e| match e {
+        Event::Migrated(m) => Some(MigratedRange {
+            from: m.from,
+            to: m.to,
+        }),
+        _ => None,
+    })
+}
+
 /// Records `awa.schema_version` now, after setup or a migrate step by
-/// `by`; a failed read leaves a note (the rule then has a gap, not a lie).
-pub(in crate::driver) async fn record_schema(cx: &mut StepCtx<'_>, by: &str) {
+/// `by`, with what that migrate `reported` it did (None: it printed no
+/// `migrated` event, or ran twice); a failed read leaves a note (the
+/// rules then have a gap, not a lie).
+pub(in crate::driver) async fn record_schema(
+    cx: &mut StepCtx<'_>,
+    by: &str,
+    reported: Option<MigratedRange>,
+) {
     match cx.probe.schema_rows().await {
         Ok(rows) => {
             let record = SchemaRecord {
@@ -34,6 +52,7 @@ pub(in crate::driver) async fn record_schema(cx: &mut StepCtx<'_>, by: &str) {
                 by: format!("{by} {}", cx.version_of(by)),
                 at_ms: cx.ms(),
                 rows,
+                reported,
             };
             cx.state.obs.schema_history.push(record);
         }

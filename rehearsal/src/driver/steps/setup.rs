@@ -53,7 +53,8 @@ async fn prepare_schema(cx: &mut StepCtx<'_>, by: &str) -> Result<String, Abort>
             },
         );
     }
-    super::schema_check::record_schema(cx, by).await;
+    let reported = cx.proc(id, |p| super::schema_check::migrated_range(&p.json));
+    super::schema_check::record_schema(cx, by, reported).await;
     let schema = cx.probe.schema_version().await.unwrap_or(0);
     Ok(format!(
         "{} schema v{schema} by {by} ({version})",

@@ -51,6 +51,13 @@ pub enum FindingRule {
     /// removed later (a pre-guard binary took a newer schema for a legacy
     /// one and re-applied its migrations, ADR-041 context item 1).
     SchemaRewritten,
+    /// `schema_version` does not record each migration once, by the run
+    /// that applied it: a version missing below the newest or recorded
+    /// twice, a lower version recorded after a higher one, one migrate's
+    /// versions with different `applied_at` (a migrate is one
+    /// transaction), or rows other than the versions its `migrated` event
+    /// names (a migration re-applied, or the wrong branch taken).
+    MigrationMisrecorded,
     /// The upgraded schema differs from a fresh install of the current
     /// build in a way the matrix does not declare intended.
     SchemaDrift,
@@ -85,7 +92,7 @@ pub enum FindingRule {
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 27] = [
+    pub const ALL: [FindingRule; 28] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -105,6 +112,7 @@ impl FindingRule {
         FindingRule::N1Incompatible,
         FindingRule::FloorBypassed,
         FindingRule::SchemaRewritten,
+        FindingRule::MigrationMisrecorded,
         FindingRule::SchemaDrift,
         FindingRule::UnstoppedHandler,
         FindingRule::EarlyStart,
@@ -134,6 +142,7 @@ impl FindingRule {
                 | FindingRule::CountDrift
                 | FindingRule::FlipUnverified
                 | FindingRule::SchemaRewritten
+                | FindingRule::MigrationMisrecorded
                 | FindingRule::SchemaDrift
                 | FindingRule::UnstoppedHandler
                 | FindingRule::EarlyStart
@@ -165,6 +174,7 @@ impl FindingRule {
             FindingRule::N1Incompatible => "n1_incompatible",
             FindingRule::FloorBypassed => "floor_bypassed",
             FindingRule::SchemaRewritten => "schema_rewritten",
+            FindingRule::MigrationMisrecorded => "migration_misrecorded",
             FindingRule::SchemaDrift => "schema_drift",
             FindingRule::UnstoppedHandler => "unstopped_handler",
             FindingRule::EarlyStart => "early_start",
