@@ -37,7 +37,7 @@ pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
 };
 pub use step_records::{
-    CancelRecord, FaultRecord, FenceRecord, FlipRecord, MidMigrationStart, MigratedRange, PartitionHold, Phase,
+    CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, MidMigrationStart, MigratedRange, PartitionHold, Phase,
     PrunedBack, RefusalTiming, RingPrunedBack, SchemaCheck, SchemaRecord, SchemaVersionRow,
     StepFailure, StepOutcome, UntilRecord,
 };

@@ -91,3 +91,65 @@ async fn a_session_counts_as_holding_ring_locks_only_once_it_locked_the_row() {
     tx.rollback().await.unwrap();
     probe.close();
 }
+
+/// `holder_misreported` judges the transaction age a blocked command
+/// printed for a lock holder against the probe's reading of the same
+/// transaction, taken once the command ended: the product's own reading
+/// (`lock_wait::holders`, what a blocked flip prints) must fall between
+/// the probe's reading less the time since it was asked and the probe's
+/// reading, and one a minute off (the clock shifted) must not. Once the
+/// transaction is over there is nothing to read.
+#[tokio::test]
+async fn the_probe_reads_a_holders_transaction_age_as_a_blocked_command_names_it() {
+    use std::time::{Duration, Instant};
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster
+        .create_database("ages")
+        .await
+        .expect("create database");
+    let mut holder = cluster.connect("ages").await.unwrap();
+    awa_runtime::schema::migrate(&mut holder, &Default::default())
+        .await
+        .unwrap();
+    let pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let tx = holder.transaction().await.unwrap();
+    tx.batch_execute("LOCK TABLE awa.claim_ring_state IN ROW SHARE MODE")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    let asked = Instant::now();
+    let other = cluster.connect("ages").await.unwrap();
+    let named = awa_runtime::store::lock_wait::holders(&other, Duration::from_millis(200))
+        .await
+        .unwrap();
+    let named = named
+        .iter()
+        .find(|h| h.pid == pid)
+        .unwrap_or_else(|| panic!("the holder was not named: {named:?}"))
+        .transaction_age_ms;
+    let mut probe = Probe::new(&cluster.url("ages"));
+    let read = probe
+        .transaction_age_ms(pid)
+        .await
+        .unwrap()
+        .expect("the holder's transaction is open");
+    let window = i64::try_from(asked.elapsed().as_millis()).unwrap();
+    assert!(named >= 400, "named {named} ms, held 400 ms at least");
+    assert!(
+        read - window - 50 <= named && named <= read + 50,
+        "named {named} ms outside {}..{} (read {read} ms, {window} ms after asking)",
+        read - window - 50,
+        read + 50
+    );
+    let shifted = named + 60_000;
+    assert!(shifted > read + 50, "a minute off must fall outside");
+
+    tx.rollback().await.unwrap();
+    assert_eq!(probe.transaction_age_ms(pid).await.unwrap(), None);
+    probe.close();
+}

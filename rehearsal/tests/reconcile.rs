@@ -1116,6 +1116,7 @@ async fn a_ledger_ahead_of_its_columns_under_columns_authority_is_mixed_discipli
 async fn a_ledger_that_does_not_verify_after_the_flip_is_unverified() {
     let mut obs = observations();
     obs.flips.push(FlipRecord {
+        holder_ages: Vec::new(),
         mode: matrix::FlipMode::Manual,
         expected: matrix::Outcome::Ok,
         exit_code: Some(0),

@@ -46,6 +46,11 @@ SELECT (SELECT count(*) FROM awa.queue_entries WHERE generation <= $1),
 const LIVE_JOBS: &str =
     "SELECT count(*), count(*) FILTER (WHERE NOT (args ? 'cron')) FROM awa.jobs";
 const INSTANCES_OF_VERSION: &str = "SELECT count(*) FROM awa.runtime_instances WHERE version = $1";
+/// How long backend `$1`'s transaction has been open, in ms by the
+/// server's clock, worked out as the runtime's lock wait words a holder's
+/// age (no row: the session is gone or outside a transaction).
+const TRANSACTION_AGE: &str = "SELECT (extract(epoch FROM now() - xact_start) * 1000)::int8 \
+     FROM pg_stat_activity WHERE pid = $1 AND xact_start IS NOT NULL";
 const SERVER_EPOCH: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
 /// The migration's transaction-scoped advisory lock: the runtime's
 /// `MIGRATE_LOCK_KEY` as pg_locks splits a bigint key (high 32 bits in
@@ -366,6 +371,16 @@ impl Probe {
             .one(RING_ROWS_THROUGH, &[&through[0], &through[1], &through[2]])
             .await?;
         Ok([row.get(0), row.get(1), row.get(2)])
+    }
+
+    /// The age of backend `pid`'s open transaction by the server's clock
+    /// (ms); `None` when it has none or is gone.
+    pub async fn transaction_age_ms(&mut self, pid: i32) -> Result<Option<i64>, ProbeError> {
+        Ok(self
+            .rows(TRANSACTION_AGE, &[&pid])
+            .await?
+            .first()
+            .map(|r| r.get(0)))
     }
 
     /// The server's clock, as Unix seconds.

@@ -129,6 +129,29 @@ pub struct FlipRecord {
     /// The events the command printed (for an auto-flip, the `flipped`
     /// events the cell's workers printed).
     pub output: Vec<Event>,
+    /// Each holder a `blocked` event named whose transaction was still
+    /// open when the command had ended: its age as printed, against the
+    /// database's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder_ages: Vec<HolderAge>,
+}
+
+/// A lock holder a blocked command named: the age of its transaction as
+/// the command printed it, and the same transaction's age by the server's
+/// clock when the harness read `pg_stat_activity` right after the command
+/// ended. The command read the age inside `window_ms` before that read,
+/// so it cannot be above `read_ms`, nor below `read_ms - window_ms`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HolderAge {
+    /// The holder's backend pid.
+    pub pid: i32,
+    /// What the command printed (`transaction_age_ms`).
+    pub named_ms: i64,
+    /// The age the database gave when the harness read it.
+    pub read_ms: i64,
+    /// From the command's request (its start, or its start gate opening)
+    /// to that read, by the cell's clock.
+    pub window_ms: u64,
 }
 
 /// An old binary started after the flip to prove the fence.

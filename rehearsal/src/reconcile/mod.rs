@@ -22,6 +22,8 @@
 //!   in order, by the one run that its `migrated` event says applied it;
 //! - `refusals` finds refusals that came only after a good part of the
 //!   runtimes' patience for transient failures (a refusal is prompt);
+//! - `holders` finds a blocked flip naming a holder's transaction age the
+//!   database's clock contradicts;
 //! - `faults` says whether every fault step has evidence that it fired;
 //! - `reach` says whether the cell reached the interleavings it declares;
 //! - `starvation` says whether a timing-sensitive step ran starved past
@@ -56,6 +58,7 @@
 mod faults;
 mod growth;
 pub mod history;
+mod holders;
 mod judged;
 mod liveness;
 mod migrations;
@@ -200,6 +203,7 @@ pub async fn reconcile_recorded(
     findings.extend(runtimes::findings(&storage, obs));
     findings.extend(schema::findings(obs, &storage.schema_versions));
     findings.extend(migrations::findings(obs, &storage.schema_versions));
+    findings.extend(holders::findings(obs));
     findings.extend(refusals::findings(
         obs,
         refusals::bound_ms(crate::driver::env::DB_PATIENCE),

@@ -389,6 +389,7 @@ mod tests {
 
     fn flip(at_ms: u64) -> FlipRecord {
         FlipRecord {
+            holder_ages: Vec::new(),
             mode: FlipMode::Manual,
             expected: Outcome::Ok,
             exit_code: Some(0),
@@ -516,6 +517,7 @@ mod tests {
             })
             .collect();
         FlipRecord {
+            holder_ages: Vec::new(),
             output: vec![Event::Flipped(awa_runtime::events::Flipped {
                 rings,
                 ..Default::default()

@@ -549,6 +549,7 @@ mod tests {
         let obs = Observations {
             fences: vec![fence(Some(2), true, "abc")],
             flips: vec![FlipRecord {
+                holder_ages: Vec::new(),
                 mode: FlipMode::Manual,
                 expected: Outcome::Ok,
                 exit_code: Some(0),

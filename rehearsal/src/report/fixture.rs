@@ -342,6 +342,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             }],
         }],
         flips: vec![FlipRecord {
+            holder_ages: Vec::new(),
             mode: FlipMode::Manual,
             expected: Outcome::Ok,
             exit_code: Some(0),

@@ -111,7 +111,10 @@ use crate::reconcile::Detection;
 /// - `1.22`: per `schema_history` record `reported`, the versions the
 ///   migrate's `migrated` event named (`from`, `to`; absent when it printed
 ///   none or ran twice), and the finding rule `migration_misrecorded`.
-pub const FORMAT_VERSION: &str = "1.22";
+/// - `1.23`: per flip `holder_ages` (each holder a `blocked` event named: the age
+///   it printed, the database's when the driver read it, and the window
+///   between; absent when none), and the finding rule `holder_misreported`.
+pub const FORMAT_VERSION: &str = "1.23";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

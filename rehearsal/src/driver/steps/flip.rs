@@ -12,8 +12,8 @@ use super::{CommandEnd, command_end, refused_against_plan, with_notes};
 use crate::fleet::Event;
 use crate::fleet::events::{Blocked, Flipped};
 use crate::matrix::{Duration as MatrixDuration, FlipMode, FlipStep, Outcome, When};
-use crate::observe::FlipRecord;
 use crate::observe::StepOutcome;
+use crate::observe::{FlipRecord, HolderAge};
 
 /// A transaction holding `awa.ring_cursor_authority` FOR UPDATE, and
 /// its backend pid; `None` before the expand migration.
@@ -81,7 +81,9 @@ pub(super) async fn flip(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abo
     };
     let judged = super::armed::run_armed(cx, command, &mut notes).await?;
     let end = command_end(cx, judged.id);
+    let holder_ages = holder_ages(cx, &end.output, judged.at_ms).await;
     cx.state.obs.flips.push(FlipRecord {
+        holder_ages,
         mode: s.mode,
         expected: s.expect,
         exit_code: end.code,
@@ -93,6 +95,32 @@ pub(super) async fn flip(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abo
         notes.extend(cx.time_refusal("flip", judged.id, judged.at_ms, outcome, wait_ms));
     }
     Ok(with_notes(done, notes))
+}
+
+/// Each holder the flip's `blocked` event named whose transaction is
+/// still open, read now (the flip has ended) by the server's clock: the
+/// age the flip printed is judged against it (`holder_misreported`). A
+/// holder that is gone, or a failed read, is left out: unverified, not
+/// wrong.
+async fn holder_ages(cx: &mut StepCtx<'_>, output: &[Event], requested_ms: u64) -> Vec<HolderAge> {
+    let Some(blocked) = output.iter().rev().find_map(|e| match e {
+        Event::Blocked(b) => Some(b),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let mut ages = Vec::new();
+    for h in &blocked.holders {
+        if let Ok(Some(read_ms)) = cx.probe.transaction_age_ms(h.pid).await {
+            ages.push(HolderAge {
+                pid: h.pid,
+                named_ms: h.transaction_age_ms,
+                read_ms,
+                window_ms: cx.ms().saturating_sub(requested_ms),
+            });
+        }
+    }
+    ages
 }
 
 /// The refusal a flip ended in, when the step expects it, and the wait
@@ -239,6 +267,7 @@ async fn flip_auto(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abort> {
         (output, by)
     });
     cx.state.obs.flips.push(FlipRecord {
+        holder_ages: Vec::new(),
         mode: FlipMode::Auto,
         expected: s.expect,
         exit_code: None,

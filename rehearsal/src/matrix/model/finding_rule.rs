@@ -88,11 +88,14 @@ pub enum FindingRule {
     /// good part of the runtime's patience for transient database
     /// failures: a decision made before any write was retried or waited on.
     SlowRefusal,
+    /// A command that gave up on a held lock named a holder's transaction
+    /// age the database's own clock contradicts.
+    HolderMisreported,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 28] = [
+    pub const ALL: [FindingRule; 29] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -121,6 +124,7 @@ impl FindingRule {
         FindingRule::CancelIgnored,
         FindingRule::UnexplainedInterruption,
         FindingRule::SlowRefusal,
+        FindingRule::HolderMisreported,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -149,6 +153,7 @@ impl FindingRule {
                 | FindingRule::UnreachableReady
                 | FindingRule::Misplaced
                 | FindingRule::CancelIgnored
+                | FindingRule::HolderMisreported
         )
     }
 
@@ -183,6 +188,7 @@ impl FindingRule {
             FindingRule::CancelIgnored => "cancel_ignored",
             FindingRule::UnexplainedInterruption => "unexplained_interruption",
             FindingRule::SlowRefusal => "slow_refusal",
+            FindingRule::HolderMisreported => "holder_misreported",
         }
     }
 
