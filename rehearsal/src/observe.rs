@@ -37,9 +37,9 @@ pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
 };
 pub use step_records::{
-    CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, MidMigrationStart, MigratedRange, PartitionHold, Phase,
-    PrunedBack, RefusalTiming, RingPrunedBack, SchemaCheck, SchemaRecord, SchemaVersionRow,
-    StepFailure, StepOutcome, UntilRecord,
+    CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, MidMigrationStart,
+    MigratedRange, PartitionHold, Phase, PrunedBack, RefusalTiming, RingPrunedBack, SchemaCheck,
+    SchemaRecord, SchemaVersionRow, StepFailure, StepOutcome, UntilRecord,
 };
 pub use wording::{agree, count, duration, thousands};
 

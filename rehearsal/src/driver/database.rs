@@ -230,6 +230,21 @@ pub fn with_database(url: &str, name: &str) -> Result<String, String> {
     Ok(parsed.into())
 }
 
+/// `url` with its user replaced by `user` and no password (host, port,
+/// database and query parameters kept as written): a role the harness
+/// created on a server that lets it in without one (the throwaway
+/// cluster trusts loopback connections).
+// A String: the URL passed check_url before anything started, so a caller only words it.
+pub fn with_user(url: &str, user: &str) -> Result<String, String> {
+    let mut parsed =
+        url::Url::parse(url).map_err(|e| redact(&format!("\"{url}\" is not a valid URL ({e})")))?;
+    parsed
+        .set_username(user)
+        .and_then(|()| parsed.set_password(None))
+        .map_err(|()| redact(&format!("\"{url}\" takes no user name")))?;
+    Ok(parsed.into())
+}
+
 /// `[a-z0-9_]` only, at most `max` bytes; dashes become underscores.
 pub fn identifier(text: &str, max: usize) -> String {
     let mut id: String = text
@@ -408,6 +423,20 @@ mod tests {
             ),
         ] {
             assert_eq!(with_database(url, "x").as_deref(), Ok(want), "{url}");
+        }
+    }
+
+    #[test]
+    fn the_user_of_a_url_is_replaced_and_its_password_dropped() {
+        for (url, want) in [
+            ("postgres://u@h:5432/db", "postgres://r@h:5432/db"),
+            (
+                "postgres://u:p@h/db?sslmode=disable",
+                "postgres://r@h/db?sslmode=disable",
+            ),
+            ("postgresql://h:1/db", "postgresql://r@h:1/db"),
+        ] {
+            assert_eq!(with_user(url, "r").as_deref(), Ok(want), "{url}");
         }
     }
 

@@ -59,7 +59,7 @@ use crate::fleet::Fleet;
 use crate::observe::StepOutcome;
 use crate::stream::Events;
 
-pub use awa_runtime::error::{EXIT_BLOCKED, EXIT_OK, EXIT_REFUSED};
+pub use awa_runtime::error::{EXIT_BLOCKED, EXIT_ERROR, EXIT_OK, EXIT_REFUSED};
 pub use ledger::{Cancel, Interrupted};
 
 /// Everything a cell shares with the rest of the run.

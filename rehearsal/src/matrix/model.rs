@@ -29,8 +29,8 @@ pub use finding_rule::FindingRule;
 pub use step_kinds::{
     AssertStep, CancelStep, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep, HeldRing,
     HoldStep, KillStep, KillTarget, LoadStep, MigrateStep, Outcome, PgCrashStep, ResumeSignal,
-    ResumeStep, RollStep, RollbackStep, STEP_NAMES, Signal, Step, SuspendAt, SuspendStep, Until,
-    When,
+    ResumeStep, RevokeStep, RollStep, RollbackStep, STEP_NAMES, Signal, Step, SuspendAt,
+    SuspendStep, Until, When,
 };
 
 /// A validated matrix.toml: artifacts, workload, timings, cells, named matrices.

@@ -224,6 +224,7 @@ pub(crate) fn walk(path: &UpgradePath, steps: &[Step]) -> Vec<Problem> {
             Step::Migrate(s) => (&s.artifact, false),
             Step::Fence(s) => (&s.artifact, false),
             Step::Cancel(s) => (&s.artifact, false),
+            Step::Revoke(s) => (&s.artifact, false),
             _ => continue,
         };
         let Some(at) = path.position(artifact) else {

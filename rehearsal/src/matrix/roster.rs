@@ -226,6 +226,11 @@ impl Roster {
                 }
             }
             Step::Hold(_) | Step::Drain(_) => {}
+            Step::Revoke(_) => {
+                if self.workers.total == 0 {
+                    self.problem(index, "revoke needs a running fleet besides what it starts: its workers' attempts are rescued by the others; start a fleet first");
+                }
+            }
             Step::Cancel(_) => {
                 if self.workers.total == 0 {
                     self.problem(index, "cancel needs running workers (a job runs only while a worker claims it); start a fleet first");

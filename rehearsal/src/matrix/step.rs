@@ -38,7 +38,7 @@ pub const MAX_CANCELS: u64 = 20;
 pub const MAX_AFTER_STARTED: u64 = 1_000_000;
 
 /// The options each step takes, besides its own key.
-const OPTIONS: [(&str, &[&str]); 15] = [
+const OPTIONS: [(&str, &[&str]); 16] = [
     ("fleet", &["workers", "producers", "leader", "when", "idle"]),
     ("load", &[]),
     ("migrate", &["allow_live_runtimes", "expect"]),
@@ -54,6 +54,7 @@ const OPTIONS: [(&str, &[&str]); 15] = [
     ("drain", &[]),
     ("assert", &[]),
     ("cancel", &["running", "available"]),
+    ("revoke", &["workers", "producers"]),
 ];
 
 fn options_of(step: &str) -> &'static [&'static str] {

@@ -90,7 +90,7 @@ fn assert_valid_steps(lines: &[&str]) -> Matrix {
     parse("matrix.toml", &text).unwrap_or_else(|d| panic!("rejected:\n{d}"))
 }
 
-const STEP_LIST: &str = "fleet, load, migrate, roll, rollback, kill, suspend, resume, pg_crash, flip, fence, hold, drain, assert, cancel";
+const STEP_LIST: &str = "fleet, load, migrate, roll, rollback, kill, suspend, resume, pg_crash, flip, fence, hold, drain, assert, cancel, revoke";
 
 // --- the shipped matrix -------------------------------------------------------
 
@@ -120,6 +120,7 @@ fn shipped_matrix_is_valid() {
         "pg-crash-during-migrate",
         "pg-crash-during-flip",
         "fresh-install",
+        "revoked-privilege-surfaces",
         "n1-alive-across-forced-flip",
         "n1-leader-suspended-across-flip",
         "flip-blocked-by-suspended-leader",
@@ -875,6 +876,46 @@ fn a_cancel_step_and_an_idle_fleet_are_read_and_checked() {
             "matrix.toml:5:60: cell \"c\", step 1 (fleet): idle = true is for workers only: set workers >= 1 and no producers (start producers in a fleet step of their own)",
             "matrix.toml:6:3: cell \"c\", step 2 (cancel): a cancel step must cancel something: set running or available (or both)",
             "matrix.toml:7:36: cell \"c\", step 3 (cancel): running must be an integer from 0 to 20, found 21",
+        ],
+    );
+}
+
+#[test]
+fn a_revoke_step_is_read_and_checked() {
+    let m = assert_valid_steps(&[
+        r#"{ fleet = "current", workers = 2, leader = true }"#,
+        r#"{ revoke = "current", workers = 1, producers = 1 }"#,
+    ]);
+    let steps = &m.cell("c").unwrap().steps;
+    assert_eq!(
+        steps[1],
+        Step::Revoke(RevokeStep {
+            artifact: "current".into(),
+            workers: 1,
+            producers: 1,
+        })
+    );
+    assert_eq!(
+        steps[1].to_string(),
+        "revoke current: 1 worker and 1 producer as a role of their own, then its privileges revoked: each must surface the permanent error at once"
+    );
+    assert_steps(
+        &[
+            r#"{ fleet = "current", workers = 1 }"#,
+            r#"{ revoke = "current" }"#,
+            r#"{ revoke = "current", producers = 9, worker = 1 }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (revoke): a revoke step must start what it revokes: set workers or producers (or both)",
+            "matrix.toml:7:37: cell \"c\", step 3 (revoke): producers must be an integer from 0 to 8, found 9",
+            "matrix.toml:7:40: cell \"c\", step 3 (revoke): unknown option \"worker\" for revoke (did you mean \"workers\"?); expected one of workers, producers",
+        ],
+    );
+    // Its workers' attempts are rescued by the rest of the fleet: one must run.
+    assert_steps(
+        &[r#"{ revoke = "current", producers = 1 }"#],
+        &[
+            "matrix.toml:5:3: cell \"c\", step 1 (revoke): revoke needs a running fleet besides what it starts: its workers' attempts are rescued by the others; start a fleet first",
         ],
     );
 }

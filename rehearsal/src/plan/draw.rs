@@ -94,6 +94,7 @@ fn artifacts_of(step: &Step) -> Vec<&str> {
         Step::Flip(s) => vec![&s.by],
         Step::Fence(s) => vec![&s.artifact],
         Step::Cancel(s) => vec![&s.artifact],
+        Step::Revoke(s) => vec![&s.artifact],
         Step::Assert(s) => match &s.check {
             Check::LeaderIs(a) => vec![a],
             _ => vec![],
@@ -151,5 +152,6 @@ fn resolve(step: &Step, among: Option<u32>, rng: &mut SplitMix64) -> PlannedStep
         Step::Drain(s) => Step::Drain(*s),
         Step::Assert(s) => Step::Assert(s.clone()),
         Step::Cancel(s) => Step::Cancel(s.clone()),
+        Step::Revoke(s) => Step::Revoke(s.clone()),
     }
 }

@@ -22,6 +22,7 @@ pub fn artifacts_named(step: &PlannedStep) -> Vec<&str> {
         Step::Rollback(s) => vec![s.artifact.as_str()],
         Step::Fence(s) => vec![s.artifact.as_str()],
         Step::Cancel(s) => vec![s.artifact.as_str()],
+        Step::Revoke(s) => vec![s.artifact.as_str()],
         Step::Flip(s) => vec![s.by.as_str()],
         Step::Kill(s) => s.of.as_deref().into_iter().collect(),
         Step::Suspend(s) => s.of.as_deref().into_iter().collect(),

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::rules::phase_at;
 use crate::matrix::FindingRule;
-use crate::observe::{self, Finding, Observations, RefusalTiming};
+use crate::observe::{self, Finding, Observations, RefusalTiming, StepOutcome};
 
 /// The longest a refusal may take, its declared wait left out: a third
 /// of the processes' patience for transient database failures.
@@ -50,21 +50,35 @@ fn slow(obs: &Observations, r: &RefusalTiming, bound_ms: u64) -> Finding {
     } else {
         String::new()
     };
-    Finding {
-        rule: FindingRule::SlowRefusal,
-        phase: phase_at(obs, r.requested_ms)
-            .unwrap_or(r.kind.as_str())
-            .to_owned(),
-        message: format!(
+    let took = observe::duration(r.answered_ms.saturating_sub(r.requested_ms));
+    let message = if r.outcome == StepOutcome::Failed {
+        // A permanent database error met while running (a revoked privilege).
+        format!(
+            "step {} ({}): {} ({}) stopped on a permanent database error {took} after it met it, more than the {} a permanent error may take to surface (a third of the processes' patience for transient database failures): it was retried as if a reconnect could cure it",
+            r.step,
+            r.kind,
+            r.process,
+            r.version,
+            observe::duration(bound_ms),
+        )
+    } else {
+        format!(
             "step {} ({}): {} ({}) {} {} after it was asked{declared}, more than the {} a refusal decided before any write may take (a third of the processes' patience for transient database failures): it was retried or waited on before it answered",
             r.step,
             r.kind,
             r.process,
             r.version,
             r.outcome.word(),
-            observe::duration(r.answered_ms.saturating_sub(r.requested_ms)),
+            took,
             observe::duration(bound_ms),
-        ),
+        )
+    };
+    Finding {
+        rule: FindingRule::SlowRefusal,
+        phase: phase_at(obs, r.requested_ms)
+            .unwrap_or(r.kind.as_str())
+            .to_owned(),
+        message,
         ids: Vec::new(),
         count: 1,
         at_ms: Some(r.answered_ms),
@@ -74,7 +88,6 @@ fn slow(obs: &Observations, r: &RefusalTiming, bound_ms: u64) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::StepOutcome;
 
     fn refusal(kind: &str, requested_ms: u64, answered_ms: u64, declared: u64) -> RefusalTiming {
         RefusalTiming {
@@ -138,6 +151,23 @@ mod tests {
             refusal("fleet", 1_000, 11_000, 0),
         ]);
         assert_eq!(findings(&obs, bound), []);
+    }
+
+    #[test]
+    fn a_permanent_error_retried_for_the_patience_is_found_and_a_prompt_one_is_not() {
+        let bound = bound_ms(crate::driver::env::DB_PATIENCE);
+        let revoked = |answered_ms| RefusalTiming {
+            outcome: StepOutcome::Failed,
+            process: "current-worker-3".into(),
+            ..refusal("revoke", 20_000, answered_ms, 0)
+        };
+        assert_eq!(findings(&observed(vec![revoked(20_180)]), bound), []);
+        let found = findings(&observed(vec![revoked(50_400)]), bound);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].message,
+            "step 5 (revoke): current-worker-3 (0.7.0) stopped on a permanent database error 30.4s after it met it, more than the 10.0s a permanent error may take to surface (a third of the processes' patience for transient database failures): it was retried as if a reconnect could cure it"
+        );
     }
 
     #[test]

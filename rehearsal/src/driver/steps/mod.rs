@@ -18,6 +18,7 @@ mod kill;
 mod load;
 mod migrate;
 mod pg_crash;
+mod revoke;
 mod roll;
 mod rollback;
 mod schema_check;
@@ -63,6 +64,7 @@ pub(super) async fn execute(
         Step::Drain(s) => drain::drain(cx, s.timeout).await,
         Step::Assert(s) => assert::assert(cx, &s.check).await,
         Step::Cancel(s) => cancel::cancel_jobs(cx, s).await,
+        Step::Revoke(s) => revoke::revoke(cx, s).await,
     }
 }
 

@@ -43,12 +43,16 @@ pub enum Step<K = KillStep, S = SuspendStep> {
     Assert(AssertStep),
     /// Cancel running and available jobs as an operator (`awa job cancel`).
     Cancel(CancelStep),
+    /// Start workers and producers of an artifact as a database role of
+    /// their own, then revoke its privileges: a permanent error each must
+    /// surface at once.
+    Revoke(RevokeStep),
 }
 
 /// The step names, in the order error messages list them.
-pub const STEP_NAMES: [&str; 15] = [
+pub const STEP_NAMES: [&str; 16] = [
     "fleet", "load", "migrate", "roll", "rollback", "kill", "suspend", "resume", "pg_crash",
-    "flip", "fence", "hold", "drain", "assert", "cancel",
+    "flip", "fence", "hold", "drain", "assert", "cancel", "revoke",
 ];
 
 impl<K, S> Step<K, S> {
@@ -70,6 +74,7 @@ impl<K, S> Step<K, S> {
             Step::Drain(_) => "drain",
             Step::Assert(_) => "assert",
             Step::Cancel(_) => "cancel",
+            Step::Revoke(_) => "revoke",
         }
     }
 }
@@ -341,6 +346,24 @@ pub struct CancelStep {
     pub running: u32,
     /// Available jobs to cancel.
     pub available: u32,
+}
+
+/// `{ revoke = "current", workers = 1, producers = 1 }`: that many
+/// workers and producers of the artifact connect as a database role of
+/// their own, granted everything on the `awa` schema, and do some work;
+/// then the role's privileges are revoked, as a security change or a
+/// mistaken grant script does. That is a permanent error (SQLSTATE
+/// 42501): each must surface it (exit 1, a worker's `fatal` event) at
+/// once instead of retrying it as transient for its patience, and the
+/// rest of the fleet rescues what its workers held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokeStep {
+    /// Artifact whose binary runs as the role.
+    pub artifact: String,
+    /// Workers started as the role.
+    pub workers: u32,
+    /// Producers started as the role.
+    pub producers: u32,
 }
 
 /// `{ fence = "previous" }`

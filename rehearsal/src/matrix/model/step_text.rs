@@ -51,6 +51,19 @@ impl<K: fmt::Display, S: fmt::Display> fmt::Display for Step<K, S> {
                 plural(s.available, "available job"),
                 s.artifact
             ),
+            Step::Revoke(s) => write!(
+                f,
+                "revoke {}: {} as a role of their own, then its privileges revoked: each must surface the permanent error at once",
+                s.artifact,
+                [
+                    (s.workers > 0).then(|| plural(s.workers, "worker")),
+                    (s.producers > 0).then(|| plural(s.producers, "producer")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" and ")
+            ),
         }
     }
 }

@@ -6,7 +6,8 @@ use super::super::duration::Duration;
 use super::super::model::{
     AssertStep, CURRENT, CancelStep, DrainStep, FenceStep, FleetStep, FlipMode, FlipStep, HeldRing,
     HoldStep, KillStep, KillTarget, LoadStep, MigrateStep, Outcome, PgCrashStep, ResumeSignal,
-    ResumeStep, RollStep, RollbackStep, Signal, Step, SuspendAt, SuspendStep, Until, When,
+    ResumeStep, RevokeStep, RollStep, RollbackStep, Signal, Step, SuspendAt, SuspendStep, Until,
+    When,
 };
 use super::option_reader::Reader;
 use super::{MAX_AFTER_STARTED, MAX_CANCELS, MAX_PRODUCERS, MAX_WORKERS};
@@ -63,6 +64,7 @@ pub(super) fn read_step(step: &str, r: &mut Reader<'_, '_>) -> Option<Step> {
             .head_check()
             .map(|check| Step::Assert(AssertStep { check })),
         "cancel" => cancel(r),
+        "revoke" => revoke(r),
         _ => None,
     }
 }
@@ -176,6 +178,27 @@ fn cancel(r: &mut Reader<'_, '_>) -> Option<Step> {
             artifact,
             running,
             available,
+        })
+    })
+}
+
+/// `{ revoke = "current", workers = 1, producers = 1 }`
+fn revoke(r: &mut Reader<'_, '_>) -> Option<Step> {
+    let artifact = r.head_artifact();
+    let workers = r.count("workers", 0, 0, MAX_WORKERS);
+    let producers = r.count("producers", 0, 0, MAX_PRODUCERS);
+    if workers == 0 && producers == 0 && r.ok {
+        r.fail(
+            Some(r.table.clone()),
+            "a revoke step must start what it revokes: set workers or producers (or both)",
+        );
+    }
+    let (workers, producers) = (to_u32(workers), to_u32(producers));
+    artifact.map(|artifact| {
+        Step::Revoke(RevokeStep {
+            artifact,
+            workers,
+            producers,
         })
     })
 }
