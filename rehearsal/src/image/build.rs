@@ -245,10 +245,18 @@ mod tests {
         // `false --version` exits 1: an awa that will not start.
         let req = request(&tag, "/bin/false", "sha256:cccc", true);
         let built = ensure(&engine, &req).await.unwrap();
-        let labels = std::collections::HashMap::from([(
-            "rehearse.run".to_owned(),
-            format!("image-test-{}", std::process::id()),
-        )]);
+        // The labels a run's probes carry, owner and host included, so a
+        // rehearse running meanwhile on this engine keeps the probe as a
+        // live run's (with the run label alone it removed it as a leftover).
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let labels = std::collections::HashMap::from([
+            (
+                "rehearse.run".to_owned(),
+                format!("image-test-{}", std::process::id()),
+            ),
+            ("rehearse.pid".to_owned(), std::process::id().to_string()),
+            ("rehearse.host".to_owned(), host.trim().to_owned()),
+        ]);
         let err = super::super::start_check::version(&engine, "previous", &built, labels)
             .await
             .unwrap_err();
