@@ -316,6 +316,10 @@ async fn confirm(pid: u32, stopped: bool) -> Result<(), String> {
     loop {
         let states = match thread_states(pid) {
             Ok(states) if !states.is_empty() => states,
+            // Let go, it ran and ended (an N-1 leader resumed after a flip
+            // meets the fence and exits within a tick): a resume took. The
+            // step's proof sees the end and says so.
+            Ok(_) | Err(_) if !stopped => return Ok(()),
             Ok(_) | Err(_) => return Err(format!("pid {pid} is gone from /proc: it ended")),
         };
         let held = states.iter().filter(|&&c| is_stopped(c)).count();
@@ -574,6 +578,26 @@ mod tests {
         ] {
             assert_eq!(parse_log_line(line), want, "{line}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_resume_whose_process_ends_at_once_took_and_a_suspend_of_an_ended_one_did_not() {
+        // A shell that stops itself and, let go, ends at once: what an N-1
+        // leader resumed after a flip does when it meets the fence.
+        let mut child = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "kill -STOP $$; exit 0"])
+            .spawn()
+            .expect("starts");
+        let pid = child.id().expect("a pid");
+        confirm(pid, true).await.expect("it stopped itself");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGCONT)
+            .expect("SIGCONT");
+        // Reaped before the check looks: gone from /proc altogether.
+        child.wait().await.expect("it ends");
+        assert_eq!(confirm(pid, false).await, Ok(()));
+        // A suspend of a process that is gone did not take.
+        let err = confirm(pid, true).await.expect_err("gone");
+        assert!(err.contains("it ended"), "{err}");
     }
 
     #[tokio::test]

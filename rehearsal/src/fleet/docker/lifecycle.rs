@@ -222,6 +222,14 @@ impl DockerFleet {
         let paused = match status {
             Some(ContainerStateStatusEnum::PAUSED) => Some(true),
             Some(ContainerStateStatusEnum::RUNNING) => Some(false),
+            // Let go, it ran and ended before the engine was asked: a
+            // frozen cgroup cannot end, so the unpause took (an N-1
+            // leader resumed after a flip meets the fence and exits within
+            // a tick; under load the check came after that). The step's
+            // proof sees the end and says so.
+            Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD) if !want => {
+                Some(false)
+            }
             Some(other) => {
                 return Err(format!("the engine reports it {other}, not running"));
             }
