@@ -816,7 +816,7 @@ mod tests {
         let here = machine("docker", None);
         // What the issue saw: 0.52 from three cells packed 6 on 2 cores;
         // now three cells may only make a cell heavier than the shipped
-        // docker estimate (0.45), and docker is offered 0.9 of the cores.
+        // docker estimate (0.45), and docker is offered 0.8 of the cores.
         let thin = run_of(&names[..3], 40, 0.52, 3, "docker");
         let few = Schedule::new(&plan, Jobs::Auto, &history(&thin), &here);
         assert_eq!(few.jobs, 4, "{}", few.describe);

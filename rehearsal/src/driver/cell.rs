@@ -178,8 +178,12 @@ pub async fn run_cell(
 // A String: whatever went wrong, the cell is reported unrun in these words.
 async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, String> {
     let needs_crash = plan.steps.iter().any(|s| matches!(s, Step::PgCrash(_)));
-    if needs_crash && matches!(ctx.server, super::database::Server::External { .. }) {
+    let external = matches!(ctx.server, super::database::Server::External { .. });
+    if needs_crash && external {
         return Err("pg_crash needs the throwaway PostgreSQL cluster: with --database-url rehearse does not control the server, so it cannot crash and restart it; run this cell without --database-url".into());
+    }
+    if external && plan.steps.iter().any(|s| matches!(s, Step::Revoke(_))) {
+        return Err("revoke needs the throwaway PostgreSQL cluster: it creates a login role that the throwaway cluster lets in without a password, and a server given by --database-url may refuse it (or not let rehearse create roles), which would read as the release's failure; run this cell without --database-url".into());
     }
     if ctx.cancel.is_set() {
         return Err("interrupted before the cell started".into());

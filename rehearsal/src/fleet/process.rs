@@ -319,7 +319,8 @@ async fn confirm(pid: u32, stopped: bool) -> Result<(), String> {
             // Let go, it ran and ended (an N-1 leader resumed after a flip
             // meets the fence and exits within a tick): a resume took. The
             // step's proof sees the end and says so.
-            Ok(_) | Err(_) if !stopped => return Ok(()),
+            Ok(_) if !stopped => return Ok(()),
+            Err(e) if !stopped && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Ok(_) | Err(_) => return Err(format!("pid {pid} is gone from /proc: it ended")),
         };
         let held = states.iter().filter(|&&c| is_stopped(c)).count();

@@ -11,7 +11,10 @@
 //! reading less the time from the request to that reading, and the
 //! driver's reading. A busy machine only widens that window, so the rule
 //! does not depend on timing; the slack covers the millisecond rounding
-//! of both readings.
+//! of both readings. A holder the driver found in a transaction younger
+//! than the time since the request is not frozen in the one it held
+//! (a live session that committed and began another): that reading says
+//! nothing of the printed age, and the holder is not judged.
 
 use super::rules::phase_at;
 use crate::matrix::FindingRule;
@@ -39,10 +42,18 @@ fn bounds(h: &HolderAge) -> (i64, i64) {
     )
 }
 
+/// Whether the driver's reading can be of the transaction the command
+/// named: one open since before the command was asked.
+fn still_in_it(h: &HolderAge) -> bool {
+    let window = i64::try_from(h.window_ms).unwrap_or(i64::MAX);
+    h.read_ms.saturating_add(SLACK_MS) >= window
+}
+
 fn misreported(obs: &Observations, flip: &FlipRecord) -> Option<Finding> {
     let off: Vec<(&HolderAge, (i64, i64))> = flip
         .holder_ages
         .iter()
+        .filter(|h| still_in_it(h))
         .map(|h| (h, bounds(h)))
         .filter(|(h, (low, high))| h.named_ms < *low || h.named_ms > *high)
         .collect();
@@ -128,5 +139,15 @@ mod tests {
         // Too young: an age taken from the wrong clock or the wrong column.
         let found = findings(&flip(&[(1_000, 7_300, 5_600)]));
         assert_eq!(found.len(), 1, "{found:?}");
+    }
+
+    #[test]
+    fn a_holder_found_in_a_younger_transaction_is_not_judged() {
+        // The flip was asked 5.6 s before the read, but the holder's
+        // transaction then was 300 ms old: it committed and began another
+        // (a live session), so the reading says nothing of what was printed.
+        assert_eq!(findings(&flip(&[(4_000, 300, 5_600)])), vec![]);
+        // Frozen since before the request, the same printed age is judged.
+        assert_eq!(findings(&flip(&[(67_250, 5_600, 5_600)])).len(), 1);
     }
 }
