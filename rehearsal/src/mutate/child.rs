@@ -298,7 +298,7 @@ fn reap_all(running: &mut [Running]) {
 /// What an ended child came to, from its report (or its log's last line
 /// when it made none).
 fn outcome(r: Running, ended: Ended, dir: &Path) -> Result<CellOutcome, RunError> {
-    let elapsed_ms = super::runner::ms(r.started.elapsed());
+    let elapsed_ms = ms(r.started.elapsed());
     let cell = r.job.cell;
     let report_dir = newest_report(&r.job.under);
     let report = report_dir
@@ -370,6 +370,11 @@ fn newest_report(under: &Path) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.pop()
+}
+
+/// Milliseconds, saturating.
+pub fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::child;
+use super::child::{self, ms};
 pub use super::child::{CellOutcome, CellVerdict, Job};
 pub use super::run_error::RunError;
 use super::run_error::copy_err;
@@ -429,11 +429,6 @@ pub fn run_mutant(
         build_ms,
         elapsed_ms: ms(started.elapsed()),
     })
-}
-
-/// Milliseconds, saturating.
-pub fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The whole mutate run: the work copy synced, the clean build and its
