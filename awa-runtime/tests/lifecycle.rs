@@ -220,15 +220,7 @@ async fn a_promotion_meeting_an_operators_cancel_never_brings_the_job_back() {
     // for it; let it get that far, then the cancel commits.
     let start = std::time::Instant::now();
     while !promotion.is_finished() {
-        let waiting: i64 = watch
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))",
-                &[&operator_pid],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if waiting > 0 {
+        if common::waiting_on(&watch, operator_pid).await > 0 {
             break;
         }
         assert!(

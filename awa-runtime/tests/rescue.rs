@@ -350,16 +350,11 @@ async fn a_rescued_attempt_claimed_again_by_its_own_worker_frees_its_slot() {
     assert_eq!(run.worker.terminate().await, 0);
 }
 
-/// Sessions waiting on a lock that session `$1` holds.
-const BLOCKED_BY: &str =
-    "SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))";
-
 /// Waits until a session waits on one that `pid` holds.
 async fn wait_blocked_by(c: &tokio_postgres::Client, pid: i32) {
     let start = std::time::Instant::now();
     loop {
-        let n: i64 = c.query_one(BLOCKED_BY, &[&pid]).await.unwrap().get(0);
-        if n > 0 {
+        if common::waiting_on(c, pid).await > 0 {
             return;
         }
         assert!(

@@ -205,6 +205,15 @@ pub async fn run(
     )
 }
 
+/// Sessions waiting on a lock that session `$1` holds.
+const BLOCKED_BY: &str =
+    "SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))";
+
+/// How many sessions wait on a lock that session `pid` holds.
+pub async fn waiting_on(client: &Client, pid: i32) -> i64 {
+    client.query_one(BLOCKED_BY, &[&pid]).await.unwrap().get(0)
+}
+
 /// Poll a query returning one i64 until it equals `want`.
 pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration) {
     let start = Instant::now();
