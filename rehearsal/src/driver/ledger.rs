@@ -224,7 +224,13 @@ impl FleetView {
             Event::Blocked(_) => {
                 proc.answered_ms.get_or_insert(at_ms);
             }
-            Event::Fatal(f) => proc.fatal = Some(f.error),
+            // A fatal error is the runtime's answer to a permanent one:
+            // timed by the line, not by when the backend saw the exit
+            // (seconds later on a loaded docker engine).
+            Event::Fatal(f) => {
+                proc.fatal = Some(f.error);
+                proc.answered_ms.get_or_insert(at_ms);
+            }
             Event::Started(s) => self.on_started(id, at_ms, s),
             Event::Finished(f) => self.on_finished(id, at_ms, f),
             // The worker stopped the attempt's handler: its lease is gone.
@@ -466,6 +472,29 @@ mod tests {
         assert_eq!(l.counts["0.6.2"]["started"], 3);
         assert_eq!(l.counts["0.6.2"]["finished"], 1);
         assert!(l.claimed_by.contains("0.6.2"));
+    }
+
+    /// A fatal error is the runtime's answer to a permanent one, timed by
+    /// its line; the first answer stands.
+    #[test]
+    fn a_fatal_line_times_the_answer() {
+        let (mut l, w, p) = ledger();
+        assert_eq!(l.procs[w].answered_ms, None);
+        l.apply(line(
+            w,
+            r#"{"event":"fatal","error":"permission denied (SQLSTATE 42501)"}"#,
+        ));
+        let answered = l.procs[w].answered_ms.expect("answered");
+        assert_eq!(
+            l.procs[w].fatal.as_deref(),
+            Some("permission denied (SQLSTATE 42501)")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        l.apply(line(w, r#"{"event":"fatal","error":"again"}"#));
+        assert_eq!(l.procs[w].answered_ms, Some(answered));
+        // Other lines answer nothing.
+        l.apply(line(p, r#"{"event":"leader","instance_id":"i"}"#));
+        assert_eq!(l.procs[p].answered_ms, None);
     }
 
     /// A run disowns its lease when it reports it lost or its close lost,

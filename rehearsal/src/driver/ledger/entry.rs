@@ -77,8 +77,9 @@ pub struct Proc {
     pub ready_ms: Option<u64>,
     /// The reason of its `refused` event.
     pub refused: Option<String>,
-    /// When it first said no: its `refused` or `blocked` event (ms since
-    /// the cell started). How long a refusal took is judged from it.
+    /// When it first said no: its `refused`, `blocked` or `fatal` event
+    /// (ms since the cell started). How long a refusal took is judged
+    /// from it.
     pub answered_ms: Option<u64>,
     /// The error of its `fatal` event.
     pub fatal: Option<String>,
