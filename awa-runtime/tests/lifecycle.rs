@@ -235,12 +235,6 @@ async fn a_promotion_meeting_an_operators_cancel_never_brings_the_job_back() {
     assert_eq!(promoted, 1, "only the job nobody cancelled is promoted");
     assert_eq!(state(ids[0]).await, None, "the cancelled job came back");
     assert_eq!(state(ids[1]).await.as_deref(), Some("available"));
-    let entries: Vec<i64> = watch
-        .query("SELECT job_id FROM awa.queue_entries", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let entries = common::ready_entries(&watch).await;
     assert_eq!(entries, [ids[1]], "a ready entry names the cancelled job");
 }

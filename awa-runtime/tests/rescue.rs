@@ -479,12 +479,6 @@ async fn a_close_and_a_rescue_that_meet_on_an_attempt_close_it_once() {
         [("rescued_crash".to_owned(), false)],
         "the rescued attempt's late close was recorded"
     );
-    let entries: Vec<i64> = watch
-        .query("SELECT job_id FROM awa.queue_entries", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let entries = common::ready_entries(&watch).await;
     assert_eq!(entries, [second], "only the rescued job is ready again");
 }

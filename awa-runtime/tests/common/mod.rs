@@ -214,6 +214,17 @@ pub async fn waiting_on(client: &Client, pid: i32) -> i64 {
     client.query_one(BLOCKED_BY, &[&pid]).await.unwrap().get(0)
 }
 
+/// The jobs the ready entries name, in the table's order.
+pub async fn ready_entries(client: &Client) -> Vec<i64> {
+    client
+        .query("SELECT job_id FROM awa.queue_entries", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// Poll a query returning one i64 until it equals `want`.
 pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration) {
     let start = Instant::now();

@@ -186,7 +186,7 @@ mod tests {
     /// `event` with the claim ring standing still for a little past its
     /// bound while the harness's pulse ran 1.2 s late.
     fn with_squeezed_stall(mut event: RunEvent) -> RunEvent {
-        use crate::observe::{LivenessSample, RingLiveness, TickLoad};
+        use crate::observe::{LivenessSample, TickLoad};
         let RunEvent::CellFinished(run) = &mut event else {
             panic!("a finished cell");
         };
@@ -194,24 +194,11 @@ mod tests {
         run.observations.liveness = (0..=bound + 250)
             .step_by(250)
             .map(|at_ms| LivenessSample {
-                at_ms,
-                authority: "ledger".into(),
-                leaders: 1,
-                flip_aware_leaders: 1,
-                lock_waits: 0,
-                after_outage: false,
-                rescue_pending: 0,
-                rings: vec![RingLiveness {
-                    ring: "claim".into(),
-                    slot: 3,
-                    generation: 3,
-                    busy: true,
-                    next_live: false,
-                }],
                 load: TickLoad {
                     pulse_late_ms: 1_200,
                     ..TickLoad::default()
                 },
+                ..super::super::liveness::tests::at(at_ms, 3, true, false)
             })
             .collect();
         event

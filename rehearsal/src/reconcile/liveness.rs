@@ -305,12 +305,17 @@ fn stalled(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::observe::RingLiveness;
 
     /// A sample of the claim ring alone.
-    fn at(at_ms: u64, generation: i64, busy: bool, next_live: bool) -> LivenessSample {
+    pub(in crate::reconcile) fn at(
+        at_ms: u64,
+        generation: i64,
+        busy: bool,
+        next_live: bool,
+    ) -> LivenessSample {
         LivenessSample {
             at_ms,
             authority: "ledger".into(),
