@@ -35,6 +35,15 @@ pub struct Claimed {
 /// snapshot, so `now()` could put the start of a retry, a snooze or a
 /// scheduled job before its `run_at` though it was claimable only after
 /// it (`tests/claim_clock.rs`; the 0.6 releases record `now()`).
+///
+/// The lease's first heartbeat and the claim batch's deadline are read
+/// from the same clock, for the same reason: a claim that waited longer
+/// than `stale_after` for a held ring partition (a frozen leader's prune,
+/// a flip) wrote, with `now()`, a lease already stale on arrival and a
+/// deadline already spent, and the leader rescued the healthy attempt it
+/// had just started (found by `flip-blocked-by-suspended-leader`: a claim
+/// that waited 9 s behind a suspended 0.6.2 leader, rescued "heartbeat"
+/// 137 ms after it started).
 pub const CLAIM: &str = "
 WITH picked AS (
     SELECT job_id FROM awa.queue_entries
@@ -55,12 +64,14 @@ r AS (
     INSERT INTO awa.claim_receipts (slot, generation, job_id, run_lease, attempt, instance_id)
     SELECT cc.slot, cc.generation, j.job_id, j.run_lease, j.attempt, $3 FROM j, cc
 ), l AS (
-    INSERT INTO awa.leases (slot, generation, job_id, run_lease, attempt, instance_id)
-    SELECT lc.slot, lc.generation, j.job_id, j.run_lease, j.attempt, $3 FROM j, lc
+    -- First heartbeat and deadline from the clock after the snapshot,
+    -- as `started_at` below: not stale or spent on arrival.
+    INSERT INTO awa.leases (slot, generation, job_id, run_lease, attempt, instance_id, heartbeat_at)
+    SELECT lc.slot, lc.generation, j.job_id, j.run_lease, j.attempt, $3, clock_timestamp() FROM j, lc
 ), b AS (
     -- Deadlines go to one compact claim-batch row per distinct deadline.
     INSERT INTO awa.claim_batches (instance_id, deadline_at, job_ids, run_leases)
-    SELECT $3, now() + j.deadline_ms * interval '1 millisecond', array_agg(j.job_id), array_agg(j.run_lease)
+    SELECT $3, clock_timestamp() + j.deadline_ms * interval '1 millisecond', array_agg(j.job_id), array_agg(j.run_lease)
     FROM j WHERE j.deadline_ms IS NOT NULL GROUP BY j.deadline_ms
 ), e AS (
     -- The attempt starts when the claim could first see the job: the
