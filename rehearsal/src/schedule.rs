@@ -54,6 +54,7 @@ use crate::matrix::{Expectation, FlipMode, Step};
 use crate::plan::{CellPlan, Plan};
 
 mod auto_jobs;
+pub mod growth;
 pub mod pressure;
 
 #[cfg(test)]
@@ -354,18 +355,21 @@ impl Admission {
     /// end of a run the sensitive cells still run side by side, one per
     /// core.
     pub fn next(&self, waiting: &[usize], running: &[usize]) -> Option<usize> {
+        self.next_within(waiting, running, self.jobs)
+    }
+
+    /// [`Admission::next`] at `jobs` cells at once (`--jobs auto` as it
+    /// grew, see [`growth`]); timing-sensitive cells keep their own room.
+    pub fn next_within(&self, waiting: &[usize], running: &[usize], jobs: u32) -> Option<usize> {
         let sensitive = |i: usize| self.sensitive.get(i).copied().unwrap_or(false);
+        let sensitive_jobs = self.sensitive_jobs.min(jobs.max(1));
         let room = if running.iter().any(|&i| sensitive(i)) {
-            self.sensitive_jobs
+            sensitive_jobs
         } else {
-            self.jobs
+            jobs.max(1)
         };
         waiting.iter().copied().find(|&i| {
-            let room = if sensitive(i) {
-                self.sensitive_jobs
-            } else {
-                room
-            };
+            let room = if sensitive(i) { sensitive_jobs } else { room };
             (running.len() as u32) < room
         })
     }

@@ -350,6 +350,10 @@ pub struct HeldBack {
     /// How recently a running cell must have ticked starved for it to
     /// hold back, in ms.
     pub within_ms: u64,
+    /// The most cells at once while the cores idled, when `--jobs auto`
+    /// grew above its schedule (see `schedule::growth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grew_to: Option<u32>,
 }
 
 impl HeldBack {
@@ -357,6 +361,14 @@ impl HeldBack {
     /// ticked starved in the last 10.0s`, or `never held a cell back`: for
     /// the terminal and report.md.
     pub fn describe(&self) -> String {
+        let held = self.held();
+        match self.grew_to {
+            Some(n) => format!("{held}; grew to {n} at once while the cores idled"),
+            None => held,
+        }
+    }
+
+    fn held(&self) -> String {
         match self.times {
             0 => "never held a cell back".to_owned(),
             n => format!(

@@ -25,9 +25,12 @@ use crate::artifacts::Resolution;
 use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
+use crate::schedule::MAX_CELLS_PER_CORE;
+use crate::schedule::growth::Growth;
 use crate::schedule::pressure::{self, Holds};
 use crate::servers::{Major, ServerInfo, Spec};
 use crate::stream::{CellTry, Events, HeldBack, Note, RunEnd, RunEvent, RunHeader, RunStart};
+use crate::vocab::cpu::CpuTimes;
 
 /// Why a run could not run at all: the library's `Error` wraps it (as
 /// `Harness` and `Postgres`, so a caller sees the same kinds as before).
@@ -345,8 +348,10 @@ async fn run_cells(
 /// lets them (`--jobs` at a time, timing-sensitive cells with room to
 /// spare) and, under the schedule's gate, while the CPU is not under
 /// pressure, each on its server, and waits for every one; stops starting
-/// when the run is interrupted. Notes a task that failed and the cells
-/// that never started; counts the starts the gate held back.
+/// when the run is interrupted. Under the gate, `--jobs auto` also grows
+/// while the cores idle and shrinks back on a starved tick
+/// ([`Growth`]). Notes a task that failed and the cells that never
+/// started; counts the starts the gate held back and how far it grew.
 async fn run_each_cell(
     req: &RunRequest,
     ctx: &CellContext,
@@ -361,17 +366,31 @@ async fn run_each_cell(
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_cell = std::collections::HashMap::new();
     let mut holds = Holds::default();
+    let mut growth = req.schedule.gate.then(|| {
+        let cells = req.plan.cells.len() as u32;
+        Growth::new(
+            req.schedule.jobs,
+            cells.min(req.schedule.cores * MAX_CELLS_PER_CORE),
+        )
+    });
     loop {
+        let starved = ctx.starving.within(pressure::STARVED_WITHIN);
+        let mut limit = req.schedule.jobs;
+        if let Some(g) = growth.as_mut() {
+            let now_limit = g.limit();
+            let wanting = admission
+                .next_within(&waiting, &running, now_limit)
+                .is_none()
+                && admission
+                    .next_within(&waiting, &running, now_limit + 1)
+                    .is_some();
+            g.observe(Instant::now(), CpuTimes::now(), starved, wanting);
+            limit = g.limit();
+        }
         while !ctx.cancel.is_set()
-            && let Some(index) = admission.next(&waiting, &running)
+            && let Some(index) = admission.next_within(&waiting, &running, limit)
         {
-            if req.schedule.gate
-                && !pressure::may_start(
-                    ctx.starving.within(pressure::STARVED_WITHIN),
-                    running.len(),
-                    req.schedule.jobs,
-                )
-            {
+            if req.schedule.gate && !pressure::may_start(starved, running.len(), limit) {
                 holds.hold(Instant::now());
                 break;
             }
@@ -392,6 +411,7 @@ async fn run_each_cell(
             break;
         }
         let holding = holds.holding();
+        let growing = growth.is_some() && !waiting.is_empty() && !ctx.cancel.is_set();
         let joined = tokio::select! {
             joined = tasks.join_next() => joined,
             // Interrupted: start nothing more, then wait for the running cells.
@@ -402,6 +422,8 @@ async fn run_each_cell(
             }
             // A held-back cell looks again.
             () = tokio::time::sleep(pressure::RECHECK), if holding => continue,
+            // The cores' idle time is looked at again (`--jobs auto` grows).
+            () = tokio::time::sleep(pressure::RECHECK), if growing && !holding => continue,
         };
         match joined {
             Some(Ok(index)) => {
@@ -419,7 +441,14 @@ async fn run_each_cell(
     }
     notes.extend(not_run(req, &ran));
     holds.release(Instant::now());
-    (notes, req.schedule.gate.then(|| holds.tally()))
+    let grew_to = growth.as_ref().and_then(Growth::grew_to);
+    (
+        notes,
+        req.schedule.gate.then(|| HeldBack {
+            grew_to,
+            ..holds.tally()
+        }),
+    )
 }
 
 /// The cells that never ran to their end (interrupted before they

@@ -114,7 +114,10 @@ use crate::reconcile::Detection;
 /// - `1.23`: per flip `holder_ages` (each holder a `blocked` event named: the age
 ///   it printed, the database's when the driver read it, and the window
 ///   between; absent when none), and the finding rule `holder_misreported`.
-pub const FORMAT_VERSION: &str = "1.23";
+/// - `1.24`: per run `held_back.grew_to`, the most cells at once when
+///   `--jobs auto` grew above its schedule while the cores idled; absent
+///   when it did not grow.
+pub const FORMAT_VERSION: &str = "1.24";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

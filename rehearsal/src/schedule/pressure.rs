@@ -279,7 +279,8 @@ mod tests {
             HeldBack {
                 times: 2,
                 ms: 6_000,
-                within_ms: STARVED_WITHIN.as_millis() as u64
+                within_ms: STARVED_WITHIN.as_millis() as u64,
+                grew_to: None,
             }
         );
     }

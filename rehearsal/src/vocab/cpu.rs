@@ -37,3 +37,53 @@ pub fn pressure_now() -> Option<u8> {
     let text = std::fs::read_to_string(PRESSURE_FILE).ok()?;
     some_avg10(&text).map(|p| p.round() as u8)
 }
+
+/// The kernel's CPU time counters of the whole machine.
+pub const STAT_FILE: &str = "/proc/stat";
+
+/// The machine's CPU time so far, in clock ticks: all of it, and the part
+/// spent idle (idle and iowait). Two readings give the busy share of the
+/// time between them, the engine's and the kernel's work included, which
+/// no per-process or cgroup counter sees whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Every tick counted on the aggregate `cpu` line.
+    pub total: u64,
+    /// Ticks spent idle or waiting for I/O.
+    pub idle: u64,
+}
+
+impl CpuTimes {
+    /// The aggregate `cpu` line of a `/proc/stat` text; `None` when it has
+    /// none or it is malformed.
+    pub fn parse(text: &str) -> Option<CpuTimes> {
+        let line = text.lines().find(|l| l.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // user nice system idle iowait irq softirq steal (guest time is
+        // already inside user and nice).
+        let (idle, iowait) = (*ticks.get(3)?, ticks.get(4).copied().unwrap_or(0));
+        let total = ticks.iter().take(8).sum();
+        Some(CpuTimes {
+            total,
+            idle: idle + iowait,
+        })
+    }
+
+    /// The machine's counters now; `None` where the kernel has no such file.
+    pub fn now() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string(STAT_FILE).ok()?)
+    }
+
+    /// The share of the time since `earlier` the cores were busy, 0 to 1;
+    /// `None` when no tick passed in between.
+    pub fn busy_since(&self, earlier: &CpuTimes) -> Option<f64> {
+        let total = self.total.checked_sub(earlier.total).filter(|&t| t > 0)?;
+        let idle = self.idle.saturating_sub(earlier.idle).min(total);
+        Some(1.0 - idle as f64 / total as f64)
+    }
+}
