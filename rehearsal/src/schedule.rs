@@ -335,6 +335,8 @@ pub struct Admission {
     pub sensitive_jobs: u32,
     /// Per cell of the plan, whether it is timing-sensitive.
     pub sensitive: Vec<bool>,
+    /// The machine's cores (the sensitive bound as `jobs` grows).
+    pub cores: u32,
 }
 
 impl Admission {
@@ -345,6 +347,7 @@ impl Admission {
             jobs,
             sensitive_jobs: (cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs),
             sensitive: cells.iter().map(timing_sensitive).collect(),
+            cores,
         }
     }
 
@@ -362,7 +365,8 @@ impl Admission {
     /// grew, see [`growth`]); timing-sensitive cells keep their own room.
     pub fn next_within(&self, waiting: &[usize], running: &[usize], jobs: u32) -> Option<usize> {
         let sensitive = |i: usize| self.sensitive.get(i).copied().unwrap_or(false);
-        let sensitive_jobs = self.sensitive_jobs.min(jobs.max(1));
+        // `sensitive_jobs` at the schedule's own `jobs`.
+        let sensitive_jobs = (self.cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs.max(1));
         let room = if running.iter().any(|&i| sensitive(i)) {
             sensitive_jobs
         } else {
@@ -671,6 +675,7 @@ mod tests {
             jobs,
             sensitive_jobs: (cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs),
             sensitive: sensitive.to_vec(),
+            cores,
         }
     }
 
@@ -710,6 +715,22 @@ mod tests {
         assert_eq!(eight.next(&[6], &[0, 1, 2, 3, 4, 5]), None);
         assert_eq!(eight.next(&[0], &[1, 2, 3, 4, 5, 6]), None);
         assert_eq!(eight.next(&[6], &[1, 2, 3, 4, 5]), Some(6));
+    }
+
+    #[test]
+    fn grown_jobs_raise_the_sensitive_room_only_up_to_three_per_core() {
+        // 5 at once on 2 cores: a sensitive cell runs among 5 at most.
+        let a = admission(
+            5,
+            2,
+            &[true, false, false, false, false, false, false, false],
+        );
+        assert_eq!(a.next(&[5], &[0, 1, 2, 3, 4]), None);
+        // Grown to 6: room for a sixth beside the sensitive cell.
+        assert_eq!(a.next_within(&[5], &[0, 1, 2, 3, 4], 6), Some(5));
+        // Grown to 7: still 6, three per core, while a sensitive cell runs.
+        assert_eq!(a.next_within(&[6], &[0, 1, 2, 3, 4, 5], 7), None);
+        assert_eq!(a.next_within(&[6], &[1, 2, 3, 4, 5, 7], 7), Some(6));
     }
 
     #[test]
