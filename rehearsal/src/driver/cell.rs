@@ -97,8 +97,14 @@ pub trait Reconcile: Send + Sync {
 pub trait Retry: Send + Sync {
     /// Why try `attempt` of a cell, judged as `judged` (its
     /// [`RunEvent::CellJudged`]), should be tried again; `None` when its
-    /// verdict stands.
-    fn again(&self, judged: &RunEvent, attempt: u32) -> Option<String>;
+    /// verdict stands. `unretryable` is the driver's word that no other
+    /// try could do better, when it has one.
+    fn again(
+        &self,
+        judged: &RunEvent,
+        unretryable: Option<Unretryable>,
+        attempt: u32,
+    ) -> Option<String>;
     /// The plan of try `attempt` of the cell `plan` is a try of, and the
     /// seed it was drawn with; `None` when it cannot be planned again.
     fn replan(&self, plan: &CellPlan, attempt: u32) -> Option<(CellPlan, u64)>;
@@ -125,23 +131,56 @@ pub fn set_logs_aside(
         })
 }
 
+/// Why a try of a cell gave no verdict when no other try could give one:
+/// the harness errors `--retries` leaves alone, told apart where they are
+/// made (the words of each stay the report's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unretryable {
+    /// Ctrl-C or SIGTERM reached rehearse, before the cell started or
+    /// while it ran: the run is stopping.
+    Interrupted,
+    /// The cell's database could not be created.
+    NoDatabase,
+    /// The server lacks what a step of the cell needs (`pg_crash` or
+    /// `revoke` on a server given by `--database-url`): every try of the
+    /// cell has the same steps.
+    ServerLacks,
+}
+
+/// Why a cell could not start, and that no other try of it could.
+struct Unstarted {
+    kind: Unretryable,
+    why: String,
+}
+
+impl Unstarted {
+    fn new(kind: Unretryable, why: impl Into<String>) -> Self {
+        Unstarted {
+            kind,
+            why: why.into(),
+        }
+    }
+}
+
 /// Runs one cell to its end, sending its events on the way. Never fails:
-/// what goes wrong becomes the run's `harness_error`.
+/// what goes wrong becomes the run's `harness_error`, and when no other
+/// try could do better, the [`Unretryable`] kind of it.
 pub async fn run_cell(
     ctx: &CellContext,
     index: usize,
     plan: &CellPlan,
     reconcile: &dyn Reconcile,
-) -> CellRun {
+) -> (CellRun, Option<Unretryable>) {
     let t0 = Instant::now();
     let db = match open_database(ctx, plan).await {
         Ok(db) => db,
-        Err(why) => return unrun(index, plan, t0, why),
+        Err(unstarted) => return (unrun(index, plan, t0, unstarted.why), Some(unstarted.kind)),
     };
     let (mut cell, monitor) = Cell::start(ctx, plan, t0, db);
     let abort = cell.run_phases().await;
     cell.wind_down(abort.is_some(), monitor).await;
     let failed = matches!(abort, Some(Abort::Failed(_)));
+    let unretryable = matches!(abort, Some(Abort::Interrupted)).then_some(Unretryable::Interrupted);
     let mut harness_error = abort.and_then(|a| match a {
         Abort::Interrupted => Some(format!(
             "interrupted (Ctrl-C or SIGTERM) during {}; the cell was cut short",
@@ -170,30 +209,46 @@ pub async fn run_cell(
         }
         reconcile_ms = started.elapsed().as_millis() as u64;
     }
-    cell.finish(index, findings, harness_error, reconcile_ms)
-        .await
+    let run = cell
+        .finish(index, findings, harness_error, reconcile_ms)
+        .await;
+    (run, unretryable)
 }
 
-/// The cell's own database, or why it cannot have one.
-// A String: whatever went wrong, the cell is reported unrun in these words.
-async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, String> {
+/// The cell's own database, or why it cannot have one (the cell is
+/// reported unrun in those words).
+async fn open_database(ctx: &CellContext, plan: &CellPlan) -> Result<CellDb, Unstarted> {
     let needs_crash = plan.steps.iter().any(|s| matches!(s, Step::PgCrash(_)));
     let external = matches!(ctx.server, super::database::Server::External { .. });
     if needs_crash && external {
-        return Err("pg_crash needs the throwaway PostgreSQL cluster: with --database-url rehearse does not control the server, so it cannot crash and restart it; run this cell without --database-url".into());
+        return Err(Unstarted::new(
+            Unretryable::ServerLacks,
+            "pg_crash needs the throwaway PostgreSQL cluster: with --database-url rehearse does not control the server, so it cannot crash and restart it; run this cell without --database-url",
+        ));
     }
     if external && plan.steps.iter().any(|s| matches!(s, Step::Revoke(_))) {
-        return Err("revoke needs the throwaway PostgreSQL cluster: it creates a login role that the throwaway cluster lets in without a password, and a server given by --database-url may refuse it (or not let rehearse create roles), which would read as the release's failure; run this cell without --database-url".into());
+        return Err(Unstarted::new(
+            Unretryable::ServerLacks,
+            "revoke needs the throwaway PostgreSQL cluster: it creates a login role that the throwaway cluster lets in without a password, and a server given by --database-url may refuse it (or not let rehearse create roles), which would read as the release's failure; run this cell without --database-url",
+        ));
     }
     if ctx.cancel.is_set() {
-        return Err("interrupted before the cell started".into());
+        return Err(Unstarted::new(
+            Unretryable::Interrupted,
+            "interrupted before the cell started",
+        ));
     }
     // Another try gets a database of its own: the earlier try's is kept
     // until the run's server goes (a shared cluster drops none).
     let tag = super::try_tag(ctx.attempt, '_');
     CellDb::create(&ctx.server, &plan.name, &tag, &ctx.run_id, needs_crash)
         .await
-        .map_err(|e| format!("could not create the cell's database: {e}"))
+        .map_err(|e| {
+            Unstarted::new(
+                Unretryable::NoDatabase,
+                format!("could not create the cell's database: {e}"),
+            )
+        })
 }
 
 fn describe_phase(index: usize, name: &str) -> String {

@@ -497,12 +497,15 @@ fn run_one_cell(
                     phases: plan.steps.len() as u64 + 2,
                 });
             }
-            let run = super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
+            let (run, unretryable) =
+                super::cell::run_cell(&ctx, index, &plan, reconcile.as_ref()).await;
             let judged = reconcile.judged(&run);
-            let again = retry
-                .as_ref()
-                .filter(|_| !all.is_set())
-                .and_then(|r| Some((r.again(&judged, attempt)?, r.replan(&plan, attempt + 1)?)));
+            let again = retry.as_ref().filter(|_| !all.is_set()).and_then(|r| {
+                Some((
+                    r.again(&judged, unretryable, attempt)?,
+                    r.replan(&plan, attempt + 1)?,
+                ))
+            });
             let Some((why, (next, next_seed))) = again else {
                 ctx.events.send(RunEvent::CellFinished(Box::new(run)));
                 ctx.events.send(judged);

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::RunArgs;
-use crate::driver::cell::{Reconcile, Retry};
+use crate::driver::cell::{Reconcile, Retry, Unretryable};
 use crate::observe::{Finding, Observations, Verdict};
 use crate::plan::CellPlan;
 use crate::stream::{CellRun, RunEvent};
@@ -60,16 +60,21 @@ struct RetryInconclusive {
 }
 
 impl Retry for RetryInconclusive {
-    fn again(&self, judged: &RunEvent, attempt: u32) -> Option<String> {
+    fn again(
+        &self,
+        judged: &RunEvent,
+        unretryable: Option<Unretryable>,
+        attempt: u32,
+    ) -> Option<String> {
         if attempt >= self.tries {
             return None;
         }
         match judged {
             RunEvent::CellJudged {
                 verdict: Verdict::Inconclusive,
-                harness_error,
+                harness_error: Some(why),
                 ..
-            } => retryable(harness_error.as_deref()?),
+            } => retryable(why, unretryable),
             _ => None,
         }
     }
@@ -83,15 +88,12 @@ impl Retry for RetryInconclusive {
 /// Whether a cell inconclusive for `why` is worth another try: not when
 /// the run was interrupted or the cell could not start at all (no
 /// database, a server without what the cell needs), which a new seed
-/// does not change.
-fn retryable(why: &str) -> Option<String> {
-    const FINAL: [&str; 4] = [
-        "interrupted",
-        "could not create the cell's database",
-        "pg_crash needs the throwaway PostgreSQL cluster",
-        "interrupted before the cell started",
-    ];
-    (!FINAL.iter().any(|f| why.starts_with(f))).then(|| why.to_owned())
+/// does not change; the driver says which (`unretryable`).
+fn retryable(why: &str, unretryable: Option<Unretryable>) -> Option<String> {
+    match unretryable {
+        Some(Unretryable::Interrupted | Unretryable::NoDatabase | Unretryable::ServerLacks) => None,
+        None => Some(why.to_owned()),
+    }
 }
 
 /// `--retries N` (with the matrix file the cells came from): an
@@ -107,4 +109,84 @@ pub(super) fn retry_inconclusive(args: &RunArgs) -> Option<Arc<dyn Retry>> {
                 tries: args.retries + 1,
             }) as Arc<dyn Retry>
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The verdict on a cell, inconclusive for `why` when it says one.
+    fn judged(verdict: Verdict, why: Option<&str>) -> RunEvent {
+        RunEvent::CellJudged {
+            index: 0,
+            cell: "c".into(),
+            verdict,
+            detection: None,
+            reason: String::new(),
+            harness_error: why.map(str::to_owned),
+        }
+    }
+
+    /// `--retries` with `tries` tries in all, over a one-cell matrix.
+    fn retry(tries: u32) -> RetryInconclusive {
+        let matrix = crate::matrix::parse(
+            "matrix.toml",
+            r#"
+[artifacts.current]
+build = "workspace"
+[workload]
+rate_per_s = 10
+mix = { complete = 1 }
+[timings]
+heartbeat = "200ms"
+stale_after = "1500ms"
+rescue_every = "250ms"
+rotate_every = "1s"
+deadline = "2s"
+drain_timeout = "60s"
+[[cell]]
+name = "c"
+about = "one worker"
+fresh_install = true
+steps = [{ fleet = "current", workers = 1 }]
+"#,
+        )
+        .expect("a valid matrix");
+        RetryInconclusive {
+            matrix: Arc::new(matrix),
+            seed: 1,
+            tries,
+        }
+    }
+
+    #[test]
+    fn the_drivers_kind_not_the_words_decides_what_is_tried_again() {
+        let over = "over its budget of 90s, stopped in step 3 (drain): 12 jobs left";
+        for kind in [
+            Unretryable::Interrupted,
+            Unretryable::NoDatabase,
+            Unretryable::ServerLacks,
+        ] {
+            assert_eq!(retryable(over, Some(kind)), None, "{kind:?}");
+        }
+        assert_eq!(retryable(over, None).as_deref(), Some(over));
+        // Words like an interruption's, from a try the driver calls retryable.
+        let like = "interrupted reads: the hold's client lost its connection";
+        assert_eq!(retryable(like, None).as_deref(), Some(like));
+    }
+
+    #[test]
+    fn only_an_inconclusive_try_with_a_harness_error_and_tries_left_goes_again() {
+        let why = "the cell did not reach what it exists for: mixed_claims (only 0.7.0 workers started attempts)";
+        let r = retry(2);
+        let inconclusive = judged(Verdict::Inconclusive, Some(why));
+        assert_eq!(r.again(&inconclusive, None, 1).as_deref(), Some(why));
+        assert_eq!(r.again(&inconclusive, None, 2), None, "no try left");
+        assert_eq!(
+            r.again(&inconclusive, Some(Unretryable::Interrupted), 1),
+            None
+        );
+        assert_eq!(r.again(&judged(Verdict::Inconclusive, None), None, 1), None);
+        assert_eq!(r.again(&judged(Verdict::Fail, Some(why)), None, 1), None);
+    }
 }
