@@ -209,7 +209,8 @@ pub struct PartitionHold {
     pub ring: crate::matrix::HeldRing,
     /// Transactions that held the partitions.
     pub holds: u32,
-    /// ACCESS EXCLUSIVE requests (a prune's) seen waiting on them.
+    /// The maintenance leader's prune lock requests (ACCESS EXCLUSIVE on
+    /// a partition of the ring) seen waiting on them.
     pub waits: u32,
     /// Of those, the ones that stopped waiting while the partitions were
     /// still held: the prune gave up on its lock.

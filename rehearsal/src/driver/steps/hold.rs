@@ -67,28 +67,60 @@ const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// that comes later or in the gap prunes, so the ring never stalls.
 const HELD_WAITS: u32 = 4;
 const GAP_WAITS: u32 = 2;
-/// The distinct sessions waiting for ACCESS EXCLUSIVE (a prune's lock, or
-/// its TRUNCATE) on something this session holds.
-const WAITING_ON_ME: &str = "
+/// The distinct sessions of the maintenance leader waiting for ACCESS
+/// EXCLUSIVE on a partition of the tables `$1` that this session holds:
+/// the leader's prune lock requests, and nothing else. The leader is the
+/// session holding the leader's advisory lock `$2` (every release's
+/// leader runs its duties on that connection, 0.6 included, which sets
+/// no `application_name`); of its duties only a prune asks a ring
+/// partition for ACCESS EXCLUSIVE (`LOCK TABLE` of the oldest sealed
+/// slot's partitions; its `TRUNCATE` comes once it holds them). Anyone
+/// else queued on the held ring (a migration's `ALTER`, an operator's
+/// `LOCK`) is not the prune the hold is for.
+const PRUNES_WAITING_ON_ME: &str = "
 SELECT DISTINCT l.pid FROM pg_locks l
-WHERE NOT l.granted AND l.mode = 'AccessExclusiveLock'
-  AND pg_backend_pid() = ANY(pg_blocking_pids(l.pid))";
+JOIN pg_inherits i ON i.inhrelid = l.relation
+WHERE NOT l.granted AND l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock'
+  AND i.inhparent IN (SELECT to_regclass(t) FROM unnest($1::text[]) AS t)
+  AND pg_backend_pid() = ANY(pg_blocking_pids(l.pid))
+  AND EXISTS (
+      SELECT 1 FROM pg_locks x
+      WHERE x.pid = l.pid AND x.granted AND x.locktype = 'advisory' AND x.objsubid = 1
+        AND x.classid = ($2::bigint >> 32)::oid AND x.objid = ($2::bigint & 4294967295)::oid)";
 const LET_GO: &str = "COMMIT";
+
+/// `ring`'s tables, schema-qualified.
+fn ring_tables(ring: HeldRing) -> Vec<String> {
+    ring.ring()
+        .tables()
+        .iter()
+        .map(|t| format!("awa.{t}"))
+        .collect()
+}
 
 /// Opens a transaction holding every partition of `ring`'s tables as a
 /// reporting transaction's reads do (ACCESS SHARE: no write waits on it,
 /// a prune's ACCESS EXCLUSIVE does).
 fn lock_ring_sql(ring: HeldRing) -> String {
-    let tables: Vec<String> = ring
-        .ring()
-        .tables()
-        .iter()
-        .map(|t| format!("awa.{t}"))
-        .collect();
     format!(
         "BEGIN; LOCK TABLE {} IN ACCESS SHARE MODE",
-        tables.join(", ")
+        ring_tables(ring).join(", ")
     )
+}
+
+/// The leader's prune lock requests waiting on `client`'s hold of
+/// `ring`'s partitions, by backend pid.
+async fn prunes_waiting(
+    client: &tokio_postgres::Client,
+    ring: HeldRing,
+) -> Result<BTreeSet<i32>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            PRUNES_WAITING_ON_ME,
+            &[&ring_tables(ring), &awa_runtime::locks::LEADER_LOCK_KEY],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// `hold` with `lock_ring`: for the duration, a client on its own
@@ -128,7 +160,7 @@ async fn hold_locking(cx: &mut StepCtx<'_>, s: &HoldStep, ring: HeldRing) -> Res
             .map_err(lock_client_failed)?;
         record.holds += 1;
         let until = (Instant::now() + wait * HELD_WAITS).min(end);
-        watch_waiters(cx, &client, until, &mut record).await?;
+        watch_waiters(cx, &client, ring, until, &mut record).await?;
         client
             .batch_execute(LET_GO)
             .await
@@ -147,23 +179,21 @@ async fn hold_locking(cx: &mut StepCtx<'_>, s: &HoldStep, ring: HeldRing) -> Res
     )))
 }
 
-/// Polls the sessions waiting on this one until `until`: a waiter that
-/// is gone while the partitions are still held gave up on its lock.
+/// Polls the leader's prune lock requests waiting on this session until
+/// `until`: a request that is gone while the partitions are still held
+/// gave up on its lock.
 async fn watch_waiters(
     cx: &StepCtx<'_>,
     client: &tokio_postgres::Client,
+    ring: HeldRing,
     until: Instant,
     record: &mut PartitionHold,
 ) -> Result<(), Abort> {
     let mut waiting: BTreeSet<i32> = BTreeSet::new();
     loop {
-        let now: BTreeSet<i32> = client
-            .query(WAITING_ON_ME, &[])
+        let now = prunes_waiting(client, ring)
             .await
-            .map_err(lock_client_failed)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+            .map_err(lock_client_failed)?;
         let gone = waiting.difference(&now).count() as u32;
         if gone > 0 && record.first_gave_up_ms.is_none() {
             record.first_gave_up_ms = Some(cx.ms());
@@ -304,6 +334,91 @@ async fn let_go(cx: &mut StepCtx<'_>, gate: Option<super::gate::StartGate>) -> S
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use awa_harness::pgtemp::Cluster;
+    use awa_runtime::schema::{MigrateOptions, migrate};
+
+    use super::*;
+
+    /// Starts `sql` on a connection of its own and returns its backend pid
+    /// at once; the statement runs on (and may wait) in the background.
+    async fn waiting(cluster: &Cluster, sql: String) -> i32 {
+        let client = cluster.connect("hold").await.unwrap();
+        let pid: i32 = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        tokio::spawn(async move {
+            let _ = client.batch_execute(&sql).await;
+            // Keeps the session (and what it holds) until the test ends.
+            std::future::pending::<()>().await;
+        });
+        pid
+    }
+
+    /// Regression (review of the `lock_ring` hold): every ACCESS EXCLUSIVE
+    /// waiter on the held ring counted as the prune. Here two wait on the
+    /// claim ring's partitions: the leader (it holds the leader's advisory
+    /// lock) and a session that does not lead. Only the leader's request is
+    /// the prune's, and only on the ring the hold holds.
+    #[tokio::test]
+    async fn only_the_leaders_lock_request_on_a_held_partition_counts_as_the_prune() {
+        let cluster = Cluster::start().await.expect("a throwaway cluster");
+        cluster.create_database("hold").await.unwrap();
+        let mut setup = cluster.connect("hold").await.unwrap();
+        migrate(&mut setup, &MigrateOptions::default())
+            .await
+            .unwrap();
+        let holder = cluster.connect("hold").await.unwrap();
+        holder
+            .batch_execute(&lock_ring_sql(HeldRing::Claim))
+            .await
+            .unwrap();
+        // Leads as maintenance.rs does: the leader's advisory lock, held
+        // by the session that prunes.
+        let leader = waiting(
+            &cluster,
+            format!(
+                "SELECT pg_advisory_lock({}); BEGIN; LOCK TABLE awa.claim_receipts_0 IN ACCESS EXCLUSIVE MODE",
+                awa_runtime::locks::LEADER_LOCK_KEY
+            ),
+        )
+        .await;
+        let other = waiting(
+            &cluster,
+            "BEGIN; LOCK TABLE awa.claim_closures_0 IN ACCESS EXCLUSIVE MODE".to_owned(),
+        )
+        .await;
+        let mut seen = BTreeSet::new();
+        for _ in 0..100 {
+            let queued: i64 = holder
+                .query_one(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if queued == 2 {
+                seen = prunes_waiting(&holder, HeldRing::Claim).await.unwrap();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            seen,
+            BTreeSet::from([leader]),
+            "the other waiter was {other}"
+        );
+        // The queue ring is not held: nothing of it waits on the hold.
+        assert_eq!(
+            prunes_waiting(&holder, HeldRing::Queue).await.unwrap(),
+            BTreeSet::new()
+        );
+    }
+
     #[test]
     fn slot_zero_is_every_ring_table_partition_0() {
         let sql = super::slot_zero_free_sql();

@@ -1,11 +1,16 @@
-//! `prune_met_held_partition`: a leader's prune met ring partitions a
+//! `prune_met_held_partition`: the leader's prune met ring partitions a
 //! long reader held, and gave up on its lock within its bound.
 
 use super::list;
 use crate::observe::{Observations, duration};
 
 /// A `lock_ring` hold that saw a prune's lock request wait on its
-/// partitions and give up while they were still held.
+/// partitions and give up while they were still held. The hold counts
+/// only the prune's requests: the maintenance leader's session (the one
+/// holding the leader's advisory lock) asking ACCESS EXCLUSIVE of a
+/// partition of the held ring, which of the leader's duties only a prune
+/// does (see the `hold` step); another session's wait on them (a
+/// migration's, an operator's) is no prune meeting the hold.
 pub(super) fn prune_met_held_partition(obs: &Observations) -> (bool, String) {
     let holds = &obs.partition_holds;
     if let Some(h) = holds.iter().find(|h| h.gave_up > 0) {
