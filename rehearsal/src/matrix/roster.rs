@@ -136,6 +136,9 @@ pub(crate) struct KillPoint {
 /// Walks a cell's steps, tracking the fleet and the schema state.
 pub(crate) struct Roster {
     workers: Pool,
+    /// At most this many of the workers are idle (`idle = true`): they
+    /// promote and rescue only when they start. A kill may hit one, or not.
+    idle_workers: u32,
     producers: Pool,
     fresh_install: bool,
     migrated: bool,
@@ -155,6 +158,7 @@ impl Roster {
     pub(crate) fn new(fresh_install: bool) -> Self {
         Roster {
             workers: Pool::default(),
+            idle_workers: 0,
             producers: Pool::default(),
             fresh_install,
             migrated: fresh_install,
@@ -190,6 +194,9 @@ impl Roster {
         match step {
             Step::Fleet(s) => {
                 self.workers.start(&s.artifact, s.workers);
+                if s.idle {
+                    self.idle_workers += s.workers;
+                }
                 self.producers.start(&s.artifact, s.producers);
                 if s.workers > 0 {
                     self.worker_artifacts_seen.insert(s.artifact.clone());
@@ -229,6 +236,11 @@ impl Roster {
             Step::Revoke(_) => {
                 if self.workers.total == 0 {
                     self.problem(index, "revoke needs a running fleet besides what it starts: its workers' attempts are rescued by the others; start a fleet first");
+                } else if self.workers.total <= self.idle_workers {
+                    self.problem(index, format!(
+                        "revoke needs a running worker that rescues besides what it starts, and every worker here may be idle (idle = true rescues only when it starts; running workers: {}); start one without idle = true first",
+                        self.workers.describe()
+                    ));
                 }
             }
             Step::Cancel(_) => {
@@ -276,6 +288,8 @@ impl Roster {
             self.problem(index, "rollback leaves no worker running: set workers = N");
         }
         self.workers.start_fresh(&s.artifact, workers);
+        // Its idle workers stay (the new ones it adds are not idle).
+        self.idle_workers = self.idle_workers.min(workers);
         self.producers.replace_all(&s.artifact);
         if workers > 0 {
             self.worker_artifacts_seen.insert(s.artifact.clone());
@@ -374,9 +388,15 @@ impl Roster {
         };
         self.kills.push(KillPoint { step: index, among });
         match k.target {
-            KillTarget::Worker | KillTarget::Leader => self.workers.remove_one(of),
+            KillTarget::Worker | KillTarget::Leader => self.remove_worker(of),
             KillTarget::Producer => self.producers.remove_one(of),
         }
+    }
+
+    /// One worker of `of` (any when `None`) gone: an idle one or not.
+    fn remove_worker(&mut self, of: Option<&str>) {
+        self.workers.remove_one(of);
+        self.idle_workers = self.idle_workers.min(self.workers.total);
     }
 
     /// A suspension needs a live candidate, like a kill; the process stays
@@ -433,7 +453,7 @@ impl Roster {
                 if s.signal == super::model::ResumeSignal::Kill {
                     match s.target {
                         KillTarget::Worker | KillTarget::Leader => {
-                            self.workers.remove_one(s.of.as_deref())
+                            self.remove_worker(s.of.as_deref())
                         }
                         KillTarget::Producer => self.producers.remove_one(s.of.as_deref()),
                     }

@@ -920,6 +920,35 @@ fn a_revoke_step_is_read_and_checked() {
     );
 }
 
+/// Regression (review of the revoke step): a fleet of idle workers passed
+/// for the rest of the fleet, but an idle worker rescues only when it
+/// starts, so what the revoked workers held would never be rescued and
+/// the cell would fail as if the release lost it.
+#[test]
+fn a_revoke_step_needs_a_worker_that_rescues() {
+    assert_steps(
+        &[
+            r#"{ fleet = "previous", workers = 1, leader = true, idle = true }"#,
+            r#"{ revoke = "previous", workers = 1 }"#,
+            r#"{ fleet = "previous", workers = 1 }"#,
+            r#"{ fleet = "previous", workers = 1, idle = true }"#,
+            r#"{ kill = "worker" }"#,
+            r#"{ revoke = "previous", producers = 1 }"#,
+        ],
+        &[
+            "matrix.toml:6:3: cell \"c\", step 2 (revoke): revoke needs a running worker that rescues besides what it starts, and every worker here may be idle (idle = true rescues only when it starts; running workers: 1 of previous); start one without idle = true first",
+            // The kill may have hit the one worker that is not idle.
+            "matrix.toml:10:3: cell \"c\", step 6 (revoke): revoke needs a running worker that rescues besides what it starts, and every worker here may be idle (idle = true rescues only when it starts; running workers: 2 of previous); start one without idle = true first",
+        ],
+    );
+    // One that is surely not idle is enough, beside idle ones.
+    assert_valid_steps(&[
+        r#"{ fleet = "previous", workers = 1, idle = true }"#,
+        r#"{ fleet = "previous", workers = 1 }"#,
+        r#"{ revoke = "previous", workers = 1 }"#,
+    ]);
+}
+
 #[test]
 fn counts_are_checked_for_type_and_range() {
     assert_steps(
