@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use super::super::database::{connect, identifier, with_user};
 use super::super::env::{DB_PATIENCE, mix_string, producer_env};
-use super::super::ledger::Role;
+use super::super::ledger::{Cancel, Role};
 use super::super::procs::Start;
-use super::super::step_ctx::StepCtx;
+use super::super::step_ctx::{STOP_TIMEOUT, STOP_TIMEOUT_INTERRUPTED, StepCtx};
 use super::super::{Abort, Done, EXIT_ERROR};
 use crate::fleet::ProcId;
 use crate::matrix::RevokeStep;
@@ -70,10 +70,17 @@ fn revoke_all(role: &str) -> String {
     )
 }
 
-/// The role gone once its sessions are.
+/// The role gone (run once its sessions are: see [`revoke`]).
 fn drop_role(role: &str) -> String {
     format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\";")
 }
+
+/// Sessions connected as the role `$1`.
+const ROLE_SESSIONS: &str = "SELECT count(*) FROM pg_stat_activity WHERE usename::text = $1";
+
+/// How long the role's sessions may take to go once its processes ended
+/// (a backend outlives its client by a moment).
+const SESSIONS_GONE: Duration = Duration::from_secs(5);
 
 /// `revoke`: see the module's documentation.
 pub(super) async fn revoke(cx: &mut StepCtx<'_>, s: &RevokeStep) -> Result<Done, Abort> {
@@ -87,11 +94,22 @@ pub(super) async fn revoke(cx: &mut StepCtx<'_>, s: &RevokeStep) -> Result<Done,
         .batch_execute(&grant(&role))
         .await
         .map_err(|e| harness("creating the role", crate::pg::describe(&e)))?;
-    let ids = start(cx, s, &url).await;
-    let outcome = match ids {
-        Ok(ids) => revoke_and_judge(cx, &admin, &role, &ids).await,
+    let mut ids = Vec::new();
+    let outcome = match start(cx, s, &url, &mut ids).await {
+        Ok(()) => revoke_and_judge(cx, &admin, &role, &ids).await,
         Err(e) => Err(e),
     };
+    // However the step ended, nothing of it runs on as the role: a start
+    // that failed part way (a process refused, one never worked, Ctrl-C)
+    // leaves the ones already started working, and the role is dropped
+    // only once their sessions are gone, as after a revoke they are.
+    stop_started(cx, &ids).await;
+    if let Some(left) = sessions_left(&admin, &role).await {
+        cx.state.facts.notes.push(format!(
+            "{} as the role {role} still connected when it was dropped",
+            crate::observe::count(left, "session")
+        ));
+    }
     if let Err(e) = admin.batch_execute(&drop_role(&role)).await {
         cx.state.facts.notes.push(format!(
             "the role {role} could not be dropped: {}",
@@ -101,11 +119,53 @@ pub(super) async fn revoke(cx: &mut StepCtx<'_>, s: &RevokeStep) -> Result<Done,
     outcome
 }
 
-/// Starts the step's processes as the role and waits until each works:
-/// ready, and a worker has started an attempt.
-async fn start(cx: &mut StepCtx<'_>, s: &RevokeStep, url: &str) -> Result<Vec<ProcId>, Abort> {
+/// The sessions of `role` still connected after [`SESSIONS_GONE`], if
+/// any (if they cannot be counted, none: the drop says what it meets).
+async fn sessions_left(admin: &tokio_postgres::Client, role: &str) -> Option<u64> {
+    let since = Instant::now();
+    loop {
+        let left: i64 = admin.query_one(ROLE_SESSIONS, &[&role]).await.ok()?.get(0);
+        if left == 0 {
+            return None;
+        }
+        if since.elapsed() >= SESSIONS_GONE {
+            return Some(left as u64);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Stops what of `ids` still runs (SIGTERM, then SIGKILL after the
+/// grace); a process that needed SIGKILL is noted.
+async fn stop_started(cx: &mut StepCtx<'_>, ids: &[ProcId]) {
+    let running: Vec<ProcId> = ids
+        .iter()
+        .copied()
+        .filter(|&id| cx.proc(id, |p| p.alive()))
+        .collect();
+    if running.is_empty() {
+        return;
+    }
+    let grace = if cx.cancel().is_set() {
+        STOP_TIMEOUT_INTERRUPTED
+    } else {
+        STOP_TIMEOUT
+    };
+    if let Ok(notes) = cx.stop(&running, grace, &Cancel::never()).await {
+        cx.state.facts.notes.extend(notes);
+    }
+}
+
+/// Starts the step's processes as the role, each added to `ids` as it
+/// starts, and waits until each works: ready, and a worker has started
+/// an attempt.
+async fn start(
+    cx: &mut StepCtx<'_>,
+    s: &RevokeStep,
+    url: &str,
+    ids: &mut Vec<ProcId>,
+) -> Result<(), Abort> {
     let as_role = ("AWA_DATABASE_URL".to_owned(), url.to_owned());
-    let mut ids = Vec::new();
     for _ in 0..s.workers {
         let env = vec![
             as_role.clone(),
@@ -127,7 +187,7 @@ async fn start(cx: &mut StepCtx<'_>, s: &RevokeStep, url: &str) -> Result<Vec<Pr
                 .await?,
         );
     }
-    for &id in &ids {
+    for &id in ids.iter() {
         match cx.await_start(id).await? {
             Start::Ready => {}
             Start::Refused(why) | Start::Exited(why) => {
@@ -162,7 +222,7 @@ async fn start(cx: &mut StepCtx<'_>, s: &RevokeStep, url: &str) -> Result<Vec<Pr
             WORK_TIMEOUT.as_secs()
         )));
     }
-    Ok(ids)
+    Ok(())
 }
 
 /// Revokes the role's privileges, waits for each process to end, and
