@@ -148,6 +148,9 @@ fn is_transient(e: &tokio_postgres::Error) -> bool {
     match e.code() {
         Some(code) => {
             let c = code.code();
+            if permanent_read_as_transient(c) {
+                return true;
+            }
             // 25P03: the server ended a session left idle in a
             // transaction (the process was stopped there); a new
             // connection carries on. Whether the client reads that FATAL
@@ -156,6 +159,13 @@ fn is_transient(e: &tokio_postgres::Error) -> bool {
         }
         None => true,
     }
+}
+
+/// The seeded defect [`crate::failpoint::PERMANENT_AS_TRANSIENT`]: an
+/// access rule violation (SQLSTATE class 42, a revoked privilege among
+/// them) read as a failure a retry may cure.
+fn permanent_read_as_transient(sqlstate: &str) -> bool {
+    crate::failpoint::armed(crate::failpoint::PERMANENT_AS_TRANSIENT) && sqlstate.starts_with("42")
 }
 
 /// Shorthand used throughout the crate.

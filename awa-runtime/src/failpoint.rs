@@ -89,9 +89,15 @@ pub const FINISH_CLOSES_NEWER_ATTEMPT: &str = "finish_closes_newer_attempt";
 /// run of every tenth job, its heartbeat fresh), as a heartbeat rescue:
 /// the job runs again one attempt on, and every count still adds up.
 pub const RESCUE_HEALTHY_ATTEMPTS: &str = "rescue_healthy_attempts";
+/// The error classifier takes SQLSTATE class 42 (access rule violations:
+/// a revoked privilege, a missing table) for a transient failure, as one
+/// that hopes a grant or a migration in progress will cure it: a process
+/// that meets a permanent error retries it for its whole patience
+/// (`AWA_DB_PATIENCE`) before it surfaces.
+pub const PERMANENT_AS_TRANSIENT: &str = "permanent_as_transient";
 
 /// Every seeded defect.
-pub const ALL: [&str; 23] = [
+pub const ALL: [&str; 24] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -115,6 +121,7 @@ pub const ALL: [&str; 23] = [
     RELEASE_SPENDS_ATTEMPT,
     FINISH_CLOSES_NEWER_ATTEMPT,
     RESCUE_HEALTHY_ATTEMPTS,
+    PERMANENT_AS_TRANSIENT,
 ];
 
 /// Whether the failpoint `name` is armed.

@@ -753,3 +753,47 @@ async fn a_rescue_pass_that_takes_healthy_attempts_rescues_fresh_leases() {
         taken.iter().map(|r| (r.job_id, r.reason)).collect();
     assert_eq!(taken, [(tenth[0], rescue::RescueReason::Heartbeat)]);
 }
+
+/// permanent_as_transient: a revoked privilege (SQLSTATE 42501, met for
+/// real by a role without privileges on the schema) reads as permanent,
+/// and the worker's patience gives it back at once; armed, it reads as
+/// transient and patience keeps retrying it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classifier_that_takes_a_revoked_privilege_for_transient_retries_it() {
+    use awa_runtime::db::Patience;
+    use awa_runtime::error::Error;
+    let _turn = SERIAL.lock().await;
+    let db = Db::migrated("fp_permanent").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE ROLE fp_unprivileged; SET ROLE fp_unprivileged")
+        .await
+        .unwrap();
+    let denied = || {
+        let c = &c;
+        async move {
+            let e = c
+                .query_one("SELECT count(*) FROM awa.jobs", &[])
+                .await
+                .expect_err("the role has no privilege on the schema");
+            Error::db("reading", e)
+        }
+    };
+    let real = denied().await;
+    assert_eq!(real.sqlstate(), Some("42501"), "{real}");
+    assert!(!real.is_transient());
+    let mut patience = Patience::new(Duration::from_secs(30));
+    assert!(
+        patience.failed("reading", real).is_some(),
+        "surfaced at once"
+    );
+    arm(failpoint::PERMANENT_AS_TRANSIENT);
+    let seeded = denied().await;
+    disarm(failpoint::PERMANENT_AS_TRANSIENT);
+    assert_eq!(seeded.sqlstate(), Some("42501"), "{seeded}");
+    assert!(seeded.is_transient());
+    let mut patience = Patience::new(Duration::from_secs(30));
+    assert!(
+        patience.failed("reading", seeded).is_none(),
+        "retried as if a reconnect could cure it"
+    );
+}

@@ -121,6 +121,7 @@ fn shipped_matrix_is_valid() {
         "pg-crash-during-flip",
         "fresh-install",
         "revoked-privilege-surfaces",
+        "defect-permanent-as-transient",
         "n1-alive-across-forced-flip",
         "n1-leader-suspended-across-flip",
         "flip-blocked-by-suspended-leader",
@@ -284,6 +285,12 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_rescue",
             "rescue_healthy_attempts",
             FindingRule::UnexplainedInterruption,
+        ),
+        (
+            "defect-permanent-as-transient",
+            "defective_permanent",
+            "permanent_as_transient",
+            FindingRule::SlowRefusal,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();
