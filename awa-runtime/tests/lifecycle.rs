@@ -238,3 +238,78 @@ async fn a_promotion_meeting_an_operators_cancel_never_brings_the_job_back() {
     let entries = common::ready_entries(&watch).await;
     assert_eq!(entries, [ids[1]], "a ready entry names the cancelled job");
 }
+
+/// Two claims that meet on the same ready entries (two workers polling
+/// one queue): each job is claimed once. The claim whose DELETE of an
+/// entry commits takes its job; the other, whether it skipped the locked
+/// entries or waited for them, re-checks each entry it waited for (gone)
+/// and leaves it, and its UPDATE of the job re-checks `state =
+/// 'available'`. The claim's `FOR UPDATE SKIP LOCKED` is not what makes
+/// this hold: it spares the second claim that wait, and without any row
+/// lock a poll that meets another comes back with fewer jobs than it
+/// picked, a throughput cost under contention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_claims_that_meet_on_the_same_entries_take_each_job_once() {
+    use awa_runtime::store::claim;
+    let db = Db::migrated("claims_meet").await;
+    let watch = db.client().await;
+    let jobs: Vec<NewJob> = (0..4).map(|_| job(Mode::Complete, None)).collect();
+    let ids = enqueue::enqueue(&watch, &jobs).await.unwrap();
+
+    // The first claim has taken the two first entries, not yet committed.
+    let mut first = db.client().await;
+    let first_pid: i32 = first
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let tx = first.transaction().await.unwrap();
+    let taken: Vec<i64> = tx
+        .query(claim::CLAIM, &[&"default", &2_i64, &"w1", &"0.7.0"])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(taken, ids[..2]);
+    let second = db.client().await;
+    let other =
+        tokio::spawn(async move { claim::claim(&second, "default", 4, "w2", "0.7.0").await });
+    // The second claim either skipped the locked entries and is done, or
+    // waits for them; let it get that far, then the first commits.
+    let start = std::time::Instant::now();
+    while !other.is_finished() {
+        if common::waiting_on(&watch, first_pid).await > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the second claim neither ended nor waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tx.commit().await.unwrap();
+    let mut rest: Vec<i64> = other
+        .await
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(|c| c.job_id)
+        .collect();
+    rest.sort_unstable();
+    assert_eq!(rest, ids[2..], "the second claim took a job the first had");
+
+    let runs: Vec<(i64, i64, i32)> = watch
+        .query(
+            "SELECT job_id, count(*), max(attempt) FROM awa.executions GROUP BY job_id ORDER BY job_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let once: Vec<(i64, i64, i32)> = ids.iter().map(|&id| (id, 1, 1)).collect();
+    assert_eq!(runs, once, "a job ran twice, or on a second attempt");
+    assert!(common::ready_entries(&watch).await.is_empty());
+}

@@ -392,8 +392,9 @@ async fn closures_of(c: &tokio_postgres::Client, id: i64) -> Vec<(String, bool)>
 /// (`job_id`, `run_lease`, `state = 'running'`) against the row it waited
 /// for, so this holds by the statements alone; the rescue's up-front LOCK
 /// only orders its row locks (fewer deadlocks, which both sides retry).
-/// That is why the mutant that makes the LOCK lock other attempts is
-/// listed equivalent in matrix.toml: this test passes with it too.
+/// That is why the mutants that change which rows the LOCK takes (other
+/// attempts, rows no longer running, none at all) are listed equivalent
+/// in matrix.toml: this test passes with the LOCK locking nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_and_a_rescue_that_meet_on_an_attempt_close_it_once() {
     use awa_runtime::store::claim;

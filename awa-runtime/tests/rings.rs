@@ -417,6 +417,60 @@ async fn a_prune_waiting_for_its_lock_holds_the_ring_up_no_longer_than_its_wait(
     ));
 }
 
+/// A prune whose lock request closes a cycle (a reader holds one of the
+/// claim slot's two partitions, then asks for the other, which the prune
+/// has locked already) and is rolled back by the deadlock detector
+/// answers `Busy`, as one whose lock wait ran out: the leader tries again
+/// at a later tick. As an error it would cost the leader its maintenance
+/// connection, and with it leadership, for a lock it may simply retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_whose_lock_deadlocks_answers_busy() {
+    let db = Db::migrated("prune_deadlock").await;
+    let mut client = prunable_claim_slot(&db).await;
+    // The prune's session finds the cycle (deadlock_timeout 1 s, the
+    // default) before the reader's would (10 s): the prune is rolled back.
+    let reader = db.client().await;
+    reader
+        .batch_execute(
+            "SET deadlock_timeout = '10s'; BEGIN; SELECT count(*) FROM awa.claim_closures_3",
+        )
+        .await
+        .unwrap();
+    // A lock wait longer than deadlock_timeout: the cycle is found first.
+    let pruner = tokio::spawn(async move {
+        rings::prune(&mut client, Ring::Claim, Duration::from_secs(5)).await
+    });
+    let probe = db.client().await;
+    wait_count(
+        &probe,
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    // The prune holds claim_receipts_3 and waits for claim_closures_3;
+    // the reader now asks for claim_receipts_3.
+    let second = tokio::spawn(async move {
+        let n = reader
+            .query_one("SELECT count(*) FROM awa.claim_receipts_3", &[])
+            .await
+            .map(|r| r.get::<_, i64>(0));
+        (n, reader)
+    });
+    let pruned = pruner.await.unwrap();
+    assert!(
+        matches!(pruned, Ok(Pruned::Busy)),
+        "a deadlocked prune must answer Busy: {pruned:?}"
+    );
+    let (n, reader) = second.await.unwrap();
+    assert_eq!(
+        n.unwrap(),
+        1,
+        "the reader goes on once the prune is rolled back"
+    );
+    reader.batch_execute("COMMIT").await.unwrap();
+}
+
 /// The prune's bound is for its partitions' lock only: the archive that
 /// follows waits as the session would, so a table briefly held by someone
 /// else (here `terminal_archive`, for longer than the lock wait) delays
