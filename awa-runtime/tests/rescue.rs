@@ -394,7 +394,7 @@ async fn closures_of(c: &tokio_postgres::Client, id: i64) -> Vec<(String, bool)>
 /// only orders its row locks (fewer deadlocks, which both sides retry).
 /// That is why the mutants that change which rows the LOCK takes (other
 /// attempts, rows no longer running, none at all) are listed equivalent
-/// in matrix.toml: this test passes with the LOCK locking nothing.
+/// in matrix.toml: this test passes with each of them applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_and_a_rescue_that_meet_on_an_attempt_close_it_once() {
     use awa_runtime::store::claim;
