@@ -95,9 +95,15 @@ pub const RESCUE_HEALTHY_ATTEMPTS: &str = "rescue_healthy_attempts";
 /// that meets a permanent error retries it for its whole patience
 /// (`AWA_DB_PATIENCE`) before it surfaces.
 pub const PERMANENT_AS_TRANSIENT: &str = "permanent_as_transient";
+/// The leader sets its next fold to the pass that just folded, not a
+/// fold interval on: its maintenance loop, which sleeps until the first
+/// duty falls due (at least 5 ms), folds on every pass, hundreds of
+/// times a second, while every job still ends as designed (the class of
+/// a due time computed backwards, `now - period`).
+pub const MAINTENANCE_SPINS: &str = "maintenance_spins";
 
 /// Every seeded defect.
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 25] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -122,6 +128,7 @@ pub const ALL: [&str; 24] = [
     FINISH_CLOSES_NEWER_ATTEMPT,
     RESCUE_HEALTHY_ATTEMPTS,
     PERMANENT_AS_TRANSIENT,
+    MAINTENANCE_SPINS,
 ];
 
 /// Whether the failpoint `name` is armed.

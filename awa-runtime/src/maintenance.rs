@@ -176,7 +176,11 @@ async fn duties(
                 }
                 folds::Folded::Done { .. } => {}
             }
-            due.fold = now + t.fold_every;
+            due.fold = if fold_spins() {
+                now
+            } else {
+                now + t.fold_every
+            };
         }
         if now >= due.flip_check {
             if let Some(stability) = t.auto_flip_after {
@@ -192,6 +196,12 @@ async fn duties(
         )
         .await;
     }
+}
+
+/// The seeded defect `maintenance_spins`: the next fold falls due on the
+/// pass that just folded, so the loop folds on every pass.
+fn fold_spins() -> bool {
+    crate::failpoint::armed(crate::failpoint::MAINTENANCE_SPINS)
 }
 
 /// One rescue pass. A pass that lost a deadlock (or a serialization
