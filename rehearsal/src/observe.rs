@@ -29,7 +29,7 @@ pub use job_records::{
     AcceptedJob, CronWindow, DisownedRun, LateResultCount, UnrescuedOverrun, UnstoppedHandler,
 };
 pub use monitor_samples::{
-    CensusSample, DbClock, LateLease, LateRuntime, LateSample, LivenessSample,
+    CensusSample, DbClock, IdleWindow, LateLease, LateRuntime, LateSample, LivenessSample,
     MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime, RingLiveness, RingSample,
     StoppedRuntime, TickLoad,
 };
@@ -171,4 +171,8 @@ pub struct Observations {
     /// [`UnrescuedOverrun`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overruns_completed: Vec<UnrescuedOverrun>,
+    /// Stretches in which the plan held the fleet idle (see
+    /// [`IdleWindow`]): the drain's idle tail, a `rings_pruned_back` wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle: Vec<IdleWindow>,
 }

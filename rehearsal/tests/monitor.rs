@@ -297,6 +297,43 @@ async fn a_fresh_install_is_sampled() {
     );
 }
 
+/// Every census sample carries the transactions the cell's database has
+/// ended: an idle database barely moves (the monitor's own reads), a
+/// connection that ends 500 in a burst (as a runaway loop does) shows in
+/// full once its backend reports them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_census_counts_the_transactions_the_database_ends() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster.create_database("xacts").await.unwrap();
+    let monitor = start_monitor(&cluster, "xacts");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let burst_ms = 1_200;
+    let busy = cluster.connect("xacts").await.unwrap();
+    for _ in 0..500 {
+        busy.batch_execute("SELECT 1").await.unwrap();
+    }
+    // A backend reports its counts at the latest when it ends.
+    drop(busy);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let samples = monitor.stop().await;
+    let xacts: Vec<(u64, i64)> = samples
+        .census
+        .iter()
+        .filter_map(|s| Some((s.at_ms, s.xacts?)))
+        .collect();
+    assert_eq!(xacts.len(), samples.census.len(), "{samples:?}");
+    let (_, first) = xacts[0];
+    let before = xacts
+        .iter()
+        .filter(|(at_ms, _)| *at_ms < burst_ms)
+        .map(|(_, x)| *x)
+        .max()
+        .unwrap();
+    let (_, last) = *xacts.last().unwrap();
+    assert!(before - first < 100, "an idle database ended {} transactions", before - first);
+    assert!(last - before >= 500, "the burst of 500 showed as {}", last - before);
+}
+
 /// Runs `hold` on a connection of its own (returned, so its transaction
 /// and locks stay), then starts `wait` on another, where it blocks behind
 /// them; returns once `waiting` sessions of the database wait on a lock.

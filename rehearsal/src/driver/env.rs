@@ -32,6 +32,16 @@ pub const FIXED: [(&str, &str); 10] = [
     ("AWA_DB_PATIENCE", "30s"),
 ];
 
+/// The interval a [`FIXED`] variable sets (`AWA_POLL_INTERVAL` ...), as
+/// every process of a cell gets it; `None` for a variable not set there
+/// or not a duration.
+pub fn fixed_interval(var: &str) -> Option<Duration> {
+    FIXED
+        .iter()
+        .find(|(k, _)| *k == var)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
 /// How long every process retries transient database failures before
 /// giving up (`AWA_DB_PATIENCE` in [`FIXED`]): a refusal retried as if
 /// it were transient takes at least this long.
@@ -157,6 +167,20 @@ pub fn mix_string(mix: &BTreeMap<JobMode, u32>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fixed_intervals_read_as_durations() {
+        assert_eq!(
+            fixed_interval("AWA_POLL_INTERVAL"),
+            Some(Duration::from_millis(20))
+        );
+        assert_eq!(
+            fixed_interval("AWA_FOLD_INTERVAL"),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(fixed_interval("AWA_CONCURRENCY"), None, "not a duration");
+        assert_eq!(fixed_interval("AWA_HEARTBEAT_INTERVAL"), None, "not fixed");
+    }
 
     fn timings() -> Timings {
         Timings {

@@ -156,6 +156,7 @@ fn shipped_matrix_is_valid() {
         "defect-finish-closes-newer-attempt",
         "defect-rescue-healthy-attempts",
         "prune-meets-held-partition",
+        "defect-maintenance-spins",
     ];
     // Cells are only ever added (each section in file order); every one
     // listed here must stay.
@@ -291,6 +292,12 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_permanent",
             "permanent_as_transient",
             FindingRule::SlowRefusal,
+        ),
+        (
+            "defect-maintenance-spins",
+            "defective_spins",
+            "maintenance_spins",
+            FindingRule::RunawayLoop,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();
@@ -1271,7 +1278,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, migration_misrecorded, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored, unexplained_interruption, slow_refusal, holder_misreported";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, migration_misrecorded, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored, unexplained_interruption, slow_refusal, holder_misreported, runaway_loop";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",

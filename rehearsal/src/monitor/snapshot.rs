@@ -73,6 +73,11 @@ SELECT EXISTS (SELECT 1 FROM pg_locks l
                WHERE n.nspname = 'awa' AND c.relname = 'runtime_instances' AND l.granted
                  AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock',
                                 'AccessExclusiveLock'))";
+/// Transactions the cell's database has ended so far: what each backend
+/// has reported (about once a second while it works, at the latest when
+/// it ends), read first in the sample so its time is the tick's.
+const XACTS: &str = "
+SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database WHERE datname = current_database()";
 /// Opens the snapshot every statement of a sample shares.
 const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 const END: &str = "COMMIT";
@@ -164,6 +169,10 @@ async fn read_snapshot(
     stale_ms: f64,
     counts: &CountSource,
 ) -> Result<Snapshot, tokio_postgres::Error> {
+    let xacts = client
+        .query_opt(XACTS, &[])
+        .await?
+        .and_then(|r| r.get::<_, Option<i64>>(0));
     let exists = Existing::read(client).await?;
     let authority = read_authority(client, &exists).await?;
     let (rings, slot_counts) = if exists.rings {
@@ -214,6 +223,7 @@ async fn read_snapshot(
         fresh_runtimes,
         delta_rows,
         lock_waits,
+        xacts,
     };
     Ok(Snapshot {
         rings,

@@ -34,6 +34,25 @@ pub struct CensusSample {
     pub delta_rows: i64,
     /// Sessions waiting on a lock that rotation can be behind, at sample time.
     pub lock_waits: i64,
+    /// Transactions the cell's database has ended so far (committed and
+    /// rolled back, `pg_stat_database`; each backend reports its own about
+    /// once a second): what a runaway loop of the runtime shows in.
+    /// Added in 1.25.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xacts: Option<i64>,
+}
+
+/// A stretch of a cell in which the fleet stood idle by the plan's doing
+/// (its load off and no job live), so that whatever the database did
+/// then was the runtimes' periodic loops and the harness's reads: the
+/// windows a runaway loop is judged in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdleWindow {
+    /// The step that held the fleet idle.
+    pub step: usize,
+    /// From when to when, in ms since the cell started.
+    pub from_ms: u64,
+    pub to_ms: u64,
 }
 
 /// A monitor tick that found the harness or a runtime late, by more than

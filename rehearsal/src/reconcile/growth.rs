@@ -163,6 +163,7 @@ mod tests {
             fresh_runtimes: Default::default(),
             delta_rows,
             lock_waits: 0,
+            xacts: None,
         }
     }
 

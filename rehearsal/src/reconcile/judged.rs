@@ -86,6 +86,20 @@ pub fn cell_judged(run: &CellRun) -> RunEvent {
         judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
         harness_error = Some(why);
     }
+    // Likewise a rate past the loops' budget in a squeezed window.
+    let rests_on_loops = match &run.plan.expect {
+        Expectation::Pass => judgement.verdict == Verdict::Pass,
+        Expectation::Detect(rule) => {
+            *rule == FindingRule::RunawayLoop && judgement.verdict == Verdict::Fail
+        }
+    };
+    if rests_on_loops
+        && let Some(doubt) = super::runaway::doubted(&run.observations, &run.plan.timings)
+    {
+        let why = format!("{doubt} (the run otherwise read: {})", judgement.reason);
+        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
+        harness_error = Some(why);
+    }
     RunEvent::CellJudged {
         index: run.index,
         cell: run.plan.name.clone(),
@@ -248,6 +262,46 @@ mod tests {
                 .collect();
         }
         assert_eq!(verdict(&event).0, Verdict::Pass);
+    }
+
+    /// `event` with an idle window whose database ended half as much
+    /// again as its loops' budget, the harness's pulse `pulse_late_ms` late.
+    fn with_busy_idle_window(mut event: RunEvent, pulse_late_ms: u64) -> RunEvent {
+        use super::super::runaway::{Budget, Cadence};
+        let RunEvent::CellFinished(run) = &mut event else {
+            panic!("a finished cell");
+        };
+        let budget = Budget::of(&Cadence::of(&run.plan.timings), 2, 0.0).per_s;
+        let idle = super::super::runaway::tests::cell(2, 4_000, (budget * 1.5) as i64, pulse_late_ms);
+        run.observations.census = idle.census;
+        run.observations.liveness = idle.liveness;
+        run.observations.idle = idle.idle;
+        event
+    }
+
+    #[test]
+    fn a_pass_cannot_rest_on_loops_a_squeezed_machine_may_hide() {
+        let (v, reason, error) = verdict(&with_busy_idle_window(run(vec![], vec![]), 600));
+        assert_eq!(v, Verdict::Inconclusive, "{reason}");
+        let error = error.expect("a harness error");
+        assert!(
+            error.starts_with("while the fleet stood idle (step 7), the cell's database ended ")
+                && error.contains("while the machine was squeezed (the harness's pulse up to 600ms late)")
+                && error.ends_with(
+                    "(the run otherwise read: nothing found; every step did what the plan required)"
+                ),
+            "{error}"
+        );
+        // A cell that exists to catch runaway_loop cannot call it missed.
+        let mut event = with_busy_idle_window(run(vec![], vec![]), 600);
+        if let RunEvent::CellFinished(run) = &mut event {
+            run.plan.expect = Expectation::Detect(FindingRule::RunawayLoop);
+        }
+        assert_eq!(verdict(&event).0, Verdict::Inconclusive);
+        // On a machine that kept up the rate is the rule's to find, and
+        // the judgement does not doubt it.
+        let (v, _, error) = verdict(&with_busy_idle_window(run(vec![], vec![]), 0));
+        assert_eq!((v, error), (Verdict::Pass, None));
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //! - `liveness` judges whether the rings kept rotating while they held rows;
 //! - `placement` finds ready entries, claims and leases outside the slot
 //!   their ring's cursor gives them (monitor ticks and the end state);
+//! - `runaway` finds periodic loops of the runtime running far faster
+//!   than their periods while the fleet stood idle;
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
@@ -68,6 +70,7 @@ pub mod recorded;
 mod refusals;
 mod rings;
 mod rules;
+mod runaway;
 mod runtimes;
 mod schema;
 mod starvation;
@@ -197,6 +200,10 @@ pub async fn reconcile_recorded(
     findings.extend(liveness::findings(
         obs,
         liveness::stall_after_ms(&plan.timings),
+    ));
+    findings.extend(runaway::findings(
+        obs,
+        &runaway::Cadence::of(&plan.timings),
     ));
     findings.extend(growth::findings(&storage, obs));
     findings.extend(placement::findings(&storage.misplaced, obs));

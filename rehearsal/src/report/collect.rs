@@ -154,6 +154,7 @@ fn cell_report(
         cancels: obs.cancels,
         late_runtimes: obs.late_runtimes,
         queued_runtimes: obs.queued_runtimes,
+        idle: obs.idle,
         tries: Vec::new(),
     }
 }

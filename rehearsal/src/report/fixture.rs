@@ -262,6 +262,7 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         cancels: vec![],
         late_runtimes: vec![],
         queued_runtimes: vec![],
+        idle: vec![],
         tries: vec![],
     }
 }
@@ -304,6 +305,7 @@ fn census() -> Vec<CensusSample> {
                 fresh_runtimes: BTreeMap::from([("0.6.2".to_owned(), 3)]),
                 delta_rows: 0,
                 lock_waits: 0,
+                xacts: None,
             }
         })
         .collect()

@@ -117,7 +117,12 @@ use crate::reconcile::Detection;
 /// - `1.24`: per run `held_back.grew_to`, the most cells at once when
 ///   `--jobs auto` grew above its schedule while the cores idled; absent
 ///   when it did not grow.
-pub const FORMAT_VERSION: &str = "1.24";
+/// - `1.25`: per census sample `xacts`, the transactions the cell's
+///   database had ended so far (`pg_stat_database`), per cell `idle`, the
+///   stretches the plan held the fleet idle, and the finding rule
+///   `runaway_loop` (judged in the windows the plan held the fleet idle,
+///   such as the drain's new idle tail).
+pub const FORMAT_VERSION: &str = "1.25";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -284,6 +289,11 @@ pub struct CellReport {
     /// lock. Added in 1.19.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_runtimes: Vec<crate::observe::QueuedRuntime>,
+    /// The stretches the plan held the fleet idle (the drain's idle tail,
+    /// a `rings_pruned_back` wait), which `runaway_loop` judges against
+    /// the census's `xacts`. Added in 1.25.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle: Vec<crate::observe::IdleWindow>,
     /// Earlier tries that were inconclusive for the harness's own reasons
     /// (`--retries`); the cell's verdict is its last try's. Added in 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

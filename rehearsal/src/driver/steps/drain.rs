@@ -7,7 +7,7 @@ use super::super::step_ctx::STOP_TIMEOUT;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
 use crate::matrix::{CURRENT, Duration as MatrixDuration};
-use crate::observe::StepOutcome;
+use crate::observe::{IdleWindow, StepOutcome};
 
 /// How long the cron jobs of a final mop-up may take.
 const MOPUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -31,6 +31,9 @@ pub(in crate::driver) async fn drain(
     }
     let (live, waited) = wait_for_queue(cx, timeout).await?;
     parts.push(waited);
+    if live.0 == 0 {
+        parts.extend(idle_tail(cx).await?);
+    }
     // Runtimes that died while the queue drained (a crash, a fence)
     // are judged before the fleet is stopped on purpose.
     parts.extend(cx.check_unexpected_exits().await);
@@ -60,6 +63,33 @@ pub(in crate::driver) async fn drain(
             ),
         )
     })
+}
+
+/// How long a drained fleet is held idle before it is stopped: the window
+/// in which reconciliation judges whether a periodic loop of the runtime
+/// ran away (`runaway_loop`). Each backend reports its transactions about
+/// once a second, so the first second is left to settle and the rest
+/// holds three or more reports of every runtime's connections.
+pub(in crate::driver) const IDLE_TAIL: Duration = Duration::from_secs(4);
+
+/// Holds the drained fleet idle for [`IDLE_TAIL`] (while a worker lives
+/// to be watched) and records the window; says so.
+async fn idle_tail(cx: &mut StepCtx<'_>) -> Result<Option<String>, Abort> {
+    if cx.live(Role::Worker, None).is_empty() {
+        return Ok(None);
+    }
+    let from_ms = cx.ms();
+    cx.cancel().sleep(IDLE_TAIL).await?;
+    let to_ms = cx.ms();
+    cx.state.obs.idle.push(IdleWindow {
+        step: cx.state.step_index,
+        from_ms,
+        to_ms,
+    });
+    Ok(Some(format!(
+        "the fleet held idle for {}",
+        crate::observe::duration(to_ms - from_ms)
+    )))
 }
 
 /// Waits until no job is live or their count stopped going down for

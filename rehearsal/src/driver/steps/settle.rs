@@ -22,7 +22,7 @@ use super::super::Abort;
 use super::super::step_ctx::StepCtx;
 use super::assert::{Held, unreadable};
 use super::drain::Progress;
-use crate::observe::{PrunedBack, RingPrunedBack};
+use crate::observe::{IdleWindow, PrunedBack, RingPrunedBack};
 
 /// Slots per ring in every schema this rehearsal knows.
 const SLOTS: u32 = 8;
@@ -72,6 +72,15 @@ pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abor
             )
         })
         .collect();
+    // The workload was done throughout: with the load off, the fleet
+    // stood idle.
+    if !cx.state.load_on {
+        cx.state.obs.idle.push(IdleWindow {
+            step: cx.state.step_index,
+            from_ms,
+            to_ms: from_ms + waited_ms,
+        });
+    }
     cx.state.obs.pruned_back.push(PrunedBack {
         step: cx.state.step_index,
         from_ms,

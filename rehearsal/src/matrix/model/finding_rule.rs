@@ -91,11 +91,15 @@ pub enum FindingRule {
     /// A command that gave up on a held lock named a holder's transaction
     /// age the database's own clock contradicts.
     HolderMisreported,
+    /// A periodic loop of the runtime ran far faster than its period:
+    /// while the fleet stood idle, the cell's database committed more
+    /// transactions than every live runtime's timings allow.
+    RunawayLoop,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 29] = [
+    pub const ALL: [FindingRule; 30] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -125,6 +129,7 @@ impl FindingRule {
         FindingRule::UnexplainedInterruption,
         FindingRule::SlowRefusal,
         FindingRule::HolderMisreported,
+        FindingRule::RunawayLoop,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -189,6 +194,7 @@ impl FindingRule {
             FindingRule::UnexplainedInterruption => "unexplained_interruption",
             FindingRule::SlowRefusal => "slow_refusal",
             FindingRule::HolderMisreported => "holder_misreported",
+            FindingRule::RunawayLoop => "runaway_loop",
         }
     }
 

@@ -96,6 +96,7 @@ mod tests {
                 fresh_runtimes: Default::default(),
                 delta_rows: 0,
                 lock_waits: 0,
+                xacts: None,
             }],
             ..Observations::default()
         };

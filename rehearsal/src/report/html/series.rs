@@ -174,6 +174,7 @@ mod tests {
             fresh_runtimes: BTreeMap::new(),
             delta_rows: 0,
             lock_waits: 0,
+            xacts: None,
         }
     }
 

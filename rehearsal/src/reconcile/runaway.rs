@@ -1,0 +1,533 @@
+//! Runaway loops: while the fleet stands idle, the database hears from
+//! the runtimes only as often as their periods say.
+//!
+//! Every loop of a runtime is periodic: a worker polls for work, beats
+//! and bids for leadership; the leader promotes, fires cron, rescues,
+//! rotates and prunes each ring and folds, each on its own interval. A
+//! loop whose next due time is computed wrong (`now - period`, a due
+//! time never moved on) runs on every pass of its task instead, hundreds
+//! of times a second, and every job still ends as designed: no other
+//! rule sees it, and in production it is a leader that keeps a core and
+//! a database connection busy for nothing. While the plan holds the fleet
+//! idle ([`IdleWindow`]: the drain's idle tail, a `rings_pruned_back`
+//! wait with the load off), everything the cell's database does is
+//! those loops and the harness's own reads, so the transactions it ends
+//! (`pg_stat_database`, sampled every monitor tick) are bounded by the
+//! live runtimes' cadences: [`Budget`]. A window whose rate is past the
+//! budget is a `runaway_loop` finding.
+//!
+//! Each backend reports its transactions about once a second (and a
+//! backend that goes quiet, some seconds later), so a window's first
+//! [`SETTLE_MS`] are left out (the busy phase before it is still being
+//! reported then) and a window must span [`MIN_SPAN_MS`] to be judged.
+//! A window that a PostgreSQL outage crossed (a crash resets the
+//! counters) is not judged.
+//!
+//! Starvation only lowers a loop's rate, but it can also hold a
+//! backend's report back until it lands inside the window, with the busy
+//! phase's transactions in it. So a window over its budget in which the
+//! harness's own pulse ran [`SQUEEZED_PULSE_MS`] late is a finding only
+//! past [`SQUEEZED_STRETCH`] times the budget; under that it is
+//! [`doubted`], and the cell cannot pass on it (inconclusive, as a ring
+//! stall in a squeezed window is).
+
+use super::rules::{RECONCILE, phase_at};
+use crate::matrix::{Duration, FindingRule, Timings};
+use crate::observe::{self, CensusSample, Finding, IdleWindow, Observations};
+
+/// The first part of a window left out: the busy phase before it is
+/// still being reported then (a backend reports about once a second).
+pub(super) const SETTLE_MS: u64 = 1_000;
+/// The shortest span of samples a window is judged on: at least two
+/// reports of every connection that keeps working.
+pub(super) const MIN_SPAN_MS: u64 = 2_000;
+/// Transactions each wake of a runtime's loop may end. Measured on the
+/// shipped matrix (process backend): a clean idle fleet ends about
+/// <CALIBRATE> of its cadence's wakes' worth; a leader that folds on
+/// every pass, <CALIBRATE>.
+const XACTS_PER_WAKE: f64 = 2.0;
+/// What the harness itself ends a second in a cell's database while the
+/// fleet is idle: the monitor's sample and lock-queue reads (4 a second
+/// each) and a step's own polling (a `rings_pruned_back` wait's, 4 a
+/// second), with room.
+const HARNESS_PER_S: f64 = 20.0;
+/// Transactions each job started in the window may bring (a cron fire:
+/// enqueue, claim, heartbeats, close), with room.
+const XACTS_PER_JOB: f64 = 20.0;
+/// Rings each rotation tick prunes and rotates.
+const RINGS: f64 = 3.0;
+/// The harness's pulse this late (ms) in a window makes it squeezed.
+pub(super) const SQUEEZED_PULSE_MS: u64 = 250;
+/// How many times its budget a squeezed window must reach to be a finding.
+pub(super) const SQUEEZED_STRETCH: f64 = 2.0;
+
+/// The periods a cell's runtimes loop at: the matrix's timings and the
+/// intervals the driver gives every process.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Cadence {
+    poll: Duration,
+    heartbeat: Duration,
+    promote: Duration,
+    cron: Duration,
+    rescue: Duration,
+    rotate: Duration,
+    fold: Duration,
+}
+
+/// Wakes a second of a loop with period `d` (a zero period counts as
+/// one wake a millisecond).
+fn hz(d: Duration) -> f64 {
+    1_000.0 / d.as_millis().max(1) as f64
+}
+
+impl Cadence {
+    /// The cadence of a cell with `timings`.
+    pub(super) fn of(timings: &Timings) -> Cadence {
+        let fixed = |var: &str, default_ms: u64| {
+            crate::driver::env::fixed_interval(var)
+                .unwrap_or(Duration::from_millis(default_ms))
+        };
+        Cadence {
+            poll: fixed("AWA_POLL_INTERVAL", 20),
+            heartbeat: timings.heartbeat,
+            promote: fixed("AWA_PROMOTE_INTERVAL", 100),
+            cron: fixed("AWA_CRON_INTERVAL", 100),
+            rescue: timings.rescue_every,
+            rotate: timings.rotate_every,
+            fold: fixed("AWA_FOLD_INTERVAL", 2_000),
+        }
+    }
+
+    /// Wakes a second of each runtime: its polls for work, its heartbeat
+    /// and its bid for leadership (at most once a heartbeat).
+    fn per_runtime(&self) -> f64 {
+        hz(self.poll) + 2.0 * hz(self.heartbeat)
+    }
+
+    /// Wakes a second of the leader's duties: promotion, cron, rescue,
+    /// prune and rotation of each ring, folds, and its flip check (once
+    /// a heartbeat).
+    fn leader(&self) -> f64 {
+        hz(self.promote)
+            + hz(self.cron)
+            + hz(self.rescue)
+            + RINGS * hz(self.rotate)
+            + hz(self.fold)
+            + hz(self.heartbeat)
+    }
+}
+
+/// What a window's database may end a second.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Budget {
+    /// Transactions a second.
+    pub(super) per_s: f64,
+    /// The live runtimes it was given for.
+    pub(super) runtimes: u64,
+}
+
+impl Budget {
+    /// For `runtimes` live runtimes (one of them leading) at `cadence`,
+    /// starting `jobs_per_s` jobs a second.
+    pub(super) fn of(cadence: &Cadence, runtimes: u64, jobs_per_s: f64) -> Budget {
+        let wakes = runtimes as f64 * cadence.per_runtime() + cadence.leader();
+        Budget {
+            per_s: XACTS_PER_WAKE * wakes + HARNESS_PER_S + XACTS_PER_JOB * jobs_per_s,
+            runtimes,
+        }
+    }
+}
+
+/// One idle window as judged: its rate against its budget.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Judged {
+    pub(super) window: IdleWindow,
+    /// The samples the rate is taken between (ms since the cell started).
+    pub(super) from_ms: u64,
+    pub(super) to_ms: u64,
+    /// Transactions ended between them.
+    pub(super) xacts: i64,
+    /// Jobs started between them.
+    pub(super) jobs: u64,
+    pub(super) budget: Budget,
+    /// The harness's pulse's worst lateness in the window, in ms.
+    pub(super) pulse_late_ms: u64,
+}
+
+impl Judged {
+    /// Transactions a second.
+    pub(super) fn rate(&self) -> f64 {
+        self.xacts as f64 * 1_000.0 / (self.to_ms - self.from_ms).max(1) as f64
+    }
+
+    fn over(&self) -> bool {
+        self.rate() > self.budget.per_s
+    }
+
+    fn squeezed(&self) -> bool {
+        self.pulse_late_ms >= SQUEEZED_PULSE_MS
+    }
+
+    /// Over its budget and judged so: on a machine that kept up, or past
+    /// [`SQUEEZED_STRETCH`] times it.
+    fn found(&self) -> bool {
+        self.over()
+            && (!self.squeezed() || self.rate() > SQUEEZED_STRETCH * self.budget.per_s)
+    }
+
+    fn doubted(&self) -> bool {
+        self.over() && !self.found()
+    }
+
+    /// `412 transactions a second (1,236 in 3.0s, from 13.2s to 16.2s)`.
+    fn figures(&self) -> String {
+        format!(
+            "{:.0} transactions a second ({} in {}, from {} to {})",
+            self.rate(),
+            observe::thousands(self.xacts.unsigned_abs()),
+            observe::duration(self.to_ms - self.from_ms),
+            observe::duration(self.from_ms),
+            observe::duration(self.to_ms),
+        )
+    }
+
+    /// `a budget of 325 a second for 2 live runtimes at their cadence`.
+    fn against(&self) -> String {
+        let jobs = if self.jobs > 0 {
+            format!(" and {} started", observe::count(self.jobs, "job"))
+        } else {
+            String::new()
+        };
+        format!(
+            "a budget of {:.0} a second for {}{jobs} ({:.0} a runtime)",
+            self.budget.per_s,
+            observe::count(self.budget.runtimes, "live runtime"),
+            self.budget.per_s / self.budget.runtimes.max(1) as f64,
+        )
+    }
+}
+
+/// Jobs started so far, over every version.
+fn started(s: &CensusSample) -> u64 {
+    s.by_version
+        .values()
+        .filter_map(|kinds| kinds.get("started"))
+        .sum()
+}
+
+/// Live runtimes at a sample.
+fn runtimes(s: &CensusSample) -> u64 {
+    s.fresh_runtimes.values().sum()
+}
+
+/// Every idle window that can be judged, with its rate and budget.
+pub(super) fn judge_windows(obs: &Observations, cadence: &Cadence) -> Vec<Judged> {
+    obs.idle
+        .iter()
+        .filter_map(|w| judge_window(obs, cadence, *w))
+        .collect()
+}
+
+fn judge_window(obs: &Observations, cadence: &Cadence, window: IdleWindow) -> Option<Judged> {
+    let from = window.from_ms + SETTLE_MS;
+    let samples: Vec<(&CensusSample, i64)> = obs
+        .census
+        .iter()
+        .filter(|s| from <= s.at_ms && s.at_ms <= window.to_ms)
+        .filter_map(|s| Some((s, s.xacts?)))
+        .collect();
+    let (first, first_xacts) = *samples.first()?;
+    let (last, last_xacts) = *samples.last()?;
+    if last.at_ms - first.at_ms < MIN_SPAN_MS || last_xacts < first_xacts {
+        return None;
+    }
+    // A sample after the database did not answer: the window crossed an
+    // outage (a crash also resets the counters).
+    let in_window = |at_ms: u64| window.from_ms <= at_ms && at_ms <= last.at_ms;
+    if obs
+        .liveness
+        .iter()
+        .any(|l| in_window(l.at_ms) && l.after_outage)
+    {
+        return None;
+    }
+    let live = samples.iter().map(|(s, _)| runtimes(s)).max().unwrap_or(0);
+    if live == 0 {
+        return None;
+    }
+    let span_s = (last.at_ms - first.at_ms) as f64 / 1_000.0;
+    let jobs = started(last).saturating_sub(started(first));
+    let pulse_late_ms = obs
+        .liveness
+        .iter()
+        .filter(|l| in_window(l.at_ms))
+        .map(|l| l.load.pulse_late_ms)
+        .max()
+        .unwrap_or(0);
+    Some(Judged {
+        window,
+        from_ms: first.at_ms,
+        to_ms: last.at_ms,
+        xacts: last_xacts - first_xacts,
+        jobs,
+        budget: Budget::of(cadence, live, jobs as f64 / span_s),
+        pulse_late_ms,
+    })
+}
+
+/// One `runaway_loop` finding for the window furthest past its budget,
+/// counting every window past it.
+pub(super) fn findings(obs: &Observations, cadence: &Cadence) -> Vec<Finding> {
+    let found: Vec<Judged> = judge_windows(obs, cadence)
+        .into_iter()
+        .filter(Judged::found)
+        .collect();
+    let Some(worst) = found
+        .iter()
+        .max_by(|a, b| (a.rate() / a.budget.per_s).total_cmp(&(b.rate() / b.budget.per_s)))
+    else {
+        return Vec::new();
+    };
+    vec![Finding {
+        rule: FindingRule::RunawayLoop,
+        phase: phase_at(obs, worst.from_ms)
+            .unwrap_or(RECONCILE)
+            .to_owned(),
+        message: format!(
+            "while the fleet stood idle (step {}), the cell's database ended {}, against {}: \
+             a periodic loop of the runtime ran far faster than its period ({} of {} past the budget)",
+            worst.window.step,
+            worst.figures(),
+            worst.against(),
+            found.len(),
+            observe::count(obs.idle.len() as u64, "idle window"),
+        ),
+        ids: Vec::new(),
+        count: found.len() as u64,
+        at_ms: Some(worst.from_ms),
+    }]
+}
+
+/// Why the cell cannot pass on its loops: the window furthest past its
+/// budget that a squeezed machine leaves unjudged, with the load in it;
+/// `None` when every window over its budget (if any) was judged.
+pub fn doubted(obs: &Observations, timings: &Timings) -> Option<String> {
+    let worst = judge_windows(obs, &Cadence::of(timings))
+        .into_iter()
+        .filter(Judged::doubted)
+        .max_by(|a, b| (a.rate() / a.budget.per_s).total_cmp(&(b.rate() / b.budget.per_s)))?;
+    Some(format!(
+        "while the fleet stood idle (step {}), the cell's database ended {}, past {}, while the machine \
+         was squeezed (the harness's pulse up to {} late): a rate under {SQUEEZED_STRETCH} times the budget \
+         in such a window may be reports held back from the busy phase before it, so the runtimes' loops were not judged",
+        worst.window.step,
+        worst.figures(),
+        worst.against(),
+        observe::duration(worst.pulse_late_ms),
+    ))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::observe::{LivenessSample, TickLoad};
+    use std::collections::BTreeMap;
+
+    fn timings() -> Timings {
+        Timings {
+            heartbeat: Duration::from_millis(200),
+            stale_after: Duration::from_millis(1_500),
+            rescue_every: Duration::from_millis(250),
+            rotate_every: Duration::from_millis(1_000),
+            deadline: Duration::from_millis(2_000),
+            drain_timeout: Duration::from_secs(60),
+            budget: crate::matrix::DEFAULT_BUDGET,
+        }
+    }
+
+    /// A census sample at `at_ms` with `xacts` ended so far, `runtimes`
+    /// fresh and `started` jobs started so far.
+    fn census(at_ms: u64, xacts: i64, runtimes: u64, started: u64) -> CensusSample {
+        let mut kinds = BTreeMap::new();
+        kinds.insert("started".to_owned(), started);
+        CensusSample {
+            at_ms,
+            by_version: BTreeMap::from([("0.7.0".to_owned(), kinds)]),
+            fresh_runtimes: BTreeMap::from([("0.7.0".to_owned(), runtimes)]),
+            delta_rows: 0,
+            lock_waits: 0,
+            xacts: Some(xacts),
+        }
+    }
+
+    fn liveness(at_ms: u64, pulse_late_ms: u64) -> LivenessSample {
+        LivenessSample {
+            load: TickLoad {
+                pulse_late_ms,
+                ..TickLoad::default()
+            },
+            ..super::super::liveness::tests::at(at_ms, 1, false, false)
+        }
+    }
+
+    /// A cell whose drain holds the fleet (`runtimes` of it) idle from
+    /// 10 s to 14 s, its database ending `busy_per_s` transactions a
+    /// second before that and `idle_per_s` during it, the harness's pulse
+    /// `pulse_late_ms` late throughout.
+    pub(in crate::reconcile) fn cell(
+        runtimes: u64,
+        busy_per_s: i64,
+        idle_per_s: i64,
+        pulse_late_ms: u64,
+    ) -> Observations {
+        let mut xacts = 0;
+        let mut samples = Vec::new();
+        let mut load = Vec::new();
+        for at_ms in (0..=14_000u64).step_by(250) {
+            samples.push(census(at_ms, xacts, runtimes, 0));
+            load.push(liveness(at_ms, pulse_late_ms));
+            let per_s = if at_ms < 10_000 { busy_per_s } else { idle_per_s };
+            xacts += per_s / 4;
+        }
+        Observations {
+            census: samples,
+            liveness: load,
+            idle: vec![IdleWindow {
+                step: 7,
+                from_ms: 10_000,
+                to_ms: 14_000,
+            }],
+            ..Observations::default()
+        }
+    }
+
+    #[test]
+    fn the_budget_follows_the_cadence_and_the_live_runtimes() {
+        let c = Cadence::of(&timings());
+        // Poll 20 ms, heartbeat 200 ms: 50 + 2 * 5 wakes a runtime;
+        // promote and cron 100 ms, rescue 250 ms, three rings a second,
+        // a fold every 2 s and a flip check a heartbeat: 32.5 the leader.
+        assert_eq!(c.per_runtime(), 60.0);
+        assert_eq!(c.leader(), 32.5);
+        let two = Budget::of(&c, 2, 0.0);
+        assert_eq!(two.per_s, XACTS_PER_WAKE * 152.5 + HARNESS_PER_S);
+        let four = Budget::of(&c, 4, 0.0);
+        assert_eq!(four.per_s - two.per_s, XACTS_PER_WAKE * 120.0);
+        // A cron job started a second adds its own.
+        assert_eq!(Budget::of(&c, 2, 1.0).per_s - two.per_s, XACTS_PER_JOB);
+    }
+
+    #[test]
+    fn an_idle_fleet_at_its_cadence_passes_and_a_spinning_leader_is_found() {
+        let t = timings();
+        let c = Cadence::of(&t);
+        // Two runtimes ending what a clean idle fleet ends, after a busy
+        // drain: nothing.
+        let quiet = cell(2, 4_000, 160, 0);
+        assert_eq!(findings(&quiet, &c), []);
+        assert_eq!(doubted(&quiet, &t), None);
+        let judged = judge_windows(&quiet, &c);
+        assert_eq!(judged.len(), 1);
+        // Judged from the first sample a second in to the last.
+        assert_eq!((judged[0].from_ms, judged[0].to_ms), (11_000, 14_000));
+        assert_eq!(judged[0].rate(), 160.0);
+        // The same fleet with a leader that folds on every 5 ms pass
+        // (two transactions each): found.
+        let spinning = cell(2, 4_000, 160 + 400, 0);
+        let found = findings(&spinning, &c);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].rule, FindingRule::RunawayLoop);
+        assert_eq!((found[0].count, found[0].at_ms), (1, Some(11_000)));
+        assert!(
+            found[0].message.starts_with(
+                "while the fleet stood idle (step 7), the cell's database ended 560 transactions a second \
+                 (1,680 in 3.0s, from 11.0s to 14.0s), against a budget of 325 a second for 2 live runtimes"
+            ),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn the_busy_phase_before_the_window_is_left_to_settle() {
+        let c = Cadence::of(&timings());
+        // The drain's last second is reported in the window's first: a
+        // burst of 3,000 transactions lands at 10.5 s.
+        let mut late_report = cell(2, 4_000, 160, 0);
+        for s in &mut late_report.census {
+            if s.at_ms >= 10_500 {
+                s.xacts = s.xacts.map(|x| x + 3_000);
+            }
+        }
+        assert_eq!(findings(&late_report, &c), []);
+    }
+
+    #[test]
+    fn a_window_that_cannot_be_read_is_not_judged() {
+        let c = Cadence::of(&timings());
+        let spinning = || cell(2, 4_000, 1_000, 0);
+        assert_eq!(findings(&spinning(), &c).len(), 1, "the baseline is found");
+        // The database did not answer inside it (a crash resets counters).
+        let mut crashed = spinning();
+        crashed.liveness[50].after_outage = true;
+        assert_eq!(findings(&crashed, &c), []);
+        // No runtime was live: nothing to judge.
+        assert_eq!(findings(&cell(0, 4_000, 1_000, 0), &c), []);
+        // Too short a window, once settled.
+        let mut short = spinning();
+        short.idle[0].to_ms = 12_500;
+        assert_eq!(findings(&short, &c), []);
+        // Counters that went backwards (a reset).
+        let mut reset = spinning();
+        reset.census.last_mut().unwrap().xacts = Some(0);
+        assert_eq!(findings(&reset, &c), []);
+        // Samples without the figure (a report before it was recorded).
+        let mut old = spinning();
+        for s in &mut old.census {
+            s.xacts = None;
+        }
+        assert_eq!(findings(&old, &c), []);
+        // No idle window at all.
+        let mut busy = spinning();
+        busy.idle.clear();
+        assert_eq!(findings(&busy, &c), []);
+    }
+
+    #[test]
+    fn a_rate_past_the_budget_in_a_squeezed_window_is_doubted_unless_far_past() {
+        let t = timings();
+        let c = Cadence::of(&t);
+        // 400 a second against a budget of 325, the pulse 600 ms late:
+        // doubted, not found.
+        let squeezed = cell(2, 4_000, 400, 600);
+        assert_eq!(findings(&squeezed, &c), []);
+        let doubt = doubted(&squeezed, &t).expect("doubted");
+        assert!(
+            doubt.contains("while the machine was squeezed (the harness's pulse up to 600ms late)"),
+            "{doubt}"
+        );
+        // The same rate on a machine that kept up: found.
+        assert_eq!(findings(&cell(2, 4_000, 400, 100), &c).len(), 1);
+        assert_eq!(doubted(&cell(2, 4_000, 400, 100), &t), None);
+        // Past twice the budget, squeezed or not: found.
+        let far = cell(2, 4_000, 700, 600);
+        assert_eq!(findings(&far, &c).len(), 1);
+        assert_eq!(doubted(&far, &t), None);
+        // Under the budget, squeezed: nothing to doubt.
+        assert_eq!(doubted(&cell(2, 4_000, 160, 600), &t), None);
+    }
+
+    #[test]
+    fn cron_jobs_started_in_the_window_bring_their_own_transactions() {
+        let c = Cadence::of(&timings());
+        // 340 a second with one cron job started a second: within 325 + 20.
+        let mut cron = cell(2, 4_000, 340, 0);
+        for s in &mut cron.census {
+            let jobs = s.at_ms.saturating_sub(10_000) / 1_000;
+            s.by_version.get_mut("0.7.0").unwrap().insert("started".into(), jobs);
+        }
+        assert_eq!(findings(&cron, &c), []);
+        // Without them the same rate is past the budget.
+        assert_eq!(findings(&cell(2, 4_000, 340, 0), &c).len(), 1);
+    }
+}
