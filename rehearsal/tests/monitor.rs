@@ -330,8 +330,16 @@ async fn the_census_counts_the_transactions_the_database_ends() {
         .max()
         .unwrap();
     let (_, last) = *xacts.last().unwrap();
-    assert!(before - first < 100, "an idle database ended {} transactions", before - first);
-    assert!(last - before >= 500, "the burst of 500 showed as {}", last - before);
+    assert!(
+        before - first < 100,
+        "an idle database ended {} transactions",
+        before - first
+    );
+    assert!(
+        last - before >= 500,
+        "the burst of 500 showed as {}",
+        last - before
+    );
 }
 
 /// Runs `hold` on a connection of its own (returned, so its transaction

@@ -272,7 +272,8 @@ mod tests {
             panic!("a finished cell");
         };
         let budget = Budget::of(&Cadence::of(&run.plan.timings), 2, 0.0).per_s;
-        let idle = super::super::runaway::tests::cell(2, 4_000, (budget * 1.5) as i64, pulse_late_ms);
+        let idle =
+            super::super::runaway::tests::cell(2, 4_000, (budget * 1.5) as i64, pulse_late_ms);
         run.observations.census = idle.census;
         run.observations.liveness = idle.liveness;
         run.observations.idle = idle.idle;
@@ -286,7 +287,9 @@ mod tests {
         let error = error.expect("a harness error");
         assert!(
             error.starts_with("while the fleet stood idle (step 7), the cell's database ended ")
-                && error.contains("while the machine was squeezed (the harness's pulse up to 600ms late)")
+                && error.contains(
+                    "while the machine was squeezed (the harness's pulse up to 600ms late)"
+                )
                 && error.ends_with(
                     "(the run otherwise read: nothing found; every step did what the plan required)"
                 ),

@@ -201,10 +201,7 @@ pub async fn reconcile_recorded(
         obs,
         liveness::stall_after_ms(&plan.timings),
     ));
-    findings.extend(runaway::findings(
-        obs,
-        &runaway::Cadence::of(&plan.timings),
-    ));
+    findings.extend(runaway::findings(obs, &runaway::Cadence::of(&plan.timings)));
     findings.extend(growth::findings(&storage, obs));
     findings.extend(placement::findings(&storage.misplaced, obs));
     findings.extend(runtimes::findings(&storage, obs));
