@@ -25,12 +25,10 @@ use crate::artifacts::Resolution;
 use crate::fleet::Fleet;
 use crate::observe::ArtifactInfo;
 use crate::plan::Plan;
-use crate::schedule::MAX_CELLS_PER_CORE;
 use crate::schedule::growth::Growth;
 use crate::schedule::pressure::{self, Holds};
 use crate::servers::{Major, ServerInfo, Spec};
 use crate::stream::{CellTry, Events, HeldBack, Note, RunEnd, RunEvent, RunHeader, RunStart};
-use crate::vocab::cpu::CpuTimes;
 
 /// Why a run could not run at all: the library's `Error` wraps it (as
 /// `Harness` and `Postgres`, so a caller sees the same kinds as before).
@@ -366,27 +364,12 @@ async fn run_each_cell(
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_cell = std::collections::HashMap::new();
     let mut holds = Holds::default();
-    let mut growth = req.schedule.gate.then(|| {
-        let cells = req.plan.cells.len() as u32;
-        Growth::new(
-            req.schedule.jobs,
-            cells.min(req.schedule.cores * MAX_CELLS_PER_CORE),
-        )
-    });
+    let mut growth = Growth::of(&req.schedule, req.plan.cells.len());
     loop {
         let starved = ctx.starving.within(pressure::STARVED_WITHIN);
-        let mut limit = req.schedule.jobs;
-        if let Some(g) = growth.as_mut() {
-            let now_limit = g.limit();
-            let wanting = admission
-                .next_within(&waiting, &running, now_limit)
-                .is_none()
-                && admission
-                    .next_within(&waiting, &running, now_limit + 1)
-                    .is_some();
-            g.observe(Instant::now(), CpuTimes::now(), starved, wanting);
-            limit = g.limit();
-        }
+        let limit = growth.as_mut().map_or(req.schedule.jobs, |g| {
+            g.look(admission, &waiting, &running, starved)
+        });
         while !ctx.cancel.is_set()
             && let Some(index) = admission.next_within(&waiting, &running, limit)
         {
@@ -442,13 +425,11 @@ async fn run_each_cell(
     notes.extend(not_run(req, &ran));
     holds.release(Instant::now());
     let grew_to = growth.as_ref().and_then(Growth::grew_to);
-    (
-        notes,
-        req.schedule.gate.then(|| HeldBack {
-            grew_to,
-            ..holds.tally()
-        }),
-    )
+    let held_back = HeldBack {
+        grew_to,
+        ..holds.tally()
+    };
+    (notes, req.schedule.gate.then_some(held_back))
 }
 
 /// The cells that never ran to their end (interrupted before they

@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::{Admission, MAX_CELLS_PER_CORE, Schedule};
 use crate::vocab::cpu::CpuTimes;
 
 /// How long the machine must have been measured before a cell is added.
@@ -45,6 +46,33 @@ impl Growth {
             peak: base,
             window: None,
         }
+    }
+
+    /// A run's growth under `--jobs auto` (the schedule's gate), from its
+    /// figure up to [`MAX_CELLS_PER_CORE`] per core and its `cells`; none
+    /// under `--jobs N`, which runs exactly N.
+    pub fn of(schedule: &Schedule, cells: usize) -> Option<Growth> {
+        schedule.gate.then(|| {
+            let ceiling = (cells as u32).min(schedule.cores * MAX_CELLS_PER_CORE);
+            Growth::new(schedule.jobs, ceiling)
+        })
+    }
+
+    /// One look from the run's loop: the machine's counters now, whether
+    /// one more cell at once would let a `waiting` cell start beside
+    /// `running` under `admission`; the cells at once from here.
+    pub fn look(
+        &mut self,
+        admission: &Admission,
+        waiting: &[usize],
+        running: &[usize],
+        starved: bool,
+    ) -> u32 {
+        let limit = self.limit();
+        let wanting = admission.next_within(waiting, running, limit).is_none()
+            && admission.next_within(waiting, running, limit + 1).is_some();
+        self.observe(Instant::now(), CpuTimes::now(), starved, wanting);
+        self.limit()
     }
 
     /// Cells at once now.
