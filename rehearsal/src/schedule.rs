@@ -330,12 +330,9 @@ pub fn timing_sensitive(plan: &CellPlan) -> bool {
 pub struct Admission {
     /// Cells at once.
     pub jobs: u32,
-    /// Cells at once while a timing-sensitive cell runs:
-    /// [`SENSITIVE_CELLS_PER_CORE`] per core, or `jobs` when that is fewer.
-    pub sensitive_jobs: u32,
     /// Per cell of the plan, whether it is timing-sensitive.
     pub sensitive: Vec<bool>,
-    /// The machine's cores (the sensitive bound as `jobs` grows).
+    /// The machine's cores.
     pub cores: u32,
 }
 
@@ -345,10 +342,15 @@ impl Admission {
         let jobs = jobs.max(1);
         Admission {
             jobs,
-            sensitive_jobs: (cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs),
             sensitive: cells.iter().map(timing_sensitive).collect(),
             cores,
         }
+    }
+
+    /// Cells at once while a timing-sensitive cell runs, at `jobs` at once:
+    /// [`SENSITIVE_CELLS_PER_CORE`] per core, or `jobs` when that is fewer.
+    pub fn sensitive_jobs(&self, jobs: u32) -> u32 {
+        (self.cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs.max(1))
     }
 
     /// The first of `waiting` (in start order) that may start beside
@@ -365,8 +367,7 @@ impl Admission {
     /// grew, see [`growth`]); timing-sensitive cells keep their own room.
     pub fn next_within(&self, waiting: &[usize], running: &[usize], jobs: u32) -> Option<usize> {
         let sensitive = |i: usize| self.sensitive.get(i).copied().unwrap_or(false);
-        // `sensitive_jobs` at the schedule's own `jobs`.
-        let sensitive_jobs = (self.cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs.max(1));
+        let sensitive_jobs = self.sensitive_jobs(jobs);
         let room = if running.iter().any(|&i| sensitive(i)) {
             sensitive_jobs
         } else {
@@ -469,11 +470,14 @@ impl Schedule {
         };
         let admission = Admission::new(cells, jobs, cores);
         let sensitive = admission.sensitive.iter().filter(|&&s| s).count();
-        let room = if sensitive > 0 && admission.sensitive_jobs < admission.jobs {
+        let room = if sensitive > 0 && admission.sensitive_jobs(admission.jobs) < admission.jobs {
             format!(
                 "; {} beside at most {}",
                 crate::observe::count(sensitive as u64, "timing-sensitive cell"),
-                crate::observe::count(u64::from(admission.sensitive_jobs - 1), "other"),
+                crate::observe::count(
+                    u64::from(admission.sensitive_jobs(admission.jobs) - 1),
+                    "other"
+                ),
             )
         } else {
             String::new()
@@ -673,7 +677,6 @@ mod tests {
     fn admission(jobs: u32, cores: u32, sensitive: &[bool]) -> Admission {
         Admission {
             jobs,
-            sensitive_jobs: (cores * SENSITIVE_CELLS_PER_CORE).clamp(1, jobs),
             sensitive: sensitive.to_vec(),
             cores,
         }

@@ -403,10 +403,8 @@ async fn run_each_cell(
                 holds.release(Instant::now());
                 continue;
             }
-            // A held-back cell looks again.
-            () = tokio::time::sleep(pressure::RECHECK), if holding => continue,
-            // The cores' idle time is looked at again (`--jobs auto` grows).
-            () = tokio::time::sleep(pressure::RECHECK), if growing && !holding => continue,
+            // A held-back cell looks again, as does growth at the cores' idle time.
+            () = tokio::time::sleep(pressure::RECHECK), if holding || growing => continue,
         };
         match joined {
             Some(Ok(index)) => {
