@@ -347,7 +347,7 @@ async fn run_cells(
 /// spare) and, under the schedule's gate, while the CPU is not under
 /// pressure, each on its server, and waits for every one; stops starting
 /// when the run is interrupted. Under the gate, `--jobs auto` also grows
-/// while the cores idle and shrinks back on a starved tick
+/// while the cores idle and shrinks back while a cell ticks starved
 /// ([`Growth`]). Notes a task that failed and the cells that never
 /// started; counts the starts the gate held back and how far it grew.
 async fn run_each_cell(

@@ -1,8 +1,9 @@
 //! `--jobs auto` grows while the cores idle: one more cell at once each
 //! time the machine spent a whole window under [`GROW_BELOW`] busy with
 //! a cell waiting for room and no running cell starved, and one fewer
-//! each time a running cell ticks starved (never below the schedule's
-//! own figure).
+//! at each look (every 2 s, and whenever a cell ends) while a running
+//! cell ticked starved in the last 10 s (never below the schedule's own
+//! figure): starvation shrinks it back fast, growth is slow.
 //!
 //! The schedule's figure comes from an estimate of the cores a running
 //! cell keeps busy: shipped with the matrix on a first run, measured by
