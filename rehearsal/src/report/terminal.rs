@@ -36,8 +36,9 @@ use crate::observe::thousands;
 use crate::vocab::RunOutcome;
 
 /// The table printed at the end of a run and by `rehearse report DIR`:
-/// one row per cell, then the verdict line, the reasons for inconclusive
-/// cells, and the replay command. `color` paints verdicts with ANSI escapes.
+/// one row per cell, then the verdict line, each cell that missed its
+/// expectation (why, its failed steps, its findings), and the replay
+/// command. `color` paints verdicts with ANSI escapes.
 pub fn summary_table(r: &RunReport, color: bool) -> String {
     let mut text = if r.cells.is_empty() {
         // A header over no rows reads as a table that failed to print.
@@ -60,14 +61,14 @@ pub fn summary_table(r: &RunReport, color: bool) -> String {
     }
     text.push_str(&verdict_line(r));
     text.push('\n');
-    for c in &r.cells {
-        if let Some(error) = &c.harness_error {
-            text.push_str(&format!(
-                "{} {}: {error}\n",
-                c.name,
-                paint(c.verdict, color)
-            ));
-        }
+    // Each cell that missed its expectation, with its failed steps and
+    // findings: a CI log that holds only the terminal still says why.
+    for c in r
+        .cells
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass || c.harness_error.is_some())
+    {
+        text.push_str(&failure(c, color));
     }
     text.push_str(&format!("replay: {}\n", r.run.header.replay));
     text
@@ -592,6 +593,10 @@ mod tests {
 ╰───────────────┴───────────────────────┴──────────────┴──────────────────────────┴───────┴─────────╯
 ADR-041 §9: 1 of 2 items not covered by a passing cell of this run: hard kills with crash and heartbeat rescue asserted
 FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
+fence fail: expected pass, got lost, fence_breached and 1 step failure
+  step 12 (fence): previous-fence-1 exited 0; an N-1 binary must refuse after the flip
+  lost in reconcile: 3 accepted jobs have no terminal record (first: 101, 102, 103)
+  fence_breached in fence: N-1 binary wrote <script>alert(1)</script> | a ring row (first: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ...)
 defect-fence inconclusive: failed to start worker 1 of cell defect-fence: awa exited with code 127
 replay: rehearse --matrix smoke --seed 42
 ";
