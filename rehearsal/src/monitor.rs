@@ -150,6 +150,9 @@ pub struct Samples {
     /// Runtimes seen queued behind a table lock request for at least half
     /// `stale_after`, by runtime and requester.
     pub queued_runtimes: Vec<QueuedRuntime>,
+    /// Statements of runtimes that name no session seen waiting on a
+    /// one-shot command's lock for at least half `stale_after`.
+    pub held_by_commands: Vec<crate::observe::HeldByCommand>,
     /// The database's clock against the cell's (the lock-queue watch's
     /// first reading).
     pub db_clock: Option<crate::observe::DbClock>,
@@ -176,7 +179,7 @@ pub struct Monitor {
     stop: watch::Sender<bool>,
     task: JoinHandle<Samples>,
     pulse: JoinHandle<()>,
-    lock_queue: JoinHandle<(Vec<QueuedRuntime>, Option<crate::observe::DbClock>)>,
+    lock_queue: JoinHandle<(lock_queue::Watched, Option<crate::observe::DbClock>)>,
 }
 
 /// How often the pulse wakes to see how late the harness's own tasks run.
@@ -245,7 +248,10 @@ impl Monitor {
         let _ = self.stop.send(true);
         let mut samples = self.task.await.unwrap_or_default();
         self.pulse.abort();
-        (samples.queued_runtimes, samples.db_clock) = self.lock_queue.await.unwrap_or_default();
+        let (watched, db_clock) = self.lock_queue.await.unwrap_or_default();
+        samples.queued_runtimes = watched.queued;
+        samples.held_by_commands = watched.held;
+        samples.db_clock = db_clock;
         samples
     }
 }

@@ -29,9 +29,9 @@ pub use job_records::{
     AcceptedJob, CronWindow, DisownedRun, LateResultCount, UnrescuedOverrun, UnstoppedHandler,
 };
 pub use monitor_samples::{
-    CensusSample, DbClock, IdleWindow, LateLease, LateRuntime, LateSample, LivenessSample,
-    MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime, RingLiveness, RingSample,
-    StoppedRuntime, TickLoad,
+    CensusSample, DbClock, HeldByCommand, IdleWindow, LateLease, LateRuntime, LateSample,
+    LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime, RingLiveness,
+    RingSample, StoppedRuntime, TickLoad,
 };
 pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
@@ -158,6 +158,11 @@ pub struct Observations {
     /// least half `stale_after` (see [`QueuedRuntime`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_runtimes: Vec<QueuedRuntime>,
+    /// Statements of runtimes that name no session seen waiting on a
+    /// one-shot command's lock for at least half `stale_after` (see
+    /// [`HeldByCommand`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_by_commands: Vec<HeldByCommand>,
     /// Runtimes the harness stopped gracefully, and when (see
     /// [`StoppedRuntime`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

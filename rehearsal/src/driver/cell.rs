@@ -392,6 +392,7 @@ impl<'a> Cell<'a> {
         self.state.obs.late_leases = samples.late_leases;
         self.state.obs.late_runtimes = samples.late_runtimes;
         self.state.obs.queued_runtimes = samples.queued_runtimes;
+        self.state.obs.held_by_commands = samples.held_by_commands;
         self.state.obs.db_clock = samples.db_clock;
         self.collect_ledger();
         if !aborted {

@@ -17,7 +17,16 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
 use super::INTERVAL;
-use crate::observe::{DbClock, QueuedRuntime};
+use crate::observe::{DbClock, HeldByCommand, QueuedRuntime};
+
+/// What the watch saw over the cell.
+#[derive(Debug, Default)]
+pub(super) struct Watched {
+    /// Runtimes queued behind an exclusive request on the lease table.
+    pub(super) queued: Vec<QueuedRuntime>,
+    /// Statements of unnamed sessions held by a one-shot command.
+    pub(super) held: Vec<HeldByCommand>,
+}
 
 /// 0.7 and later runtimes' sessions waiting on a lock behind an ungranted
 /// `ACCESS EXCLUSIVE` request on the lease table or one of its partitions
@@ -44,6 +53,28 @@ JOIN pg_stat_activity r ON r.pid = b.pid
 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
   AND a.application_name LIKE 'awa %'";
 
+/// Statements of sessions that name no runtime (0.6 sets no
+/// `application_name`) waiting on a lock that a one-shot command of the
+/// awa binary (`awa <version>`, no instance: a migration, a flip, an
+/// operator command) holds or requested: how long the statement has
+/// waited (ms), the command's `application_name`, the table (or kind of
+/// lock) it waits for, and by the database's clock (Unix ms) when the
+/// statement began and now. One row per waiting statement and command.
+const HELD_BY_A_COMMAND: &str = "
+SELECT DISTINCT
+       (extract(epoch FROM clock_timestamp() - a.query_start) * 1000)::int8,
+       r.application_name,
+       coalesce((SELECT coalesce(c.relname, l.locktype) FROM pg_locks l
+                 LEFT JOIN pg_class c ON c.oid = l.relation
+                 WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), ''),
+       (extract(epoch FROM a.query_start) * 1000)::int8,
+       (extract(epoch FROM clock_timestamp()) * 1000)::int8
+FROM pg_stat_activity a
+CROSS JOIN LATERAL unnest(pg_blocking_pids(a.pid)) AS b(pid)
+JOIN pg_stat_activity r ON r.pid = b.pid AND r.application_name ~ '^awa [0-9][^ ]*$'
+WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
+  AND coalesce(a.application_name, '') = ''";
+
 /// The database's clock, Unix ms.
 const DB_CLOCK: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8";
 
@@ -64,6 +95,22 @@ pub(super) struct QueuedSession {
     pub(super) now_unix_ms: i64,
 }
 
+/// A statement of a session that names no runtime seen waiting on a
+/// one-shot command's lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct CommandWait {
+    /// How long the statement has waited, ms.
+    pub(super) waited_ms: i64,
+    /// The command's `application_name` (`awa <version>`).
+    pub(super) command: String,
+    /// The table (or kind of lock) the statement waits for.
+    pub(super) relation: String,
+    /// When the waiting statement began, Unix ms by the database's clock.
+    pub(super) since_unix_ms: i64,
+    /// When this reading was taken, Unix ms by the database's clock.
+    pub(super) now_unix_ms: i64,
+}
+
 /// What the watch keeps: per waiting statement (runtime, requester's
 /// version, table, and when the statement began), the first tick that saw
 /// the runtime queued for at least half `stale_after`, the longest wait
@@ -73,6 +120,9 @@ pub(super) struct Queued {
     floor_ms: i64,
     stale_after_ms: i64,
     seen: BTreeMap<(String, Option<String>, String, i64), QueuedRuntime>,
+    /// Per waiting statement (when it began, the command, the table): the
+    /// same for statements of runtimes that name no session.
+    held: BTreeMap<(i64, String, String), HeldByCommand>,
 }
 
 impl Queued {
@@ -83,6 +133,7 @@ impl Queued {
             floor_ms: (stale_after.as_millis() / 2) as i64,
             stale_after_ms: stale_after.as_millis() as i64,
             seen: BTreeMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
@@ -128,9 +179,39 @@ impl Queued {
         }
     }
 
-    /// Everything kept, by runtime.
-    pub(super) fn finish(self) -> Vec<QueuedRuntime> {
-        self.seen.into_values().collect()
+    /// Records one tick's reading of statements held by a command, taken
+    /// `at_ms` into the cell.
+    pub(super) fn record_held(&mut self, at_ms: u64, waits: &[CommandWait]) {
+        for w in waits.iter().filter(|w| w.waited_ms >= self.floor_ms) {
+            let Some(command_version) = version_of(&w.command) else {
+                continue;
+            };
+            let waited_ms = w.waited_ms.max(0) as u64;
+            let until = self.explains_until(w.now_unix_ms);
+            self.held
+                .entry((w.since_unix_ms, w.command.clone(), w.relation.clone()))
+                .and_modify(|h| {
+                    h.waited_ms = h.waited_ms.max(waited_ms);
+                    h.explains_until_unix_ms = h.explains_until_unix_ms.max(until);
+                })
+                .or_insert(HeldByCommand {
+                    first_ms: at_ms,
+                    waited_ms,
+                    command_version,
+                    relation: w.relation.clone(),
+                    since_unix_ms: w.since_unix_ms,
+                    explains_until_unix_ms: until,
+                });
+        }
+    }
+
+    /// Everything kept: the runtimes' waits by runtime, then the
+    /// statements held by a command by when they began.
+    pub(super) fn finish(self) -> Watched {
+        Watched {
+            queued: self.seen.into_values().collect(),
+            held: self.held.into_values().collect(),
+        }
     }
 }
 
@@ -143,7 +224,7 @@ pub(super) fn start(
     t0: Instant,
     stale_after: Duration,
     mut stopped: watch::Receiver<bool>,
-) -> JoinHandle<(Vec<QueuedRuntime>, Option<DbClock>)> {
+) -> JoinHandle<(Watched, Option<DbClock>)> {
     tokio::spawn(async move {
         let mut queued = Queued::new(stale_after);
         let mut clock: Option<DbClock> = None;
@@ -165,6 +246,9 @@ pub(super) fn start(
             let at_ms = t0.elapsed().as_millis() as u64;
             if let Ok(sessions) = read(c).await {
                 queued.record(at_ms, &sessions);
+            }
+            if let Ok(waits) = read_held(c).await {
+                queued.record_held(at_ms, &waits);
             }
         }
         (queued.finish(), clock)
@@ -196,6 +280,22 @@ async fn read(client: &Client) -> Result<Vec<QueuedSession>, tokio_postgres::Err
             relation: r.get(3),
             since_unix_ms: r.get::<_, Option<i64>>(4).unwrap_or(0),
             now_unix_ms: r.get::<_, Option<i64>>(5).unwrap_or(0),
+        })
+        .collect())
+}
+
+/// One reading of the statements held by a one-shot command.
+async fn read_held(client: &Client) -> Result<Vec<CommandWait>, tokio_postgres::Error> {
+    Ok(client
+        .query(HELD_BY_A_COMMAND, &[])
+        .await?
+        .iter()
+        .map(|r| CommandWait {
+            waited_ms: r.get::<_, Option<i64>>(0).unwrap_or(0),
+            command: r.get(1),
+            relation: r.get(2),
+            since_unix_ms: r.get::<_, Option<i64>>(3).unwrap_or(0),
+            now_unix_ms: r.get::<_, Option<i64>>(4).unwrap_or(0),
         })
         .collect())
 }
@@ -272,12 +372,83 @@ mod tests {
             explains_until_unix_ms: seen + 250 + 1_500,
         };
         assert_eq!(
-            q.finish(),
+            q.finish().queued,
             [
                 kept(1_000, 1_050, None, 100_000, 101_050),
                 kept(9_000, 900, None, 108_000, 108_900),
                 kept(1_250, 900, Some("0.7.0"), 100_150, 101_050),
             ]
         );
+    }
+
+    /// Starts `sql` on a connection of its own; it runs on (and may wait)
+    /// in the background, and its session lives until the test ends.
+    async fn in_background(cluster: &awa_harness::pgtemp::Cluster, sql: &str) {
+        let client = cluster.connect("watch").await.unwrap();
+        let sql = sql.to_owned();
+        tokio::spawn(async move {
+            let _ = client.batch_execute(&sql).await;
+            std::future::pending::<()>().await;
+        });
+    }
+
+    /// The watch on a real PostgreSQL: a migration-like command (`awa
+    /// 0.7.0`, no instance) holds `awa.jobs`; a 0.6-like session (no
+    /// `application_name`) waits behind it and is seen, with the table
+    /// and the command's version; a 0.7 runtime waiting behind the same
+    /// command, and an unnamed session behind a runtime's lock, are not.
+    #[tokio::test]
+    async fn an_unnamed_statement_held_behind_a_command_is_seen_and_kept_past_half_stale_after() {
+        use awa_runtime::schema::{MigrateOptions, migrate};
+        let cluster = awa_harness::pgtemp::Cluster::start()
+            .await
+            .expect("a throwaway cluster");
+        cluster.create_database("watch").await.unwrap();
+        let mut setup = cluster.connect("watch").await.unwrap();
+        migrate(&mut setup, &MigrateOptions::default())
+            .await
+            .unwrap();
+        in_background(
+            &cluster,
+            "SET application_name = 'awa 0.7.0'; BEGIN; \
+             LOCK TABLE awa.jobs IN SHARE ROW EXCLUSIVE MODE",
+        )
+        .await;
+        in_background(
+            &cluster,
+            "SET application_name = 'awa 0.7.0 current-worker-1-a'; BEGIN; \
+             LOCK TABLE awa.queue_entries IN SHARE ROW EXCLUSIVE MODE; \
+             UPDATE awa.jobs SET priority = priority WHERE false",
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        in_background(
+            &cluster,
+            "UPDATE awa.jobs SET priority = priority WHERE false",
+        )
+        .await;
+        in_background(&cluster, "DELETE FROM awa.queue_entries WHERE false").await;
+        let mut q = Queued::new(Duration::from_millis(1_500));
+        let mut waits = Vec::new();
+        for tick in 0..40u64 {
+            tokio::time::sleep(INTERVAL).await;
+            waits = read_held(&setup).await.unwrap();
+            q.record_held(tick * 250, &waits);
+            if waits.iter().any(|w| w.waited_ms >= 1_000) {
+                break;
+            }
+        }
+        assert_eq!(waits.len(), 1, "{waits:?}");
+        assert_eq!(
+            (waits[0].command.as_str(), waits[0].relation.as_str()),
+            ("awa 0.7.0", "jobs")
+        );
+        let held = q.finish().held;
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].command_version, "0.7.0");
+        assert!(held[0].waited_ms >= 1_000, "{held:?}");
+        // Kept from the first tick that saw it waiting half stale_after.
+        assert!(held[0].first_ms >= 500, "{held:?}");
+        assert!(held[0].explains_until_unix_ms >= held[0].since_unix_ms + 1_000 + 1_500);
     }
 }

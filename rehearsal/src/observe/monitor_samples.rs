@@ -199,6 +199,35 @@ pub struct QueuedRuntime {
     pub explains_until_unix_ms: i64,
 }
 
+/// A statement of a runtime that names no session (0.6) seen waiting,
+/// for at least half `stale_after`, on a lock held or requested by a
+/// one-shot command of the awa binary (a migration, a flip, an operator
+/// command: a step of the cell). A 0.6 statement stamps the lease it
+/// writes (a claim's) or refreshes (a heartbeat) with its transaction's
+/// start, before the wait: a wait past `stale_after` leaves the lease
+/// stale the moment it lands, and a rescue can close it before any read
+/// of the leases sees it late. A heartbeat or crash rescue of an earlier
+/// release's attempt inside the wait's window then has its cause on
+/// record; the release under test names its sessions and is never
+/// excused so. In report.json from format 1.26.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct HeldByCommand {
+    /// The first tick that saw the statement waiting that long (ms since
+    /// the cell started).
+    pub first_ms: u64,
+    /// The longest wait seen, in ms.
+    pub waited_ms: u64,
+    /// The version the command names (`awa <version>`).
+    pub command_version: String,
+    /// The table the waiting statement asked for.
+    pub relation: String,
+    /// When the waiting statement began, Unix ms by the database's clock.
+    pub since_unix_ms: i64,
+    /// The latest a rescue can have found a lease this wait held stale,
+    /// Unix ms by the database's clock (as [`QueuedRuntime`]'s).
+    pub explains_until_unix_ms: i64,
+}
+
 /// The database's clock against the cell's: `unix_ms` read by the
 /// database when the harness's clock stood at `at_ms` (ms since the
 /// cell started; the middle of the query), so a time the database

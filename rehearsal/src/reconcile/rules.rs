@@ -380,6 +380,23 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
             })
         })
     };
+    // An earlier release's attempt (one that names no session, 0.6)
+    // rescued inside the window of a 0.6 statement the monitor saw held
+    // behind a one-shot command's lock (the cell's migration, its flip):
+    // 0.6 stamps the lease its claim writes, and the heartbeat it
+    // refreshes, with the statement's start, before the wait, so a wait
+    // past stale_after lands a lease already stale, which a rescue can
+    // close before any read of the leases sees it late. The release
+    // under test names its sessions and stamps by the clock: never
+    // excused so.
+    let held_by_command = |r: &awa_runtime::store::audit::RescuedAttempt| {
+        names_no_session(&r.version)
+            && r.finished_at_unix_ms.is_some_and(|at| {
+                obs.held_by_commands
+                    .iter()
+                    .any(|h| (h.since_unix_ms..=h.explains_until_unix_ms).contains(&at))
+            })
+    };
     // An earlier release's runtime the harness stopped gracefully: what
     // its shutdown left to the rescuer once the stop was asked (0.6.2
     // stops heartbeating attempts it has not yet released) is the stop's
@@ -410,6 +427,7 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
             "heartbeat" | "crash" if left_by_stop(r) => false,
             "heartbeat" if seen_late.contains(&(r.job_id, r.run_lease)) => false,
             "heartbeat" if held_by_n1(r) => false,
+            "heartbeat" | "crash" if held_by_command(r) => false,
             "crash" if stale_runtimes.contains(r.instance_id.as_str()) => false,
             _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
         })
@@ -809,6 +827,7 @@ mod tests {
             instance_id: instance.into(),
             mode: mode.into(),
             finished_at_unix_ms: Some(1_000),
+            version: "0.7.0".into(),
         };
         let storage = Storage {
             rescued: vec![
@@ -888,6 +907,7 @@ mod tests {
             instance_id: instance.into(),
             mode: "sleep".into(),
             finished_at_unix_ms: Some(1_000),
+            version: "0.7.0".into(),
         };
         let storage = Storage {
             rescued: vec![
@@ -927,6 +947,7 @@ mod tests {
             instance_id: instance.into(),
             mode: "sleep".into(),
             finished_at_unix_ms: Some(101_000),
+            version: "0.7.0".into(),
         };
         let storage = Storage {
             rescued: vec![
@@ -994,6 +1015,60 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_releases_attempt_is_explained_by_its_statement_held_behind_a_command_only_inside_the_window()
+     {
+        use awa_runtime::store::audit::RescuedAttempt;
+        // Rescues closed at 101.0 s (Unix ms 101_000) by the database's clock.
+        let rescued = |job_id: i64, reason: &str, version: &str| RescuedAttempt {
+            job_id,
+            run_lease: 1,
+            attempt: 1,
+            reason: reason.into(),
+            instance_id: format!("worker-{job_id}"),
+            mode: "complete".into(),
+            finished_at_unix_ms: Some(101_000),
+            version: version.into(),
+        };
+        let storage = Storage {
+            rescued: vec![
+                rescued(1, "heartbeat", "0.6.2"),
+                rescued(2, "crash", "0.6.2"),
+                // The release under test, and a deadline nobody set.
+                rescued(3, "heartbeat", "0.7.0"),
+                rescued(4, "deadline", "0.6.2"),
+            ],
+            ..Default::default()
+        };
+        // A 0.6 claim waited from 99.0 s behind the migration; the wait
+        // explains rescues until 102.0 s.
+        let held = |since: i64, until: i64| crate::observe::HeldByCommand {
+            first_ms: 30_000,
+            waited_ms: 1_600,
+            command_version: "0.7.0".into(),
+            relation: "jobs".into(),
+            since_unix_ms: since,
+            explains_until_unix_ms: until,
+        };
+        let with = |h: Vec<crate::observe::HeldByCommand>| Observations {
+            held_by_commands: h,
+            ..Default::default()
+        };
+        // Nothing held: every rescue is a finding.
+        assert_eq!(findings(&storage, &with(Vec::new()))[0].ids, [1, 2, 3, 4]);
+        // Held: 0.6.2's heartbeat and crash rescues have their cause; the
+        // release under test's rescue and the deadline do not.
+        let found = findings(&storage, &with(vec![held(99_000, 102_000)]));
+        assert_eq!((found[0].ids.as_slice(), found[0].count), (&[3, 4][..], 2));
+        // A wait that ended before the rescue, or began after it, explains nothing.
+        for (since, until) in [(90_000, 100_999), (101_001, 104_000)] {
+            assert_eq!(
+                findings(&storage, &with(vec![held(since, until)]))[0].ids,
+                [1, 2, 3, 4]
+            );
+        }
+    }
+
+    #[test]
     fn what_an_earlier_release_left_to_the_rescuer_after_a_graceful_stop_was_asked_is_explained() {
         use awa_runtime::store::audit::RescuedAttempt;
         // The database's clock read 1_000_000 at 5 s into the cell:
@@ -1010,6 +1085,7 @@ mod tests {
             instance_id: instance.into(),
             mode: "sleep".into(),
             finished_at_unix_ms: Some(1_000_000 + (cell_s - 5) * 1_000),
+            version: "0.7.0".into(),
         };
         let storage = Storage {
             rescued: vec![

@@ -154,6 +154,7 @@ fn cell_report(
         cancels: obs.cancels,
         late_runtimes: obs.late_runtimes,
         queued_runtimes: obs.queued_runtimes,
+        held_by_commands: obs.held_by_commands,
         idle: obs.idle,
         tries: Vec::new(),
     }

@@ -262,6 +262,7 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         cancels: vec![],
         late_runtimes: vec![],
         queued_runtimes: vec![],
+        held_by_commands: vec![],
         idle: vec![],
         tries: vec![],
     }

@@ -122,7 +122,12 @@ use crate::reconcile::Detection;
 ///   stretches the plan held the fleet idle, and the finding rule
 ///   `runaway_loop` (judged in the windows the plan held the fleet idle,
 ///   such as the drain's new idle tail).
-pub const FORMAT_VERSION: &str = "1.25";
+/// - `1.26`: per cell `held_by_commands`: statements of runtimes that
+///   name no session (0.6) the monitor saw waiting, for at least half
+///   `stale_after`, on a lock a one-shot command held or requested (a
+///   migration, a flip), with the command's version, the table and the
+///   window it explains (as `queued_runtimes`); absent when none.
+pub const FORMAT_VERSION: &str = "1.26";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -289,6 +294,12 @@ pub struct CellReport {
     /// lock. Added in 1.19.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_runtimes: Vec<crate::observe::QueuedRuntime>,
+    /// Statements of runtimes that name no session (0.6) the monitor saw
+    /// held behind a one-shot command's lock (a migration's, a flip's):
+    /// what a heartbeat or crash rescue of an earlier release's attempts
+    /// was excused by inside the wait's window. Added in 1.26.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_by_commands: Vec<crate::observe::HeldByCommand>,
     /// The stretches the plan held the fleet idle (the drain's idle tail,
     /// a `rings_pruned_back` wait), which `runaway_loop` judges against
     /// the census's `xacts`. Added in 1.25.

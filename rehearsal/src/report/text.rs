@@ -175,7 +175,17 @@ pub fn excuses(cell: &CellReport) -> Vec<(u64, String)> {
         );
         (q.first_ms, line)
     });
-    late.chain(queued).collect()
+    let held = cell.held_by_commands.iter().map(|h| {
+        let line = format!(
+            "a statement of a release that names no session (0.6) waited up to {} on {} behind awa {} (a migration, a flip or an operator command), first seen at {}",
+            duration(h.waited_ms),
+            h.relation,
+            h.command_version,
+            duration(h.first_ms)
+        );
+        (h.first_ms, line)
+    });
+    late.chain(queued).chain(held).collect()
 }
 
 /// `1 kill`, `2 kills`, `3 processes`, `2,340 jobs` ([`crate::observe::count`]).

@@ -77,7 +77,7 @@ pub async fn unproven_rescues(
 /// recorded, or an operator's cancel took, is not an interruption.
 pub const RESCUED_ATTEMPTS: &str = r"
 SELECT e.job_id, e.run_lease, e.attempt, substr(e.outcome, 9), e.instance_id, a.mode,
-       (extract(epoch FROM e.finished_at) * 1000)::int8
+       (extract(epoch FROM e.finished_at) * 1000)::int8, e.version
 FROM awa.executions e JOIN audit_jobs a ON a.job_id = e.job_id
 WHERE e.outcome LIKE 'rescued\_%'
 ORDER BY e.job_id, e.run_lease";
@@ -97,6 +97,8 @@ pub struct RescuedAttempt {
     /// When the rescue closed it, Unix ms by the database's clock (the
     /// closing transaction's start).
     pub finished_at_unix_ms: Option<i64>,
+    /// The version of the binary that ran it.
+    pub version: String,
 }
 
 /// Every rescued attempt of an audited job ([`RESCUED_ATTEMPTS`]). Run it
@@ -116,6 +118,7 @@ pub async fn rescued_attempts(client: &Client) -> Result<Vec<RescuedAttempt>> {
             instance_id: r.get(4),
             mode: r.get(5),
             finished_at_unix_ms: r.get(6),
+            version: r.get(7),
         })
         .collect())
 }
