@@ -34,7 +34,8 @@ pub use monitor_samples::{
     RingSample, StoppedRuntime, TickLoad,
 };
 pub use process_records::{
-    ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, ProcessRecord, SuspensionRecord,
+    ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, LeaderTerm, ProcessRecord,
+    SuspensionRecord,
 };
 pub use step_records::{
     CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, MidMigrationStart,
@@ -180,4 +181,8 @@ pub struct Observations {
     /// [`IdleWindow`]): the drain's idle tail, a `rings_pruned_back` wait.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle: Vec<IdleWindow>,
+    /// Every term of maintenance leadership, in the order the runtimes
+    /// reported it (see [`LeaderTerm`]). Added in 1.27.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaderships: Vec<LeaderTerm>,
 }

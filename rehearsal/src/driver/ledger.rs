@@ -44,8 +44,9 @@ pub struct FleetView {
     pub counts: BTreeMap<String, BTreeMap<String, u64>>,
     /// Versions that reported `started`.
     pub claimed_by: BTreeSet<String>,
-    /// Processes in the order they reported `leader`.
-    pub leaders: Vec<ProcId>,
+    /// Processes in the order they reported `leader`, with when (ms
+    /// since the cell started).
+    pub leaders: Vec<(ProcId, u64)>,
     /// `cron_fired` events: (name, fire_ms).
     pub cron_fires: Vec<(String, i64)>,
     /// `flipped` events printed by fleet processes (an auto-flip), with the process.
@@ -244,7 +245,7 @@ impl FleetView {
             }
             Event::Leader(_) => {
                 proc.leader_at_ms = Some(at_ms);
-                self.leaders.push(id);
+                self.leaders.push((id, at_ms));
             }
             Event::Accepted(a) => self.accepted.push(AcceptedJob {
                 job_id: a.job_id,
@@ -392,7 +393,7 @@ impl FleetView {
 
     /// The process that reported `leader` last, if it is still running.
     pub fn current_leader(&self) -> Option<ProcId> {
-        let last = *self.leaders.last()?;
+        let (last, _) = *self.leaders.last()?;
         self.procs[last].alive().then_some(last)
     }
 

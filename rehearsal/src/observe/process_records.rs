@@ -151,6 +151,27 @@ pub struct InFlight {
     pub run_lease: i64,
 }
 
+/// One term of maintenance leadership: a runtime's `leader` event, with
+/// what the harness asked of that runtime, from which `leadership_lost`
+/// judges whether the term's end had a cause. A term ends when the next
+/// one begins (another runtime's `leader` event, or its own again).
+/// Added in report format 1.27.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderTerm {
+    /// The process that reported leadership.
+    pub process: String,
+    pub artifact: String,
+    pub version: String,
+    /// When it reported it (ms since the cell started).
+    pub from_ms: u64,
+    /// When the harness first asked that process to stop, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_asked_ms: Option<u64>,
+    /// When that process ended (was reaped), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+}
+
 /// A process a `suspend` step held stopped, and for how long.
 /// Added in report format 1.14.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,6 +19,8 @@
 //!   than their periods while the fleet stood idle;
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
+//! - `leadership` finds a leader that stopped leading with no injected
+//!   fault to explain it;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
 //! - `migrations` finds `schema_version` not recording each migration once,
 //!   in order, by the one run that its `migrated` event says applied it;
@@ -62,6 +64,7 @@ mod growth;
 pub mod history;
 mod holders;
 mod judged;
+mod leadership;
 mod liveness;
 mod migrations;
 mod placement;
@@ -205,6 +208,7 @@ pub async fn reconcile_recorded(
     findings.extend(growth::findings(&storage, obs));
     findings.extend(placement::findings(&storage.misplaced, obs));
     findings.extend(runtimes::findings(&storage, obs));
+    findings.extend(leadership::findings(obs));
     findings.extend(schema::findings(obs, &storage.schema_versions));
     findings.extend(migrations::findings(obs, &storage.schema_versions));
     findings.extend(holders::findings(obs));

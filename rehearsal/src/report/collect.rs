@@ -156,6 +156,7 @@ fn cell_report(
         queued_runtimes: obs.queued_runtimes,
         held_by_commands: obs.held_by_commands,
         idle: obs.idle,
+        leaderships: obs.leaderships,
         tries: Vec::new(),
     }
 }

@@ -264,6 +264,7 @@ fn empty_cell(plan: plan::CellPlan) -> CellReport {
         queued_runtimes: vec![],
         held_by_commands: vec![],
         idle: vec![],
+        leaderships: vec![],
         tries: vec![],
     }
 }

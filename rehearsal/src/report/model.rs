@@ -127,7 +127,10 @@ use crate::reconcile::Detection;
 ///   `stale_after`, on a lock a one-shot command held or requested (a
 ///   migration, a flip), with the command's version, the table and the
 ///   window it explains (as `queued_runtimes`); absent when none.
-pub const FORMAT_VERSION: &str = "1.26";
+/// - `1.27`: per cell `leaderships`, every term of maintenance leadership
+///   (the process, when it reported `leader`, when the harness asked it to
+///   stop and when it ended), and the finding rule `leadership_lost`.
+pub const FORMAT_VERSION: &str = "1.27";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -305,6 +308,10 @@ pub struct CellReport {
     /// the census's `xacts`. Added in 1.25.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle: Vec<crate::observe::IdleWindow>,
+    /// Every term of maintenance leadership, which `leadership_lost`
+    /// judges. Added in 1.27.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaderships: Vec<crate::observe::LeaderTerm>,
     /// Earlier tries that were inconclusive for the harness's own reasons
     /// (`--retries`); the cell's verdict is its last try's. Added in 1.14.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

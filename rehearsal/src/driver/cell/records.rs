@@ -133,6 +133,21 @@ impl Cell<'_> {
             })
             .filter_map(|p| p.instance_id.clone())
             .collect();
+        self.state.obs.leaderships = ledger
+            .leaders
+            .iter()
+            .map(|&(id, from_ms)| {
+                let p = &ledger.procs[id];
+                crate::observe::LeaderTerm {
+                    process: p.name.clone(),
+                    artifact: p.artifact.clone(),
+                    version: p.version.clone(),
+                    from_ms,
+                    stop_asked_ms: p.stop_asked_ms,
+                    ended_ms: p.ended_ms,
+                }
+            })
+            .collect();
         self.state.obs.processes = ledger
             .procs
             .iter()

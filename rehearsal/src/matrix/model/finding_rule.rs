@@ -95,11 +95,17 @@ pub enum FindingRule {
     /// while the fleet stood idle, the cell's database committed more
     /// transactions than every live runtime's timings allow.
     RunawayLoop,
+    /// A maintenance leader of the release under test stopped leading
+    /// (another runtime, or itself again, took the lead) though it was
+    /// neither killed, suspended, asked to stop nor ended, PostgreSQL did
+    /// not crash, and the monitor never saw its heartbeat late: a duty
+    /// that failed dropped its leader session unasked.
+    LeadershipLost,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 30] = [
+    pub const ALL: [FindingRule; 31] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -130,6 +136,7 @@ impl FindingRule {
         FindingRule::SlowRefusal,
         FindingRule::HolderMisreported,
         FindingRule::RunawayLoop,
+        FindingRule::LeadershipLost,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -195,6 +202,7 @@ impl FindingRule {
             FindingRule::SlowRefusal => "slow_refusal",
             FindingRule::HolderMisreported => "holder_misreported",
             FindingRule::RunawayLoop => "runaway_loop",
+            FindingRule::LeadershipLost => "leadership_lost",
         }
     }
 
