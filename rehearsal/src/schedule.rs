@@ -850,7 +850,7 @@ mod tests {
         assert_eq!(few.jobs, 4, "{}", few.describe);
         assert!(
             few.describe.starts_with(&format!(
-                "jobs auto: 4 (2 cores; history covers 3 of {n} cells, heavier than the shipped estimate: 0.46 cores a cell weighted by the cells it measured)"
+                "jobs auto: 4 (2 cores; history covers 3 of {n} cells, heavier than the shipped estimate: 0.45 cores a cell weighted by the cells it measured)"
             )),
             "{}",
             few.describe

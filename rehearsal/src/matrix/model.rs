@@ -335,11 +335,16 @@ pub enum Reach {
     /// partitions it held and give up while they were still held: the
     /// prune met a held partition and timed out.
     PruneMetHeldPartition,
+    /// A `hold` with `lock_ring` and `deadlock` closed a lock cycle with a
+    /// prune that waited on it, the prune gave up while the client still
+    /// held the partitions, and the database counted a deadlock meanwhile:
+    /// the prune lost a deadlock.
+    PruneLostDeadlock,
 }
 
 impl Reach {
     /// Every interleaving, in the order `rehearse list` shows them.
-    pub const ALL: [Reach; 9] = [
+    pub const ALL: [Reach; 10] = [
         Reach::MixedClaims,
         Reach::LeaderFrozenAcrossFlip,
         Reach::LeaderTakeover,
@@ -349,6 +354,7 @@ impl Reach {
         Reach::FencedByTrigger,
         Reach::SlotZeroFree,
         Reach::PruneMetHeldPartition,
+        Reach::PruneLostDeadlock,
     ];
 
     /// The name matrix.toml uses.
@@ -363,6 +369,7 @@ impl Reach {
             Reach::FencedByTrigger => "fenced_by_trigger",
             Reach::SlotZeroFree => "slot_zero_free",
             Reach::PruneMetHeldPartition => "prune_met_held_partition",
+            Reach::PruneLostDeadlock => "prune_lost_deadlock",
         }
     }
 
@@ -579,6 +586,7 @@ mod tests {
             reads: None,
             until: None,
             lock_ring: None,
+            deadlock: false,
         });
         assert_eq!(
             serde_json::to_string(&step).unwrap(),

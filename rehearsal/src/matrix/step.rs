@@ -50,7 +50,7 @@ const OPTIONS: [(&str, &[&str]); 16] = [
     ("pg_crash", &[]),
     ("flip", &["expect", "timeout", "by"]),
     ("fence", &[]),
-    ("hold", &["reads", "until", "lock_ring"]),
+    ("hold", &["reads", "until", "lock_ring", "deadlock"]),
     ("drain", &[]),
     ("assert", &[]),
     ("cancel", &["running", "available"]),

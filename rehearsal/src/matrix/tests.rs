@@ -156,6 +156,7 @@ fn shipped_matrix_is_valid() {
         "defect-finish-closes-newer-attempt",
         "defect-rescue-healthy-attempts",
         "prune-meets-held-partition",
+        "prune-loses-deadlock",
         "defect-maintenance-spins",
     ];
     // Cells are only ever added (each section in file order); every one
@@ -450,6 +451,7 @@ fn a_valid_matrix_parses_every_step_with_defaults() {
             reads: None,
             until: None,
             lock_ring: None,
+            deadlock: false,
         })
     );
     assert_eq!(
@@ -566,7 +568,7 @@ fn reach_names_known_interleavings_once() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nreach = [\"mixed_claim\", \"leader_takeover\", \"leader_takeover\"]\nsteps = [{ hold = \"1s\" }]\n",
         &[
-            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger, slot_zero_free, prune_met_held_partition",
+            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger, slot_zero_free, prune_met_held_partition, prune_lost_deadlock",
             "matrix.toml:4:44: cell \"c\": reach lists \"leader_takeover\" twice; list it once",
         ],
     );
@@ -756,7 +758,7 @@ fn unknown_step_options() {
         ],
         &[
             "matrix.toml:6:23: cell \"c\", step 2 (roll): unknown option \"one_at_time\" for roll (did you mean \"one_at_a_time\"?); expected one of one_at_a_time, pause, producers",
-            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads, until, lock_ring",
+            "matrix.toml:7:18: cell \"c\", step 3 (hold): unknown option \"pause\" for hold; expected one of reads, until, lock_ring, deadlock",
         ],
     );
 }

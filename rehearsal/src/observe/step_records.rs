@@ -219,6 +219,10 @@ pub struct PartitionHold {
     pub first_gave_up_ms: Option<u64>,
     /// When the hold ended (ms since the cell started).
     pub at_ms: u64,
+    /// A `deadlock` hold's: the deadlocks the cell's database counted
+    /// while it ran (`pg_stat_database`); `None` for a plain hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadlocks: Option<u64>,
 }
 
 /// A refusal the cell asked for (a migrate or flip expected to be

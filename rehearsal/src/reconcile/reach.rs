@@ -44,6 +44,7 @@ pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> V
                 Reach::FencedByTrigger => fence::fenced_by(FenceLayer::Trigger, obs),
                 Reach::SlotZeroFree => slot_zero::slot_zero_free_at_flip(obs),
                 Reach::PruneMetHeldPartition => held_partition::prune_met_held_partition(obs),
+                Reach::PruneLostDeadlock => held_partition::prune_lost_deadlock(obs),
             };
             Reached {
                 reach,

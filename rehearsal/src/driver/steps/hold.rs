@@ -24,6 +24,9 @@ pub(super) async fn hold(cx: &mut StepCtx<'_>, s: &HoldStep) -> Result<Done, Abo
         return hold_until(cx, s, until).await;
     }
     if let Some(ring) = s.lock_ring {
+        if s.deadlock {
+            return hold_deadlocking(cx, s, ring).await;
+        }
         return hold_locking(cx, s, ring).await;
     }
     let Some(reads) = s.reads else {
@@ -88,6 +91,16 @@ WHERE NOT l.granted AND l.locktype = 'relation' AND l.mode = 'AccessExclusiveLoc
       WHERE x.pid = l.pid AND x.granted AND x.locktype = 'advisory' AND x.objsubid = 1
         AND x.classid = ($2::bigint >> 32)::oid AND x.objid = ($2::bigint & 4294967295)::oid)";
 const LET_GO: &str = "COMMIT";
+/// The deadlocks the cell's database has counted so far.
+const DEADLOCKS: &str = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()";
+/// How often a `deadlock` client looks for a prune waiting on it: it must
+/// close the cycle before the prune's session looks for one.
+const DEADLOCK_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+/// A `deadlock` client's own session looks for a cycle only after this,
+/// long after the prune's (whose database setting is a fraction of its
+/// lock wait): the prune's session is the one that finds the cycle it
+/// closed, and is rolled back; the client then gets its lock.
+const CLIENT_DEADLOCK_TIMEOUT: &str = "SET LOCAL deadlock_timeout = '10s'";
 
 /// `ring`'s tables, schema-qualified.
 fn ring_tables(ring: HeldRing) -> Vec<String> {
@@ -152,6 +165,7 @@ async fn hold_locking(cx: &mut StepCtx<'_>, s: &HoldStep, ring: HeldRing) -> Res
         gave_up: 0,
         first_gave_up_ms: None,
         at_ms: 0,
+        deadlocks: None,
     };
     while Instant::now() < end {
         client
@@ -211,6 +225,177 @@ async fn watch_waiters(
 
 fn lock_client_failed(e: tokio_postgres::Error) -> Abort {
     Abort::Harness(format!("the lock_ring client of a hold failed: {e}"))
+}
+
+/// How soon the cell's database looks for a lock cycle, when a `hold`
+/// with `deadlock` needs it to: half a prune's lock wait, so a prune that
+/// closes a cycle finds it before its lock wait ends, as at production
+/// timings (a 2 s wait, PostgreSQL's 1 s `deadlock_timeout`). The
+/// matrix's compressed `stale_after` makes the wait shorter than the
+/// server's default, which no prune would then outlast.
+pub(super) fn deadlock_timeout(plan: &crate::plan::CellPlan) -> Option<std::time::Duration> {
+    let deadlocks = plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, crate::matrix::Step::Hold(h) if h.lock_ring.is_some() && h.deadlock));
+    deadlocks.then(|| prune_lock_wait(plan) / 2)
+}
+
+/// The lock wait of the cell's prunes.
+fn prune_lock_wait(plan: &crate::plan::CellPlan) -> std::time::Duration {
+    awa_runtime::timings::Timings {
+        stale_after: plan.timings.stale_after.to_std(),
+        ..Default::default()
+    }
+    .prune_lock_wait()
+}
+
+/// Before anything connects: every session of the cell's database looks
+/// for lock cycles after `after` (`ALTER DATABASE ... SET`, which needs
+/// the superuser the throwaway cluster gives the harness).
+pub(super) async fn detect_deadlocks_within(
+    cx: &mut StepCtx<'_>,
+    after: std::time::Duration,
+) -> Result<String, Abort> {
+    let client = super::super::database::connect(&cx.db.url)
+        .await
+        .map_err(|e| Abort::Harness(format!("setting the cell's deadlock_timeout: {e}")))?;
+    // The name is built from [a-z0-9_] only (see CellDb::create).
+    let sql = format!(
+        "ALTER DATABASE \"{}\" SET deadlock_timeout = '{}ms'",
+        cx.db.name,
+        after.as_millis().max(1)
+    );
+    client.batch_execute(&sql).await.map_err(|e| {
+        Abort::Harness(format!(
+            "setting the cell's deadlock_timeout for its deadlock hold failed ({}); \
+             the hold needs a server that lets the harness ALTER DATABASE ... SET deadlock_timeout \
+             (a superuser, as on the throwaway cluster)",
+            crate::pg::describe(&e)
+        ))
+    })?;
+    Ok(format!(
+        "deadlock_timeout {}ms for the deadlock hold",
+        after.as_millis()
+    ))
+}
+
+/// `hold` with `lock_ring` and `deadlock`: for the duration, a client on
+/// its own connection takes the ring's tables but the first (ACCESS
+/// SHARE, as a report reading them would), waits for the leader's prune
+/// to queue on them (holding the first table's partition of the slot it
+/// prunes), then asks for the first table: the two wait on each other.
+/// The prune's session finds the cycle and is rolled back; the client
+/// gets its lock, lets go and, after a gap, does it again. What it saw is
+/// a [`PartitionHold`] with the deadlocks the database counted meanwhile.
+/// Whether the leader led on is for the rest of the cell to show.
+async fn hold_deadlocking(
+    cx: &mut StepCtx<'_>,
+    s: &HoldStep,
+    ring: HeldRing,
+) -> Result<Done, Abort> {
+    let client = super::super::database::connect(&cx.db.url)
+        .await
+        .map_err(|e| {
+            Abort::Harness(format!(
+                "the lock_ring client of a hold could not connect: {e}"
+            ))
+        })?;
+    let tables = ring_tables(ring);
+    let (first, rest) = tables
+        .split_first()
+        .ok_or_else(|| Abort::Harness(format!("the {ring} ring has no tables to hold")))?;
+    let mut rest = rest.to_vec();
+    rest.reverse();
+    let take_rest = format!(
+        "BEGIN; {CLIENT_DEADLOCK_TIMEOUT}; LOCK TABLE {} IN ACCESS SHARE MODE",
+        rest.join(", ")
+    );
+    let take_first = format!("LOCK TABLE {first} IN ACCESS SHARE MODE");
+    let wait = prune_lock_wait(cx.plan);
+    let before = deadlocks(&client).await?;
+    let end = Instant::now() + s.duration.to_std();
+    let mut record = PartitionHold {
+        step: cx.state.step_index,
+        ring,
+        holds: 0,
+        waits: 0,
+        gave_up: 0,
+        first_gave_up_ms: None,
+        at_ms: 0,
+        deadlocks: None,
+    };
+    while Instant::now() < end {
+        client
+            .batch_execute(&take_rest)
+            .await
+            .map_err(lock_client_failed)?;
+        record.holds += 1;
+        let until = (Instant::now() + wait * HELD_WAITS).min(end);
+        if prune_queued(cx, &client, ring, until).await? {
+            record.waits += 1;
+            // Blocks behind the prune's hold of the first table's
+            // partition until the prune is rolled back (or times out).
+            client
+                .batch_execute(&take_first)
+                .await
+                .map_err(lock_client_failed)?;
+            record.gave_up += 1;
+            record.first_gave_up_ms.get_or_insert(cx.ms());
+        }
+        client
+            .batch_execute(LET_GO)
+            .await
+            .map_err(lock_client_failed)?;
+        let gap = (wait * GAP_WAITS).min(end.saturating_duration_since(Instant::now()));
+        cx.cancel().sleep(gap).await?;
+    }
+    let counted = deadlocks(&client).await?.saturating_sub(before);
+    record.deadlocks = Some(counted);
+    record.at_ms = cx.ms();
+    let (holds, waits) = (record.holds, record.waits);
+    cx.state.obs.partition_holds.push(record);
+    Ok(Done::ok(format!(
+        "held {} beside a client that held the {ring} ring's partitions in the other order from a prune's {}: {} closed a cycle with it; the database counted {}",
+        s.duration,
+        crate::observe::count(u64::from(holds), "time"),
+        crate::observe::count(u64::from(waits), "prune lock request"),
+        crate::observe::count(counted, "deadlock"),
+    )))
+}
+
+/// Polls until the leader's prune waits on this session's hold of
+/// `ring`'s tables, or `until` passes.
+async fn prune_queued(
+    cx: &StepCtx<'_>,
+    client: &tokio_postgres::Client,
+    ring: HeldRing,
+    until: Instant,
+) -> Result<bool, Abort> {
+    loop {
+        if !prunes_waiting(client, ring)
+            .await
+            .map_err(lock_client_failed)?
+            .is_empty()
+        {
+            return Ok(true);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        cx.cancel().sleep(DEADLOCK_POLL.min(left)).await?;
+    }
+}
+
+/// The deadlocks the cell's database has counted so far.
+async fn deadlocks(client: &tokio_postgres::Client) -> Result<u64, Abort> {
+    let n: i64 = client
+        .query_one(DEADLOCKS, &[])
+        .await
+        .map_err(lock_client_failed)?
+        .get(0);
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Whether every ring holds rows, none in slot 0, and no ring's cursor

@@ -13,7 +13,11 @@ pub const CRON_NAME: &str = "rehearse";
 /// Step 0: the N-1 (or fresh) schema, the cron schedule, the banked backlog.
 pub(in crate::driver) async fn setup(cx: &mut StepCtx<'_>) -> Result<Done, Abort> {
     let by = cx.plan.database.migrated_by.clone();
-    let mut detail = vec![prepare_schema(cx, &by).await?];
+    let mut detail = Vec::new();
+    if let Some(after) = super::hold::deadlock_timeout(cx.plan) {
+        detail.push(super::hold::detect_deadlocks_within(cx, after).await?);
+    }
+    detail.push(prepare_schema(cx, &by).await?);
     if let Some(cron) = cx.plan.workload.cron {
         detail.push(upsert_cron(cx, &by, cron.every).await?);
     }

@@ -394,6 +394,14 @@ pub struct HoldStep {
     /// up within its bound and try again later, the leader leading on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_ring: Option<HeldRing>,
+    /// `deadlock = true` (with `lock_ring = "claim"`): the client takes
+    /// the ring's tables one at a time, in the other order from a prune's,
+    /// and asks for the first only once a prune waits on it: the two
+    /// close a lock cycle, which the prune's session finds (the cell's
+    /// database detects deadlocks within half a prune's lock wait), and
+    /// the prune must lose it as it loses a lock wait, the leader leading on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deadlock: bool,
 }
 
 /// A ring a `hold` keeps locked (`lock_ring`).
@@ -409,6 +417,13 @@ pub enum HeldRing {
 }
 
 impl HeldRing {
+    /// Whether a client can close a lock cycle with a prune of this ring:
+    /// it has more than one table, so a prune holds one partition while it
+    /// waits for the next.
+    pub fn can_deadlock(self) -> bool {
+        self.ring().tables().len() > 1
+    }
+
     /// Every ring, as matrix.toml names them.
     pub const ALL: [(&'static str, HeldRing); 3] = [
         ("queue", HeldRing::Queue),

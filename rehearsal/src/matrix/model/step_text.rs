@@ -167,6 +167,9 @@ fn write_hold(f: &mut fmt::Formatter<'_>, s: &HoldStep) -> fmt::Result {
             f,
             ", a client holding the {ring} ring's partitions now and then"
         )?;
+        if s.deadlock {
+            f.write_str(", in the other order from a prune's (a deadlock)")?;
+        }
     }
     Ok(())
 }

@@ -224,6 +224,14 @@ fn hold(r: &mut Reader<'_, '_>) -> Option<Step> {
         .get("lock_ring")
         .is_some()
         .then(|| r.choice("lock_ring", &HeldRing::ALL, HeldRing::Queue));
+    let deadlock = r.boolean("deadlock", false);
+    if deadlock && !lock_ring.is_some_and(HeldRing::can_deadlock) {
+        let span = r.span_of("deadlock");
+        r.fail(
+            span,
+            "deadlock needs lock_ring = \"claim\": only a ring of two tables lets a client close a lock cycle with a prune (it holds one partition while it waits for the other)",
+        );
+    }
     if lock_ring.is_some() && (reads.is_some() || until.is_some()) {
         let span = r.span_of("lock_ring");
         r.fail(
@@ -237,6 +245,7 @@ fn hold(r: &mut Reader<'_, '_>) -> Option<Step> {
             reads,
             until,
             lock_ring,
+            deadlock,
         })
     })
 }

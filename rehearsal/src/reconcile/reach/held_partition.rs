@@ -44,6 +44,46 @@ pub(super) fn prune_met_held_partition(obs: &Observations) -> (bool, String) {
     (false, seen)
 }
 
+/// A `deadlock` hold that closed a lock cycle with a prune waiting on it,
+/// saw the prune give up while it still held the partitions, and during
+/// which the database counted a deadlock: the prune's session found the
+/// cycle and was rolled back (a prune that timed out counts none).
+pub(super) fn prune_lost_deadlock(obs: &Observations) -> (bool, String) {
+    let holds: Vec<_> = obs
+        .partition_holds
+        .iter()
+        .filter_map(|h| h.deadlocks.map(|d| (h, d)))
+        .collect();
+    if let Some((h, d)) = holds.iter().find(|(h, d)| h.gave_up > 0 && *d > 0) {
+        return (
+            true,
+            format!(
+                "{} of {} that met the {} ring's partitions held in the other order (step {}) gave up while they were held, and the database counted {} meanwhile",
+                h.gave_up,
+                crate::observe::count(u64::from(h.waits), "prune lock request"),
+                h.ring,
+                h.step,
+                crate::observe::count(*d, "deadlock")
+            ),
+        );
+    }
+    let seen = if holds.is_empty() {
+        "no hold with deadlock ran".to_owned()
+    } else {
+        format!(
+            "no prune lost a deadlock ({})",
+            list(holds.iter().map(|(h, d)| format!(
+                "in step {}, {} closed a cycle, {} gave up while held, the database counted {}",
+                h.step,
+                crate::observe::count(u64::from(h.waits), "prune lock request"),
+                h.gave_up,
+                crate::observe::count(*d, "deadlock")
+            )))
+        )
+    };
+    (false, seen)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::one;
@@ -69,6 +109,7 @@ mod tests {
             gave_up: 0,
             first_gave_up_ms: None,
             at_ms: 12_000,
+            deadlocks: None,
         });
         let r = one(Reach::PruneMetHeldPartition, &obs, &[]);
         assert_eq!(
@@ -88,6 +129,44 @@ mod tests {
                 true,
                 "3 of 5 prune lock requests waiting on the queue ring's held partitions (step 3) gave up while they were held, the first at 4.2s"
             )
+        );
+        // A plain hold is no deadlock, however many prunes gave up.
+        assert_eq!(
+            one(Reach::PruneLostDeadlock, &obs, &[]).evidence,
+            "no hold with deadlock ran"
+        );
+    }
+
+    #[test]
+    fn a_prune_lost_a_deadlock_when_it_gave_up_and_the_database_counted_one() {
+        use crate::matrix::HeldRing;
+        use crate::observe::PartitionHold;
+        let mut obs = Observations::default();
+        obs.partition_holds.push(PartitionHold {
+            step: 4,
+            ring: HeldRing::Claim,
+            holds: 6,
+            waits: 3,
+            gave_up: 3,
+            first_gave_up_ms: Some(5_000),
+            at_ms: 20_000,
+            deadlocks: Some(0),
+        });
+        // The prunes timed out before the cycle was found: no deadlock.
+        let r = one(Reach::PruneLostDeadlock, &obs, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (
+                false,
+                "no prune lost a deadlock (in step 4, 3 prune lock requests closed a cycle, 3 gave up while held, the database counted 0 deadlocks)"
+            )
+        );
+        obs.partition_holds[0].deadlocks = Some(2);
+        let r = one(Reach::PruneLostDeadlock, &obs, &[]);
+        assert!(r.reached, "{r:?}");
+        assert_eq!(
+            r.evidence,
+            "3 of 3 prune lock requests that met the claim ring's partitions held in the other order (step 4) gave up while they were held, and the database counted 2 deadlocks meanwhile"
         );
     }
 }
