@@ -320,7 +320,8 @@ async fn flip_ring(
 ) -> Result<RingFlip> {
     let mut backfilled = 0;
     if !skip_reconcile {
-        backfilled = super::rings::backfill(tx, ring, slot_count, generation, false).await?;
+        backfilled =
+            super::rotation_ledger::backfill(tx, ring, slot_count, generation, false).await?;
     }
     let sql = format!(
         "SELECT slot, generation FROM awa.{ring}_ring_rotations ORDER BY generation DESC LIMIT 1"
@@ -332,7 +333,7 @@ async fn flip_ring(
         .map(|r| (r.get(0), r.get(1)))
         .unwrap_or((-1, -1));
     if !skip_reconcile {
-        let gaps = super::rings::ledger_gaps(tx, ring, slot_count).await?;
+        let gaps = super::rotation_ledger::ledger_gaps(tx, ring, slot_count).await?;
         if (ledger_slot, ledger_generation) != (slot, generation) || gaps > 0 {
             return Err(Error::Refused(format!(
                 "flip verification failed for the {ring} ring: ledger ends at (slot {ledger_slot}, generation {ledger_generation}) \

@@ -21,6 +21,7 @@ pub mod lock_wait;
 pub mod read;
 pub mod rescue;
 pub mod rings;
+mod rotation_ledger;
 
 /// The three slot rings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
