@@ -22,8 +22,8 @@
 //! `idle_session_timeout`, by design). Terms of earlier releases are not
 //! judged: the rehearsal judges the release under test.
 
+use super::release_line::flip_aware;
 use super::rules::{RECONCILE, phase_at};
-use super::runtimes::flip_aware;
 use crate::matrix::FindingRule;
 use crate::observe::{Finding, LeaderTerm, Observations, duration};
 

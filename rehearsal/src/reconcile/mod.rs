@@ -19,6 +19,7 @@
 //!   than their periods while the fleet stood idle;
 //! - `growth` finds ledgers and deltas that grow without bound;
 //! - `runtimes` reads how the runtimes ended and what the schema kept for N-1;
+//!   `release_line` says which runtimes are of this release line (flip-aware);
 //! - `leadership` finds a leader that stopped leading with no injected
 //!   fault to explain it;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
@@ -71,6 +72,7 @@ mod placement;
 mod reach;
 pub mod recorded;
 mod refusals;
+mod release_line;
 mod rings;
 mod rules;
 mod runaway;

@@ -216,7 +216,7 @@ fn led_by_this_release(obs: &Observations, from_ms: u64, to_ms: u64) -> bool {
     at_start
         .into_iter()
         .chain(during)
-        .any(|(_, version)| super::runtimes::flip_aware(version))
+        .any(|(_, version)| super::release_line::flip_aware(version))
 }
 
 fn from_offenders(rule: FindingRule, offenders: &Offenders, what: (&str, &str)) -> Finding {

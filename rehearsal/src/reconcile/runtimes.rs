@@ -15,8 +15,7 @@
 //!   preflight: nothing held the table, so a runtime below the floor can
 //!   join a migration that would have refused it (`floor_bypassed`).
 
-use awa_runtime::store::authority::parse_version;
-
+use super::release_line::flip_aware;
 use super::rules::{RECONCILE, phase_at};
 use super::storage::Storage;
 use crate::matrix::FindingRule;
@@ -61,17 +60,6 @@ fn floor_bypassed(m: &MidMigrationStart, obs: &Observations) -> Option<Finding> 
         count: m.registered_in_flight.len() as u64,
         at_ms: Some(m.at_ms),
     })
-}
-
-/// Whether `version` belongs to this workspace's release line or later
-/// (the binaries that know the ledger authority).
-pub(super) fn flip_aware(version: &str) -> bool {
-    let own =
-        parse_version(awa_runtime::version::VERSION).map(|(major, minor, _)| (major, minor, 0));
-    match (parse_version(version), own) {
-        (Some(v), Some(floor)) => v >= floor,
-        _ => false,
-    }
 }
 
 fn died(p: &ProcessRecord) -> Option<&str> {

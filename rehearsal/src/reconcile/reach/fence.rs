@@ -17,7 +17,9 @@ pub(super) fn fenced_by(layer: FenceLayer, obs: &Observations) -> (bool, String)
         .processes
         .iter()
         .filter(|p| {
-            p.role != "fence" && !p.killed && !crate::reconcile::runtimes::flip_aware(&p.version)
+            p.role != "fence"
+                && !p.killed
+                && !crate::reconcile::release_line::flip_aware(&p.version)
         })
         .filter_map(|p| {
             let error = p.error.as_deref()?;
