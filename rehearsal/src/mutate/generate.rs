@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::mutant::identify;
-use super::{Counts, Mutant, Options, Scope, Tree, report, rust, scope};
+use super::{Counts, Mutant, Options, Scope, Tree, report, rust, scope, tree, unit};
 use crate::plan::SplitMix64;
 
 /// Every mutant of `current` in `scope`, in file order: the Rust of its
@@ -25,7 +25,7 @@ pub fn generate(current: &Tree, scope: &Scope) -> Vec<Mutant> {
                 Err(_) => continue,
             }
         } else if path.ends_with(".sql") {
-            scope::sql_file_units(path, text)
+            unit::sql_file_units(path, text)
         } else {
             continue;
         };
@@ -80,7 +80,7 @@ pub enum MutateError {
     },
     /// A source tree could not be read (infrastructure).
     #[error(transparent)]
-    Tree(#[from] scope::TreeError),
+    Tree(#[from] tree::TreeError),
 }
 
 impl MutateError {

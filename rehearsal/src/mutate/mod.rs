@@ -11,11 +11,13 @@
 //! trees): [`rust`] for Rust (cargo-mutants' operators, over `syn` spans),
 //! [`sql`] for the SQL in named constants and `.sql` files, [`scope`] for
 //! which units count (`--in-diff`: what changed since the previous
-//! release) and what is never mutated; `mutant.rs` is one mutant and its
+//! release) and what is never mutated, over [`tree`] (the sources read)
+//! and [`unit`] (a unit and its mutants); `mutant.rs` is one mutant and its
 //! diff, `generate.rs` the mutants a run asks for (in scope, sampled,
 //! shared out), `session.rs` a run of them through the clean cells, with
 //! [`runner`] (the work copy kept in step by `work_copy.rs`, its error in
-//! `run_error.rs`) and `child.rs` under it.
+//! `run_error.rs`) and `child.rs` under it; [`results`] holds what the
+//! runner found and [`report`] writes.
 //!
 //! cargo-mutants' CLI is not used: it cannot mutate SQL (most of what a
 //! release of a job queue changes), and its test step is `cargo test`,
@@ -26,6 +28,7 @@ mod child;
 mod generate;
 mod mutant;
 pub mod report;
+pub mod results;
 mod run_error;
 pub mod runner;
 pub mod rust;
@@ -33,12 +36,15 @@ pub mod scope;
 mod session;
 pub mod sql;
 pub mod stop;
+pub mod tree;
+pub mod unit;
 mod work_copy;
 
 pub use generate::{Generated, MutateError, generate, generate_for, sample, share};
 pub use mutant::{Counts, Mutant, Operator, by_file, render_list};
-pub use scope::{Scope, Tree};
+pub use scope::Scope;
 pub use session::{SessionArgs, SessionError, TIMEOUT_FACTOR, TIMEOUT_FLOOR, session};
+pub use tree::Tree;
 
 /// What `rehearse mutate` was asked for, beside the selection and run flags.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Counts;
-use super::runner::{CleanCell, MutantResult, Status};
+use super::results::{CleanCell, MutantResult, Status};
 
 /// `mutate.json`'s name.
 pub const MUTATE_JSON: &str = "mutate.json";

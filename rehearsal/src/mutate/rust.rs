@@ -30,7 +30,7 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
-use super::scope::Unit;
+use super::unit::Unit;
 use super::{Mutant, Operator, sql};
 
 /// The units of one Rust file of awa-runtime (its path relative to the
