@@ -2,23 +2,14 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::probe::ProbeError;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
+use super::check_result::{Held, unreadable};
 use crate::matrix::{CURRENT, Check};
 use crate::observe::StepOutcome;
 
 /// How often `deadline_rescued` looks again while a rescue is late.
 const RESCUE_POLL: Duration = Duration::from_millis(250);
-
-/// A check's result: `Ok(what held)` or `Err(what did not)`.
-// Strings: both sides are the check's sentence for the report, and Ok or Err is all a caller asks.
-pub(super) type Held = Result<String, String>;
-
-/// The harness could not read what a check looks at.
-pub(super) fn unreadable(e: ProbeError) -> Abort {
-    Abort::Harness(format!("the check could not read the database: {e}"))
-}
 
 /// `assert`: a named check, now. A failed check is a step failure.
 pub(super) async fn assert(cx: &mut StepCtx<'_>, check: &Check) -> Result<Done, Abort> {

@@ -1,11 +1,15 @@
 //! One file per step kind, and the dispatch from a planned step to it.
 //! The matrix author's words (matrix.toml, `matrix::Step` docs) are the
 //! specification; where they leave room, the choice made is stated on
-//! the function.
+//! the function. Two files are no step: `check_result` (a check's result,
+//! which `assert`, `settle` and `schema_check` give) and `migrate_failure`
+//! (whose failure a failed `awa migrate` is, for `setup` and
+//! `schema_check`).
 
 mod armed;
 mod assert;
 mod cancel;
+mod check_result;
 mod drain;
 mod effect;
 mod fault_evidence;
@@ -17,6 +21,7 @@ mod hold;
 mod kill;
 mod load;
 mod migrate;
+mod migrate_failure;
 mod pg_crash;
 mod revoke;
 mod roll;

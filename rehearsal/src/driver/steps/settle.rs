@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::super::Abort;
 use super::super::step_ctx::StepCtx;
-use super::assert::{Held, unreadable};
+use super::check_result::{Held, unreadable};
 use super::drain::Progress;
 use crate::observe::{IdleWindow, PrunedBack, RingPrunedBack};
 

@@ -6,6 +6,7 @@ use super::super::ledger::Role;
 use super::super::step_ctx::StepCtx;
 use super::super::step_ctx::{BACKLOG_TIMEOUT, COMMAND_TIMEOUT};
 use super::super::{Abort, Done, EXIT_OK};
+use super::migrate_failure::{Whose, fresh_install_failure};
 
 /// Name of the cron schedule every cell with a `[workload] cron` upserts.
 pub const CRON_NAME: &str = "rehearse";
@@ -68,30 +69,6 @@ async fn prepare_schema(cx: &mut StepCtx<'_>, by: &str) -> Result<String, Abort>
             "N-1"
         }
     ))
-}
-
-/// Whose failure a failed `awa migrate` is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Whose {
-    /// The build under rehearsal's: the cell fails.
-    Product,
-    /// The harness's, or nobody can tell: the cell is inconclusive.
-    Harness,
-}
-
-/// A fresh install (the current build's `awa migrate` of an empty
-/// database) that ran to its own exit (`code`; not killed, not timed
-/// out) and failed while the database `answers` is the product's
-/// failure: nothing but the build under rehearsal acted on that
-/// database. The N-1 schema prepared by an older release, a migrate the
-/// harness had to kill, or a database that does not answer stay the
-/// harness's (the run could not judge the release).
-pub(super) fn fresh_install_failure(fresh: bool, code: Option<i32>, answers: bool) -> Whose {
-    if fresh && code.is_some() && answers {
-        Whose::Product
-    } else {
-        Whose::Harness
-    }
 }
 
 /// The `[workload] cron` schedule, upserted by `by`.
