@@ -22,6 +22,7 @@ use crate::observe::{Finding, Observations, Phase, ProvedFacts, StepOutcome};
 use crate::plan::CellPlan;
 use crate::stream::{CellRun, Note, RunEvent};
 
+mod budget;
 mod records;
 
 /// A phase that has begun.

@@ -18,13 +18,15 @@
 //! cell's state, its database, the plan and the fleet through a handle),
 //! `steps` (one file per step kind, setup among them, `steps/mod.rs`
 //! dispatching; none names the cell), `procs` (starting, stopping and
-//! killing processes; the fleet's seats), `state` (the cell's state,
+//! killing processes; the fleet's seats), `effect` (proof that a suspend,
+//! resume or kill took effect), `state` (the cell's state,
 //! owned in one place: seats, armed faults, suspensions, observations),
 //! `ledger` (what the fleet reported, and waiting on it),
 //! `migration_hold` (the lock that keeps a paused migration open while
 //! runtimes start inside it), `probe` (the driver's own SQL: asserts,
 //! fence digests, live jobs), `database` (the throwaway cluster or an
-//! external server), `env` (the `AWA_*` environment), `budget`, `run`.
+//! external server), `env` (the `AWA_*` environment), `waited` (a wait
+//! as messages say it), `run`. The cell's time budget is `cell/budget.rs`.
 //!
 //! Outcomes a step can have: it did what the plan says (`ok`, or
 //! `refused` where a refusal was required); it found the product not
@@ -37,9 +39,9 @@
 //! [`Observations::step_failures`]: crate::observe::Observations::step_failures
 //! [`Phase`]: crate::observe::Phase
 
-mod budget;
 pub mod cell;
 pub mod database;
+mod effect;
 pub mod env;
 pub mod ledger;
 mod migration_hold;
@@ -49,6 +51,7 @@ pub mod run;
 mod state;
 mod step_ctx;
 mod steps;
+mod waited;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

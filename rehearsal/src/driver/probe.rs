@@ -20,6 +20,17 @@ const HAS_SCHEMA_VERSION: &str = "SELECT to_regclass('awa.schema_version') IS NO
 const SCHEMA_VERSION: &str = "SELECT coalesce(max(version), 0) FROM awa.schema_version";
 const SCHEMA_VERSIONS: &str =
     "SELECT coalesce(string_agg(version::text, ',' ORDER BY version), '') FROM awa.schema_version";
+/// One look at a runtime's heartbeat by the server's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Beat {
+    /// The server's clock when it looked, Unix ms.
+    pub server_ms: i64,
+    /// Its `runtime_instances.heartbeat_at`, Unix ms (`None`: no row).
+    pub beat_ms: Option<i64>,
+    /// Sessions whose `application_name` names it (0.6 names none).
+    pub sessions: u64,
+}
+
 /// Every row of `awa.schema_version`, `applied_at` in microseconds.
 const SCHEMA_ROWS: &str = "SELECT version, (extract(epoch FROM applied_at) * 1000000)::int8 \
      FROM awa.schema_version ORDER BY version";
@@ -521,12 +532,9 @@ impl Probe {
     }
 
     /// One look at runtime `instance_id`'s heartbeat, by the server's clock.
-    pub async fn heartbeat_of(
-        &mut self,
-        instance_id: &str,
-    ) -> Result<super::steps::Beat, ProbeError> {
+    pub async fn heartbeat_of(&mut self, instance_id: &str) -> Result<Beat, ProbeError> {
         let row = self.one(HEARTBEAT_OF, &[&instance_id]).await?;
-        Ok(super::steps::Beat {
+        Ok(Beat {
             server_ms: row.get(0),
             beat_ms: row.get(1),
             sessions: row.get::<_, i64>(2).max(0) as u64,

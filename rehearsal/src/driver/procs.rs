@@ -347,7 +347,7 @@ impl StepCtx<'_> {
         let at_ms = self.ms();
         self.kill_quietly(id).await;
         // A kill the cell cannot see land is no kill to judge rescue by.
-        super::steps::prove(self, id, super::steps::Effect::Gone, None, KILL_PROOF).await?;
+        super::effect::prove(self, id, super::effect::Effect::Gone, None, KILL_PROOF).await?;
         let record = {
             let l = self.ledger().lock();
             let p = &l.procs[id];

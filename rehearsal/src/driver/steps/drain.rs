@@ -189,7 +189,7 @@ fn live_by_state(running: i64, available: i64, scheduled: i64, oldest_ms: f64) -
         parts.push(format!(
             "{} running, oldest claim {}",
             crate::observe::thousands(running.unsigned_abs()),
-            super::super::budget::secs(oldest_ms)
+            super::super::waited::secs(oldest_ms)
         ));
     }
     for (n, state) in [(available, "available"), (scheduled, "scheduled")] {

@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
+use super::super::effect::Effect;
 use super::super::probe::IdleSession;
 use super::super::state::Suspension;
 use super::super::step_ctx::StepCtx;
 use super::super::{Abort, Done};
-use super::effect::Effect;
 use crate::fleet::{Handle, ProcId};
 use crate::matrix::{KillTarget, ResumeSignal, ResumeStep, SuspendAt};
 use crate::observe::{StepOutcome, SuspensionRecord};
@@ -67,7 +67,7 @@ pub(super) async fn suspend(cx: &mut StepCtx<'_>, s: &PlannedSuspend) -> Result<
     // process spends stopped, and `for` counts it.
     let (stopped_at, at_ms) = (Instant::now(), cx.ms());
     let bound = cx.plan.timings.stale_after.to_std() + PROOF_SLACK;
-    let proof = super::effect::prove(cx, victim, Effect::Stopped, None, bound).await?;
+    let proof = super::super::effect::prove(cx, victim, Effect::Stopped, None, bound).await?;
     record(cx, s, victim, &name, &version, at_ms);
     let leader = if s.target == KillTarget::Leader {
         ", the leader"
@@ -263,7 +263,7 @@ pub(super) async fn resume(cx: &mut StepCtx<'_>, s: &ResumeStep) -> Result<Done,
                 )));
             };
             let instance_id = cx.proc(susp.id, |p| p.instance_id.clone());
-            let before = super::effect::look(cx, susp.id, instance_id.as_deref())
+            let before = super::super::effect::look(cx, susp.id, instance_id.as_deref())
                 .await
                 .ok();
             handle
@@ -271,7 +271,8 @@ pub(super) async fn resume(cx: &mut StepCtx<'_>, s: &ResumeStep) -> Result<Done,
                 .await
                 .map_err(|e| Abort::Harness(format!("resume: could not let {name} go on: {e}")))?;
             let bound = cx.plan.timings.stale_after.to_std() + PROOF_SLACK;
-            let proof = super::effect::prove(cx, susp.id, Effect::Running, before, bound).await?;
+            let proof =
+                super::super::effect::prove(cx, susp.id, Effect::Running, before, bound).await?;
             format!("SIGCONTed {name} ({version}) after {stopped_ms} ms stopped ({proof})")
         }
         ResumeSignal::Kill => {

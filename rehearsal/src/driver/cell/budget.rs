@@ -1,6 +1,6 @@
 //! A cell's time budget (`[timings] budget`, or the cell's own).
 //!
-//! The run gives each cell a [`Cancel`](super::Cancel) that also fires
+//! The run gives each cell a [`Cancel`](super::super::Cancel) that also fires
 //! when the budget runs out, so every wait of every step ends the way an
 //! interruption does: the step stops, the cell winds down (every process
 //! stopped, nothing left running), and it is inconclusive. Unlike an
@@ -10,8 +10,9 @@
 
 use std::time::Duration;
 
-use super::cell::Cell;
-use super::probe::ProbeError;
+use super::super::probe::ProbeError;
+use super::super::waited::secs;
+use super::Cell;
 use crate::matrix::{FlipMode, Step};
 use crate::observe::count;
 
@@ -21,14 +22,14 @@ const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl Cell<'_> {
     /// The cell's budget ran out (and the run itself is not being interrupted).
-    pub(super) fn over_budget(&self) -> bool {
+    pub(in crate::driver) fn over_budget(&self) -> bool {
         let cancel = &self.ctx.cancel;
         cancel.overran() && !cancel.run_interrupted()
     }
 
     /// What the phase that ran out of budget was waiting for, in one
     /// line: `drain: 37 jobs still running, oldest claim 41 s`.
-    pub(super) async fn waiting_for(&mut self) -> String {
+    pub(in crate::driver) async fn waiting_for(&mut self) -> String {
         let since = self.state.obs.phases.last().map_or(0, |p| p.end_ms);
         let running = secs(self.ms().saturating_sub(since) as f64);
         let step = self
@@ -132,27 +133,4 @@ impl Cell<'_> {
 /// A look into the database, bounded; `None` when it failed or took too long.
 async fn look<T>(query: impl Future<Output = Result<T, ProbeError>>) -> Option<T> {
     tokio::time::timeout(LOOK_TIMEOUT, query).await.ok()?.ok()
-}
-
-/// `3.2 s`, `41 s`: how long something has waited, as a person says it.
-pub(super) fn secs(ms: f64) -> String {
-    let s = (ms / 1_000.0).max(0.0);
-    if s < 10.0 {
-        format!("{s:.1} s")
-    } else {
-        format!("{s:.0} s")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn waits_read_in_seconds() {
-        assert_eq!(secs(0.0), "0.0 s");
-        assert_eq!(secs(3_240.0), "3.2 s");
-        assert_eq!(secs(41_200.0), "41 s");
-        assert_eq!(secs(-5.0), "0.0 s");
-    }
 }

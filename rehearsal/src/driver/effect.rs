@@ -16,21 +16,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::Abort;
-use super::super::probe::ProbeError;
-use super::super::step_ctx::StepCtx;
+use super::Abort;
+use super::probe::{Beat, ProbeError};
+use super::step_ctx::StepCtx;
 use crate::fleet::ProcId;
-
-/// One look at a runtime's heartbeat by the server's clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Beat {
-    /// The server's clock when it looked, Unix ms.
-    pub server_ms: i64,
-    /// Its `runtime_instances.heartbeat_at`, Unix ms (`None`: no row).
-    pub beat_ms: Option<i64>,
-    /// Sessions whose `application_name` names it (0.6 names none).
-    pub sessions: u64,
-}
 
 /// One look at a process: its heartbeat, and what the ledger has of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
