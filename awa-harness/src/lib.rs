@@ -6,8 +6,9 @@
 //!   server binaries are found.
 //! * [`release`]: the frozen release archives of `artifacts/`, verified
 //!   against their digests and built.
-//! * [`shape`]: which top-level module each file of a crate names; both
-//!   crates' `tests/shape.rs` rank their modules with it.
+//! * [`shape`]: which top-level module each file of a crate names, and
+//!   the import cycles among the sub-modules of any module; both crates'
+//!   `tests/shape.rs` rank their modules and refuse such cycles with it.
 
 pub mod pgtemp;
 pub mod release;

@@ -8,6 +8,9 @@
 //! Test code (`#[cfg(test)]` items and the files they declare) is left
 //! out: a test may wire upper modules to check a lower one.
 //!
+//! Inside a module, [`cycles`] finds the arrows between its sub-modules
+//! and the cycles they make; both tests fail on any.
+//!
 //! The files are tokenized (proc-macro2), so comments, doc links and
 //! strings never count, and paths inside macro calls do.
 
@@ -15,6 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+
+pub mod cycles;
 
 /// Items of the crate root that paths name instead of their module: the
 /// module (`None`: the item is the root's own, not an arrow).

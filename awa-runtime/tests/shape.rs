@@ -11,6 +11,12 @@
 //! the fix is to move the shared type down (as `locks` and `outcome`
 //! were) or to pass the value down.
 //!
+//! Inside a module (`store`, `events`) the sub-modules have no ranks, but
+//! no two of them may need each other: an import cycle among them fails
+//! [`no_cycle_among_the_sub_modules_of_any_module`], naming the cycle and
+//! the file and line of each arrow in it (`store`'s rings and authority
+//! shared the rotation ledger that way, until it moved into a leaf).
+//!
 //! Test code (`#[cfg(test)]` items and the files they declare) is left
 //! out, and the files are tokenized, as in rehearsal's `tests/shape.rs`
 //! (both use `awa_harness::shape`).
@@ -18,6 +24,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use awa_harness::shape::cycles::{cycles, sibling_arrows, sibling_arrows_of};
 use awa_harness::shape::{self, Arrow, first_arrows, show};
 
 /// Every top-level module of `awa-runtime/src`, lowest rank first, with
@@ -158,4 +165,45 @@ fn an_old_cycle_would_be_seen_again() {
     // Modules sharing a rank name none of each other.
     let (arrows, _) = shape::scan("locks.rs", "use crate::outcome::Outcome;", ROOT_ITEMS);
     assert_eq!(not_down(arrows)[0].to, "outcome");
+}
+
+#[test]
+fn no_cycle_among_the_sub_modules_of_any_module() {
+    let found = cycles(&sibling_arrows(&src(), NOT_MODULES));
+    let shown: String = found.iter().map(|c| format!("\n  {c}")).collect();
+    assert!(
+        found.is_empty(),
+        "import cycles among sub-modules (move the piece both sides need down, into a leaf \
+         sub-module, or turn one arrow around):{shown}"
+    );
+}
+
+#[test]
+fn the_old_store_cycle_would_be_seen_again() {
+    // The flip (authority) backfilled through rings, which reads the authority.
+    let files = [
+        ("lib.rs", "pub mod store;\n"),
+        ("store/mod.rs", "pub mod authority;\npub mod rings;\n"),
+        (
+            "store/authority.rs",
+            "async fn flip_ring() { super::rings::backfill().await; }\n",
+        ),
+        (
+            "store/rings.rs",
+            "use super::authority::{self, Authority};\npub async fn backfill() {}\n",
+        ),
+    ];
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
+        .collect();
+    let found = cycles(&sibling_arrows_of(&files));
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].members, ["authority", "rings"]);
+    let shown = found[0].to_string();
+    assert!(
+        shown.contains("src/store/authority.rs:1: store::authority -> store::rings")
+            && shown.contains("src/store/rings.rs:1: store::rings -> store::authority"),
+        "{shown}"
+    );
 }

@@ -15,10 +15,17 @@
 //! The files are tokenized (`awa_harness::shape`, over proc-macro2), so
 //! comments, doc links and strings never count, and paths inside macro
 //! calls do.
+//!
+//! Inside a module the sub-modules have no ranks, but no two of them may
+//! need each other: an import cycle among the sub-modules of any module
+//! (`driver`, `driver::steps`, `mutate`, ...) fails
+//! [`no_cycle_among_the_sub_modules_of_any_module`], naming the cycle
+//! and the file and line of each arrow in it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use awa_harness::shape::cycles::{cycles, sibling_arrows, sibling_arrows_of};
 use awa_harness::shape::{self, Arrow, first_arrows, show};
 
 /// Every top-level module of `rehearsal/src`, lowest rank first, with the
@@ -269,4 +276,66 @@ fn test_files_declared_under_cfg_test_are_left_out() {
     let text = "#[cfg(test)]\nmod tests;\n#[cfg(test)]\npub(crate) mod fixture;\npub mod model;\n";
     let (_, tests) = scan("matrix/mod.rs", text);
     assert_eq!(tests, ["matrix/tests", "matrix/fixture"]);
+}
+
+#[test]
+fn no_cycle_among_the_sub_modules_of_any_module() {
+    let found = cycles(&sibling_arrows(&src(), NOT_MODULES));
+    let shown: String = found.iter().map(|c| format!("\n  {c}")).collect();
+    assert!(
+        found.is_empty(),
+        "import cycles among sub-modules (move the piece both sides need down, into a leaf \
+         sub-module, or turn one arrow around):{shown}"
+    );
+}
+
+#[test]
+fn a_cycle_among_sub_modules_is_seen_with_each_arrow() {
+    // The driver's old cycle: the cell runs the steps, and a step named
+    // the cell through the re-export in driver/mod.rs.
+    let files = [
+        ("lib.rs", "pub mod driver;\n"),
+        (
+            "driver/mod.rs",
+            "mod cell;\nmod probe;\nmod steps;\npub use cell::Cell;\n",
+        ),
+        (
+            "driver/cell.rs",
+            "use super::probe::Probe;\nuse super::steps;\n",
+        ),
+        ("driver/probe.rs", "pub struct Probe;\n"),
+        ("driver/steps/mod.rs", "mod kill;\n"),
+        (
+            "driver/steps/kill.rs",
+            "// crate::driver::probe in a comment is no arrow\n\
+             fn f(c: &crate::driver::Cell) {}\n\
+             #[cfg(test)]\nmod tests { use super::super::super::probe::Probe; }\n",
+        ),
+    ];
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
+        .collect();
+    let arrows = sibling_arrows_of(&files);
+    let named: Vec<(&str, &str, &str, usize)> = arrows
+        .iter()
+        .map(|a| (a.file.as_str(), a.from.as_str(), a.to.as_str(), a.line))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("driver/cell.rs", "cell", "probe", 1),
+            ("driver/cell.rs", "cell", "steps", 2),
+            ("driver/steps/kill.rs", "steps", "cell", 2),
+        ]
+    );
+    let found = cycles(&arrows);
+    assert_eq!(found.len(), 1);
+    let shown = found[0].to_string();
+    assert!(
+        shown.starts_with("driver: {cell, steps}: cell -> steps -> cell")
+            && shown.contains("src/driver/cell.rs:2: driver::cell -> driver::steps")
+            && shown.contains("src/driver/steps/kill.rs:2: driver::steps -> driver::cell"),
+        "{shown}"
+    );
 }
