@@ -157,6 +157,7 @@ struct TimingArgs {
 #[derive(Debug, Clone, Copy)]
 struct AutoFlip(Option<Duration>);
 
+// A String: `--auto-flip`'s value parser hands it to clap, which prints it as it is.
 fn parse_auto_flip(s: &str) -> Result<AutoFlip, String> {
     if s.trim() == "off" {
         Ok(AutoFlip(None))

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 /// Parse `N`, `Nms`, `Ns` or `Nm` (a bare number is milliseconds).
+// A String: flags' value parser hands it to clap, which prints it as it is.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {

@@ -167,6 +167,7 @@ pub struct Mix {
 
 impl Mix {
     /// Parse `complete=60,retry_once=8,...`.
+    // A String: its caller words it into Error::Config, naming the flag.
     pub fn parse(s: &str) -> Result<Mix, String> {
         let mut entries = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {

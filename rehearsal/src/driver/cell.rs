@@ -82,6 +82,7 @@ impl Cell<'_> {
 /// the readers (the driver sends each verdict right after its cell).
 pub trait Reconcile: Send + Sync {
     /// The findings of the cell's run, or why they could not be had.
+    // A String: the cell records it as its harness error, in these words, and asks nothing more of it.
     fn findings<'a>(
         &'a self,
         database_url: &'a str,
@@ -402,6 +403,7 @@ impl<'a> Cell<'a> {
     }
 
     /// Reconciliation as the cell's last phase.
+    // A String: Reconcile::findings's, which the cell only records.
     async fn reconcile_phase(&mut self, reconcile: &dyn Reconcile) -> Result<Vec<Finding>, String> {
         self.announce("reconcile");
         let start_ms = self.ms();

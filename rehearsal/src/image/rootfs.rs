@@ -122,6 +122,7 @@ pub fn interpreter(binary: &Path, bytes: &[u8]) -> Result<Option<String>, Rootfs
 /// Lines look like `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)`,
 /// `/lib64/ld-linux-x86-64.so.2 (0x...)`, or `linux-vdso.so.1 (0x...)`
 /// (the kernel's, not a file: skipped). `not found` is an error.
+// A String: its one caller words it into the image build's error.
 pub fn parse_list(text: &str) -> Result<Vec<PathBuf>, String> {
     let mut paths = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {

@@ -340,6 +340,7 @@ fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// Reads a `mutate.json`.
+// A String: rehearse merge words it as a refused DIR, whatever went wrong.
 pub fn read(path: &Path) -> Result<MutateReport, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let r: MutateReport =
@@ -374,6 +375,7 @@ pub fn newest(root: &Path) -> Option<(PathBuf, MutateReport)> {
 /// The shares of a `--partition` run joined: the same seed, scope and
 /// sample (so the same mutants were split), each mutant once; the clean
 /// runs of every share kept (each share ran its own).
+// A String: rehearse merge words it as a refused DIR, whatever went wrong.
 pub fn merge(partials: Vec<MutateReport>) -> Result<MutateReport, String> {
     let mut iter = partials.into_iter();
     let Some(mut merged) = iter.next() else {

@@ -177,6 +177,7 @@ impl DockerFleet {
     /// an engine can fail to freeze a cgroup under load (and say so only
     /// in the call's error), and a step that goes on believing the
     /// process stopped judges a cell on something that did not happen.
+    // A String: it goes to `Order::applied`, whose waiter only words it.
     async fn apply(&self, container: &str, control: Control) -> Result<(), String> {
         let docker = &self.engine.docker;
         match control {
@@ -208,6 +209,7 @@ impl DockerFleet {
     }
 
     /// Whether the engine reports the container paused as `want`.
+    // A String: `apply`'s, which passes it on.
     async fn paused_is(&self, container: &str, want: bool) -> Result<(), String> {
         let state = self
             .engine
@@ -243,6 +245,7 @@ impl DockerFleet {
         }
     }
 
+    // A String: `apply`'s, which passes it on.
     async fn signal(&self, container: &str, signal: &str) -> Result<(), String> {
         self.engine
             .docker
