@@ -225,6 +225,22 @@ pub struct PartitionHold {
     pub deadlocks: Option<u64>,
 }
 
+impl PartitionHold {
+    /// A hold of `ring` by step `step` that has done nothing yet.
+    pub fn new(step: usize, ring: crate::matrix::HeldRing) -> PartitionHold {
+        PartitionHold {
+            step,
+            ring,
+            holds: 0,
+            waits: 0,
+            gave_up: 0,
+            first_gave_up_ms: None,
+            at_ms: 0,
+            deadlocks: None,
+        }
+    }
+}
+
 /// A refusal the cell asked for (a migrate or flip expected to be
 /// refused or blocked, a fenced binary) or met by design (a binary-first
 /// start on the N-1 schema), and how long it took to come: from the

@@ -151,22 +151,9 @@ async fn hold_locking(cx: &mut StepCtx<'_>, s: &HoldStep, ring: HeldRing) -> Res
                 "the lock_ring client of a hold could not connect: {e}"
             ))
         })?;
-    let wait = awa_runtime::timings::Timings {
-        stale_after: cx.plan.timings.stale_after.to_std(),
-        ..Default::default()
-    }
-    .prune_lock_wait();
+    let wait = prune_lock_wait(cx.plan);
     let end = Instant::now() + s.duration.to_std();
-    let mut record = PartitionHold {
-        step: cx.state.step_index,
-        ring,
-        holds: 0,
-        waits: 0,
-        gave_up: 0,
-        first_gave_up_ms: None,
-        at_ms: 0,
-        deadlocks: None,
-    };
+    let mut record = PartitionHold::new(cx.state.step_index, ring);
     while Instant::now() < end {
         client
             .batch_execute(&lock_ring_sql(ring))
@@ -315,16 +302,7 @@ async fn hold_deadlocking(
     let wait = prune_lock_wait(cx.plan);
     let before = deadlocks(&client).await?;
     let end = Instant::now() + s.duration.to_std();
-    let mut record = PartitionHold {
-        step: cx.state.step_index,
-        ring,
-        holds: 0,
-        waits: 0,
-        gave_up: 0,
-        first_gave_up_ms: None,
-        at_ms: 0,
-        deadlocks: None,
-    };
+    let mut record = PartitionHold::new(cx.state.step_index, ring);
     while Instant::now() < end {
         client
             .batch_execute(&take_rest)
