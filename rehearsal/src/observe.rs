@@ -29,9 +29,9 @@ pub use job_records::{
     AcceptedJob, CronWindow, DisownedRun, LateResultCount, UnrescuedOverrun, UnstoppedHandler,
 };
 pub use monitor_samples::{
-    CensusSample, DbClock, HeldByCommand, IdleWindow, LateLease, LateRuntime, LateSample,
-    LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime, RingLiveness,
-    RingSample, StoppedRuntime, TickLoad,
+    CensusSample, DbClock, DutyTable, HeldByCommand, IdleWindow, LateLease, LateRuntime,
+    LateSample, LivenessSample, MISPLACED_SAMPLES_KEPT, MisplacedSample, QueuedRuntime,
+    RingLiveness, RingSample, StoppedRuntime, TickLoad,
 };
 pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, LeaderTerm, ProcessRecord,

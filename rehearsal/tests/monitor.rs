@@ -21,7 +21,7 @@ use awa_harness::pgtemp::Cluster;
 use common::database::on_06_schema;
 use rehearsal::matrix::FindingRule;
 use rehearsal::monitor::{Beating, Counts, EVENT_EVERY, Live, Monitor, Samples};
-use rehearsal::observe::Observations;
+use rehearsal::observe::{DutyTable, Observations};
 use rehearsal::reconcile::sample_findings;
 use rehearsal::stream::{self, RunEvent};
 use tokio_postgres::Client;
@@ -340,6 +340,46 @@ async fn the_census_counts_the_transactions_the_database_ends() {
         "the burst of 500 showed as {}",
         last - before
     );
+}
+
+/// Every census sample carries the reads of each table only the leader's
+/// slow duties read: a connection reading the deltas table 200 times (as
+/// a fold on every pass does) shows there, and in no other table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_census_counts_the_reads_of_the_duties_tables() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster.create_database("scans").await.unwrap();
+    let mut client = cluster.connect("scans").await.unwrap();
+    awa_runtime::schema::migrate(&mut client, &Default::default())
+        .await
+        .expect("fresh install");
+    drop(client);
+    let monitor = start_monitor(&cluster, "scans");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let busy = cluster.connect("scans").await.unwrap();
+    for _ in 0..200 {
+        busy.batch_execute("SELECT count(*) FROM awa.queue_terminal_rollup_deltas")
+            .await
+            .unwrap();
+    }
+    // A backend reports its counts at the latest when it ends.
+    drop(busy);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let samples = monitor.stop().await;
+    let first = &samples.census[0];
+    let last = samples.census.last().unwrap();
+    assert_eq!(
+        first.scans.keys().copied().collect::<Vec<_>>(),
+        DutyTable::ALL.to_vec(),
+        "every duty table is read from the start: {first:?}"
+    );
+    let grew = |t: DutyTable| last.scans[&t] - first.scans[&t];
+    assert!(
+        grew(DutyTable::QueueTerminalRollupDeltas) >= 200,
+        "the 200 reads showed as {}",
+        grew(DutyTable::QueueTerminalRollupDeltas)
+    );
+    assert_eq!(grew(DutyTable::CronFires), 0, "{last:?}");
 }
 
 /// Runs `hold` on a connection of its own (returned, so its transaction

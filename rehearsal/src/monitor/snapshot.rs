@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 
 use awa_runtime::store::audit::{self, Misplaced, SchemaFeatures};
 
-use crate::observe::{CensusSample, LivenessSample, RingLiveness, RingSample};
+use crate::observe::{CensusSample, DutyTable, LivenessSample, RingLiveness, RingSample};
 
 use super::CountSource;
 
@@ -78,6 +78,20 @@ SELECT EXISTS (SELECT 1 FROM pg_locks l
 /// it ends), read first in the sample so its time is the tick's.
 const XACTS: &str = "
 SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database WHERE datname = current_database()";
+/// Reads so far of the tables named in `$1` (sequential and index scans,
+/// a partitioned table's partitions summed into it): how often the
+/// duties that alone read them ran, while the fleet stands idle
+/// ([`DutyTable`]). Read with [`XACTS`], at the start of the sample,
+/// before the sample's own reads.
+const SCANS: &str = "
+SELECT coalesce(p.relname, c.relname)::text AS name,
+       sum(coalesce(s.seq_scan, 0) + coalesce(s.idx_scan, 0))::int8
+FROM pg_stat_user_tables s
+JOIN pg_class c ON c.oid = s.relid
+LEFT JOIN pg_inherits i ON i.inhrelid = s.relid
+LEFT JOIN pg_class p ON p.oid = i.inhparent
+WHERE s.schemaname = 'awa' AND coalesce(p.relname, c.relname)::text = ANY($1)
+GROUP BY 1";
 /// Opens the snapshot every statement of a sample shares.
 const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 const END: &str = "COMMIT";
@@ -173,6 +187,13 @@ async fn read_snapshot(
         .query_opt(XACTS, &[])
         .await?
         .and_then(|r| r.get::<_, Option<i64>>(0));
+    let names: Vec<&str> = DutyTable::ALL.iter().map(|t| t.name()).collect();
+    let scans = client
+        .query(SCANS, &[&names])
+        .await?
+        .iter()
+        .filter_map(|r| Some((DutyTable::named(r.get(0))?, r.get::<_, i64>(1))))
+        .collect();
     let exists = Existing::read(client).await?;
     let authority = read_authority(client, &exists).await?;
     let (rings, slot_counts) = if exists.rings {
@@ -224,6 +245,7 @@ async fn read_snapshot(
         delta_rows,
         lock_waits,
         xacts,
+        scans,
     };
     Ok(Snapshot {
         rings,

@@ -2,6 +2,8 @@
 //! rotation liveness, lateness (the harness's, runtimes', leases') and
 //! ring rows outside their slots.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// One monitor sample of one ring.
@@ -40,6 +42,54 @@ pub struct CensusSample {
     /// Added in 1.25.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xacts: Option<i64>,
+    /// Reads so far (sequential and index scans) of each table only the
+    /// leader's slow duties read while the fleet is idle: which loop a
+    /// runaway's work came from. Added in 1.28.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scans: BTreeMap<DutyTable, i64>,
+}
+
+/// A table of the runtime's schema that, while the fleet is idle, only
+/// some of the maintenance leader's periodic duties read (besides the
+/// harness): its reads say how often those duties ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DutyTable {
+    QueueTerminalRollupDeltas,
+    QueueTerminalRollups,
+    CronSchedules,
+    CronFires,
+    DeadLetters,
+    TerminalArchive,
+}
+
+impl DutyTable {
+    /// Every one, in the order the census reads them.
+    pub const ALL: [DutyTable; 6] = [
+        DutyTable::QueueTerminalRollupDeltas,
+        DutyTable::QueueTerminalRollups,
+        DutyTable::CronSchedules,
+        DutyTable::CronFires,
+        DutyTable::DeadLetters,
+        DutyTable::TerminalArchive,
+    ];
+
+    /// The table's name in the `awa` schema.
+    pub fn name(self) -> &'static str {
+        match self {
+            DutyTable::QueueTerminalRollupDeltas => "queue_terminal_rollup_deltas",
+            DutyTable::QueueTerminalRollups => "queue_terminal_rollups",
+            DutyTable::CronSchedules => "cron_schedules",
+            DutyTable::CronFires => "cron_fires",
+            DutyTable::DeadLetters => "dead_letters",
+            DutyTable::TerminalArchive => "terminal_archive",
+        }
+    }
+
+    /// The table named `name`, if it is one.
+    pub fn named(name: &str) -> Option<DutyTable> {
+        DutyTable::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
 /// A stretch of a cell in which the fleet stood idle by the plan's doing

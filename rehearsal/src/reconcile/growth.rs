@@ -164,6 +164,7 @@ mod tests {
             delta_rows,
             lock_waits: 0,
             xacts: None,
+            scans: Default::default(),
         }
     }
 

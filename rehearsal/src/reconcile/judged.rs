@@ -86,16 +86,20 @@ pub fn cell_judged(run: &CellRun) -> RunEvent {
         judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
         harness_error = Some(why);
     }
-    // Likewise a rate past the loops' budget in a squeezed window.
-    let rests_on_loops = match &run.plan.expect {
-        Expectation::Pass => judgement.verdict == Verdict::Pass,
-        Expectation::Detect(rule) => {
-            *rule == FindingRule::RunawayLoop && judgement.verdict == Verdict::Fail
+    // Likewise a rate past the loops' budget in a squeezed window; and a
+    // cell that exists to catch a runaway loop misses it only where a
+    // window was judged on a machine that kept up.
+    let loops_doubt = match &run.plan.expect {
+        Expectation::Pass if judgement.verdict == Verdict::Pass => {
+            super::runaway::doubted(&run.observations, &run.plan.timings)
         }
+        Expectation::Detect(FindingRule::RunawayLoop) if judgement.verdict == Verdict::Fail => {
+            super::runaway::doubted(&run.observations, &run.plan.timings)
+                .or_else(|| super::runaway::unseen(&run.observations, &run.plan.timings))
+        }
+        _ => None,
     };
-    if rests_on_loops
-        && let Some(doubt) = super::runaway::doubted(&run.observations, &run.plan.timings)
-    {
+    if let Some(doubt) = loops_doubt {
         let why = format!("{doubt} (the run otherwise read: {})", judgement.reason);
         judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
         harness_error = Some(why);
@@ -305,6 +309,34 @@ mod tests {
         // the judgement does not doubt it.
         let (v, _, error) = verdict(&with_busy_idle_window(run(vec![], vec![]), 0));
         assert_eq!((v, error), (Verdict::Pass, None));
+    }
+
+    #[test]
+    fn a_runaway_missed_on_a_squeezed_machine_is_not_a_miss() {
+        // A cell written to catch runaway_loop, its only idle window
+        // under every budget, the harness's pulse `pulse_late_ms` late.
+        let quiet_window = |pulse_late_ms| {
+            let mut event = run(vec![], vec![]);
+            let RunEvent::CellFinished(run) = &mut event else {
+                panic!("a finished cell");
+            };
+            run.plan.expect = Expectation::Detect(FindingRule::RunawayLoop);
+            let idle = super::super::runaway::tests::cell(2, 4_000, 100, pulse_late_ms);
+            run.observations.census = idle.census;
+            run.observations.liveness = idle.liveness;
+            run.observations.idle = idle.idle;
+            event
+        };
+        let (v, reason, error) = verdict(&quiet_window(600));
+        assert_eq!(v, Verdict::Inconclusive, "{reason}");
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.contains("rules no runaway out")),
+            "{error:?}"
+        );
+        // The machine kept up: a miss.
+        assert_eq!(verdict(&quiet_window(0)).0, Verdict::Fail);
     }
 
     #[test]

@@ -16,6 +16,16 @@
 //! live runtimes' cadences: [`Budget`]. A window whose rate is past the
 //! budget is a `runaway_loop` finding.
 //!
+//! That total is mostly the workers' polls, and a loop slowed by a busy
+//! machine may spin inside it unseen (a leader folding on every pass ran
+//! 636 transactions a second beside one other cell, 387 beside five, under
+//! a budget of 401). So each table that only the leader's slow duties
+//! read while the fleet is idle ([`READERS`]) is judged on its own too:
+//! its reads (`pg_stat_user_tables`, sampled with the transactions)
+//! against those duties' periods and the harness's own reads of it. A fold
+//! on every pass reads `queue_terminal_rollup_deltas` a hundred times a
+//! second where its period allows one every two seconds.
+//!
 //! Each backend reports its transactions about once a second (and a
 //! backend that goes quiet, some seconds later), so a window's first
 //! [`SETTLE_MS`] are left out (the busy phase before it is still being
@@ -33,7 +43,7 @@
 
 use super::rules::{RECONCILE, phase_at};
 use crate::matrix::{Duration, FindingRule, Timings};
-use crate::observe::{self, CensusSample, Finding, IdleWindow, Observations};
+use crate::observe::{self, CensusSample, DutyTable, Finding, IdleWindow, Observations};
 
 /// The first part of a window left out: the busy phase before it is
 /// still being reported then (a backend reports about once a second).
@@ -62,6 +72,43 @@ const RINGS: f64 = 3.0;
 pub(super) const SQUEEZED_PULSE_MS: u64 = 250;
 /// How many times its budget a squeezed window must reach to be a finding.
 pub(super) const SQUEEZED_STRETCH: f64 = 2.0;
+
+/// Reads of one table each pass of a duty that reads it may make, with
+/// room (a fold reads each ring's ledger twice and its state once).
+const READS_PER_PASS: f64 = 4.0;
+/// Reads of one table the harness makes a second while the fleet is idle:
+/// the monitor's sample (4 a second, up to two reads of a table each).
+/// Measured: the clean fleet's idle tail read the deltas table 4 to 5
+/// times a second (the monitor's count and the fold), a leader folding on
+/// every pass 35 to 42 times beside two other cells.
+const HARNESS_READS_PER_S: f64 = 8.0;
+/// Reads of one table each job started in the window may bring (a cron
+/// fire's enqueue, claim and close), with room.
+const READS_PER_JOB: f64 = 4.0;
+
+/// A leader's duty, each on its own period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Duty {
+    Cron,
+    Rescue,
+    Rotate,
+    Fold,
+}
+
+/// The duties of the leader that read each [`DutyTable`] while the fleet
+/// is idle: in 0.7, and in the earlier releases that have the table
+/// (0.6.2 has no deltas table, and reads the others in the same duties).
+/// Every other table is also read by the workers' polls or heartbeats,
+/// so it is judged only through the transactions' total.
+pub(super) fn readers(table: DutyTable) -> &'static [Duty] {
+    match table {
+        DutyTable::QueueTerminalRollupDeltas => &[Duty::Fold],
+        DutyTable::QueueTerminalRollups => &[Duty::Fold, Duty::Rotate],
+        DutyTable::CronSchedules | DutyTable::CronFires => &[Duty::Cron],
+        DutyTable::DeadLetters => &[Duty::Rescue],
+        DutyTable::TerminalArchive => &[Duty::Rotate],
+    }
+}
 
 /// The periods a cell's runtimes loop at: the matrix's timings and the
 /// intervals the driver gives every process.
@@ -97,6 +144,35 @@ impl Cadence {
             rotate: timings.rotate_every,
             fold: fixed("AWA_FOLD_INTERVAL", 2_000),
         }
+    }
+
+    /// Passes a second of one of the leader's duties.
+    fn duty_hz(&self, duty: Duty) -> f64 {
+        match duty {
+            Duty::Cron => hz(self.cron),
+            Duty::Rescue => hz(self.rescue),
+            Duty::Rotate => RINGS * hz(self.rotate),
+            Duty::Fold => hz(self.fold),
+        }
+    }
+
+    /// `fold every 2s`.
+    fn describe(&self, duty: Duty) -> String {
+        let (what, every) = match duty {
+            Duty::Cron => ("cron", self.cron),
+            Duty::Rescue => ("rescue", self.rescue),
+            Duty::Rotate => ("prune and rotation of each ring", self.rotate),
+            Duty::Fold => ("fold", self.fold),
+        };
+        format!("{what} every {}", observe::duration(every.as_millis()))
+    }
+
+    /// What `duties` may read of one of their tables a second, with the
+    /// harness's reads of it and `jobs_per_s` jobs started.
+    fn reads_budget(&self, duties: &[Duty], jobs_per_s: f64) -> f64 {
+        READS_PER_PASS * duties.iter().map(|&d| self.duty_hz(d)).sum::<f64>()
+            + HARNESS_READS_PER_S
+            + READS_PER_JOB * jobs_per_s
     }
 
     /// Wakes a second of each runtime: its polls for work, its heartbeat
@@ -139,30 +215,68 @@ impl Budget {
     }
 }
 
-/// One idle window as judged: its rate against its budget.
+/// What an idle window is judged on.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Measure {
+    /// Every transaction the database ended, against the live runtimes'
+    /// cadence.
+    Transactions {
+        xacts: i64,
+        /// Jobs started in the window.
+        jobs: u64,
+        budget: Budget,
+    },
+    /// The reads of one table only the leader's slow duties read.
+    Reads {
+        table: DutyTable,
+        reads: i64,
+        duties: &'static [Duty],
+        /// Reads a second allowed.
+        per_s: f64,
+    },
+}
+
+/// One idle window as judged on one measure: its rate against its budget.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Judged {
     pub(super) window: IdleWindow,
     /// The samples the rate is taken between (ms since the cell started).
     pub(super) from_ms: u64,
     pub(super) to_ms: u64,
-    /// Transactions ended between them.
-    pub(super) xacts: i64,
-    /// Jobs started between them.
-    pub(super) jobs: u64,
-    pub(super) budget: Budget,
+    pub(super) measure: Measure,
     /// The harness's pulse's worst lateness in the window, in ms.
     pub(super) pulse_late_ms: u64,
+    /// The loops' periods, for the wording.
+    cadence: Cadence,
 }
 
 impl Judged {
-    /// Transactions a second.
+    fn count(&self) -> i64 {
+        match self.measure {
+            Measure::Transactions { xacts, .. } => xacts,
+            Measure::Reads { reads, .. } => reads,
+        }
+    }
+
+    /// Transactions (or reads) a second.
     pub(super) fn rate(&self) -> f64 {
-        self.xacts as f64 * 1_000.0 / (self.to_ms - self.from_ms).max(1) as f64
+        self.count() as f64 * 1_000.0 / (self.to_ms - self.from_ms).max(1) as f64
+    }
+
+    /// What the measure allows a second.
+    pub(super) fn budget(&self) -> f64 {
+        match self.measure {
+            Measure::Transactions { budget, .. } => budget.per_s,
+            Measure::Reads { per_s, .. } => per_s,
+        }
+    }
+
+    fn excess(&self) -> f64 {
+        self.rate() / self.budget()
     }
 
     fn over(&self) -> bool {
-        self.rate() > self.budget.per_s
+        self.rate() > self.budget()
     }
 
     fn squeezed(&self) -> bool {
@@ -172,38 +286,59 @@ impl Judged {
     /// Over its budget and judged so: on a machine that kept up, or past
     /// [`SQUEEZED_STRETCH`] times it.
     fn found(&self) -> bool {
-        self.over() && (!self.squeezed() || self.rate() > SQUEEZED_STRETCH * self.budget.per_s)
+        self.over() && (!self.squeezed() || self.excess() > SQUEEZED_STRETCH)
     }
 
     fn doubted(&self) -> bool {
         self.over() && !self.found()
     }
 
-    /// `412 transactions a second (1,236 in 3.0s, from 13.2s to 16.2s)`.
+    /// `the cell's database ended 412 transactions a second (1,236 in
+    /// 3.0s, from 13.2s to 16.2s)`, or `awa.cron_fires was read ...`.
     fn figures(&self) -> String {
+        let (what, verb, unit) = match &self.measure {
+            Measure::Transactions { .. } => {
+                ("the cell's database".to_owned(), "ended", "transactions")
+            }
+            Measure::Reads { table, .. } => (format!("awa.{}", table.name()), "was read", "times"),
+        };
         format!(
-            "{:.0} transactions a second ({} in {}, from {} to {})",
+            "{what} {verb} {:.0} {unit} a second ({} in {}, from {} to {})",
             self.rate(),
-            observe::thousands(self.xacts.unsigned_abs()),
+            observe::thousands(self.count().unsigned_abs()),
             observe::duration(self.to_ms - self.from_ms),
             observe::duration(self.from_ms),
             observe::duration(self.to_ms),
         )
     }
 
-    /// `a budget of 325 a second for 2 live runtimes at their cadence`.
+    /// `a budget of 325 a second for 2 live runtimes at their cadence`,
+    /// or `a budget of 30 a second for the duties that read it (fold
+    /// every 2s, rotation and prune every 1s) and the harness`.
     fn against(&self) -> String {
-        let jobs = if self.jobs > 0 {
-            format!(" and {} started", observe::count(self.jobs, "job"))
-        } else {
-            String::new()
-        };
-        format!(
-            "a budget of {:.0} a second for {}{jobs} ({:.0} a runtime)",
-            self.budget.per_s,
-            observe::count(self.budget.runtimes, "live runtime"),
-            self.budget.per_s / self.budget.runtimes.max(1) as f64,
-        )
+        match &self.measure {
+            Measure::Transactions { jobs, budget, .. } => {
+                let jobs = if *jobs > 0 {
+                    format!(" and {} started", observe::count(*jobs, "job"))
+                } else {
+                    String::new()
+                };
+                format!(
+                    "a budget of {:.0} a second for {}{jobs} ({:.0} a runtime)",
+                    budget.per_s,
+                    observe::count(budget.runtimes, "live runtime"),
+                    budget.per_s / budget.runtimes.max(1) as f64,
+                )
+            }
+            Measure::Reads { duties, per_s, .. } => {
+                let duties: Vec<String> =
+                    duties.iter().map(|&d| self.cadence.describe(d)).collect();
+                format!(
+                    "a budget of {per_s:.0} a second for the leader's duties that read it ({}) and the harness's own reads",
+                    duties.join(", ")
+                )
+            }
+        }
     }
 }
 
@@ -220,15 +355,16 @@ fn runtimes(s: &CensusSample) -> u64 {
     s.fresh_runtimes.values().sum()
 }
 
-/// Every idle window that can be judged, with its rate and budget.
+/// Every idle window that can be judged, on each measure, with its rate
+/// and budget.
 pub(super) fn judge_windows(obs: &Observations, cadence: &Cadence) -> Vec<Judged> {
     obs.idle
         .iter()
-        .filter_map(|w| judge_window(obs, cadence, *w))
+        .flat_map(|w| judge_window(obs, cadence, *w))
         .collect()
 }
 
-fn judge_window(obs: &Observations, cadence: &Cadence, window: IdleWindow) -> Option<Judged> {
+fn judge_window(obs: &Observations, cadence: &Cadence, window: IdleWindow) -> Vec<Judged> {
     let from = window.from_ms + SETTLE_MS;
     let samples: Vec<(&CensusSample, i64)> = obs
         .census
@@ -236,10 +372,13 @@ fn judge_window(obs: &Observations, cadence: &Cadence, window: IdleWindow) -> Op
         .filter(|s| from <= s.at_ms && s.at_ms <= window.to_ms)
         .filter_map(|s| Some((s, s.xacts?)))
         .collect();
-    let (first, first_xacts) = *samples.first()?;
-    let (last, last_xacts) = *samples.last()?;
+    let (Some(&(first, first_xacts)), Some(&(last, last_xacts))) =
+        (samples.first(), samples.last())
+    else {
+        return Vec::new();
+    };
     if last.at_ms - first.at_ms < MIN_SPAN_MS || last_xacts < first_xacts {
-        return None;
+        return Vec::new();
     }
     // A sample after the database did not answer: the window crossed an
     // outage (a crash also resets the counters).
@@ -249,11 +388,11 @@ fn judge_window(obs: &Observations, cadence: &Cadence, window: IdleWindow) -> Op
         .iter()
         .any(|l| in_window(l.at_ms) && l.after_outage)
     {
-        return None;
+        return Vec::new();
     }
     let live = samples.iter().map(|(s, _)| runtimes(s)).max().unwrap_or(0);
     if live == 0 {
-        return None;
+        return Vec::new();
     }
     let span_s = (last.at_ms - first.at_ms) as f64 / 1_000.0;
     let jobs = started(last).saturating_sub(started(first));
@@ -264,15 +403,32 @@ fn judge_window(obs: &Observations, cadence: &Cadence, window: IdleWindow) -> Op
         .map(|l| l.load.pulse_late_ms)
         .max()
         .unwrap_or(0);
-    Some(Judged {
+    let judged = |measure| Judged {
         window,
         from_ms: first.at_ms,
         to_ms: last.at_ms,
+        measure,
+        pulse_late_ms,
+        cadence: *cadence,
+    };
+    let total = judged(Measure::Transactions {
         xacts: last_xacts - first_xacts,
         jobs,
         budget: Budget::of(cadence, live, jobs as f64 / span_s),
-        pulse_late_ms,
-    })
+    });
+    let tables = DutyTable::ALL.into_iter().filter_map(|table| {
+        let (before, after) = (first.scans.get(&table)?, last.scans.get(&table)?);
+        let duties = readers(table);
+        (after >= before).then(|| {
+            judged(Measure::Reads {
+                table,
+                reads: after - before,
+                duties,
+                per_s: cadence.reads_budget(duties, jobs as f64 / span_s),
+            })
+        })
+    });
+    std::iter::once(total).chain(tables).collect()
 }
 
 /// One `runaway_loop` finding for the window furthest past its budget,
@@ -284,24 +440,26 @@ pub(super) fn findings(obs: &Observations, cadence: &Cadence) -> Vec<Finding> {
         .collect();
     let Some(worst) = found
         .iter()
-        .max_by(|a, b| (a.rate() / a.budget.per_s).total_cmp(&(b.rate() / b.budget.per_s)))
+        .max_by(|a, b| a.excess().total_cmp(&b.excess()))
     else {
         return Vec::new();
     };
+    let mut windows: Vec<IdleWindow> = found.iter().map(|j| j.window).collect();
+    windows.dedup();
     vec![Finding {
         rule: FindingRule::RunawayLoop,
         phase: phase_at(obs, worst.from_ms).unwrap_or(RECONCILE).to_owned(),
         message: format!(
-            "while the fleet stood idle (step {}), the cell's database ended {}, against {}: \
+            "while the fleet stood idle (step {}), {}, against {}: \
              a periodic loop of the runtime ran far faster than its period ({} of {} past the budget)",
             worst.window.step,
             worst.figures(),
             worst.against(),
-            found.len(),
+            windows.len(),
             observe::count(obs.idle.len() as u64, "idle window"),
         ),
         ids: Vec::new(),
-        count: found.len() as u64,
+        count: windows.len() as u64,
         at_ms: Some(worst.from_ms),
     }]
 }
@@ -313,15 +471,45 @@ pub fn doubted(obs: &Observations, timings: &Timings) -> Option<String> {
     let worst = judge_windows(obs, &Cadence::of(timings))
         .into_iter()
         .filter(Judged::doubted)
-        .max_by(|a, b| (a.rate() / a.budget.per_s).total_cmp(&(b.rate() / b.budget.per_s)))?;
+        .max_by(|a, b| a.excess().total_cmp(&b.excess()))?;
     Some(format!(
-        "while the fleet stood idle (step {}), the cell's database ended {}, past {}, while the machine \
+        "while the fleet stood idle (step {}), {}, past {}, while the machine \
          was squeezed (the harness's pulse up to {} late): a rate under {SQUEEZED_STRETCH} times the budget \
          in such a window may be reports held back from the busy phase before it, so the runtimes' loops were not judged",
         worst.window.step,
         worst.figures(),
         worst.against(),
         observe::duration(worst.pulse_late_ms),
+    ))
+}
+
+/// Why a cell that exists to catch a runaway loop and found none cannot
+/// call it missed: no idle window could be judged, or every one was
+/// squeezed (a busy machine slows a spinning loop too, and may keep it
+/// under its budget); `None` when a window judged on a machine that kept
+/// up found nothing, a real miss.
+pub fn unseen(obs: &Observations, timings: &Timings) -> Option<String> {
+    let judged = judge_windows(obs, &Cadence::of(timings));
+    if judged.is_empty() {
+        return Some(format!(
+            "no idle window could be judged ({} held, none with {} of samples after the first {} \
+             and no outage): the runtimes' loops were not measured",
+            observe::count(obs.idle.len() as u64, "idle window"),
+            observe::duration(MIN_SPAN_MS),
+            observe::duration(SETTLE_MS),
+        ));
+    }
+    if judged.iter().any(|j| !j.squeezed()) {
+        return None;
+    }
+    let worst = judged.iter().max_by_key(|j| j.pulse_late_ms)?;
+    Some(format!(
+        "while the fleet stood idle (step {}) the machine was squeezed (the harness's pulse up to {} late), \
+         and a busy machine slows a spinning loop too: {}, under {}, rules no runaway out",
+        worst.window.step,
+        observe::duration(worst.pulse_late_ms),
+        worst.figures(),
+        worst.against(),
     ))
 }
 
@@ -355,6 +543,7 @@ pub(super) mod tests {
             delta_rows: 0,
             lock_waits: 0,
             xacts: Some(xacts),
+            scans: BTreeMap::new(),
         }
     }
 
@@ -450,6 +639,80 @@ pub(super) mod tests {
         );
     }
 
+    /// `obs` with `table` read `busy_per_s` a second before the idle
+    /// window and `idle_per_s` during it.
+    fn with_reads(
+        mut obs: Observations,
+        table: DutyTable,
+        busy_per_s: i64,
+        idle_per_s: i64,
+    ) -> Observations {
+        let mut reads = 0;
+        for s in &mut obs.census {
+            s.scans.insert(table, reads);
+            reads += if s.at_ms < 10_000 {
+                busy_per_s
+            } else {
+                idle_per_s
+            } / 4;
+        }
+        obs
+    }
+
+    #[test]
+    fn a_duty_spinning_inside_the_total_is_found_by_the_table_only_it_reads() {
+        let t = timings();
+        let c = Cadence::of(&t);
+        // A machine busy enough that the whole fleet's transactions stay
+        // under their budget (387 of 401) while the leader folds on every
+        // pass: the deltas table is read 160 times a second.
+        let base = || cell(2, 4_000, 387, 0);
+        assert_eq!(findings(&base(), &c), [], "the total alone misses it");
+        let spinning = with_reads(base(), DutyTable::QueueTerminalRollupDeltas, 400, 160);
+        let found = findings(&spinning, &c);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].count, found[0].at_ms), (1, Some(11_000)));
+        assert!(
+            found[0].message.starts_with(
+                "while the fleet stood idle (step 7), awa.queue_terminal_rollup_deltas was read 160 times \
+                 a second (480 in 3.0s, from 11.0s to 14.0s), against a budget of 10 a second for the \
+                 leader's duties that read it (fold every 2.0s) and the harness's own reads"
+            ),
+            "{}",
+            found[0].message
+        );
+        // The same table read at the duties' periods and the monitor's: nothing.
+        let clean = with_reads(base(), DutyTable::QueueTerminalRollupDeltas, 400, 5);
+        assert_eq!(findings(&clean, &c), []);
+        // Jobs started in the window (a cron fire's claim and close) bring
+        // their own reads: 52 a second is within 48 and 4 for each of two
+        // jobs a second, and past it without the jobs.
+        let mut with_jobs = with_reads(base(), DutyTable::CronFires, 400, 52);
+        for s in &mut with_jobs.census {
+            let jobs = s.at_ms.saturating_sub(10_000) / 500;
+            s.by_version
+                .get_mut("0.7.0")
+                .unwrap()
+                .insert("started".into(), jobs);
+        }
+        assert_eq!(findings(&with_jobs, &c), []);
+        assert_eq!(
+            findings(&with_reads(base(), DutyTable::CronFires, 400, 52), &c).len(),
+            1
+        );
+        // Squeezed, and past the budget by less than twice: doubted.
+        let squeezed = with_reads(cell(2, 4_000, 387, 600), DutyTable::CronFires, 400, 80);
+        assert_eq!(findings(&squeezed, &c), []);
+        let doubt = doubted(&squeezed, &t).expect("doubted");
+        assert!(
+            doubt.contains("awa.cron_fires was read 80 times a second"),
+            "{doubt}"
+        );
+        // Squeezed, but far past it: found.
+        let far = with_reads(cell(2, 4_000, 387, 600), DutyTable::CronFires, 400, 150);
+        assert_eq!(findings(&far, &c).len(), 1);
+    }
+
     #[test]
     fn the_busy_phase_before_the_window_is_left_to_settle() {
         let c = Cadence::of(&timings());
@@ -517,6 +780,49 @@ pub(super) mod tests {
         assert_eq!(doubted(&far, &t), None);
         // Under the budget, squeezed: nothing to doubt.
         assert_eq!(doubted(&cell(2, 4_000, 160, 600), &t), None);
+    }
+
+    #[test]
+    fn a_miss_counts_only_where_a_window_was_judged_on_a_machine_that_kept_up() {
+        let t = timings();
+        // Judged and kept up: a real miss.
+        assert_eq!(unseen(&cell(2, 4_000, 160, 100), &t), None);
+        // Every window squeezed: a spinning loop may have been slowed.
+        let squeezed = unseen(&cell(2, 4_000, 160, 600), &t).expect("unseen");
+        assert!(
+            squeezed.starts_with(
+                "while the fleet stood idle (step 7) the machine was squeezed (the harness's pulse up to 600ms late)"
+            ),
+            "{squeezed}"
+        );
+        // One window squeezed, another that kept up: judged.
+        let mut two = cell(2, 4_000, 160, 600);
+        for l in &mut two.liveness {
+            if l.at_ms >= 11_000 {
+                l.load.pulse_late_ms = 0;
+            }
+        }
+        two.idle = vec![
+            IdleWindow {
+                step: 5,
+                from_ms: 6_000,
+                to_ms: 10_000,
+            },
+            IdleWindow {
+                step: 7,
+                from_ms: 11_000,
+                to_ms: 14_000,
+            },
+        ];
+        assert_eq!(unseen(&two, &t), None);
+        // No window could be judged: nothing measured.
+        let mut none = cell(2, 4_000, 160, 0);
+        none.idle[0].to_ms = 12_500;
+        let why = unseen(&none, &t).expect("unseen");
+        assert!(
+            why.starts_with("no idle window could be judged (1 idle window held"),
+            "{why}"
+        );
     }
 
     #[test]

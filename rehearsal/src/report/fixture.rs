@@ -308,6 +308,7 @@ fn census() -> Vec<CensusSample> {
                 delta_rows: 0,
                 lock_waits: 0,
                 xacts: None,
+                scans: Default::default(),
             }
         })
         .collect()

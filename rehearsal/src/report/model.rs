@@ -130,7 +130,9 @@ use crate::reconcile::Detection;
 /// - `1.27`: per cell `leaderships`, every term of maintenance leadership
 ///   (the process, when it reported `leader`, when the harness asked it to
 ///   stop and when it ended), and the finding rule `leadership_lost`.
-pub const FORMAT_VERSION: &str = "1.27";
+/// - `1.28`: per census sample `scans`, the reads of each table of the
+///   runtime's schema so far, and `runaway_loop` judged per table too.
+pub const FORMAT_VERSION: &str = "1.28";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -175,6 +175,7 @@ mod tests {
             delta_rows: 0,
             lock_waits: 0,
             xacts: None,
+            scans: Default::default(),
         }
     }
 
