@@ -24,7 +24,7 @@ mod process_records;
 mod step_records;
 mod wording;
 
-pub use finding::{Finding, Verdict};
+pub use finding::{Doubt, Finding, Verdict};
 pub use job_records::{
     AcceptedJob, CronWindow, DisownedRun, LateResultCount, UnrescuedOverrun, UnstoppedHandler,
 };

@@ -30,8 +30,8 @@ use tokio::sync::mpsc;
 
 use crate::matrix::Expectation;
 use crate::observe::{
-    ArtifactInfo, CensusSample, Finding, KillRecord, Observations, Phase, ProvedFacts, RingSample,
-    Verdict,
+    ArtifactInfo, CensusSample, Doubt, Finding, KillRecord, Observations, Phase, ProvedFacts,
+    RingSample, Verdict,
 };
 use crate::plan::CellPlan;
 use crate::vocab::detection::Detection;
@@ -399,6 +399,10 @@ pub struct CellRun {
     pub proved: ProvedFacts,
     /// What reconciliation (and the monitor) found.
     pub findings: Vec<Finding>,
+    /// The rules reconciliation could not judge the cell on, for want of
+    /// evidence. Added in report format 1.28.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub doubts: Vec<Doubt>,
     /// Why the harness could not reach a verdict, if it could not.
     pub harness_error: Option<String>,
     /// Wall time of the whole cell.

@@ -18,7 +18,7 @@ use super::{Abort, CellContext};
 use crate::fleet::ReportSender;
 use crate::matrix::{FlipMode, Step};
 use crate::monitor::{Beating, Live, Monitor};
-use crate::observe::{Finding, Observations, Phase, ProvedFacts, StepOutcome};
+use crate::observe::{Doubt, Finding, Observations, Phase, ProvedFacts, StepOutcome};
 use crate::plan::CellPlan;
 use crate::stream::{CellRun, Note, RunEvent};
 
@@ -81,17 +81,27 @@ impl Cell<'_> {
 /// but every judgement is made on its side of the event stream, before
 /// the readers (the driver sends each verdict right after its cell).
 pub trait Reconcile: Send + Sync {
-    /// The findings of the cell's run, or why they could not be had.
+    /// The findings of the cell's run (and the rules it could not be
+    /// judged on), or why they could not be had.
     // A String: the cell records it as its harness error, in these words, and asks nothing more of it.
     fn findings<'a>(
         &'a self,
         database_url: &'a str,
         plan: &'a CellPlan,
         observations: &'a Observations,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<Finding>, String>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<Reconciled, String>> + Send + 'a>>;
     /// The verdict on a finished try of a cell: the
     /// [`RunEvent::CellJudged`] that follows its `cell_finished`.
     fn judged(&self, run: &CellRun) -> RunEvent;
+}
+
+/// What reconciling a cell's run gave.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// What is wrong.
+    pub findings: Vec<Finding>,
+    /// The rules the run could not be judged on, for want of evidence.
+    pub doubts: Vec<Doubt>,
 }
 
 /// Whether a finished cell is tried again, and on which plan: the
@@ -201,18 +211,18 @@ pub async fn run_cell(
         // is the verdict's, nothing was left for the harness to doubt.
         Abort::Failed(_) => None,
     });
-    let mut findings = Vec::new();
+    let mut reconciled = Reconciled::default();
     let mut reconcile_ms = 0;
     if harness_error.is_none() && !failed {
         let started = Instant::now();
         match cell.reconcile_phase(reconcile).await {
-            Ok(found) => findings = found,
+            Ok(found) => reconciled = found,
             Err(e) => harness_error = Some(e),
         }
         reconcile_ms = started.elapsed().as_millis() as u64;
     }
     let run = cell
-        .finish(index, findings, harness_error, reconcile_ms)
+        .finish(index, reconciled, harness_error, reconcile_ms)
         .await;
     (run, unretryable)
 }
@@ -269,6 +279,7 @@ fn unrun(index: usize, plan: &CellPlan, t0: Instant, why: String) -> CellRun {
         observations: Observations::default(),
         proved: ProvedFacts::default(),
         findings: Vec::new(),
+        doubts: Vec::new(),
         harness_error: Some(why),
         elapsed_ms: t0.elapsed().as_millis() as u64,
         reconcile_ms: 0,
@@ -404,14 +415,14 @@ impl<'a> Cell<'a> {
 
     /// Reconciliation as the cell's last phase.
     // A String: Reconcile::findings's, which the cell only records.
-    async fn reconcile_phase(&mut self, reconcile: &dyn Reconcile) -> Result<Vec<Finding>, String> {
+    async fn reconcile_phase(&mut self, reconcile: &dyn Reconcile) -> Result<Reconciled, String> {
         self.announce("reconcile");
         let start_ms = self.ms();
         let result = reconcile
             .findings(&self.db.url, self.plan, &self.state.obs)
             .await;
         let (outcome, count) = match &result {
-            Ok(found) => (StepOutcome::Ok, found.len()),
+            Ok(found) => (StepOutcome::Ok, found.findings.len()),
             Err(_) => (StepOutcome::HarnessError, 0),
         };
         let phase = Phase {
@@ -434,7 +445,7 @@ impl<'a> Cell<'a> {
     async fn finish(
         mut self,
         index: usize,
-        findings: Vec<Finding>,
+        reconciled: Reconciled,
         harness_error: Option<String>,
         reconcile_ms: u64,
     ) -> CellRun {
@@ -453,7 +464,8 @@ impl<'a> Cell<'a> {
             plan: self.plan.clone(),
             observations: self.state.obs,
             proved: self.state.facts,
-            findings,
+            findings: reconciled.findings,
+            doubts: reconciled.doubts,
             harness_error,
             elapsed_ms: self.t0.elapsed().as_millis() as u64,
             reconcile_ms,

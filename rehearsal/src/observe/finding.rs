@@ -27,6 +27,19 @@ pub struct Finding {
     pub at_ms: Option<u64>,
 }
 
+/// A rule the harness could not judge a cell on: the evidence the rule
+/// needed was not there to read (a monitor that had no reading where it
+/// mattered). A verdict that rests on the rule cannot stand: a pass (or
+/// a miss of the rule) is inconclusive instead. Added in report format
+/// 1.28.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Doubt {
+    /// The rule left unjudged.
+    pub rule: FindingRule,
+    /// What was missing, in one sentence.
+    pub why: String,
+}
+
 impl Finding {
     /// The finding, seen `at_ms` from the cell's start.
     pub fn at(mut self, at_ms: u64) -> Finding {

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::RunArgs;
-use crate::driver::cell::{Reconcile, Retry, Unretryable};
-use crate::observe::{Finding, Observations, Verdict};
+use crate::driver::cell::{Reconcile, Reconciled, Retry, Unretryable};
+use crate::observe::{Observations, Verdict};
 use crate::plan::CellPlan;
 use crate::stream::{CellRun, RunEvent};
 
@@ -26,21 +26,23 @@ impl Reconcile for DatabaseReconcile {
         database_url: &'a str,
         plan: &'a CellPlan,
         observations: &'a Observations,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<Finding>, String>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Reconciled, String>> + Send + 'a>> {
         Box::pin(async move {
             let client = crate::pg::connect(database_url)
                 .await
                 .map_err(|e| format!("reconciliation could not connect: {e}"))?;
-            let (findings, _, history) =
-                crate::reconcile::reconcile_recorded(&client, plan, observations)
-                    .await
-                    .map_err(|e| awa_runtime::error::chain(&e))?;
+            let recorded = crate::reconcile::reconcile_recorded(&client, plan, observations)
+                .await
+                .map_err(|e| awa_runtime::error::chain(&e))?;
             // The evidence is part of the verdict: a cell whose history
             // cannot be kept is not judged.
             let file = crate::reconcile::history::path(&self.dir, &plan.name);
-            crate::reconcile::history::write(&file, &history)
+            crate::reconcile::history::write(&file, &recorded.history)
                 .map_err(|e| format!("could not record the terminal history: {e}"))?;
-            Ok(findings)
+            Ok(Reconciled {
+                findings: recorded.findings,
+                doubts: recorded.doubts,
+            })
         })
     }
 

@@ -104,6 +104,20 @@ pub fn cell_judged(run: &CellRun) -> RunEvent {
         judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
         harness_error = Some(why);
     }
+    // And a rule reconciliation could not judge the cell on, for want of
+    // evidence: a pass (or a miss of that rule) cannot rest on it.
+    let doubt = run.doubts.iter().find(|d| match &run.plan.expect {
+        Expectation::Pass => judgement.verdict == Verdict::Pass,
+        Expectation::Detect(rule) => *rule == d.rule && judgement.verdict == Verdict::Fail,
+    });
+    if let Some(doubt) = doubt {
+        let why = format!(
+            "{} (the run otherwise read: {})",
+            doubt.why, judgement.reason
+        );
+        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
+        harness_error = Some(why);
+    }
     RunEvent::CellJudged {
         index: run.index,
         cell: run.plan.name.clone(),
@@ -135,6 +149,7 @@ mod tests {
             },
             proved: ProvedFacts::default(),
             findings,
+            doubts: Vec::new(),
             harness_error: None,
             elapsed_ms: cell.elapsed_ms,
             reconcile_ms: cell.reconcile_ms,
@@ -337,6 +352,39 @@ mod tests {
         );
         // The machine kept up: a miss.
         assert_eq!(verdict(&quiet_window(0)).0, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_doubt_leaves_a_pass_or_a_miss_of_its_rule_unjudged_and_nothing_else() {
+        let doubted = |expect: Expectation, findings: Vec<Finding>| {
+            let mut event = run(findings, vec![]);
+            let RunEvent::CellFinished(run) = &mut event else {
+                panic!("a finished cell");
+            };
+            run.plan.expect = expect;
+            run.doubts = vec![crate::observe::Doubt {
+                rule: FindingRule::UnexplainedInterruption,
+                why: "the monitor had no reading".into(),
+            }];
+            verdict(&event)
+        };
+        let (v, _, error) = doubted(Expectation::Pass, vec![]);
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(
+            error.as_deref().is_some_and(
+                |e| e.starts_with("the monitor had no reading (the run otherwise read: ")
+            ),
+            "{error:?}"
+        );
+        // A cell written to catch the rule that found nothing: not a miss.
+        let catch = Expectation::Detect(FindingRule::UnexplainedInterruption);
+        assert_eq!(doubted(catch, vec![]).0, Verdict::Inconclusive);
+        // A cell written for another rule: the doubt is not its business.
+        let other = Expectation::Detect(FindingRule::Stuck);
+        assert_eq!(doubted(other, vec![]).0, Verdict::Fail);
+        // A failure stands: something else was found.
+        let stuck = Finding::of(FindingRule::Stuck);
+        assert_eq!(doubted(Expectation::Pass, vec![stuck]).0, Verdict::Fail);
     }
 
     #[test]

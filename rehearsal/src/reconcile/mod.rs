@@ -92,7 +92,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::{Finding, Observations};
+use crate::observe::{Doubt, Finding, Observations};
 use crate::plan::CellPlan;
 
 /// Why reconciliation could not reach a judgement (the cell is then
@@ -175,8 +175,21 @@ pub async fn reconcile_with_stats(
     plan: &CellPlan,
     obs: &Observations,
 ) -> Result<(Vec<Finding>, ReconcileStats), ReconcileError> {
-    let (findings, stats, _) = reconcile_recorded(client, plan, obs).await?;
-    Ok((findings, stats))
+    let recorded = reconcile_recorded(client, plan, obs).await?;
+    Ok((recorded.findings, recorded.stats))
+}
+
+/// What [`reconcile_recorded`] gives: the findings, the rules the cell
+/// could not be judged on, the report's figures and the terminal history.
+pub struct Recorded {
+    /// What is wrong.
+    pub findings: Vec<Finding>,
+    /// The rules the cell could not be judged on, for want of evidence.
+    pub doubts: Vec<Doubt>,
+    /// The report's figures.
+    pub stats: ReconcileStats,
+    /// The terminal history the exactly-once rules judged.
+    pub history: history::History,
 }
 
 /// [`reconcile_with_stats`], with the terminal history the exactly-once
@@ -186,7 +199,7 @@ pub async fn reconcile_recorded(
     client: &tokio_postgres::Client,
     plan: &CellPlan,
     obs: &Observations,
-) -> Result<(Vec<Finding>, ReconcileStats, history::History), ReconcileError> {
+) -> Result<Recorded, ReconcileError> {
     let started = Instant::now();
     let input = storage::Input::validate(&plan.name, obs)?;
     let mut storage = storage::read(client, &plan.name, &input)
@@ -200,7 +213,11 @@ pub async fn reconcile_recorded(
                 source,
             },
         })?;
-    let mut findings = rules::findings(&storage, obs);
+    let stale_ms = plan.timings.stale_after.as_millis();
+    let mut findings = rules::findings(&storage, obs, stale_ms);
+    let doubts: Vec<Doubt> = rules::interruption_doubt(&storage, obs, stale_ms)
+        .into_iter()
+        .collect();
     findings.extend(rings::findings(&storage, obs));
     findings.extend(liveness::findings(
         obs,
@@ -232,7 +249,12 @@ pub async fn reconcile_recorded(
         stale_executions: count(jobs.stale_runs),
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
-    Ok((findings, stats, std::mem::take(&mut storage.history)))
+    Ok(Recorded {
+        findings,
+        doubts,
+        stats,
+        history: std::mem::take(&mut storage.history),
+    })
 }
 
 /// The findings the monitor's ring samples alone can show (the MixedFleet

@@ -51,7 +51,8 @@ pub fn findings(history: &History) -> Vec<Finding> {
         cron: cron_faults(history),
         ..Storage::default()
     };
-    let mut found: Vec<Finding> = rules::findings(&storage, &Observations::default())
+    // No rescue is recorded, so no stale_after is needed to judge one.
+    let mut found: Vec<Finding> = rules::findings(&storage, &Observations::default(), 0)
         .into_iter()
         .filter(|f| is_recorded(f.rule))
         .collect();

@@ -3,22 +3,23 @@
 //! Pure functions of [`Storage`] and the observations: the database did
 //! the set-based work, these only name what it found.
 
-use awa_runtime::store::audit::{MAX_IDS, Offenders};
+use awa_runtime::store::audit::{MAX_IDS, Offenders, RescuedAttempt};
 
 use super::storage::Storage;
 use crate::matrix::FindingRule;
-use crate::observe::{self, Finding, Observations, thousands};
+use crate::observe::{self, Doubt, Finding, Observations, thousands};
 
 /// The phase of findings only the end state shows.
 pub(super) const RECONCILE: &str = "reconcile";
 
-/// Every job, cron and count finding.
-pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
+/// Every job, cron and count finding, for a cell whose runtimes count an
+/// attempt stale after `stale_ms`.
+pub(super) fn findings(storage: &Storage, obs: &Observations, stale_ms: u64) -> Vec<Finding> {
     let mut out = how_jobs_ended(storage, obs);
     out.extend(jobs_left_live(storage));
     out.extend(how_jobs_ran(storage));
     out.extend(rescue_unproven(storage, obs));
-    out.extend(unexplained_interruptions(storage, obs));
+    out.extend(unexplained_interruptions(storage, obs, stale_ms));
     out.extend(unstopped_handlers(obs));
     out.extend(cron(storage));
     out.extend(count_drift(storage));
@@ -343,7 +344,108 @@ fn unstopped_handlers(obs: &Observations) -> Option<Finding> {
 /// (no other job has one). A healthy runtime starved past `stale_after`
 /// is rescued too; the monitor sees that starvation, and the rule is not
 /// timing-independent, so the cell is then inconclusive, not failed.
-fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Finding> {
+fn unexplained_interruptions(
+    storage: &Storage,
+    obs: &Observations,
+    stale_ms: u64,
+) -> Option<Finding> {
+    let unexplained: Vec<_> = unexplained_rescues(storage, obs)
+        .into_iter()
+        .filter(|r| !unwatched(obs, r, stale_ms))
+        .collect();
+    let first = unexplained.first()?;
+    let mut ids: Vec<i64> = unexplained.iter().map(|r| r.job_id).collect();
+    ids.dedup();
+    let n = ids.len() as u64;
+    Some(Finding {
+        rule: FindingRule::UnexplainedInterruption,
+        phase: RECONCILE.into(),
+        message: interruption_message(first, n),
+        ids: ids.into_iter().take(MAX_IDS).collect(),
+        count: n,
+        at_ms: None,
+    })
+}
+
+/// Why the cell cannot be judged on its interruptions: rescues no
+/// injected fault explains that fell where the monitor had no reading of
+/// the leases and runtimes (its samples that far apart), so whether
+/// their heartbeats were late cannot be told. On a machine busy enough to
+/// stretch the monitor's samples (six cells on two cores, a large
+/// backlog), a 0.6.2 lease stamped before its claim's lock wait goes
+/// stale, and is rescued, between two samples a second and a half apart.
+pub(super) fn interruption_doubt(
+    storage: &Storage,
+    obs: &Observations,
+    stale_ms: u64,
+) -> Option<Doubt> {
+    let unwatched: Vec<_> = unexplained_rescues(storage, obs)
+        .into_iter()
+        .filter(|r| unwatched(obs, r, stale_ms))
+        .collect();
+    let first = unwatched.first()?;
+    let at = first
+        .finished_at_unix_ms
+        .zip(obs.db_clock)
+        .map(|(at, clock)| clock.cell_ms(at));
+    let mut ids: Vec<i64> = unwatched.iter().map(|r| r.job_id).collect();
+    ids.dedup();
+    Some(Doubt {
+        rule: FindingRule::UnexplainedInterruption,
+        why: format!(
+            "{} rescued with no injected fault to explain it fell where the monitor had no reading of \
+             the leases (first: job {} attempt {} on {}, rescued ({}) at {}, no sample completed in the {} \
+             before it, its samples {} apart there): whether its heartbeats were late cannot be told",
+            thousands(ids.len() as u64),
+            first.job_id,
+            first.attempt,
+            first.instance_id,
+            first.reason,
+            at.map_or("an unknown time".to_owned(), |ms| crate::observe::duration(
+                ms.max(0) as u64
+            )),
+            crate::observe::duration(stale_ms / 2),
+            at.map_or("far".to_owned(), |ms| crate::observe::duration(sample_gap(
+                obs, ms
+            ))),
+        ),
+    })
+}
+
+/// Whether the monitor could not have seen `r`'s heartbeat (or its
+/// runtime's) go late before the rescue: a heartbeat or crash rescue
+/// placed on the cell's clock, with no sample that started at least half
+/// `stale_after` before it and finished (the next one started) before
+/// it. A lease that is stale at the rescue was then at least half stale
+/// throughout that span, which any sample in it reports.
+fn unwatched(obs: &Observations, r: &RescuedAttempt, stale_ms: u64) -> bool {
+    if !matches!(r.reason.as_str(), "heartbeat" | "crash") || stale_ms == 0 {
+        return false;
+    }
+    let Some(at) = r
+        .finished_at_unix_ms
+        .zip(obs.db_clock)
+        .map(|(at, clock)| clock.cell_ms(at))
+    else {
+        return false;
+    };
+    let from = at - (stale_ms / 2) as i64;
+    !obs.census
+        .windows(2)
+        .any(|w| w[0].at_ms as i64 >= from && (w[1].at_ms as i64) <= at)
+}
+
+/// The gap between the monitor's samples around `at_ms` (ms).
+fn sample_gap(obs: &Observations, at_ms: i64) -> u64 {
+    obs.census
+        .windows(2)
+        .find(|w| w[1].at_ms as i64 >= at_ms)
+        .map_or(0, |w| w[1].at_ms - w[0].at_ms)
+}
+
+/// The rescues no injected fault, and no evidence the monitor kept,
+/// explains.
+fn unexplained_rescues<'a>(storage: &'a Storage, obs: &Observations) -> Vec<&'a RescuedAttempt> {
     let pg_crashed = obs.phases.iter().any(|p| p.name == "pg_crash");
     let faulted: std::collections::BTreeSet<&str> =
         obs.faulted_runtimes.iter().map(String::as_str).collect();
@@ -372,7 +474,7 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     // read of the leases, for a rescue closed while it waited or just
     // after; the release under test is never excused so.
     let queued_by_n1 = queued_behind_other_releases(obs);
-    let held_by_n1 = |r: &awa_runtime::store::audit::RescuedAttempt| {
+    let held_by_n1 = |r: &RescuedAttempt| {
         r.finished_at_unix_ms.is_some_and(|at| {
             queued_by_n1.iter().any(|q| {
                 q.instance_id == r.instance_id
@@ -389,7 +491,7 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
     // close before any read of the leases sees it late. The release
     // under test names its sessions and stamps by the clock: never
     // excused so.
-    let held_by_command = |r: &awa_runtime::store::audit::RescuedAttempt| {
+    let held_by_command = |r: &RescuedAttempt| {
         names_no_session(&r.version)
             && r.finished_at_unix_ms.is_some_and(|at| {
                 obs.held_by_commands
@@ -408,7 +510,7 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
         .filter(|s| s.artifact != "current")
         .map(|s| (s.instance_id.as_str(), s.asked_ms))
         .collect();
-    let left_by_stop = |r: &awa_runtime::store::audit::RescuedAttempt| {
+    let left_by_stop = |r: &RescuedAttempt| {
         let slack = crate::monitor::INTERVAL.as_millis() as i64;
         match (
             stop_asked.get(r.instance_id.as_str()),
@@ -419,7 +521,7 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
             _ => false,
         }
     };
-    let unexplained: Vec<_> = storage
+    storage
         .rescued
         .iter()
         .filter(|r| match r.reason.as_str() {
@@ -431,19 +533,7 @@ fn unexplained_interruptions(storage: &Storage, obs: &Observations) -> Option<Fi
             "crash" if stale_runtimes.contains(r.instance_id.as_str()) => false,
             _ => !pg_crashed && !faulted.contains(r.instance_id.as_str()),
         })
-        .collect();
-    let first = unexplained.first()?;
-    let mut ids: Vec<i64> = unexplained.iter().map(|r| r.job_id).collect();
-    ids.dedup();
-    let n = ids.len() as u64;
-    Some(Finding {
-        rule: FindingRule::UnexplainedInterruption,
-        phase: RECONCILE.into(),
-        message: interruption_message(first, n),
-        ids: ids.into_iter().take(MAX_IDS).collect(),
-        count: n,
-        at_ms: None,
-    })
+        .collect()
 }
 
 /// What [`unexplained_interruptions`] says about `n` jobs, the `first`
@@ -605,7 +695,7 @@ mod tests {
     use awa_runtime::store::audit::{CronFault, StateCount, UnprovenRescue};
 
     use super::*;
-    use crate::observe::{InFlight, KillRecord, Phase, UnstoppedHandler};
+    use crate::observe::{CensusSample, InFlight, KillRecord, Phase, UnstoppedHandler};
 
     fn offenders(count: i64, ids: &[i64], example: &str) -> Offenders {
         Offenders {
@@ -629,7 +719,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        assert_eq!(findings(&storage, &Observations::default()), []);
+        assert_eq!(findings(&storage, &Observations::default(), 1_500), []);
     }
 
     #[test]
@@ -664,7 +754,7 @@ mod tests {
             "job 12 is available (attempt 1) with no ready entry in its queue default, \
              where claims look; it has no entry in any slot",
         );
-        let found = findings(&storage, &Observations::default());
+        let found = findings(&storage, &Observations::default(), 1_500);
         assert_eq!(
             rules(&found),
             [
@@ -717,7 +807,7 @@ mod tests {
             ),
             ..Default::default()
         };
-        let found = findings(&storage, &Observations::default());
+        let found = findings(&storage, &Observations::default(), 1_500);
         assert_eq!(rules(&found), [FindingRule::TerminalMismatch]);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
         assert!(
@@ -739,7 +829,7 @@ mod tests {
             ),
             ..Default::default()
         };
-        let found = findings(&storage, &Observations::default());
+        let found = findings(&storage, &Observations::default(), 1_500);
         assert_eq!(rules(&found), [FindingRule::EarlyStart]);
         assert_eq!(
             (found[0].ids.as_slice(), found[0].count),
@@ -754,7 +844,10 @@ mod tests {
         );
         assert!(FindingRule::EarlyStart.timing_independent());
         // Nothing early, nothing found.
-        assert_eq!(findings(&Storage::default(), &Observations::default()), []);
+        assert_eq!(
+            findings(&Storage::default(), &Observations::default(), 1_500),
+            []
+        );
     }
 
     #[test]
@@ -804,7 +897,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let found = findings(&storage, &obs);
+        let found = findings(&storage, &obs, 1_500);
         assert_eq!(rules(&found), [FindingRule::RescueUnproven]);
         assert_eq!(found[0].phase, "kill");
         assert_eq!(found[0].at_ms, Some(1_500), "the moment of the kill");
@@ -844,7 +937,7 @@ mod tests {
             faulted_runtimes: vec!["current-worker-1-a".into()],
             ..Default::default()
         };
-        let found = findings(&storage, &obs);
+        let found = findings(&storage, &obs, 1_500);
         assert_eq!(rules(&found), [FindingRule::UnexplainedInterruption]);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[5, 6][..], 2));
         assert_eq!(
@@ -866,7 +959,7 @@ mod tests {
             late_leases: vec![late(5, 1), late(6, 1)],
             ..obs.clone()
         };
-        let found = findings(&storage, &seen);
+        let found = findings(&storage, &seen, 1_500);
         assert_eq!(
             (found[0].ids.as_slice(), found[0].count),
             (&[6][..], 1),
@@ -876,7 +969,7 @@ mod tests {
             late_leases: vec![late(5, 2)],
             ..obs.clone()
         };
-        let found = findings(&storage, &other_lease);
+        let found = findings(&storage, &other_lease, 1_500);
         assert_eq!(found[0].ids, [5, 6]);
         assert!(!FindingRule::UnexplainedInterruption.timing_independent());
         // A PostgreSQL crash explains every crash and heartbeat rescue, not
@@ -892,8 +985,86 @@ mod tests {
             }],
             ..obs
         };
-        let found = findings(&storage, &crashed);
+        let found = findings(&storage, &crashed, 1_500);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[6][..], 1));
+    }
+
+    /// Census samples at `ticks` (ms of the cell), as the monitor keeps them.
+    fn sampled(ticks: impl Iterator<Item = u64>) -> Vec<CensusSample> {
+        ticks
+            .map(|at_ms| CensusSample {
+                at_ms,
+                by_version: Default::default(),
+                fresh_runtimes: Default::default(),
+                delta_rows: 0,
+                lock_waits: 0,
+                xacts: None,
+                scans: Default::default(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_rescue_where_the_monitor_had_no_reading_is_doubted_not_found() {
+        use awa_runtime::store::audit::RescuedAttempt;
+        // A 0.6.2 attempt rescued for its heartbeat at 11.0 s of the cell
+        // (the database's clock at 1,000,000 ms is the cell's 0).
+        let storage = Storage {
+            rescued: vec![RescuedAttempt {
+                job_id: 1809,
+                run_lease: 1,
+                attempt: 1,
+                reason: "heartbeat".into(),
+                instance_id: "previous-worker-1-a".into(),
+                mode: "overrun_deadline".into(),
+                finished_at_unix_ms: Some(1_011_000),
+                version: "0.6.2".into(),
+            }],
+            ..Default::default()
+        };
+        let sampled_at = |ticks: &[u64]| Observations {
+            census: sampled(ticks.iter().copied()),
+            db_clock: Some(crate::observe::DbClock {
+                unix_ms: 1_000_000,
+                at_ms: 0,
+            }),
+            ..Default::default()
+        };
+        // Samples every 250 ms: the monitor read the leases in the 750 ms
+        // before the rescue and saw nothing late, so the rescue stands.
+        let watched = sampled_at(&(0..=48).map(|i| i * 250).collect::<Vec<_>>());
+        assert_eq!(watched.census, sampled((0..=12_000).step_by(250)));
+        assert_eq!(
+            rules(&findings(&storage, &watched, 1_500)),
+            [FindingRule::UnexplainedInterruption]
+        );
+        assert_eq!(interruption_doubt(&storage, &watched, 1_500), None);
+        // Samples at 9.4 s and 10.9 s (the monitor slowed by a busy
+        // database): no reading completed in the 750 ms before 11.0 s.
+        let blind = sampled_at(&[8_507, 9_381, 10_917, 12_310]);
+        assert_eq!(findings(&storage, &blind, 1_500), []);
+        let doubt = interruption_doubt(&storage, &blind, 1_500).expect("a doubt");
+        assert_eq!(doubt.rule, FindingRule::UnexplainedInterruption);
+        assert_eq!(
+            doubt.why,
+            "1 rescued with no injected fault to explain it fell where the monitor had no reading of \
+             the leases (first: job 1809 attempt 1 on previous-worker-1-a, rescued (heartbeat) at 11.0s, \
+             no sample completed in the 750ms before it, its samples 1.3s apart there): whether its \
+             heartbeats were late cannot be told"
+        );
+        // A deadline nobody set is judged however far apart the samples.
+        let mut first = storage.rescued[0].clone();
+        first.reason = "deadline".into();
+        first.mode = "complete".into();
+        let deadline = Storage {
+            rescued: vec![first],
+            ..Default::default()
+        };
+        assert_eq!(
+            rules(&findings(&deadline, &blind, 1_500)),
+            [FindingRule::UnexplainedInterruption]
+        );
+        assert_eq!(interruption_doubt(&deadline, &blind, 1_500), None);
     }
 
     #[test]
@@ -917,7 +1088,7 @@ mod tests {
             ..Default::default()
         };
         // Nobody seen late: both rescues took runtimes beating on time.
-        let found = findings(&storage, &Observations::default());
+        let found = findings(&storage, &Observations::default(), 1_500);
         assert_eq!(rules(&found), [FindingRule::UnexplainedInterruption]);
         assert_eq!(found[0].ids, [7, 8]);
         // previous-worker-1's heartbeat was held (a migration's lock on
@@ -931,7 +1102,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let found = findings(&storage, &obs);
+        let found = findings(&storage, &obs, 1_500);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[8][..], 1));
     }
 
@@ -976,11 +1147,15 @@ mod tests {
             ..Default::default()
         };
         // Nothing queued: both are findings.
-        let found = findings(&storage, &with(Vec::new()));
+        let found = findings(&storage, &with(Vec::new()), 1_500);
         assert_eq!(found[0].ids, [9, 10]);
         // current-worker-2 queued behind a 0.6 prune (its session names no
         // version): its rescue has a cause; current-worker-1's has none.
-        let found = findings(&storage, &with(vec![queued("current-worker-2-b", None)]));
+        let found = findings(
+            &storage,
+            &with(vec![queued("current-worker-2-b", None)]),
+            1_500,
+        );
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[10][..], 1));
         // The same runtime queued, but at another time: a wait that ended
         // well before the rescue, or began after it, explains nothing.
@@ -990,13 +1165,17 @@ mod tests {
                 explains_until_unix_ms: until,
                 ..queued("current-worker-2-b", None)
             };
-            assert_eq!(findings(&storage, &with(vec![elsewhere]))[0].ids, [9, 10]);
+            assert_eq!(
+                findings(&storage, &with(vec![elsewhere]), 1_500)[0].ids,
+                [9, 10]
+            );
         }
         // The same queue behind the release under test's own prune (0.7.0)
         // is the release's doing: no excuse.
         let found = findings(
             &storage,
             &with(vec![queued("current-worker-2-b", Some("0.7.0"))]),
+            1_500,
         );
         assert_eq!(found[0].ids, [9, 10]);
         // An unnamed requester in a cell that ran no release older than
@@ -1005,11 +1184,12 @@ mod tests {
             processes: vec![current.clone()],
             ..with(vec![queued("current-worker-2-b", None)])
         };
-        assert_eq!(findings(&storage, &no_06)[0].ids, [9, 10]);
+        assert_eq!(findings(&storage, &no_06, 1_500)[0].ids, [9, 10]);
         // Behind another named release (an N-1 that names its sessions): excused.
         let found = findings(
             &storage,
             &with(vec![queued("current-worker-2-b", Some("0.6.9"))]),
+            1_500,
         );
         assert_eq!(found[0].ids, [10]);
     }
@@ -1054,15 +1234,18 @@ mod tests {
             ..Default::default()
         };
         // Nothing held: every rescue is a finding.
-        assert_eq!(findings(&storage, &with(Vec::new()))[0].ids, [1, 2, 3, 4]);
+        assert_eq!(
+            findings(&storage, &with(Vec::new()), 1_500)[0].ids,
+            [1, 2, 3, 4]
+        );
         // Held: 0.6.2's heartbeat and crash rescues have their cause; the
         // release under test's rescue and the deadline do not.
-        let found = findings(&storage, &with(vec![held(99_000, 102_000)]));
+        let found = findings(&storage, &with(vec![held(99_000, 102_000)]), 1_500);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[3, 4][..], 2));
         // A wait that ended before the rescue, or began after it, explains nothing.
         for (since, until) in [(90_000, 100_999), (101_001, 104_000)] {
             assert_eq!(
-                findings(&storage, &with(vec![held(since, until)]))[0].ids,
+                findings(&storage, &with(vec![held(since, until)]), 1_500)[0].ids,
                 [1, 2, 3, 4]
             );
         }
@@ -1111,16 +1294,17 @@ mod tests {
                 stopped("current-worker-1-b", "current"),
             ],
             db_clock: Some(clock),
+            census: sampled((0..=30_000).step_by(250)),
             ..Default::default()
         };
-        let found = findings(&storage, &obs);
+        let found = findings(&storage, &obs, 1_500);
         assert_eq!((found[0].ids.as_slice(), found[0].count), (&[1, 4][..], 2));
         // Without the database's clock the rescues cannot be placed: no excuse.
         let blind = Observations {
             db_clock: None,
             ..obs.clone()
         };
-        assert_eq!(findings(&storage, &blind)[0].ids, [1, 2, 3, 4]);
+        assert_eq!(findings(&storage, &blind, 1_500)[0].ids, [1, 2, 3, 4]);
     }
 
     #[test]
@@ -1149,7 +1333,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let found = findings(&storage, &obs);
+        let found = findings(&storage, &obs, 1_500);
         assert_eq!(rules(&found), [FindingRule::WrongAttempt]);
         assert_eq!(
             (found[0].ids.as_slice(), found[0].count),
@@ -1159,11 +1343,11 @@ mod tests {
         // Every offender excused: no finding.
         let mut only = Storage::default();
         only.jobs.wrong_attempt = offenders(1, &[21], "job 21 (overrun_deadline) ...");
-        assert_eq!(findings(&only, &obs), []);
+        assert_eq!(findings(&only, &obs, 1_500), []);
         // Without the overrun record (a 0.7 handler never gives up), the
         // same terminal is a finding.
         assert_eq!(
-            rules(&findings(&only, &Observations::default())),
+            rules(&findings(&only, &Observations::default(), 1_500)),
             [FindingRule::WrongAttempt]
         );
     }
@@ -1197,7 +1381,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let found = findings(&Storage::default(), &obs);
+        let found = findings(&Storage::default(), &obs, 1_500);
         assert_eq!(rules(&found), [FindingRule::UnstoppedHandler]);
         let f = &found[0];
         assert_eq!((f.count, f.ids.as_slice()), (3, &[6564, 6615, 6819][..]));
@@ -1209,7 +1393,7 @@ mod tests {
              current-worker-2 started job 6564 run lease 2 while its handler of run lease 1 \
              (attempt 1) had neither finished nor been reported lost"
         );
-        assert!(findings(&Storage::default(), &Observations::default()).is_empty());
+        assert!(findings(&Storage::default(), &Observations::default(), 1_500).is_empty());
     }
 
     #[test]
@@ -1227,7 +1411,7 @@ mod tests {
             fault(6_000, &[61, 62], 1),
             fault(8_000, &[80], 2),
         ];
-        let found = findings(&storage, &Observations::default());
+        let found = findings(&storage, &Observations::default(), 1_500);
         assert_eq!(
             rules(&found),
             [FindingRule::CronMissedFire, FindingRule::CronDoubleFire]
@@ -1271,7 +1455,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let found = findings(&storage, &Observations::default());
+        let found = findings(&storage, &Observations::default(), 1_500);
         assert_eq!(rules(&found), [FindingRule::CountDrift]);
         assert_eq!(found[0].count, 3);
         assert_eq!(

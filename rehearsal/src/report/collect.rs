@@ -392,6 +392,7 @@ mod tests {
                 ..ProvedFacts::default()
             },
             findings: vec![],
+            doubts: vec![],
             harness_error: None,
             elapsed_ms: cell.elapsed_ms,
             reconcile_ms: cell.reconcile_ms,

@@ -130,8 +130,12 @@ use crate::reconcile::Detection;
 /// - `1.27`: per cell `leaderships`, every term of maintenance leadership
 ///   (the process, when it reported `leader`, when the harness asked it to
 ///   stop and when it ended), and the finding rule `leadership_lost`.
-/// - `1.28`: per census sample `scans`, the reads of each table of the
-///   runtime's schema so far, and `runaway_loop` judged per table too.
+/// - `1.28`: per census sample `scans`, the reads so far of each table
+///   only the leader's slow duties read while the fleet is idle, and
+///   `runaway_loop` judged per table too; in `cell_finished` events,
+///   `doubts`, the rules reconciliation could not judge the cell on (a
+///   rescue where the monitor had no reading), whose words become the
+///   cell's harness error when its verdict rested on them.
 pub const FORMAT_VERSION: &str = "1.28";
 
 /// Everything a run produced: the file `report.json`.

@@ -82,7 +82,9 @@ pub enum FindingRule {
     /// An attempt was rescued with no injected fault to explain it: its
     /// runtime was neither killed, suspended nor ended unasked, PostgreSQL
     /// did not crash, it was no deadline overrun, and (for a heartbeat
-    /// rescue) the monitor never saw its lease's heartbeat late.
+    /// rescue) the monitor never saw its lease's heartbeat late, though it
+    /// read the leases in the half `stale_after` before the rescue (where
+    /// it had no reading, the rule is doubted: the cell is inconclusive).
     UnexplainedInterruption,
     /// A refusal the cell asked for (or met by design) came only after a
     /// good part of the runtime's patience for transient database
