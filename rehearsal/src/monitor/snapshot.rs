@@ -79,7 +79,8 @@ SELECT EXISTS (SELECT 1 FROM pg_locks l
 const XACTS: &str = "
 SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database WHERE datname = current_database()";
 /// Reads so far of the tables named in `$1` (sequential and index scans,
-/// a partitioned table's partitions summed into it): how often the
+/// a partition summed into its table, should one of them ever be
+/// partitioned; none is today): how often the
 /// duties that alone read them ran, while the fleet stands idle
 /// ([`DutyTable`]). Read with [`XACTS`], at the start of the sample,
 /// before the sample's own reads.

@@ -160,7 +160,8 @@ pub struct ReconcileStats {
 /// Reconcile a drained cell: every rule over the cell's database and
 /// observations. Give it a connection nothing else uses meanwhile, outside
 /// a transaction: it opens its own snapshot and rolls it back, leaving
-/// nothing behind.
+/// nothing behind. The findings alone: a caller that gives a verdict
+/// wants the doubts too ([`reconcile_recorded`]).
 pub async fn reconcile(
     client: &tokio_postgres::Client,
     plan: &CellPlan,

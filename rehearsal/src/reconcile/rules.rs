@@ -384,40 +384,41 @@ pub(super) fn interruption_doubt(
         .filter(|r| unwatched(obs, r, stale_ms))
         .collect();
     let first = unwatched.first()?;
+    // Every unwatched rescue was placed on the cell's clock.
     let at = first
         .finished_at_unix_ms
         .zip(obs.db_clock)
-        .map(|(at, clock)| clock.cell_ms(at));
+        .map(|(at, clock)| clock.cell_ms(at))?;
     let mut ids: Vec<i64> = unwatched.iter().map(|r| r.job_id).collect();
     ids.dedup();
+    let n = ids.len() as u64;
     Some(Doubt {
         rule: FindingRule::UnexplainedInterruption,
         why: format!(
-            "{} rescued with no injected fault to explain it fell where the monitor had no reading of \
+            "{} {} rescued with no injected fault to explain it where the monitor had no reading of \
              the leases (first: job {} attempt {} on {}, rescued ({}) at {}, no sample completed in the {} \
-             before it, its samples {} apart there): whether its heartbeats were late cannot be told",
-            thousands(ids.len() as u64),
+             before it, {}): whether the heartbeats were late cannot be told",
+            observe::count(n, "job"),
+            if n == 1 { "was" } else { "were" },
             first.job_id,
             first.attempt,
             first.instance_id,
             first.reason,
-            at.map_or("an unknown time".to_owned(), |ms| crate::observe::duration(
-                ms.max(0) as u64
-            )),
-            crate::observe::duration(stale_ms / 2),
-            at.map_or("far".to_owned(), |ms| crate::observe::duration(sample_gap(
-                obs, ms
-            ))),
+            observe::duration(at.max(0) as u64),
+            observe::duration(stale_ms / 2),
+            sample_gap(obs, at),
         ),
     })
 }
 
 /// Whether the monitor could not have seen `r`'s heartbeat (or its
 /// runtime's) go late before the rescue: a heartbeat or crash rescue
-/// placed on the cell's clock, with no sample that started at least half
-/// `stale_after` before it and finished (the next one started) before
-/// it. A lease that is stale at the rescue was then at least half stale
-/// throughout that span, which any sample in it reports.
+/// placed on the cell's clock, with no sample that started within the
+/// half `stale_after` before it and finished (the next one started)
+/// before it. A lease that is stale at the rescue was at least half stale
+/// throughout that span, which any sample in it reports, once the lease
+/// was committed: a lease whose claim commits already stale, between two
+/// samples, is not covered here.
 fn unwatched(obs: &Observations, r: &RescuedAttempt, stale_ms: u64) -> bool {
     if !matches!(r.reason.as_str(), "heartbeat" | "crash") || stale_ms == 0 {
         return false;
@@ -435,12 +436,16 @@ fn unwatched(obs: &Observations, r: &RescuedAttempt, stale_ms: u64) -> bool {
         .any(|w| w[0].at_ms as i64 >= from && (w[1].at_ms as i64) <= at)
 }
 
-/// The gap between the monitor's samples around `at_ms` (ms).
-fn sample_gap(obs: &Observations, at_ms: i64) -> u64 {
-    obs.census
-        .windows(2)
-        .find(|w| w[1].at_ms as i64 >= at_ms)
-        .map_or(0, |w| w[1].at_ms - w[0].at_ms)
+/// Where `at_ms` fell among the monitor's samples: `its samples 1.4s
+/// apart there`, or after the last one.
+fn sample_gap(obs: &Observations, at_ms: i64) -> String {
+    match obs.census.windows(2).find(|w| w[1].at_ms as i64 >= at_ms) {
+        Some(w) => format!(
+            "its samples {} apart there",
+            crate::observe::duration(w[1].at_ms - w[0].at_ms)
+        ),
+        None => "after the monitor's last sample".to_owned(),
+    }
 }
 
 /// The rescues no injected fault, and no evidence the monitor kept,
@@ -1047,9 +1052,9 @@ mod tests {
         assert_eq!(doubt.rule, FindingRule::UnexplainedInterruption);
         assert_eq!(
             doubt.why,
-            "1 rescued with no injected fault to explain it fell where the monitor had no reading of \
+            "1 job was rescued with no injected fault to explain it where the monitor had no reading of \
              the leases (first: job 1809 attempt 1 on previous-worker-1-a, rescued (heartbeat) at 11.0s, \
-             no sample completed in the 750ms before it, its samples 1.3s apart there): whether its \
+             no sample completed in the 750ms before it, its samples 1.3s apart there): whether the \
              heartbeats were late cannot be told"
         );
         // A deadline nobody set is judged however far apart the samples.
