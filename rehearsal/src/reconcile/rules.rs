@@ -349,10 +349,7 @@ fn unexplained_interruptions(
     obs: &Observations,
     stale_ms: u64,
 ) -> Option<Finding> {
-    let unexplained: Vec<_> = unexplained_rescues(storage, obs)
-        .into_iter()
-        .filter(|r| !unwatched(obs, r, stale_ms))
-        .collect();
+    let (_, unexplained) = split_unwatched(storage, obs, stale_ms);
     let first = unexplained.first()?;
     let mut ids: Vec<i64> = unexplained.iter().map(|r| r.job_id).collect();
     ids.dedup();
@@ -379,10 +376,7 @@ pub(super) fn interruption_doubt(
     obs: &Observations,
     stale_ms: u64,
 ) -> Option<Doubt> {
-    let unwatched: Vec<_> = unexplained_rescues(storage, obs)
-        .into_iter()
-        .filter(|r| unwatched(obs, r, stale_ms))
-        .collect();
+    let (unwatched, _) = split_unwatched(storage, obs, stale_ms);
     let first = unwatched.first()?;
     // Every unwatched rescue was placed on the cell's clock.
     let at = first
@@ -409,6 +403,18 @@ pub(super) fn interruption_doubt(
             sample_gap(obs, at),
         ),
     })
+}
+
+/// The rescues no fault or evidence explains: those the monitor could
+/// not have watched ([`unwatched`]), and the rest.
+fn split_unwatched<'a>(
+    storage: &'a Storage,
+    obs: &Observations,
+    stale_ms: u64,
+) -> (Vec<&'a RescuedAttempt>, Vec<&'a RescuedAttempt>) {
+    unexplained_rescues(storage, obs)
+        .into_iter()
+        .partition(|r| unwatched(obs, r, stale_ms))
 }
 
 /// Whether the monitor could not have seen `r`'s heartbeat (or its
