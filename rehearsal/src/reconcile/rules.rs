@@ -379,10 +379,7 @@ pub(super) fn interruption_doubt(
     let (unwatched, _) = split_unwatched(storage, obs, stale_ms);
     let first = unwatched.first()?;
     // Every unwatched rescue was placed on the cell's clock.
-    let at = first
-        .finished_at_unix_ms
-        .zip(obs.db_clock)
-        .map(|(at, clock)| clock.cell_ms(at))?;
+    let at = rescued_at(obs, first)?;
     let mut ids: Vec<i64> = unwatched.iter().map(|r| r.job_id).collect();
     ids.dedup();
     let n = ids.len() as u64;
@@ -429,17 +426,22 @@ fn unwatched(obs: &Observations, r: &RescuedAttempt, stale_ms: u64) -> bool {
     if !matches!(r.reason.as_str(), "heartbeat" | "crash") || stale_ms == 0 {
         return false;
     }
-    let Some(at) = r
-        .finished_at_unix_ms
-        .zip(obs.db_clock)
-        .map(|(at, clock)| clock.cell_ms(at))
-    else {
+    let Some(at) = rescued_at(obs, r) else {
         return false;
     };
     let from = at - (stale_ms / 2) as i64;
     !obs.census
         .windows(2)
         .any(|w| w[0].at_ms as i64 >= from && (w[1].at_ms as i64) <= at)
+}
+
+/// When `r` was rescued, in ms since the cell started: its close by the
+/// database's clock, placed by the monitor's reading of that clock
+/// (none without either).
+fn rescued_at(obs: &Observations, r: &RescuedAttempt) -> Option<i64> {
+    r.finished_at_unix_ms
+        .zip(obs.db_clock)
+        .map(|(at, clock)| clock.cell_ms(at))
 }
 
 /// Where `at_ms` fell among the monitor's samples: `its samples 1.4s
@@ -523,12 +525,8 @@ fn unexplained_rescues<'a>(storage: &'a Storage, obs: &Observations) -> Vec<&'a 
         .collect();
     let left_by_stop = |r: &RescuedAttempt| {
         let slack = crate::monitor::INTERVAL.as_millis() as i64;
-        match (
-            stop_asked.get(r.instance_id.as_str()),
-            obs.db_clock,
-            r.finished_at_unix_ms,
-        ) {
-            (Some(&asked), Some(clock), Some(at)) => clock.cell_ms(at) + slack >= asked as i64,
+        match (stop_asked.get(r.instance_id.as_str()), rescued_at(obs, r)) {
+            (Some(&asked), Some(at)) => at + slack >= asked as i64,
             _ => false,
         }
     };
