@@ -31,11 +31,11 @@ pub(super) struct Watched {
 /// 0.7 and later runtimes' sessions waiting on a lock behind an ungranted
 /// `ACCESS EXCLUSIVE` request on the lease table or one of its partitions
 /// (where lease heartbeats write; a request on another table cannot hold
-/// a heartbeat up): the
-/// waiter's `application_name` (`awa <version> <instance_id>`), how long
-/// its statement has waited (ms), the requester's `application_name`
-/// (empty for 0.6, which sets none) and table, and by the database's
-/// clock (Unix ms) when the waiting statement began and now.
+/// a heartbeat up), in the columns [`read`] takes: the waiter's
+/// `application_name` (`awa <version> <instance_id>`), how long its
+/// statement has waited (ms), the requester's `application_name` (empty
+/// for 0.6, which sets none), the table, and by the database's clock
+/// (Unix ms) when the waiting statement began and now.
 const QUEUED_BEHIND_TABLE_LOCK: &str = "
 SELECT a.application_name,
        (extract(epoch FROM clock_timestamp() - a.query_start) * 1000)::int8,
@@ -56,12 +56,14 @@ WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
 /// Statements of sessions that name no runtime (0.6 sets no
 /// `application_name`) waiting on a lock that a one-shot command of the
 /// awa binary (`awa <version>`, no instance: a migration, a flip, an
-/// operator command) holds or requested: how long the statement has
-/// waited (ms), the command's `application_name`, the table (or kind of
-/// lock) it waits for, and by the database's clock (Unix ms) when the
-/// statement began and now. One row per waiting statement and command.
+/// operator command) holds or requested, in the columns [`read`] takes:
+/// no waiter (NULL), how long the statement has waited (ms), the
+/// command's `application_name`, the table (or kind of lock) it waits
+/// for, and by the database's clock (Unix ms) when the statement began
+/// and now. One row per waiting statement and command.
 const HELD_BY_A_COMMAND: &str = "
 SELECT DISTINCT
+       NULL::text,
        (extract(epoch FROM clock_timestamp() - a.query_start) * 1000)::int8,
        r.application_name,
        coalesce((SELECT coalesce(c.relname, l.locktype) FROM pg_locks l
@@ -78,16 +80,18 @@ WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
 /// The database's clock, Unix ms.
 const DB_CLOCK: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8";
 
-/// A runtime's session seen waiting behind an `ACCESS EXCLUSIVE` request.
+/// A statement seen waiting on a lock, as either reading reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct QueuedSession {
-    /// The waiter's `application_name`.
-    pub(super) waiter: String,
+pub(super) struct Waiting {
+    /// The waiter's `application_name`; none in the reading of
+    /// statements held by a command, whose waiters name no runtime.
+    pub(super) waiter: Option<String>,
     /// How long its statement has waited, ms.
     pub(super) waited_ms: i64,
-    /// The requester's `application_name` (empty: none).
-    pub(super) requester: String,
-    /// The table requested.
+    /// The `application_name` of the session it waits behind: the
+    /// exclusive request's (empty: none), or the one-shot command's.
+    pub(super) blocker: String,
+    /// The table (or kind of lock) waited for.
     pub(super) relation: String,
     /// When the waiting statement began, Unix ms by the database's clock.
     pub(super) since_unix_ms: i64,
@@ -95,34 +99,36 @@ pub(super) struct QueuedSession {
     pub(super) now_unix_ms: i64,
 }
 
-/// A statement of a session that names no runtime seen waiting on a
-/// one-shot command's lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct CommandWait {
-    /// How long the statement has waited, ms.
-    pub(super) waited_ms: i64,
-    /// The command's `application_name` (`awa <version>`).
-    pub(super) command: String,
-    /// The table (or kind of lock) the statement waits for.
-    pub(super) relation: String,
-    /// When the waiting statement began, Unix ms by the database's clock.
-    pub(super) since_unix_ms: i64,
-    /// When this reading was taken, Unix ms by the database's clock.
-    pub(super) now_unix_ms: i64,
+/// Who waited, as the watch keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Waiter {
+    /// A runtime's session, behind an exclusive request of a session
+    /// naming this version (none: a session naming none).
+    Runtime {
+        instance_id: String,
+        requester_version: Option<String>,
+    },
+    /// A session naming no runtime, behind a command of this version.
+    Unnamed { command_version: String },
 }
 
-/// What the watch keeps: per waiting statement (runtime, requester's
-/// version, table, and when the statement began), the first tick that saw
-/// the runtime queued for at least half `stale_after`, the longest wait
-/// seen, and until when the wait can explain a rescue.
+/// What the watch keeps of one waiting statement: the first tick that
+/// saw it waiting at least half `stale_after`, the longest wait seen,
+/// and until when it can explain a rescue.
+#[derive(Debug)]
+struct Kept {
+    first_ms: u64,
+    waited_ms: u64,
+    explains_until_unix_ms: i64,
+}
+
+/// What the watch keeps, per waiting statement: who waited, on which
+/// table, and when the statement began.
 #[derive(Debug, Default)]
 pub(super) struct Queued {
     floor_ms: i64,
     stale_after_ms: i64,
-    seen: BTreeMap<(String, Option<String>, String, i64), QueuedRuntime>,
-    /// Per waiting statement (when it began, the command, the table): the
-    /// same for statements of runtimes that name no session.
-    held: BTreeMap<(i64, String, String), HeldByCommand>,
+    seen: BTreeMap<(Waiter, String, i64), Kept>,
 }
 
 impl Queued {
@@ -133,7 +139,6 @@ impl Queued {
             floor_ms: (stale_after.as_millis() / 2) as i64,
             stale_after_ms: stale_after.as_millis() as i64,
             seen: BTreeMap::new(),
-            held: BTreeMap::new(),
         }
     }
 
@@ -146,60 +151,25 @@ impl Queued {
         now_unix_ms + INTERVAL.as_millis() as i64 + self.stale_after_ms
     }
 
-    /// Records one tick's reading, taken `at_ms` into the cell.
-    pub(super) fn record(&mut self, at_ms: u64, sessions: &[QueuedSession]) {
-        for s in sessions.iter().filter(|s| s.waited_ms >= self.floor_ms) {
-            let Some(instance_id) = runtime_of(&s.waiter) else {
-                continue;
-            };
-            let requester_version = version_of(&s.requester);
-            let waited_ms = s.waited_ms.max(0) as u64;
-            let key = (
-                instance_id.to_owned(),
-                requester_version.clone(),
-                s.relation.clone(),
-                s.since_unix_ms,
-            );
-            let until = self.explains_until(s.now_unix_ms);
-            self.seen
-                .entry(key)
-                .and_modify(|q| {
-                    q.waited_ms = q.waited_ms.max(waited_ms);
-                    q.explains_until_unix_ms = q.explains_until_unix_ms.max(until);
-                })
-                .or_insert(QueuedRuntime {
-                    instance_id: instance_id.to_owned(),
-                    first_ms: at_ms,
-                    waited_ms,
-                    requester_version,
-                    relation: s.relation.clone(),
-                    since_unix_ms: s.since_unix_ms,
-                    explains_until_unix_ms: until,
-                });
-        }
-    }
-
-    /// Records one tick's reading of statements held by a command, taken
-    /// `at_ms` into the cell.
-    pub(super) fn record_held(&mut self, at_ms: u64, waits: &[CommandWait]) {
-        for w in waits.iter().filter(|w| w.waited_ms >= self.floor_ms) {
-            let Some(command_version) = version_of(&w.command) else {
+    /// Records one tick's reading (of either query), taken `at_ms` into
+    /// the cell. A runtime's wait needs a runtime's name; a statement
+    /// held by a command, a command that names its version.
+    pub(super) fn record(&mut self, at_ms: u64, reading: &[Waiting]) {
+        for w in reading.iter().filter(|w| w.waited_ms >= self.floor_ms) {
+            let Some(waiter) = waiter_of(w) else {
                 continue;
             };
             let waited_ms = w.waited_ms.max(0) as u64;
             let until = self.explains_until(w.now_unix_ms);
-            self.held
-                .entry((w.since_unix_ms, w.command.clone(), w.relation.clone()))
-                .and_modify(|h| {
-                    h.waited_ms = h.waited_ms.max(waited_ms);
-                    h.explains_until_unix_ms = h.explains_until_unix_ms.max(until);
+            self.seen
+                .entry((waiter, w.relation.clone(), w.since_unix_ms))
+                .and_modify(|k| {
+                    k.waited_ms = k.waited_ms.max(waited_ms);
+                    k.explains_until_unix_ms = k.explains_until_unix_ms.max(until);
                 })
-                .or_insert(HeldByCommand {
+                .or_insert(Kept {
                     first_ms: at_ms,
                     waited_ms,
-                    command_version,
-                    relation: w.relation.clone(),
-                    since_unix_ms: w.since_unix_ms,
                     explains_until_unix_ms: until,
                 });
         }
@@ -208,10 +178,48 @@ impl Queued {
     /// Everything kept: the runtimes' waits by runtime, then the
     /// statements held by a command by when they began.
     pub(super) fn finish(self) -> Watched {
-        Watched {
-            queued: self.seen.into_values().collect(),
-            held: self.held.into_values().collect(),
+        let mut watched = Watched::default();
+        for ((waiter, relation, since_unix_ms), k) in self.seen {
+            match waiter {
+                Waiter::Runtime {
+                    instance_id,
+                    requester_version,
+                } => watched.queued.push(QueuedRuntime {
+                    instance_id,
+                    first_ms: k.first_ms,
+                    waited_ms: k.waited_ms,
+                    requester_version,
+                    relation,
+                    since_unix_ms,
+                    explains_until_unix_ms: k.explains_until_unix_ms,
+                }),
+                Waiter::Unnamed { command_version } => watched.held.push(HeldByCommand {
+                    first_ms: k.first_ms,
+                    waited_ms: k.waited_ms,
+                    command_version,
+                    relation,
+                    since_unix_ms,
+                    explains_until_unix_ms: k.explains_until_unix_ms,
+                }),
+            }
         }
+        watched.held.sort_by_key(|h| h.since_unix_ms);
+        watched
+    }
+}
+
+/// Who `w` is: a runtime named by its session (and the version of the
+/// session it waits behind, if that names one), or a session naming none
+/// behind a command of the version its name gives.
+fn waiter_of(w: &Waiting) -> Option<Waiter> {
+    match &w.waiter {
+        Some(name) => Some(Waiter::Runtime {
+            instance_id: runtime_of(name)?.to_owned(),
+            requester_version: version_of(&w.blocker),
+        }),
+        None => Some(Waiter::Unnamed {
+            command_version: version_of(&w.blocker)?,
+        }),
     }
 }
 
@@ -244,11 +252,10 @@ pub(super) fn start(
                 clock = read_clock(c, t0).await;
             }
             let at_ms = t0.elapsed().as_millis() as u64;
-            if let Ok(sessions) = read(c).await {
-                queued.record(at_ms, &sessions);
-            }
-            if let Ok(waits) = read_held(c).await {
-                queued.record_held(at_ms, &waits);
+            for query in [QUEUED_BEHIND_TABLE_LOCK, HELD_BY_A_COMMAND] {
+                if let Ok(reading) = read(c, query).await {
+                    queued.record(at_ms, &reading);
+                }
             }
         }
         (queued.finish(), clock)
@@ -267,35 +274,20 @@ async fn read_clock(client: &Client, t0: Instant) -> Option<DbClock> {
     })
 }
 
-/// One reading of the queue.
-async fn read(client: &Client) -> Result<Vec<QueuedSession>, tokio_postgres::Error> {
+/// One reading of `query` ([`QUEUED_BEHIND_TABLE_LOCK`] or
+/// [`HELD_BY_A_COMMAND`], which return the same columns).
+async fn read(client: &Client, query: &str) -> Result<Vec<Waiting>, tokio_postgres::Error> {
     Ok(client
-        .query(QUEUED_BEHIND_TABLE_LOCK, &[])
+        .query(query, &[])
         .await?
         .iter()
-        .map(|r| QueuedSession {
+        .map(|r| Waiting {
             waiter: r.get(0),
             waited_ms: r.get::<_, Option<i64>>(1).unwrap_or(0),
-            requester: r.get(2),
+            blocker: r.get(2),
             relation: r.get(3),
             since_unix_ms: r.get::<_, Option<i64>>(4).unwrap_or(0),
             now_unix_ms: r.get::<_, Option<i64>>(5).unwrap_or(0),
-        })
-        .collect())
-}
-
-/// One reading of the statements held by a one-shot command.
-async fn read_held(client: &Client) -> Result<Vec<CommandWait>, tokio_postgres::Error> {
-    Ok(client
-        .query(HELD_BY_A_COMMAND, &[])
-        .await?
-        .iter()
-        .map(|r| CommandWait {
-            waited_ms: r.get::<_, Option<i64>>(0).unwrap_or(0),
-            command: r.get(1),
-            relation: r.get(2),
-            since_unix_ms: r.get::<_, Option<i64>>(3).unwrap_or(0),
-            now_unix_ms: r.get::<_, Option<i64>>(4).unwrap_or(0),
         })
         .collect())
 }
@@ -324,11 +316,11 @@ mod tests {
     use super::*;
 
     /// A reading `now` (Unix ms) of `waiter`'s statement begun at `since`.
-    fn session(waiter: &str, since: i64, now: i64, requester: &str) -> QueuedSession {
-        QueuedSession {
-            waiter: waiter.into(),
+    fn session(waiter: &str, since: i64, now: i64, requester: &str) -> Waiting {
+        Waiting {
+            waiter: Some(waiter.into()),
             waited_ms: now - since,
-            requester: requester.into(),
+            blocker: requester.into(),
             relation: "leases_3".into(),
             since_unix_ms: since,
             now_unix_ms: now,
@@ -432,15 +424,15 @@ mod tests {
         let mut waits = Vec::new();
         for tick in 0..40u64 {
             tokio::time::sleep(INTERVAL).await;
-            waits = read_held(&setup).await.unwrap();
-            q.record_held(tick * 250, &waits);
+            waits = read(&setup, HELD_BY_A_COMMAND).await.unwrap();
+            q.record(tick * 250, &waits);
             if waits.iter().any(|w| w.waited_ms >= 1_000) {
                 break;
             }
         }
         assert_eq!(waits.len(), 1, "{waits:?}");
         assert_eq!(
-            (waits[0].command.as_str(), waits[0].relation.as_str()),
+            (waits[0].blocker.as_str(), waits[0].relation.as_str()),
             ("awa 0.7.0", "jobs")
         );
         let held = q.finish().held;
