@@ -103,11 +103,11 @@ pub fn scan(file: &str, text: &str, root_items: &RootItems) -> (Vec<Arrow>, Vec<
         root_items,
         from: path[0].clone(),
         arrows: Vec::new(),
-        test_files: Vec::new(),
     };
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-    scanner.walk(&tokens, path.len(), &path);
-    (scanner.arrows, scanner.test_files)
+    let mut test_files = Vec::new();
+    walk(&tokens, &path, true, &mut scanner, &mut test_files);
+    (scanner.arrows, test_files)
 }
 
 struct Scanner<'f> {
@@ -115,63 +115,45 @@ struct Scanner<'f> {
     root_items: &'f RootItems,
     from: String,
     arrows: Vec<Arrow>,
-    test_files: Vec<String>,
+}
+
+impl Visit for Scanner<'_> {
+    /// `crate::` and `super::` up to the root name a top-level module.
+    fn token(
+        &mut self,
+        tokens: &[TokenTree],
+        i: usize,
+        here: &[String],
+        _items: bool,
+    ) -> Option<usize> {
+        match &tokens[i] {
+            TokenTree::Ident(id) if *id == "crate" && !after_dollar(tokens, i) => {
+                self.path_from_root(tokens, i + 1);
+                Some(i + 1)
+            }
+            TokenTree::Ident(id) if *id == "super" && !after_colons(tokens, i) => {
+                // `super::super::x`: the root is reached after as many
+                // of them as the module is deep.
+                let mut at = i;
+                let mut ups = 0;
+                while matches!(&tokens.get(at), Some(TokenTree::Ident(s)) if *s == "super")
+                    && is_colons(tokens, at + 1)
+                {
+                    ups += 1;
+                    at += 3;
+                }
+                if ups > 0 && ups >= here.len() {
+                    // `at - 2`: the `::` after the last `super`.
+                    self.path_from_root(tokens, at - 2);
+                }
+                Some(at.max(i + 1))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Scanner<'_> {
-    /// Walks a token sequence at module `depth` below the root (`here`
-    /// names the module, for files declared by `#[cfg(test)] mod NAME;`).
-    fn walk(&mut self, tokens: &[TokenTree], depth: usize, here: &[String]) {
-        let mut i = 0;
-        while i < tokens.len() {
-            if is_cfg_test(tokens, i) {
-                i = self.skip_test_item(tokens, i + 2, here);
-                continue;
-            }
-            match &tokens[i] {
-                TokenTree::Ident(id) if *id == "mod" => {
-                    if let (Some(TokenTree::Ident(_)), Some(TokenTree::Group(g))) =
-                        (tokens.get(i + 1), tokens.get(i + 2))
-                        && g.delimiter() == Delimiter::Brace
-                    {
-                        let inner: Vec<TokenTree> = g.stream().into_iter().collect();
-                        let mut nested = here.to_vec();
-                        nested.push(tokens[i + 1].to_string());
-                        self.walk(&inner, depth + 1, &nested);
-                        i += 3;
-                        continue;
-                    }
-                }
-                TokenTree::Ident(id) if *id == "crate" && !after_dollar(tokens, i) => {
-                    self.path_from_root(tokens, i + 1);
-                }
-                TokenTree::Ident(id) if *id == "super" && !after_colons(tokens, i) => {
-                    // `super::super::x`: the root is reached after `depth` of them.
-                    let mut at = i;
-                    let mut ups = 0;
-                    while matches!(&tokens.get(at), Some(TokenTree::Ident(s)) if *s == "super")
-                        && is_colons(tokens, at + 1)
-                    {
-                        ups += 1;
-                        at += 3;
-                    }
-                    if ups > 0 && ups >= depth {
-                        // `at - 2`: the `::` after the last `super`.
-                        self.path_from_root(tokens, at - 2);
-                    }
-                    i = at.max(i + 1);
-                    continue;
-                }
-                TokenTree::Group(g) => {
-                    let inner: Vec<TokenTree> = g.stream().into_iter().collect();
-                    self.walk(&inner, depth, here);
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-    }
-
     /// After `crate` (at `at`, `::` follows): the module or modules named.
     fn path_from_root(&mut self, tokens: &[TokenTree], at: usize) {
         if !is_colons(tokens, at) {
@@ -216,40 +198,107 @@ impl Scanner<'_> {
             line: name.span().start().line,
         });
     }
+}
 
-    /// Skips the item after `#[cfg(test)]` (and its other attributes);
-    /// returns the index after it.
-    fn skip_test_item(&mut self, tokens: &[TokenTree], mut i: usize, here: &[String]) -> usize {
-        while matches!(&tokens.get(i), Some(TokenTree::Punct(p)) if p.as_char() == '#') {
-            i += 2;
+/// What a walk over one file's tokens hands to the reader it walks for.
+trait Visit {
+    /// An inline `mod NAME { ... }` is entered, as module `here`.
+    fn module(&mut self, _here: &[String]) {}
+
+    /// Token `i` of a sequence in module `here` (`items`: at item level,
+    /// where a `use` imports into the module): the index to go on from
+    /// when the reader took a path there, else `None`.
+    fn token(
+        &mut self,
+        tokens: &[TokenTree],
+        i: usize,
+        here: &[String],
+        items: bool,
+    ) -> Option<usize>;
+}
+
+/// Walks a token sequence in module `here` for `visit`: test items are
+/// skipped (the files their `mod NAME;` declare go to `test_files`),
+/// inline modules and every group are walked into.
+fn walk(
+    tokens: &[TokenTree],
+    here: &[String],
+    items: bool,
+    visit: &mut impl Visit,
+    test_files: &mut Vec<String>,
+) {
+    let mut i = 0;
+    while i < tokens.len() {
+        if is_cfg_test(tokens, i) {
+            i = skip_test_item(tokens, i + 2, here, test_files);
+            continue;
         }
-        let start = i;
-        while let Some(t) = tokens.get(i) {
-            i += 1;
-            match t {
-                TokenTree::Punct(p) if p.as_char() == ';' => {
-                    // `mod NAME;`: the file it declares is test code too.
-                    if let [TokenTree::Ident(m), TokenTree::Ident(name), ..] = &tokens[start..]
-                        .iter()
-                        .filter(|t| !matches!(t, TokenTree::Ident(v) if v == "pub"))
-                        .filter(|t| !matches!(t, TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis))
-                        .cloned()
-                        .collect::<Vec<_>>()[..]
-                        && m == "mod"
-                    {
-                        let mut file = here.join("/");
-                        file.push('/');
-                        file.push_str(&name.to_string());
-                        self.test_files.push(file);
-                    }
-                    return i;
-                }
-                TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => return i,
-                _ => {}
-            }
+        if let (Some(TokenTree::Ident(m)), Some(TokenTree::Ident(name)), Some(TokenTree::Group(g))) =
+            (tokens.get(i), tokens.get(i + 1), tokens.get(i + 2))
+            && *m == "mod"
+            && g.delimiter() == Delimiter::Brace
+        {
+            let inner: Vec<TokenTree> = g.stream().into_iter().collect();
+            let mut nested = here.to_vec();
+            nested.push(name.to_string());
+            visit.module(&nested);
+            walk(&inner, &nested, true, visit, test_files);
+            i += 3;
+            continue;
         }
-        i
+        if let Some(next) = visit.token(tokens, i, here, items) {
+            i = next;
+            continue;
+        }
+        if let TokenTree::Group(g) = &tokens[i] {
+            let inner: Vec<TokenTree> = g.stream().into_iter().collect();
+            walk(&inner, here, false, visit, test_files);
+        }
+        i += 1;
     }
+}
+
+/// Skips the item after `#[cfg(test)]` (and its other attributes) in
+/// module `here`; returns the index after it. A `mod NAME;` declares a
+/// test file, pushed to `test_files` (its path under `src`, no `.rs`).
+fn skip_test_item(
+    tokens: &[TokenTree],
+    mut i: usize,
+    here: &[String],
+    test_files: &mut Vec<String>,
+) -> usize {
+    while matches!(&tokens.get(i), Some(TokenTree::Punct(p)) if p.as_char() == '#') {
+        i += 2;
+    }
+    let start = i;
+    while let Some(t) = tokens.get(i) {
+        i += 1;
+        match t {
+            TokenTree::Punct(p) if p.as_char() == ';' => {
+                let words: Vec<String> = tokens[start..i]
+                    .iter()
+                    .filter_map(|t| match t {
+                        TokenTree::Ident(id) if id != "pub" => Some(id.to_string()),
+                        _ => None,
+                    })
+                    .collect();
+                if let [m, name] = &words[..]
+                    && m == "mod"
+                {
+                    let mut file = here.join("/");
+                    if !file.is_empty() {
+                        file.push('/');
+                    }
+                    file.push_str(name);
+                    test_files.push(file);
+                }
+                return i;
+            }
+            TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => return i,
+            _ => {}
+        }
+    }
+    i
 }
 
 /// `#[cfg(test)]` starts at `i`.

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 
-use super::{after_colons, after_dollar, is_cfg_test, is_colons, module_path, rust_files};
+use super::{Visit, after_colons, after_dollar, is_colons, module_path, rust_files, walk};
 
 /// A module path from the crate root: `["driver", "steps"]`.
 pub type ModPath = Vec<String>;
@@ -168,10 +168,11 @@ pub fn sibling_arrows_of(files: &[(String, String)]) -> Vec<SiblingArrow> {
         let mut reader = Reader {
             tree: &mut tree,
             written: Vec::new(),
-            test_files: Vec::new(),
         };
-        reader.module(&tokens, &here);
-        test_files.extend(reader.test_files);
+        let mut tests = Vec::new();
+        reader.module(&here);
+        walk(&tokens, &here, true, &mut reader, &mut tests);
+        test_files.extend(tests);
         let written = reader.written;
         tree.modules.insert(here);
         parsed.push((file.clone(), written));
@@ -276,129 +277,68 @@ impl Tree {
 struct Reader<'t> {
     tree: &'t mut Tree,
     written: Vec<Written>,
-    test_files: Vec<String>,
 }
 
-impl Reader<'_> {
-    /// The items of module `here`.
-    fn module(&mut self, tokens: &[TokenTree], here: &[String]) {
+impl Visit for Reader<'_> {
+    fn module(&mut self, here: &[String]) {
         self.tree.modules.insert(here.to_vec());
-        self.walk(tokens, here, true);
     }
 
-    /// A token sequence in module `here`; `items`: at item level, where a
-    /// `use` imports into the module.
-    fn walk(&mut self, tokens: &[TokenTree], here: &[String], items: bool) {
-        let mut i = 0;
-        while i < tokens.len() {
-            if is_cfg_test(tokens, i) {
-                i = self.skip_test_item(tokens, i + 2, here);
-                continue;
-            }
-            match &tokens[i] {
-                TokenTree::Ident(id) if *id == "mod" => {
-                    if let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(g))) =
-                        (tokens.get(i + 1), tokens.get(i + 2))
-                        && g.delimiter() == Delimiter::Brace
-                    {
-                        let inner: Vec<TokenTree> = g.stream().into_iter().collect();
-                        let mut nested = here.to_vec();
-                        nested.push(name.to_string());
-                        self.module(&inner, &nested);
-                        i += 3;
-                        continue;
-                    }
-                }
-                TokenTree::Ident(id) if *id == "use" && !after_colons(tokens, i) => {
-                    let end = (i + 1..tokens.len())
-                        .find(|&j| matches!(&tokens[j], TokenTree::Punct(p) if p.as_char() == ';'))
-                        .unwrap_or(tokens.len());
-                    let line = id.span().start().line;
-                    let mut leaves = Vec::new();
-                    use_tree(&tokens[i + 1..end], Vec::new(), &mut leaves);
-                    for (path, alias) in leaves {
-                        self.written.push(Written {
-                            here: here.to_vec(),
-                            path: path.clone(),
-                            line,
-                        });
-                        if items && let Some(name) = alias.or_else(|| path.last().cloned()) {
-                            self.tree
-                                .imports
-                                .entry(here.to_vec())
-                                .or_default()
-                                .insert(name, Import { path });
-                        }
-                    }
-                    i = end + 1;
-                    continue;
-                }
-                TokenTree::Ident(id)
-                    if !after_colons(tokens, i)
-                        && !after_dollar(tokens, i)
-                        && is_colons(tokens, i + 1) =>
-                {
-                    let mut path = vec![id.to_string()];
-                    let mut at = i + 1;
-                    while is_colons(tokens, at)
-                        && let Some(TokenTree::Ident(next)) = tokens.get(at + 2)
-                    {
-                        path.push(next.to_string());
-                        at += 3;
-                    }
+    /// A `use` (imported into the module at item level) and a path
+    /// written in code.
+    fn token(
+        &mut self,
+        tokens: &[TokenTree],
+        i: usize,
+        here: &[String],
+        items: bool,
+    ) -> Option<usize> {
+        match &tokens[i] {
+            TokenTree::Ident(id) if *id == "use" && !after_colons(tokens, i) => {
+                let end = (i + 1..tokens.len())
+                    .find(|&j| matches!(&tokens[j], TokenTree::Punct(p) if p.as_char() == ';'))
+                    .unwrap_or(tokens.len());
+                let line = id.span().start().line;
+                let mut leaves = Vec::new();
+                use_tree(&tokens[i + 1..end], Vec::new(), &mut leaves);
+                for (path, alias) in leaves {
                     self.written.push(Written {
                         here: here.to_vec(),
-                        path,
-                        line: id.span().start().line,
+                        path: path.clone(),
+                        line,
                     });
-                    i = at;
-                    continue;
-                }
-                TokenTree::Group(g) => {
-                    let inner: Vec<TokenTree> = g.stream().into_iter().collect();
-                    self.walk(&inner, here, false);
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-    }
-
-    /// Skips the item after `#[cfg(test)]` (and its other attributes);
-    /// returns the index after it. A `mod NAME;` declares a test file.
-    fn skip_test_item(&mut self, tokens: &[TokenTree], mut i: usize, here: &[String]) -> usize {
-        while matches!(&tokens.get(i), Some(TokenTree::Punct(p)) if p.as_char() == '#') {
-            i += 2;
-        }
-        let start = i;
-        while let Some(t) = tokens.get(i) {
-            i += 1;
-            match t {
-                TokenTree::Punct(p) if p.as_char() == ';' => {
-                    let words: Vec<String> = tokens[start..i]
-                        .iter()
-                        .filter_map(|t| match t {
-                            TokenTree::Ident(id) if id != "pub" => Some(id.to_string()),
-                            _ => None,
-                        })
-                        .collect();
-                    if let [m, name] = &words[..]
-                        && m == "mod"
-                    {
-                        let mut file = here.join("/");
-                        if !file.is_empty() {
-                            file.push('/');
-                        }
-                        file.push_str(name);
-                        self.test_files.push(file);
+                    if items && let Some(name) = alias.or_else(|| path.last().cloned()) {
+                        self.tree
+                            .imports
+                            .entry(here.to_vec())
+                            .or_default()
+                            .insert(name, Import { path });
                     }
-                    return i;
                 }
-                TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => return i,
-                _ => {}
+                Some(end + 1)
             }
+            TokenTree::Ident(id)
+                if !after_colons(tokens, i)
+                    && !after_dollar(tokens, i)
+                    && is_colons(tokens, i + 1) =>
+            {
+                let mut path = vec![id.to_string()];
+                let mut at = i + 1;
+                while is_colons(tokens, at)
+                    && let Some(TokenTree::Ident(next)) = tokens.get(at + 2)
+                {
+                    path.push(next.to_string());
+                    at += 3;
+                }
+                self.written.push(Written {
+                    here: here.to_vec(),
+                    path,
+                    line: id.span().start().line,
+                });
+                Some(at)
+            }
+            _ => None,
         }
-        i
     }
 }
 
