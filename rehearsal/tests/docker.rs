@@ -1340,3 +1340,111 @@ fn a_publish_to_a_registry_that_does_not_answer_starts_and_tags_nothing() {
         );
     }
 }
+
+/// The container's process on this machine: its pid, when `/proc` shows
+/// it in the container's cgroup (an engine in a VM or another pid
+/// namespace gives a pid that means nothing here).
+fn visible_pid(rt: &tokio::runtime::Runtime, engine: &Engine, container: &str) -> Option<i64> {
+    let pid = rt
+        .block_on(engine.docker.inspect_container(container, None))
+        .ok()?
+        .state?
+        .pid?;
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()
+        .filter(|cgroup| cgroup.contains(&container[..12]))
+        .map(|_| pid)
+}
+
+/// The scheduler state of every thread of process `pid`.
+fn thread_states(pid: i64) -> Vec<char> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| stat.rsplit_once(')')?.1.trim_start().chars().next())
+        .collect()
+}
+
+/// Where the engine cannot freeze a container (it fails under load with
+/// "unable to freeze"), a suspend stops its process by SIGSTOP through
+/// the engine, proved in `/proc`, and the resume lets it go by SIGCONT:
+/// the fleet set to suspend by signal takes that path every time.
+#[test]
+fn a_container_the_engine_cannot_pause_is_stopped_and_let_go_by_signal() {
+    let _turn = turn();
+    let test = "a_container_the_engine_cannot_pause_is_stopped_and_let_go_by_signal";
+    let Some((rt, engine)) = engine(test) else {
+        return;
+    };
+    let image = image_of(&rt, &engine, "/usr/bin/sleep", "sleep");
+    let found = rt
+        .block_on(rehearsal::image::inspect(&engine, &image.reference()))
+        .unwrap()
+        .unwrap();
+    let run_id = format!("signal-test-{}", std::process::id());
+    let fleet = DockerFleet::new(engine.clone(), &run_id, false)
+        .suspending_by(rehearsal::fleet::docker::SuspendBy::Signal);
+    rt.block_on(fleet.prepare()).unwrap();
+    let logs = std::env::temp_dir().join(format!("rehearse-signal-{}", std::process::id()));
+    let spec = Spec {
+        id: 0,
+        name: "sleeper".into(),
+        runnable: Runnable::Image {
+            reference: image.reference(),
+            id: found.id,
+        },
+        labels: Labels {
+            cell: "signal".into(),
+            role: "sleeper".into(),
+            ..Default::default()
+        },
+        args: vec!["60".into()],
+        env: Vec::new(),
+        log: logs.join("sleeper.log"),
+    };
+    let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
+    let handle = rt.block_on(fleet.spawn(spec, sink)).unwrap();
+    let container = handle.container.clone().unwrap();
+    let Some(pid) = visible_pid(&rt, &engine, &container) else {
+        handle.kill();
+        rt.block_on(fleet.shutdown()).unwrap();
+        remove_image(&rt, &engine, &image.reference());
+        skipped(&format!(
+            "{test}: the engine's processes are not visible in this pid namespace"
+        ));
+        return;
+    };
+    let running = thread_states(pid);
+    let suspended = rt.block_on(handle.suspended());
+    let stopped = thread_states(pid);
+    let resumed = rt.block_on(handle.resumed());
+    let let_go = thread_states(pid);
+    handle.kill();
+    let exit = rt.block_on(async {
+        loop {
+            match reports.recv().await {
+                Some(FleetMsg {
+                    report: Report::Exited(info),
+                    ..
+                }) => break info,
+                Some(_) => {}
+                None => panic!("the fleet dropped the container"),
+            }
+        }
+    });
+    rt.block_on(fleet.shutdown()).unwrap();
+    remove_image(&rt, &engine, &image.reference());
+    let _ = std::fs::remove_dir_all(&logs);
+    assert!(
+        !running.is_empty() && !running.contains(&'T'),
+        "{running:?}"
+    );
+    assert_eq!(suspended, Ok(()));
+    assert!(
+        !stopped.is_empty() && stopped.iter().all(|&s| s == 'T'),
+        "{stopped:?}"
+    );
+    assert_eq!(resumed, Ok(()));
+    assert!(!let_go.is_empty() && !let_go.contains(&'T'), "{let_go:?}");
+    assert_eq!(exit.signal, Some(9), "{exit}");
+}

@@ -7,7 +7,8 @@
 //! stderr lines are kept in the log, every line with the engine's time of
 //! it (see `engine_logs`); a hard kill is SIGKILL through the
 //! API, a graceful stop SIGTERM, a suspend the engine's pause (resumed by
-//! unpause); the exit status comes from the wait API
+//! unpause; SIGSTOP and SIGCONT through the engine where the pause
+//! fails, as it can under load); the exit status comes from the wait API
 //! (`128 + N` reported as signal N, as the process backend reports it).
 //!
 //! Every container carries the labels `rehearse.run`, `rehearse.cell`,
@@ -89,6 +90,21 @@ pub struct DockerFleet {
     engine_meter: Arc<Mutex<Option<engine_cpu::EngineMeter>>>,
     /// What the meter gave at shutdown, in ms.
     engine_ms: Arc<Mutex<Option<u64>>>,
+    /// How a suspend stops a container.
+    suspend_by: SuspendBy,
+}
+
+/// How the docker backend suspends a container's process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SuspendBy {
+    /// The engine's pause (its cgroup frozen), and SIGSTOP through the
+    /// engine where the pause fails (an engine under load can fail to
+    /// freeze a cgroup: "unable to freeze").
+    #[default]
+    Pause,
+    /// SIGSTOP through the engine, always: for an engine whose pause
+    /// cannot be used (and to test the fallback on one whose can).
+    Signal,
 }
 
 fn hostname() -> String {
@@ -119,6 +135,15 @@ impl DockerFleet {
             cgroup_ns: Arc::default(),
             engine_meter: Arc::default(),
             engine_ms: Arc::default(),
+            suspend_by: SuspendBy::default(),
+        }
+    }
+
+    /// The same fleet, suspending containers `by` this means.
+    pub fn suspending_by(self, by: SuspendBy) -> DockerFleet {
+        DockerFleet {
+            suspend_by: by,
+            ..self
         }
     }
 

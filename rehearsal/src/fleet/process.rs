@@ -311,7 +311,7 @@ const CONFIRM_BOUND: Duration = Duration::from_secs(2);
 /// as `/proc` shows it: the evidence a suspend or resume took that does
 /// not come from the process itself.
 // A String: it goes to `Order::applied`, whose waiter only words it.
-async fn confirm(pid: u32, stopped: bool) -> Result<(), String> {
+pub(super) async fn confirm(pid: u32, stopped: bool) -> Result<(), String> {
     let start = std::time::Instant::now();
     loop {
         let states = match thread_states(pid) {

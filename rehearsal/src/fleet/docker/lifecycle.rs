@@ -13,10 +13,10 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::super::process::{Log, NOTE_PREFIX, log_env, log_line, open_log, report_exit};
+use super::super::process::{Log, NOTE_PREFIX, confirm, log_env, log_line, open_log, report_exit};
 use super::super::{Control, ExitInfo, FleetError, Handle, Order, ReportSender, Runnable, Spec};
 use super::engine_logs::{LogFollower, read_logs};
-use super::{DockerFleet, LOG_DRAIN, label};
+use super::{DockerFleet, LOG_DRAIN, SuspendBy, label};
 use crate::image::Engine;
 
 /// A container name the engine accepts, unique per run and process.
@@ -31,6 +31,42 @@ fn container_name(run_id: &str, cell: &str, name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// How the driver holds a container's process, as its controls left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// Running (or never held).
+    Running,
+    /// Paused by the engine (its cgroup frozen).
+    Paused,
+    /// Stopped by SIGSTOP through the engine.
+    Signalled,
+}
+
+/// Why a container's process has no pid to signal and check here.
+#[derive(Debug)]
+enum HostPid {
+    /// The engine reports no running process: it ended.
+    Ended,
+    /// The engine could not be asked.
+    Unknown(String),
+    /// The engine's pid is not the container's process on this machine.
+    NotHere(u32),
+}
+
+impl std::fmt::Display for HostPid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostPid::Ended => write!(f, "the engine gives no pid for it (it is not running)"),
+            HostPid::Unknown(e) => write!(f, "the engine could not give its pid: {e}"),
+            HostPid::NotHere(pid) => write!(
+                f,
+                "its pid {pid} is not the container's process here (the engine runs in \
+                 another pid namespace), so a stop by signal cannot be checked"
+            ),
+        }
+    }
 }
 
 impl DockerFleet {
@@ -67,6 +103,9 @@ impl DockerFleet {
             labels: Some(labels),
             host_config: Some(HostConfig {
                 network_mode: Some("host".into()),
+                // The process is the container's first: a suspend by
+                // signal stops it, not an init the engine put before it.
+                init: Some(false),
                 cgroup_parent: self.run_cgroup().map(|c| c.parent()),
                 ..Default::default()
             }),
@@ -177,34 +216,128 @@ impl DockerFleet {
     /// an engine can fail to freeze a cgroup under load (and say so only
     /// in the call's error), and a step that goes on believing the
     /// process stopped judges a cell on something that did not happen.
+    /// Where the pause fails (or the fleet is set to [`SuspendBy::Signal`]),
+    /// the container's process is stopped as the process backend stops
+    /// one: SIGSTOP through the engine, checked in `/proc` by its pid on
+    /// this machine; `held` says which, so the resume undoes the same.
     // A String: it goes to `Order::applied`, whose waiter only words it.
-    async fn apply(&self, container: &str, control: Control) -> Result<(), String> {
+    async fn apply(
+        &self,
+        container: &str,
+        control: Control,
+        held: &mut Held,
+        log: &Log,
+    ) -> Result<(), String> {
         let docker = &self.engine.docker;
         match control {
             Control::Terminate => {
                 let sent = self.signal(container, "SIGTERM").await;
-                // A paused container would hold the SIGTERM until unpaused:
-                // a graceful stop must not wait on a cell that left it so.
+                // A paused or stopped container would hold the SIGTERM
+                // until let go: a graceful stop must not wait on a cell
+                // that left it so.
                 let _ = docker.unpause_container(container).await;
+                if *held == Held::Signalled {
+                    let _ = self.signal(container, "SIGCONT").await;
+                }
+                *held = Held::Running;
                 sent
             }
             Control::Kill => self.signal(container, "SIGKILL").await,
             // The engine's pause freezes the container's cgroup: the
             // process keeps its state and resumes where it stopped.
             Control::Suspend => {
-                docker
-                    .pause_container(container)
-                    .await
-                    .map_err(|e| format!("the engine could not pause it: {e}"))?;
-                self.paused_is(container, true).await
+                let paused = match self.suspend_by {
+                    SuspendBy::Pause => docker.pause_container(container).await.err(),
+                    SuspendBy::Signal => None,
+                };
+                match (self.suspend_by, paused) {
+                    (SuspendBy::Pause, None) => {
+                        self.paused_is(container, true).await?;
+                        *held = Held::Paused;
+                    }
+                    (_, failed) => {
+                        if let Some(e) = &failed {
+                            log_line(
+                                log,
+                                &format!(
+                                    "{NOTE_PREFIX}the engine could not pause it ({e}): stopping it by SIGSTOP"
+                                ),
+                            );
+                        }
+                        let stopped = self.stopped_by_signal(container, true, held).await;
+                        stopped.map_err(|s| match failed {
+                            Some(e) => format!("the engine could not pause it ({e}), and {s}"),
+                            None => s,
+                        })?;
+                    }
+                }
+                Ok(())
+            }
+            Control::Resume if *held == Held::Signalled => {
+                self.stopped_by_signal(container, false, held).await
             }
             Control::Resume => {
                 docker
                     .unpause_container(container)
                     .await
                     .map_err(|e| format!("the engine could not unpause it: {e}"))?;
-                self.paused_is(container, false).await
+                self.paused_is(container, false).await?;
+                *held = Held::Running;
+                Ok(())
             }
+        }
+    }
+
+    /// Sends SIGSTOP (`stop`) or SIGCONT through the engine, and waits
+    /// until every thread of the container's process is stopped or none
+    /// is, as `/proc` shows it on this machine (the engine's host). `held`
+    /// follows the signal sent, whether or not the check then holds, so a
+    /// resume or a stop sends SIGCONT to a process a SIGSTOP reached.
+    // A String: `apply`'s, which passes it on.
+    async fn stopped_by_signal(
+        &self,
+        container: &str,
+        stop: bool,
+        held: &mut Held,
+    ) -> Result<(), String> {
+        let pid = match self.host_pid(container).await {
+            Ok(pid) => pid,
+            // Let go, it ran and ended: a resume took (as `paused_is` says).
+            Err(HostPid::Ended) if !stop => {
+                *held = Held::Running;
+                return Ok(());
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        self.signal(container, if stop { "SIGSTOP" } else { "SIGCONT" })
+            .await?;
+        *held = if stop { Held::Signalled } else { Held::Running };
+        confirm(pid, stop).await
+    }
+
+    /// The pid of the container's process on this machine, checked to be
+    /// the container's (its `/proc/<pid>/cgroup` names the container): an
+    /// engine in another pid namespace (a VM, rehearse in a container)
+    /// gives a pid that means nothing here.
+    async fn host_pid(&self, container: &str) -> Result<u32, HostPid> {
+        let state = self
+            .engine
+            .docker
+            .inspect_container(container, None)
+            .await
+            .map_err(|e| HostPid::Unknown(e.to_string()))?
+            .state;
+        let pid = state
+            .and_then(|s| s.pid)
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0)
+            .ok_or(HostPid::Ended)?;
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let id = container.get(..12).unwrap_or(container);
+        if cgroup.contains(id) {
+            Ok(pid)
+        } else {
+            Err(HostPid::NotHere(pid))
         }
     }
 
@@ -281,12 +414,13 @@ async fn watch(
         .docker
         .wait_container(&container, None::<WaitContainerOptions>);
     let mut listening = true;
+    let mut held = Held::Running;
     let status = loop {
         tokio::select! {
             status = wait.next() => break status,
             order = controls.recv(), if listening => match order {
                 Some(order) => {
-                    let result = fleet.apply(&container, order.control).await;
+                    let result = fleet.apply(&container, order.control, &mut held, &log).await;
                     order.applied(result);
                 }
                 None => listening = false,
