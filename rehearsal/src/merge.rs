@@ -445,6 +445,9 @@ fn add_times(run: &mut RunInfo, partials: &[Partial]) {
         .unwrap_or_default();
     // The shares ran side by side on their own machines: the longest one is the wall time.
     run.end.wall_ms = runs().map(|r| r.end.wall_ms).max().unwrap_or(0);
+    // The longest share's cells' window is the merged run's.
+    let window = runs().map(|r| r.end.window_ms()).max().unwrap_or(0);
+    run.end.prepare_ms = run.end.wall_ms - window.min(run.end.wall_ms);
     run.end.harness_cpu_ms = runs().map(|r| r.end.harness_cpu_ms).sum();
     run.end.children_cpu_ms = runs().map(|r| r.end.children_cpu_ms).sum();
     run.end.container_cpu_ms = runs()

@@ -125,7 +125,8 @@ pub struct Load {
     pub cpu_ms: u64,
     /// The cells' wall times added up, in ms.
     pub cell_ms: u64,
-    /// The run's wall time, in ms.
+    /// The run's wall time after its preparation (the window its CPU
+    /// was counted in), in ms.
     pub wall_ms: u64,
     /// Cores of the machine it ran on (0: not recorded).
     pub cores: u32,

@@ -310,7 +310,16 @@ pub struct RunEnd {
     pub finished_at: String,
     /// Wall-clock duration of the whole run.
     pub wall_ms: u64,
-    /// CPU time of the harness process itself.
+    /// Of `wall_ms`, the time before the cells' window opened: artifacts
+    /// built or unpacked, images made or pulled. The CPU figures below
+    /// count only the window (a build's compilers are reaped before it,
+    /// and the harness's own CPU is counted from it), so the floor is
+    /// weighed against the window's wall time, not the run's. 0 in
+    /// reports older than 1.29.
+    #[serde(default)]
+    pub prepare_ms: u64,
+    /// CPU time of the harness process itself, from the cells' window on
+    /// (in reports older than 1.29, from its start).
     pub harness_cpu_ms: u64,
     /// CPU time of what it started: reaped child processes (PostgreSQL;
     /// workers and producers on the process backend) plus, on the docker
@@ -354,6 +363,13 @@ pub struct HeldBack {
     /// grew above its schedule (see `schedule::growth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grew_to: Option<u32>,
+}
+
+impl RunEnd {
+    /// The cells' window: the run's wall time after its preparation.
+    pub fn window_ms(&self) -> u64 {
+        self.wall_ms.saturating_sub(self.prepare_ms)
+    }
 }
 
 impl HeldBack {

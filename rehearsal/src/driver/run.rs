@@ -105,6 +105,10 @@ pub fn execute(
     events: Events,
     reconcile: Arc<dyn Reconcile>,
 ) -> Result<(), RunError> {
+    // The CPU figures count from here: what came before (the artifacts'
+    // builds) is the preparation, timed apart.
+    let prepare_ms = req.wall.elapsed().as_millis() as u64;
+    let harness_before = cpu_ms(UsageWho::RUSAGE_SELF);
     let children_before = cpu_ms(UsageWho::RUSAGE_CHILDREN);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -158,7 +162,8 @@ pub fn execute(
     events.send(RunEvent::RunFinished(RunEnd {
         finished_at: crate::stamp::utc(SystemTime::now()).rfc3339,
         wall_ms: req.wall.elapsed().as_millis() as u64,
-        harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF),
+        prepare_ms,
+        harness_cpu_ms: cpu_ms(UsageWho::RUSAGE_SELF).saturating_sub(harness_before),
         children_cpu_ms: cpu_ms(UsageWho::RUSAGE_CHILDREN).saturating_sub(children_before)
             + containers.map_or(0, |c| c.ms + c.engine_ms.unwrap_or(0)),
         container_cpu_ms: containers.map(|c| c.ms),

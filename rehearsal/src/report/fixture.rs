@@ -183,6 +183,7 @@ pub fn report() -> RunReport {
             end: RunEnd {
                 finished_at: "2026-11-30T01:47:40Z".into(),
                 wall_ms: 148_250,
+                prepare_ms: 0,
                 harness_cpu_ms: 3_400,
                 children_cpu_ms: 95_120,
                 container_cpu_ms: None,

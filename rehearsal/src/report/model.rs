@@ -136,7 +136,10 @@ use crate::reconcile::Detection;
 ///   `doubts`, the rules reconciliation could not judge the cell on (a
 ///   rescue where the monitor had no reading), whose words become the
 ///   cell's harness error when its verdict rested on them.
-pub const FORMAT_VERSION: &str = "1.28";
+/// - `1.29`: per run `prepare_ms`, the wall time before the cells' window
+///   (artifacts built, images made), which the CPU figures never counted:
+///   the floor is now weighed against the window's wall time.
+pub const FORMAT_VERSION: &str = "1.29";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

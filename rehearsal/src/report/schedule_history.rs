@@ -27,7 +27,7 @@ impl History {
             // The containers' CPU is already part of children_cpu_ms.
             cpu_ms: report.run.end.harness_cpu_ms + report.run.end.children_cpu_ms,
             cell_ms,
-            wall_ms: report.run.end.wall_ms,
+            wall_ms: report.run.end.window_ms(),
             cores: report.run.header.cores,
             jobs: report.run.header.jobs,
         });

@@ -757,6 +757,7 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
             RunEvent::RunFinished(crate::stream::RunEnd {
                 finished_at: run.run.end.finished_at.clone(),
                 wall_ms: 1,
+                prepare_ms: 0,
                 harness_cpu_ms: 0,
                 children_cpu_ms: 0,
                 container_cpu_ms: None,

@@ -374,8 +374,21 @@ pub(crate) fn run_rows(
         (
             "wall time",
             format!(
-                "{} (harness CPU {}, children CPU {}{})",
+                "{}{} (harness CPU {}, children CPU {}{})",
                 duration(run.end.wall_ms),
+                match run.end.prepare_ms {
+                    0 => String::new(),
+                    ms => format!(
+                        ": {} preparing (artifacts{}), then {} of cells",
+                        duration(ms),
+                        if run.header.backend == "docker" {
+                            " and their images"
+                        } else {
+                            ""
+                        },
+                        duration(run.end.window_ms())
+                    ),
+                },
                 duration(run.end.harness_cpu_ms),
                 duration(run.end.children_cpu_ms),
                 containers_cpu(run)
@@ -543,21 +556,28 @@ pub(crate) fn schedule_row(r: &super::model::RunReport) -> String {
     }
 }
 
-/// The run's wall time against its floor, `max(longest cell, CPU /
-/// cores)`: how much of the machine the schedule left idle. `None` for a
-/// report that did not record its cores.
+/// The cells' wall time against their floor, `max(longest cell, CPU /
+/// cores)`: how much of the machine the schedule left idle. The CPU is
+/// counted from the cells' window on, so the window's wall time is what
+/// it is weighed against (the preparation before it is the wall time
+/// row's). `None` for a report that did not record its cores.
 pub(crate) fn floor_row(r: &super::model::RunReport) -> Option<String> {
     let run = &r.run;
     let longest = r.cells.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
     let floor = run.floor_ms(longest)?;
     let cpu = run.end.harness_cpu_ms + run.end.children_cpu_ms;
     Some(format!(
-        "{} = max(longest cell {}, CPU {} / {} cores); wall time {:.2}x the floor",
+        "{} = max(longest cell {}, CPU {} / {} cores); {} {:.2}x the floor",
         duration(floor),
         duration(longest),
         duration(cpu),
         run.header.cores,
-        run.end.wall_ms as f64 / floor.max(1) as f64
+        if run.end.prepare_ms == 0 {
+            "wall time"
+        } else {
+            "the cells' wall time"
+        },
+        run.end.window_ms() as f64 / floor.max(1) as f64
     ))
 }
 
@@ -612,6 +632,23 @@ mod tests {
                 "49.2s = max(longest cell {}, CPU 1m38s / 2 cores); wall time 3.01x the floor",
                 duration(longest)
             )
+        );
+        // The preparation before the cells' window is not weighed: its
+        // builds' CPU is not counted either.
+        r.run.end.prepare_ms = 48_000;
+        assert_eq!(
+            floor_row(&r).unwrap(),
+            format!(
+                "49.2s = max(longest cell {}, CPU 1m38s / 2 cores); the cells' wall time 2.04x the floor",
+                duration(longest)
+            )
+        );
+        assert!(
+            run_rows(&r, str::to_owned, str::to_owned)[2]
+                .1
+                .starts_with("2m28s: 48.0s preparing (artifacts), then 1m40s of cells ("),
+            "{:?}",
+            run_rows(&r, str::to_owned, str::to_owned)[2]
         );
         r.run.header.cores = 8;
         assert_eq!(r.run.floor_ms(longest), Some(longest));
