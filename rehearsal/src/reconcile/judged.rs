@@ -25,19 +25,30 @@ pub fn cell_judged(run: &CellRun) -> RunEvent {
         .iter()
         .map(ToString::to_string)
         .collect();
-    // Findings stay in the report, but a fault that did not fire leaves
-    // the cell unjudged.
+    // Findings stay in the report, but a fault that did not fire, or a
+    // race the cell did not reach, leaves the cell unjudged: what it did
+    // not do cannot show a defect missing. A cell whose own rule fired
+    // caught its defect all the same (neither is the harness failing, so
+    // nothing it did can have made the finding), and says what it missed.
+    let unmet = super::unfired_faults(&run.observations)
+        .or_else(|| super::unreached(&run.plan.reach, &run.observations, &run.proved.claimed_by));
+    let caught = match &run.plan.expect {
+        Expectation::Detect(rule) => run.findings.iter().any(|f| f.rule == *rule),
+        Expectation::Pass => false,
+    };
     let harness_error = run
         .harness_error
         .clone()
-        .or_else(|| super::unfired_faults(&run.observations))
-        .or_else(|| super::unreached(&run.plan.reach, &run.observations, &run.proved.claimed_by));
+        .or_else(|| unmet.clone().filter(|_| !caught));
     let mut judgement = super::judge(
         &run.plan.expect,
         &run.findings,
         &step_failures,
         harness_error.as_deref(),
     );
+    if let (None, Some(unmet)) = (&harness_error, &unmet) {
+        judgement.reason.push_str(&format!("; although {unmet}"));
+    }
     let mut harness_error = harness_error;
     let starved = super::starved(
         &run.observations.phases,
@@ -385,6 +396,44 @@ mod tests {
         // A failure stands: something else was found.
         let stuck = Finding::of(FindingRule::Stuck);
         assert_eq!(doubted(Expectation::Pass, vec![stuck]).0, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_cell_whose_rule_fired_caught_its_defect_though_it_missed_its_race() {
+        let unreached = |expect: Expectation, findings: Vec<Finding>| {
+            let mut event = run(findings, vec![]);
+            let RunEvent::CellFinished(run) = &mut event else {
+                panic!("a finished cell");
+            };
+            run.plan.expect = expect;
+            run.plan.reach = vec![crate::matrix::Reach::SlotZeroFree];
+            verdict(&event)
+        };
+        let catch = Expectation::Detect(FindingRule::MixedDiscipline);
+        let mixed = Finding::of(FindingRule::MixedDiscipline);
+        let (v, reason, error) = unreached(catch, vec![mixed]);
+        assert_eq!((v, error), (Verdict::Pass, None));
+        assert!(
+            reason.starts_with("caught by name: mixed_discipline")
+                && reason.contains(
+                    "; although the cell did not reach what it exists for: slot_zero_free"
+                ),
+            "{reason}"
+        );
+        // Found nothing, or only another rule: not a miss, unjudged.
+        for findings in [vec![], vec![Finding::of(FindingRule::Stuck)]] {
+            let (v, _, error) = unreached(catch, findings);
+            assert_eq!(v, Verdict::Inconclusive);
+            assert!(
+                error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("slot_zero_free")),
+                "{error:?}"
+            );
+        }
+        // A clean cell that failed without reaching its race: unjudged.
+        let (v, _, _) = unreached(Expectation::Pass, vec![Finding::of(FindingRule::Stuck)]);
+        assert_eq!(v, Verdict::Inconclusive);
     }
 
     #[test]
