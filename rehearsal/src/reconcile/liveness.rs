@@ -45,7 +45,7 @@
 //! (one transaction each) and prunes (each waiting up to 2 s for its
 //! lock) before it rotates, so under load its passes ran 3.5 s apart with
 //! its cron 12 s behind, and a clean ring stood 8.2 s and 11.4 s (docker,
-//! seven cells on two cores, the harness's pulse on time, no lock wait
+//! six cells on two cores, the harness's pulse on time, no lock wait
 //! the monitor can see from 0.6's unnamed sessions). A release that stops
 //! the previous release rotating on the new schema stands still past the
 //! stretch; a leader of this release gets no such allowance.

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::stream::HeldBack;
-pub use crate::vocab::cpu::{PRESSURE_FILE, some_avg10};
+pub use crate::vocab::cpu::{PRESSURE_FILE, some_avg10, some_total_us};
 
 /// The run-queue load averages, where there is no pressure file.
 pub const LOADAVG_FILE: &str = "/proc/loadavg";
@@ -21,6 +21,13 @@ pub fn load1(text: &str) -> Option<f64> {
         .ok()
         .filter(|v| v.is_finite() && *v >= 0.0)
 }
+
+/// How long [`Busy::now`] watches the kernel's pressure counter: what is
+/// busy now, not `some avg10`'s last ten seconds, which still carry a run
+/// that has just ended (a chained nightly: the full matrix under
+/// `--stress` read "84% busy at start" from the selftest before it and
+/// ran one cell at a time, 33 cells in 18 minutes).
+pub const WATCH: Duration = Duration::from_millis(500);
 
 /// How busy the machine was with other work when the run began: the
 /// share of the CPU `--jobs auto` leaves to it.
@@ -35,7 +42,8 @@ pub struct Busy {
 /// Where a [`Busy`] share came from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BusySource {
-    /// CPU pressure, `some avg10` (the share itself, in percent).
+    /// CPU pressure: the share of [`WATCH`] at the start in which some
+    /// task waited for a CPU (`some total`), else `some avg10`.
     Pressure,
     /// The one-minute load average, against the cores.
     LoadAverage {
@@ -70,9 +78,31 @@ impl Busy {
         })
     }
 
-    /// The machine as it is now, on `cores`.
+    /// From two texts of [`PRESSURE_FILE`] read `elapsed` apart: the
+    /// share of that time in which some task waited for a CPU. `None`
+    /// when either has no `some total`, or the counter went back.
+    pub fn from_window(before: &str, after: &str, elapsed: Duration) -> Option<Busy> {
+        let waited = some_total_us(after)?.checked_sub(some_total_us(before)?)?;
+        let us = elapsed.as_micros().max(1) as f64;
+        Some(Busy {
+            share: (waited as f64 / us).min(1.0),
+            source: BusySource::Pressure,
+        })
+    }
+
+    /// The machine as it is now, on `cores`: the pressure over [`WATCH`]
+    /// where the kernel counts it, else `some avg10`, else the load
+    /// average.
     pub fn now(cores: u32) -> Option<Busy> {
         let pressure = std::fs::read_to_string(PRESSURE_FILE).ok();
+        if let Some(before) = &pressure {
+            let start = Instant::now();
+            std::thread::sleep(WATCH);
+            let after = std::fs::read_to_string(PRESSURE_FILE).ok();
+            if let Some(busy) = after.and_then(|a| Busy::from_window(before, &a, start.elapsed())) {
+                return Some(busy);
+            }
+        }
         let loadavg = std::fs::read_to_string(LOADAVG_FILE).ok();
         Busy::from_texts(pressure.as_deref(), loadavg.as_deref(), cores)
     }
@@ -166,6 +196,29 @@ impl Holds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pressure_at_the_start_is_the_counters_rise_over_the_watch() {
+        let text = |total: u64| {
+            format!(
+                "some avg10=84.00 avg60=70.00 avg300=20.00 total={total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            )
+        };
+        let half = Duration::from_millis(500);
+        // 50 ms of waiting in half a second: 10%, whatever avg10 still says.
+        let busy = Busy::from_window(&text(1_000_000), &text(1_050_000), half).unwrap();
+        assert_eq!((busy.share, busy.source), (0.1, BusySource::Pressure));
+        assert_eq!(busy.describe(), "machine 10% busy at start (CPU pressure)");
+        // Waiting the whole time: all of it, and never more.
+        let full = Busy::from_window(&text(0), &text(600_000), half).unwrap();
+        assert_eq!(full.share, 1.0);
+        // No total (an older kernel's text), or a counter that went back.
+        assert_eq!(
+            Busy::from_window("some avg10=5.00\n", &text(10), half),
+            None
+        );
+        assert_eq!(Busy::from_window(&text(10), &text(5), half), None);
+    }
 
     /// This machine's file while other work kept it busy, and the shapes
     /// older and newer kernels write (a `full` line since 5.13).

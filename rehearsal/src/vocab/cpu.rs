@@ -31,6 +31,18 @@ pub fn some_avg10(text: &str) -> Option<f64> {
         .filter(|v| v.is_finite() && (0.0..=100.0).contains(v))
 }
 
+/// `some total` of a `/proc/pressure/cpu` text: the microseconds, since
+/// boot, in which at least one runnable task waited for a CPU (the
+/// kernel brings it up to date when the file is read). Two readings give
+/// the pressure of the time between them alone.
+pub fn some_total_us(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
 /// The machine's CPU pressure now (`some avg10`, in whole percent);
 /// `None` where the kernel does not report it.
 pub fn pressure_now() -> Option<u8> {
