@@ -874,6 +874,42 @@ fn image_of(
     request
 }
 
+/// A spec that runs `binary` with `args` in a container of an image of
+/// it ([`image_of`], tagged by `tag`), its log in a fresh folder of its
+/// own: the spec, the image (for [`remove_image`]) and the folder.
+fn host_binary_spec(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    binary: &str,
+    tag: &str,
+    args: Vec<String>,
+) -> (Spec, BuildRequest, PathBuf) {
+    let image = image_of(rt, engine, binary, tag);
+    let found = rt
+        .block_on(rehearsal::image::inspect(engine, &image.reference()))
+        .unwrap()
+        .unwrap();
+    let logs = std::env::temp_dir().join(format!("rehearse-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    let spec = Spec {
+        id: 0,
+        name: tag.into(),
+        runnable: Runnable::Image {
+            reference: image.reference(),
+            id: found.id,
+        },
+        labels: Labels {
+            cell: tag.into(),
+            role: tag.into(),
+            ..Default::default()
+        },
+        args,
+        env: Vec::new(),
+        log: logs.join(format!("{tag}.log")),
+    };
+    (spec, image, logs)
+}
+
 fn remove_image(rt: &tokio::runtime::Runtime, engine: &Engine, reference: &str) {
     let _ = rt.block_on(engine.docker.remove_image(
         reference,
@@ -1041,31 +1077,16 @@ fn a_short_busy_containers_whole_cpu_is_counted() {
     assert!(host.success());
     let host_ms = children_cpu_ms() - before;
 
-    let image = image_of(&rt, &engine, "/usr/bin/dd", "dd");
-    let found = rt
-        .block_on(rehearsal::image::inspect(&engine, &image.reference()))
-        .unwrap()
-        .unwrap();
+    let (spec, image, logs) = host_binary_spec(
+        &rt,
+        &engine,
+        "/usr/bin/dd",
+        "dd",
+        dd.map(String::from).to_vec(),
+    );
     let run_id = format!("cpu-test-{}", std::process::id());
     let fleet = DockerFleet::new(engine.clone(), &run_id, false);
     rt.block_on(fleet.prepare()).unwrap();
-    let logs = std::env::temp_dir().join(format!("rehearse-cpu-{}", std::process::id()));
-    let spec = Spec {
-        id: 0,
-        name: "busy".into(),
-        runnable: Runnable::Image {
-            reference: image.reference(),
-            id: found.id,
-        },
-        labels: Labels {
-            cell: "cpu".into(),
-            role: "busy".into(),
-            ..Default::default()
-        },
-        args: dd.map(String::from).to_vec(),
-        env: Vec::new(),
-        log: logs.join("busy.log"),
-    };
     let started = Instant::now();
     let exit = rt.block_on(async {
         let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
@@ -1164,37 +1185,22 @@ fn container_log_lines_carry_the_engines_time_and_are_parsed_without_it() {
     let Some((rt, engine)) = engine(test) else {
         return;
     };
-    let image = image_of(&rt, &engine, "/usr/bin/dash", "dash");
-    let found = rt
-        .block_on(rehearsal::image::inspect(&engine, &image.reference()))
-        .unwrap()
-        .unwrap();
-    let run_id = format!("logs-test-{}", std::process::id());
-    let fleet = DockerFleet::new(engine.clone(), &run_id, false);
-    rt.block_on(fleet.prepare()).unwrap();
-    let logs = std::env::temp_dir().join(format!("rehearse-docker-logs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&logs);
     let event = r#"{"event":"refused","reason":"fenced"}"#;
     // An event, a stderr line, a line longer than the engine's 16 KiB
     // buffer (so it comes in parts, each with its own time), and a last
     // line without its newline.
     let script = format!("echo '{event}'; echo oops >&2; printf '%20000s\\n' x; printf tail");
-    let spec = Spec {
-        id: 0,
-        name: "sh".into(),
-        runnable: Runnable::Image {
-            reference: image.reference(),
-            id: found.id,
-        },
-        labels: Labels {
-            cell: "logs".into(),
-            role: "sh".into(),
-            ..Default::default()
-        },
-        args: vec!["-c".into(), script],
-        env: Vec::new(),
-        log: logs.join("sh.log"),
-    };
+    let (spec, image, logs) = host_binary_spec(
+        &rt,
+        &engine,
+        "/usr/bin/dash",
+        "dash",
+        vec!["-c".into(), script],
+    );
+    let log_file = spec.log.clone();
+    let run_id = format!("logs-test-{}", std::process::id());
+    let fleet = DockerFleet::new(engine.clone(), &run_id, false);
+    rt.block_on(fleet.prepare()).unwrap();
     let started = SystemTime::now();
     let reports = rt.block_on(async {
         let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
@@ -1214,7 +1220,7 @@ fn container_log_lines_carry_the_engines_time_and_are_parsed_without_it() {
     let ended = SystemTime::now();
     rt.block_on(fleet.shutdown()).unwrap();
     remove_image(&rt, &engine, &image.reference());
-    let log = std::fs::read_to_string(logs.join("sh.log")).unwrap();
+    let log = std::fs::read_to_string(&log_file).unwrap();
     let _ = std::fs::remove_dir_all(&logs);
 
     let long = format!("{}x", " ".repeat(19_999));
@@ -1376,32 +1382,12 @@ fn a_container_the_engine_cannot_pause_is_stopped_and_let_go_by_signal() {
     let Some((rt, engine)) = engine(test) else {
         return;
     };
-    let image = image_of(&rt, &engine, "/usr/bin/sleep", "sleep");
-    let found = rt
-        .block_on(rehearsal::image::inspect(&engine, &image.reference()))
-        .unwrap()
-        .unwrap();
+    let (spec, image, logs) =
+        host_binary_spec(&rt, &engine, "/usr/bin/sleep", "sleep", vec!["60".into()]);
     let run_id = format!("signal-test-{}", std::process::id());
     let fleet = DockerFleet::new(engine.clone(), &run_id, false)
         .suspending_by(rehearsal::fleet::docker::SuspendBy::Signal);
     rt.block_on(fleet.prepare()).unwrap();
-    let logs = std::env::temp_dir().join(format!("rehearse-signal-{}", std::process::id()));
-    let spec = Spec {
-        id: 0,
-        name: "sleeper".into(),
-        runnable: Runnable::Image {
-            reference: image.reference(),
-            id: found.id,
-        },
-        labels: Labels {
-            cell: "signal".into(),
-            role: "sleeper".into(),
-            ..Default::default()
-        },
-        args: vec!["60".into()],
-        env: Vec::new(),
-        log: logs.join("sleeper.log"),
-    };
     let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
     let handle = rt.block_on(fleet.spawn(spec, sink)).unwrap();
     let container = handle.container.clone().unwrap();
