@@ -910,6 +910,22 @@ fn host_binary_spec(
     (spec, image, logs)
 }
 
+/// The exit a container's reports end with, the lines before it passed over.
+async fn exit_of(
+    reports: &mut tokio::sync::mpsc::UnboundedReceiver<FleetMsg>,
+) -> rehearsal::fleet::ExitInfo {
+    loop {
+        match reports.recv().await {
+            Some(FleetMsg {
+                report: Report::Exited(info),
+                ..
+            }) => break info,
+            Some(_) => {}
+            None => panic!("the fleet dropped the container"),
+        }
+    }
+}
+
 fn remove_image(rt: &tokio::runtime::Runtime, engine: &Engine, reference: &str) {
     let _ = rt.block_on(engine.docker.remove_image(
         reference,
@@ -1091,16 +1107,7 @@ fn a_short_busy_containers_whole_cpu_is_counted() {
     let exit = rt.block_on(async {
         let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel::<FleetMsg>();
         fleet.spawn(spec, sink).await.unwrap();
-        loop {
-            match reports.recv().await {
-                Some(FleetMsg {
-                    report: Report::Exited(info),
-                    ..
-                }) => break info,
-                Some(_) => {}
-                None => panic!("the fleet dropped the container"),
-            }
-        }
+        exit_of(&mut reports).await
     });
     let lived = started.elapsed();
     rt.block_on(fleet.shutdown()).unwrap();
@@ -1406,18 +1413,7 @@ fn a_container_the_engine_cannot_pause_is_stopped_and_let_go_by_signal() {
     let resumed = rt.block_on(handle.resumed());
     let let_go = thread_states(pid);
     handle.kill();
-    let exit = rt.block_on(async {
-        loop {
-            match reports.recv().await {
-                Some(FleetMsg {
-                    report: Report::Exited(info),
-                    ..
-                }) => break info,
-                Some(_) => {}
-                None => panic!("the fleet dropped the container"),
-            }
-        }
-    });
+    let exit = rt.block_on(exit_of(&mut reports));
     rt.block_on(fleet.shutdown()).unwrap();
     remove_image(&rt, &engine, &image.reference());
     let _ = std::fs::remove_dir_all(&logs);
