@@ -38,7 +38,7 @@ pub use process_records::{
     SuspensionRecord,
 };
 pub use step_records::{
-    CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, MidMigrationStart,
+    CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, LeftRow, MidMigrationStart,
     MigratedRange, PartitionHold, Phase, PrunedBack, RefusalTiming, RingPrunedBack, SchemaCheck,
     SchemaRecord, SchemaVersionRow, StepFailure, StepOutcome, UntilRecord,
 };

@@ -153,3 +153,101 @@ async fn the_probe_reads_a_holders_transaction_age_as_a_blocked_command_names_it
     assert_eq!(probe.transaction_age_ms(pid).await.unwrap(), None);
     probe.close();
 }
+
+/// What `rings_pruned_back` reports when a ring kept rows: each ring's
+/// oldest rows, with the job each belongs to as it stands. One job
+/// claimed (its receipt and its lease, held by the claimer and just
+/// heartbeated), one still ready (its entry), on the current schema.
+#[tokio::test]
+async fn the_probe_names_the_rows_a_ring_kept_with_their_jobs() {
+    use awa_runtime::store::{claim, enqueue};
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    cluster
+        .create_database("left")
+        .await
+        .expect("create database");
+    let mut client = cluster.connect("left").await.unwrap();
+    awa_runtime::schema::migrate(&mut client, &Default::default())
+        .await
+        .unwrap();
+    let job = enqueue::NewJob {
+        kind: "rehearsal".into(),
+        queue: "default".into(),
+        args: serde_json::json!({"mode": "complete"}),
+        priority: 0,
+        max_attempts: 3,
+        deadline_ms: None,
+        run_at_ms: None,
+    };
+    let ids = enqueue::enqueue(&client, &[job.clone(), job])
+        .await
+        .unwrap();
+    let taken = claim::claim(&client, "default", 1, "w1", "0.7.0")
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    let (claimed, ready) = (
+        taken[0].job_id,
+        if taken[0].job_id == ids[0] {
+            ids[1]
+        } else {
+            ids[0]
+        },
+    );
+
+    let mut probe = Probe::new(&cluster.url("left"));
+    let through = probe.ring_generations().await.unwrap();
+    let counted = probe.ring_rows_through(through).await.unwrap();
+    let [queue, claim, lease] = probe.ring_rows_left(through).await.unwrap();
+    assert_eq!(counted, [1, 1, 1], "the rows the check counts");
+
+    assert_eq!(queue.len(), 1, "{queue:?}");
+    assert_eq!(
+        (
+            queue[0].table.as_str(),
+            queue[0].job_id,
+            queue[0].run_lease,
+            queue[0].holder.as_deref()
+        ),
+        ("queue_entries", ready, None, None)
+    );
+    assert_eq!(queue[0].job, Some(("available".to_owned(), 0)));
+
+    assert_eq!(claim.len(), 1, "{claim:?}");
+    assert_eq!(
+        (
+            claim[0].table.as_str(),
+            claim[0].job_id,
+            claim[0].run_lease,
+            claim[0].holder.as_deref()
+        ),
+        ("claim_receipts", claimed, Some(1), Some("w1"))
+    );
+
+    assert_eq!(lease.len(), 1, "{lease:?}");
+    let l = &lease[0];
+    assert_eq!(
+        (
+            l.table.as_str(),
+            l.job_id,
+            l.run_lease,
+            l.holder.as_deref(),
+            l.generation
+        ),
+        ("leases", claimed, Some(1), Some("w1"), through[2])
+    );
+    assert_eq!(l.job, Some(("running".to_owned(), 1)));
+    let age = l.heartbeat_age_ms.expect("a lease has a heartbeat");
+    assert!((0..60_000).contains(&age), "heartbeat age {age} ms");
+    assert!(
+        l.describe()
+            .starts_with(&format!("job {claimed} run 1 in leases slot ")),
+        "{}",
+        l.describe()
+    );
+
+    // Nothing of an older generation than the rings' first.
+    let none = probe.ring_rows_left(through.map(|g| g - 1)).await.unwrap();
+    assert!(none.iter().all(Vec::is_empty), "{none:?}");
+    probe.close();
+}

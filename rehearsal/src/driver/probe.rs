@@ -12,6 +12,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 use super::database::connect;
+use crate::observe::LeftRow;
 use crate::pg::describe;
 
 const RINGS: [&str; 3] = ["queue", "claim", "lease"];
@@ -54,6 +55,36 @@ SELECT (SELECT count(*) FROM awa.queue_entries WHERE generation <= $1),
        (SELECT count(*) FROM awa.claim_receipts WHERE generation <= $2)
          + (SELECT count(*) FROM awa.claim_closures WHERE generation <= $2),
        (SELECT count(*) FROM awa.leases WHERE generation <= $3)";
+/// The first [`LEFT_ROWS_PER_RING`] (`$4`) rows of each ring that
+/// [`RING_ROWS_THROUGH`] counts, oldest first, each with the job it
+/// belongs to as it stands: ring, table, job, run lease, slot,
+/// generation, holder, heartbeat age (ms), the job's state and run lease.
+const RING_ROWS_LEFT: &str = "
+SELECT r.ring, r.tbl, r.job_id, r.run_lease, r.slot, r.generation, r.holder, r.beat_ms,
+       j.state, j.run_lease
+FROM (
+    SELECT *, row_number() OVER (PARTITION BY ring ORDER BY generation, job_id, run_lease) AS n
+    FROM (
+        SELECT 'queue' AS ring, 'queue_entries' AS tbl, q.job_id, NULL::int8 AS run_lease,
+               q.slot, q.generation, NULL::text AS holder, NULL::int8 AS beat_ms
+        FROM awa.queue_entries q WHERE q.generation <= $1
+        UNION ALL
+        SELECT 'claim', 'claim_receipts', c.job_id, c.run_lease, c.slot, c.generation, c.instance_id, NULL
+        FROM awa.claim_receipts c WHERE c.generation <= $2
+        UNION ALL
+        SELECT 'claim', 'claim_closures', c.job_id, c.run_lease, c.slot, c.generation, NULL, NULL
+        FROM awa.claim_closures c WHERE c.generation <= $2
+        UNION ALL
+        SELECT 'lease', 'leases', l.job_id, l.run_lease, l.slot, l.generation, l.instance_id,
+               (extract(epoch FROM now() - l.heartbeat_at) * 1000)::int8
+        FROM awa.leases l WHERE l.generation <= $3
+    ) found
+) r
+LEFT JOIN awa.jobs j ON j.job_id = r.job_id
+WHERE r.n <= $4
+ORDER BY r.ring, r.generation, r.job_id";
+/// How many left rows of each ring [`Probe::ring_rows_left`] reads.
+const LEFT_ROWS_PER_RING: i64 = 3;
 const LIVE_JOBS: &str =
     "SELECT count(*), count(*) FILTER (WHERE NOT (args ? 'cron')) FROM awa.jobs";
 const INSTANCES_OF_VERSION: &str = "SELECT count(*) FROM awa.runtime_instances WHERE version = $1";
@@ -382,6 +413,40 @@ impl Probe {
             .one(RING_ROWS_THROUGH, &[&through[0], &through[1], &through[2]])
             .await?;
         Ok([row.get(0), row.get(1), row.get(2)])
+    }
+
+    /// The first few rows of each ring (queue, claim, lease) that
+    /// [`Probe::ring_rows_through`] counts, with their jobs as they stand.
+    pub async fn ring_rows_left(
+        &mut self,
+        through: [i64; 3],
+    ) -> Result<[Vec<LeftRow>; 3], ProbeError> {
+        let rows = self
+            .rows(
+                RING_ROWS_LEFT,
+                &[&through[0], &through[1], &through[2], &LEFT_ROWS_PER_RING],
+            )
+            .await?;
+        let mut out: [Vec<LeftRow>; 3] = Default::default();
+        for r in rows {
+            let ring: &str = r.get(0);
+            let Some(i) = RINGS.iter().position(|name| *name == ring) else {
+                continue;
+            };
+            let state: Option<String> = r.get(8);
+            let job_run: Option<i64> = r.get(9);
+            out[i].push(LeftRow {
+                table: r.get(1),
+                job_id: r.get(2),
+                run_lease: r.get(3),
+                slot: r.get(4),
+                generation: r.get(5),
+                holder: r.get(6),
+                heartbeat_age_ms: r.get(7),
+                job: state.zip(job_run),
+            });
+        }
+        Ok(out)
     }
 
     /// The age of backend `pid`'s open transaction by the server's clock

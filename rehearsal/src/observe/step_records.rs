@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::matrix::{FlipMode, Outcome};
 
-use super::wording::{count, duration};
+use super::wording::{agree, count, duration};
 
 /// A phase of the cell: one step, with its timing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -312,6 +312,60 @@ pub struct RingPrunedBack {
     /// How long its generation had not moved by then.
     #[serde(default)]
     pub still_ms: u64,
+    /// The first few of the rows left, read when the check gave up on
+    /// the ring, so a failure says what stayed (added in 1.30).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<LeftRow>,
+}
+
+/// One ring row a `rings_pruned_back` check found left, and the job it
+/// belongs to as it stood then.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftRow {
+    /// The ring's table: `queue_entries`, `claim_receipts`,
+    /// `claim_closures` or `leases`.
+    pub table: String,
+    pub job_id: i64,
+    /// The attempt's run lease (a ready entry has none).
+    pub run_lease: Option<i64>,
+    pub slot: i32,
+    pub generation: i64,
+    /// The runtime instance a receipt or a lease names.
+    pub holder: Option<String>,
+    /// How long ago a lease was last heartbeated, by the server's clock.
+    pub heartbeat_age_ms: Option<i64>,
+    /// The job's state and run lease in `awa.jobs` then; `None` once the
+    /// job has left it (terminal).
+    pub job: Option<(String, i64)>,
+}
+
+impl LeftRow {
+    /// `job 8245 run 2 in leases slot 3 (generation 27), held by w-1,
+    /// heartbeat 120ms ago; the job is running as run 2`.
+    pub fn describe(&self) -> String {
+        let mut out = format!("job {}", self.job_id);
+        if let Some(run) = self.run_lease {
+            out.push_str(&format!(" run {run}"));
+        }
+        out.push_str(&format!(
+            " in {} slot {} (generation {})",
+            self.table, self.slot, self.generation
+        ));
+        if let Some(holder) = &self.holder {
+            out.push_str(&format!(", held by {holder}"));
+        }
+        if let Some(age) = self.heartbeat_age_ms {
+            out.push_str(&format!(
+                ", heartbeat {} ago",
+                duration(u64::try_from(age).unwrap_or(0))
+            ));
+        }
+        out.push_str(&match &self.job {
+            Some((state, run)) => format!("; the job is {state} as run {run}"),
+            None => "; the job has left awa.jobs".to_owned(),
+        });
+        out
+    }
 }
 
 impl RingPrunedBack {
@@ -325,6 +379,24 @@ impl RingPrunedBack {
             count(rotations, "rotation"),
             duration(self.still_ms)
         )
+    }
+
+    /// `: job 8245 run 2 in leases ...; job 8246 ...`, or nothing when
+    /// no row was read.
+    pub fn left_rows(&self) -> String {
+        if self.left.is_empty() {
+            return String::new();
+        }
+        let rows: Vec<String> = self.left.iter().map(LeftRow::describe).collect();
+        let more = u64::try_from(self.rows_left)
+            .unwrap_or(0)
+            .saturating_sub(self.left.len() as u64);
+        let tail = if more > 0 {
+            format!("; and {more} more {}", agree(more, "row", "rows"))
+        } else {
+            String::new()
+        };
+        format!(": {}{tail}", rows.join("; "))
     }
 }
 
@@ -389,4 +461,67 @@ pub struct SchemaCheck {
     pub elapsed_ms: u64,
     /// Differences, intended or not, and declarations that matched nothing.
     pub judged: crate::schema::Judged,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(job_id: i64, job: Option<(&str, i64)>) -> LeftRow {
+        LeftRow {
+            table: "leases".into(),
+            job_id,
+            run_lease: Some(2),
+            slot: 3,
+            generation: 27,
+            holder: Some("w-1".into()),
+            heartbeat_age_ms: Some(120),
+            job: job.map(|(s, r)| (s.to_owned(), r)),
+        }
+    }
+
+    #[test]
+    fn a_left_row_says_where_it_is_who_holds_it_and_what_its_job_is_now() {
+        assert_eq!(
+            lease(8_245, Some(("running", 2))).describe(),
+            "job 8245 run 2 in leases slot 3 (generation 27), held by w-1, heartbeat 120ms ago; \
+             the job is running as run 2"
+        );
+        let entry = LeftRow {
+            table: "queue_entries".into(),
+            run_lease: None,
+            holder: None,
+            heartbeat_age_ms: None,
+            ..lease(7, Some(("available", 0)))
+        };
+        assert_eq!(
+            entry.describe(),
+            "job 7 in queue_entries slot 3 (generation 27); the job is available as run 0"
+        );
+    }
+
+    #[test]
+    fn a_ring_names_the_rows_it_read_and_counts_the_rest() {
+        let mut ring = RingPrunedBack {
+            ring: "lease".into(),
+            through_generation: 27,
+            rows_left: 1,
+            generation: 27,
+            still_ms: 13_700,
+            left: Vec::new(),
+        };
+        assert_eq!(ring.left_rows(), "", "no row read, nothing said");
+        ring.left = vec![lease(8_245, None)];
+        assert_eq!(
+            ring.left_rows(),
+            ": job 8245 run 2 in leases slot 3 (generation 27), held by w-1, heartbeat 120ms ago; \
+             the job has left awa.jobs"
+        );
+        ring.rows_left = 3;
+        assert!(
+            ring.left_rows().ends_with("; and 2 more rows"),
+            "{}",
+            ring.left_rows()
+        );
+    }
 }

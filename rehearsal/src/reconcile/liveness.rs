@@ -292,7 +292,7 @@ fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
             message: format!(
                 "the {} ring did not rotate and prune back once the work was done: {} of generation {} or older \
                  {} left {} after the workload's last job, with {} (a ring gets a wrap of rotations and a few more, \
-                 and may stand still for {} between two)",
+                 and may stand still for {} between two){}",
                 r.ring,
                 observe::count(r.rows_left.unsigned_abs(), "row"),
                 r.through_generation,
@@ -300,6 +300,7 @@ fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
                 observe::duration(p.waited_ms),
                 r.progress(),
                 observe::duration(p.bound_ms),
+                r.left_rows(),
             ),
             ids: vec![r.through_generation],
             count: r.rows_left.unsigned_abs(),
@@ -645,6 +646,7 @@ pub(super) mod tests {
                         rows_left: if ring == "claim" { claim_left } else { 0 },
                         generation: 44,
                         still_ms: 12_000,
+                        left: Vec::new(),
                     })
                     .to_vec(),
             }],
@@ -670,6 +672,28 @@ pub(super) mod tests {
             found[0]
                 .message
                 .contains("with 3 rotations past it, then stood still for 12.0s"),
+            "{}",
+            found[0].message
+        );
+
+        // The rows the check read are named, with how many it did not.
+        let mut named = check(120);
+        named.pruned_back[0].rings[1].left = vec![crate::observe::LeftRow {
+            table: "claim_receipts".into(),
+            job_id: 8_245,
+            run_lease: Some(2),
+            slot: 3,
+            generation: 40,
+            holder: Some("current-worker-1".into()),
+            heartbeat_age_ms: None,
+            job: None,
+        }];
+        let found = findings(&named, 8_000);
+        assert!(
+            found[0].message.ends_with(
+                "between two): job 8245 run 2 in claim_receipts slot 3 (generation 40), held by current-worker-1; \
+                 the job has left awa.jobs; and 119 more rows"
+            ),
             "{}",
             found[0].message
         );

@@ -139,7 +139,12 @@ use crate::reconcile::Detection;
 /// - `1.29`: per run `prepare_ms`, the wall time before the cells' window
 ///   (artifacts built, images made), which the CPU figures never counted:
 ///   the floor is now weighed against the window's wall time.
-pub const FORMAT_VERSION: &str = "1.29";
+/// - `1.30`: in `cell_finished` events' observations, per ring of a
+///   `rings_pruned_back` check `left`, the first rows it found left (table,
+///   job, run lease, slot, generation, holder, heartbeat age, and the job's
+///   state and run lease then); the failure and the `ring_stalled` finding
+///   name them.
+pub const FORMAT_VERSION: &str = "1.30";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ use super::super::Abort;
 use super::super::step_ctx::StepCtx;
 use super::check_result::{Held, unreadable};
 use super::drain::Progress;
-use crate::observe::{IdleWindow, PrunedBack, RingPrunedBack};
+use crate::observe::{IdleWindow, LeftRow, PrunedBack, RingPrunedBack};
 
 /// Slots per ring in every schema this rehearsal knows.
 const SLOTS: u32 = 8;
@@ -48,15 +48,24 @@ pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abor
     let settled = Instant::now();
     let watched = watch_rings(cx, through, settled, stall).await?;
     let waited_ms = settled.elapsed().as_millis() as u64;
+    // What stayed, read once, only when a ring kept rows: the rows'
+    // own story (a lease still beating, an entry whose job is gone) is
+    // what a failure of this check has to tell. A failed read leaves the
+    // story out; the counts above decide the check.
+    let mut left: [Vec<LeftRow>; 3] = Default::default();
+    if watched.iter().any(|w| w.rows_left > 0) {
+        left = cx.probe.ring_rows_left(through).await.unwrap_or_default();
+    }
     let rings: Vec<RingPrunedBack> = RINGS
         .iter()
-        .zip(&watched)
-        .map(|(ring, w)| RingPrunedBack {
+        .zip(watched.iter().zip(left))
+        .map(|(ring, (w, left))| RingPrunedBack {
             ring: (*ring).to_owned(),
             through_generation: w.through,
             rows_left: w.rows_left,
             generation: w.generation,
             still_ms: w.still_ms,
+            left: if w.rows_left > 0 { left } else { Vec::new() },
         })
         .collect();
     let stuck: Vec<String> = rings
@@ -64,11 +73,12 @@ pub(super) async fn rings_pruned_back(cx: &mut StepCtx<'_>) -> Result<Held, Abor
         .filter(|r| r.rows_left > 0)
         .map(|r| {
             format!(
-                "the {} ring still holds {} of generation {} or older ({})",
+                "the {} ring still holds {} of generation {} or older ({}){}",
                 r.ring,
                 crate::observe::count(r.rows_left.unsigned_abs(), "row"),
                 r.through_generation,
-                r.progress()
+                r.progress(),
+                r.left_rows()
             )
         })
         .collect();
