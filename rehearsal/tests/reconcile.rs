@@ -1117,6 +1117,7 @@ async fn a_ledger_that_does_not_verify_after_the_flip_is_unverified() {
     let mut obs = observations();
     obs.flips.push(FlipRecord {
         holder_ages: Vec::new(),
+        ids_drawn_before: None,
         mode: matrix::FlipMode::Manual,
         expected: matrix::Outcome::Ok,
         exit_code: Some(0),

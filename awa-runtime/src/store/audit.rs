@@ -51,7 +51,7 @@ pub use counts::{StateCount, TERMINAL_COUNTS, TERMINAL_COUNTS_WITH_DELTAS, termi
 pub use cron_fires::{CRON_AUDIT, CronFault, CronWindow, cron_faults};
 pub use cursors::{
     COLUMNS, FLIP_COMMIT_MARGIN_MS, LEDGERS, LateAttempt, Ledger, RingColumns,
-    attempts_after_flip_by_pre_flip_binaries, authority, ledgers, ring_columns,
+    attempts_after_flip_by_pre_flip_binaries, authority, ledgers, min_flip_version, ring_columns,
 };
 pub use interruptions::{
     RESCUED_ATTEMPTS, RescuedAttempt, UNPROVEN_RESCUES, UnprovenRescue, rescued_attempts,

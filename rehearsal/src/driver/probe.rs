@@ -94,6 +94,8 @@ const INSTANCES_OF_VERSION: &str = "SELECT count(*) FROM awa.runtime_instances W
 const TRANSACTION_AGE: &str = "SELECT (extract(epoch FROM now() - xact_start) * 1000)::int8 \
      FROM pg_stat_activity WHERE pid = $1 AND xact_start IS NOT NULL";
 const SERVER_EPOCH: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
+/// The last job id the sequence has handed out (any session's).
+const JOB_IDS_DRAWN: &str = "SELECT last_value FROM awa.job_id_seq";
 /// The migration's transaction-scoped advisory lock: the runtime's
 /// `MIGRATE_LOCK_KEY` as pg_locks splits a bigint key (high 32 bits in
 /// `classid` as `$1`, low in `objid` as `$2`, `objsubid` 1).
@@ -462,6 +464,12 @@ impl Probe {
     /// The server's clock, as Unix seconds.
     pub async fn server_epoch(&mut self) -> Result<f64, ProbeError> {
         Ok(self.one(SERVER_EPOCH, &[]).await?.get(0))
+    }
+
+    /// The last job id handed out so far: an id above it is drawn after
+    /// this read.
+    pub async fn job_ids_drawn(&mut self) -> Result<i64, ProbeError> {
+        Ok(self.one(JOB_IDS_DRAWN, &[]).await?.get(0))
     }
 
     /// A migration holds its advisory lock right now.

@@ -134,6 +134,12 @@ pub struct FlipRecord {
     /// database's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holder_ages: Vec<HolderAge>,
+    /// The job-id sequence's last value, read once the flip was seen to
+    /// have committed (the command exited 0, or the auto-flip's authority
+    /// read `ledger`): an id above it was drawn after the flip. Absent
+    /// when the flip did not happen or the read failed (added in 1.31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids_drawn_before: Option<i64>,
 }
 
 /// A lock holder a blocked command named: the age of its transaction as

@@ -97,6 +97,7 @@ mod tests {
                 exit_code: Some(3),
                 at_ms: 9_000,
                 output: vec![],
+                ids_drawn_before: None,
                 holder_ages: ages
                     .iter()
                     .map(|&(named_ms, read_ms, window_ms)| HolderAge {

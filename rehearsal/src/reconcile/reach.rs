@@ -86,6 +86,7 @@ mod test_support {
     pub(super) fn flip(at_ms: u64) -> FlipRecord {
         FlipRecord {
             holder_ages: Vec::new(),
+            ids_drawn_before: None,
             mode: FlipMode::Manual,
             expected: Outcome::Ok,
             exit_code: Some(0),

@@ -28,6 +28,7 @@ pub(super) fn findings(storage: &Storage, obs: &Observations) -> Vec<Finding> {
     let mut out: Vec<Finding> = obs.fences.iter().filter_map(fence_run).collect();
     out.extend(poison(storage));
     out.extend(late_attempts(storage));
+    out.extend(late_enqueues(storage, obs));
     out.extend(mixed_discipline(&obs.rings, obs));
     out.extend(ledger_ahead_under_columns(storage));
     out.extend(flip_samples(&obs.rings, obs));
@@ -110,6 +111,55 @@ fn late_attempts(storage: &Storage) -> Option<Finding> {
             first.job_id,
             first.run_lease,
             observe::duration(u64::try_from(first.after_flip_ms).unwrap_or(0))
+        ),
+        late.iter().map(|a| a.job_id).collect(),
+        late.len() as u64,
+    ))
+}
+
+/// ADR-041 §6 on the enqueue path: after the flip, a pre-flip binary's
+/// enqueue must be refused (the fenced legacy resolver and the enqueue
+/// trigger). A job accepted from a producer below the schema's minimum
+/// flip version whose id is above the sequence's value read once the
+/// flip had committed drew its id after the flip. The released producers
+/// draw ids in a statement of their own before the insert (0.6's
+/// reserve), so that insert began after the flip as well: the fence saw
+/// the flip and let the job in. No clock is compared, so no margin is
+/// needed; a producer that drew its ids inside the insert would need one.
+fn late_enqueues(storage: &Storage, obs: &Observations) -> Option<Finding> {
+    if storage.authority.as_deref() != Some("ledger") {
+        return None;
+    }
+    let drawn = obs.flips.iter().find_map(|f| f.ids_drawn_before)?;
+    let min = storage
+        .min_flip_version
+        .as_deref()
+        .and_then(awa_runtime::store::authority::parse_version)?;
+    let pre_flip = |version: &str| {
+        // Unparseable versions are not flip-aware (fail closed).
+        awa_runtime::store::authority::parse_version(version).is_none_or(|v| v < min)
+    };
+    let mut late: Vec<&observe::AcceptedJob> = obs
+        .accepted
+        .iter()
+        .filter(|a| a.job_id > drawn && pre_flip(&a.version))
+        .collect();
+    late.sort_by_key(|a| a.job_id);
+    let first = late.first()?;
+    let mut versions: Vec<&str> = late.iter().map(|a| a.version.as_str()).collect();
+    versions.sort_unstable();
+    versions.dedup();
+    Some(finding(
+        FindingRule::FenceBreached,
+        RECONCILE,
+        format!(
+            "{} {} accepted after the flip from producers that are not flip-aware ({}); the first, job {}, \
+             drew its id after the flip had committed (ids up to {drawn} were drawn by then): \
+             the fence did not stop their enqueue path",
+            observe::count(late.len() as u64, "job"),
+            observe::agree(late.len() as u64, "was", "were"),
+            versions.join(", "),
+            first.job_id,
         ),
         late.iter().map(|a| a.job_id).collect(),
         late.len() as u64,
@@ -550,6 +600,7 @@ mod tests {
             fences: vec![fence(Some(2), true, "abc")],
             flips: vec![FlipRecord {
                 holder_ages: Vec::new(),
+                ids_drawn_before: None,
                 mode: FlipMode::Manual,
                 expected: Outcome::Ok,
                 exit_code: Some(0),
@@ -590,6 +641,64 @@ mod tests {
             found[0].message.starts_with("2 attempts were started after the flip by binaries that are not flip-aware (0.6.2); the first, job 41 run 2, 1.8s after the flip"),
             "{}",
             found[0].message
+        );
+    }
+
+    #[test]
+    fn jobs_a_pre_flip_producer_enqueued_after_the_flip_breach_the_fence() {
+        let accepted = |job_id, version: &str| observe::AcceptedJob {
+            job_id,
+            mode: awa_runtime::workload::Mode::Complete,
+            max_attempts: 3,
+            version: version.into(),
+            run_at_ms: None,
+        };
+        let (mut storage, mut obs) = clean_flip();
+        storage.min_flip_version = Some("0.7.0".into());
+        obs.flips[0].ids_drawn_before = Some(100);
+        // Drawn before the flip had committed (0.6.2, up to 100), and a
+        // flip-aware producer's after it: neither is a breach.
+        obs.accepted = vec![
+            accepted(90, "0.6.2"),
+            accepted(100, "0.6.2"),
+            accepted(150, "0.7.0"),
+        ];
+        assert_eq!(findings(&storage, &obs), []);
+
+        // Ids drawn after it from a 0.6.2 producer and an unparseable one.
+        obs.accepted.extend([
+            accepted(130, "0.6.2"),
+            accepted(120, "0.6.2"),
+            accepted(140, "dev"),
+        ]);
+        let found = findings(&storage, &obs);
+        assert_eq!(rules(&found), [FindingRule::FenceBreached]);
+        assert_eq!(
+            (found[0].ids.as_slice(), found[0].count),
+            (&[120, 130, 140][..], 3)
+        );
+        assert!(
+            found[0].message.starts_with(
+                "3 jobs were accepted after the flip from producers that are not flip-aware (0.6.2, dev); \
+                 the first, job 120, drew its id after the flip had committed (ids up to 100 were drawn by then)"
+            ),
+            "{}",
+            found[0].message
+        );
+
+        // Not judged without the sequence's reading, or without the flip.
+        let mut unread = obs.clone();
+        unread.flips[0].ids_drawn_before = None;
+        assert_eq!(findings(&storage, &unread), []);
+        let mut columns = storage;
+        columns.authority = Some("columns".into());
+        columns.columns = Vec::new();
+        columns.ledgers = None;
+        assert!(
+            !findings(&columns, &obs)
+                .iter()
+                .any(|f| f.message.contains("accepted after the flip")),
+            "judged under columns authority"
         );
     }
 

@@ -175,6 +175,9 @@ pub(super) struct Storage {
     pub(super) ledgers: Option<Vec<Ledger>>,
     /// Attempts binaries below the minimum flip version started after the flip.
     pub(super) late_attempts: Vec<LateAttempt>,
+    /// The oldest version the schema counts as flip-aware; `None` before
+    /// the expand migration.
+    pub(super) min_flip_version: Option<String>,
     /// `awa.schema_version` at the end.
     pub(super) schema_versions: Vec<SchemaVersionRow>,
     /// Ring rows outside the slot their ring's cursor gives them, at the end.
@@ -257,6 +260,7 @@ async fn read_in_snapshot(
         authority,
         ledgers: audit::ledgers(client, &features).await?,
         late_attempts: audit::attempts_after_flip_by_pre_flip_binaries(client, &features).await?,
+        min_flip_version: audit::min_flip_version(client, &features).await?,
         schema_versions: schema_versions(client).await?,
         misplaced: audit::misplaced(client, &features).await?,
     })

@@ -349,6 +349,7 @@ fn passed(plan: plan::CellPlan) -> CellReport {
         }],
         flips: vec![FlipRecord {
             holder_ages: Vec::new(),
+            ids_drawn_before: None,
             mode: FlipMode::Manual,
             expected: Outcome::Ok,
             exit_code: Some(0),

@@ -144,7 +144,10 @@ use crate::reconcile::Detection;
 ///   job, run lease, slot, generation, holder, heartbeat age, and the job's
 ///   state and run lease then); the failure and the `ring_stalled` finding
 ///   name them.
-pub const FORMAT_VERSION: &str = "1.30";
+/// - `1.31`: per flip `ids_drawn_before`, the job-id sequence's last value
+///   read once the flip had committed, and `fence_breached` on the enqueue
+///   path: a job accepted from a pre-flip producer with an id above it.
+pub const FORMAT_VERSION: &str = "1.31";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

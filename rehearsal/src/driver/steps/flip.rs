@@ -82,8 +82,16 @@ pub(super) async fn flip(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abo
     let judged = super::armed::run_armed(cx, command, &mut notes).await?;
     let end = command_end(cx, judged.id);
     let holder_ages = holder_ages(cx, &end.output, judged.at_ms).await;
+    // Exit 0: the flip has committed, so every id drawn after this read
+    // was drawn after the flip (`late_enqueues`).
+    let ids_drawn_before = if end.code == Some(EXIT_OK) {
+        cx.probe.job_ids_drawn().await.ok()
+    } else {
+        None
+    };
     cx.state.obs.flips.push(FlipRecord {
         holder_ages,
+        ids_drawn_before,
         mode: s.mode,
         expected: s.expect,
         exit_code: end.code,
@@ -245,11 +253,14 @@ async fn flip_auto(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abort> {
     let timeout = s.timeout.unwrap_or(MatrixDuration::from_secs(30));
     let deadline = Instant::now() + timeout.to_std();
     let mut flipped_at = None;
+    let mut ids_drawn_before = None;
     let mut last = None;
     loop {
         last = cx.probe.authority().await.ok().flatten().or(last);
         if last.as_deref() == Some("ledger") {
             flipped_at = Some(cx.ms());
+            // Read after the authority read `ledger`: after the commit.
+            ids_drawn_before = cx.probe.job_ids_drawn().await.ok();
             break;
         }
         if Instant::now() >= deadline {
@@ -268,6 +279,7 @@ async fn flip_auto(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abort> {
     });
     cx.state.obs.flips.push(FlipRecord {
         holder_ages: Vec::new(),
+        ids_drawn_before,
         mode: FlipMode::Auto,
         expected: s.expect,
         exit_code: None,

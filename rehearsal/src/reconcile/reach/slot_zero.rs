@@ -146,6 +146,7 @@ mod tests {
             .collect();
         FlipRecord {
             holder_ages: Vec::new(),
+            ids_drawn_before: None,
             output: vec![Event::Flipped(awa_runtime::events::Flipped {
                 rings,
                 ..Default::default()
