@@ -97,9 +97,7 @@ fn fence_run(fence: &FenceRecord) -> Option<Finding> {
 fn late_attempts(storage: &Storage) -> Option<Finding> {
     let late = &storage.late_attempts;
     let first = late.first()?;
-    let mut versions: Vec<&str> = late.iter().map(|a| a.version.as_str()).collect();
-    versions.sort_unstable();
-    versions.dedup();
+    let versions = distinct(late.iter().map(|a| a.version.as_str()));
     Some(finding(
         FindingRule::FenceBreached,
         RECONCILE,
@@ -107,7 +105,7 @@ fn late_attempts(storage: &Storage) -> Option<Finding> {
             "{} {} started after the flip by binaries that are not flip-aware ({}); the first, job {} run {}, {} after the flip: the fence did not stop their claim path",
             observe::count(late.len() as u64, "attempt"),
             observe::agree(late.len() as u64, "was", "were"),
-            versions.join(", "),
+            versions,
             first.job_id,
             first.run_lease,
             observe::duration(u64::try_from(first.after_flip_ms).unwrap_or(0))
@@ -146,9 +144,7 @@ fn late_enqueues(storage: &Storage, obs: &Observations) -> Option<Finding> {
         .collect();
     late.sort_by_key(|a| a.job_id);
     let first = late.first()?;
-    let mut versions: Vec<&str> = late.iter().map(|a| a.version.as_str()).collect();
-    versions.sort_unstable();
-    versions.dedup();
+    let versions = distinct(late.iter().map(|a| a.version.as_str()));
     Some(finding(
         FindingRule::FenceBreached,
         RECONCILE,
@@ -158,12 +154,20 @@ fn late_enqueues(storage: &Storage, obs: &Observations) -> Option<Finding> {
              the fence did not stop their enqueue path",
             observe::count(late.len() as u64, "job"),
             observe::agree(late.len() as u64, "was", "were"),
-            versions.join(", "),
+            versions,
             first.job_id,
         ),
         late.iter().map(|a| a.job_id).collect(),
         late.len() as u64,
     ))
+}
+
+/// The versions named, each once, in order: `0.6.1, 0.6.2`.
+fn distinct<'a>(versions: impl Iterator<Item = &'a str>) -> String {
+    let mut versions: Vec<&str> = versions.collect();
+    versions.sort_unstable();
+    versions.dedup();
+    versions.join(", ")
 }
 
 fn poison(storage: &Storage) -> Vec<Finding> {
