@@ -209,9 +209,12 @@ impl Watch {
     }
 
     /// Takes one look: the ring at `generation` holding `rows_left` of
-    /// the workload's generations. A ring given up on stays given up.
+    /// the workload's generations. A ring given up on stays given up, and
+    /// a ring seen pruned stays pruned: once none of those rows is left,
+    /// a later row of generation `through` is new (a cron job's lease
+    /// while an idle ring has not rotated since), not the workload's.
     fn look(&mut self, generation: i64, rows_left: i64, now: Instant, stall: Duration) {
-        if self.look == Look::GaveUp {
+        if self.look != Look::Waiting {
             return;
         }
         if generation != self.generation {
@@ -249,6 +252,20 @@ mod tests {
             let want = if i < 9 { Look::Waiting } else { Look::Pruned };
             assert_eq!(w.look, want, "rotation {i}");
         }
+    }
+
+    #[test]
+    fn a_ring_seen_pruned_stays_pruned_when_a_new_row_of_its_generation_comes() {
+        // The lease ring, idle, stands at the workload's generation: its
+        // rows are gone at the first look; 13 s later (the claim ring still
+        // rotating its closures away) a cron job's lease of that
+        // generation is in flight. It is not the workload's row.
+        let t0 = Instant::now();
+        let mut w = Watch::new(27, t0);
+        w.look(27, 0, t0 + Duration::from_millis(250), STALL);
+        assert_eq!(w.look, Look::Pruned);
+        w.look(27, 1, t0 + Duration::from_secs(13), STALL);
+        assert_eq!((w.look, w.rows_left), (Look::Pruned, 0));
     }
 
     #[test]
