@@ -249,8 +249,9 @@ async fn a_promotion_meeting_an_operators_cancel_never_brings_the_job_back() {
 /// lock a poll that meets another comes back with fewer jobs than it
 /// picked, a throughput cost under contention. matrix.toml lists the two
 /// mutants that drop it (ma6aa69ee, m8127860a) as equivalent for that
-/// reason; they pass this test, and a claim that takes what it picked
-/// rather than what it deleted fails it.
+/// reason; they pass this test. A claim without the lock that also
+/// updates the jobs it picked rather than those it deleted, and drops the
+/// `state = 'available'` re-check, fails it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_claims_that_meet_on_the_same_entries_take_each_job_once() {
     use awa_runtime::store::claim;

@@ -64,7 +64,8 @@ SELECT instance_id, name, version, binary_version, (extract(epoch FROM now() - h
 FROM awa.runtime_instances
 WHERE heartbeat_at > now() - $1::float8 * interval '1 millisecond'
 ORDER BY started_at, instance_id";
-const MIN_FLIP_VERSION: &str = "SELECT awa.ring_authority_min_flip_version()";
+/// The oldest binary version the schema counts as flip-aware.
+pub(crate) const MIN_FLIP_VERSION: &str = "SELECT awa.ring_authority_min_flip_version()";
 
 /// Parse a semantic version `X.Y.Z`; a pre-release or build suffix is
 /// accepted and ignored (a `0.7.0-rc.1` binary meets a `0.7.0` floor).

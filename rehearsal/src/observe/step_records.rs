@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::matrix::{FlipMode, Outcome};
 
-use super::wording::{agree, count, duration};
+use super::wording::{count, duration};
 
 /// A phase of the cell: one step, with its timing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -347,7 +347,7 @@ pub struct LeftRow {
 
 impl LeftRow {
     /// `job 8245 run 2 in leases slot 3 (generation 27), held by w-1,
-    /// heartbeat 120ms ago; the job is running as run 2`.
+    /// heartbeat 120ms ago; its job is running, run lease 2`.
     pub fn describe(&self) -> String {
         let mut out = format!("job {}", self.job_id);
         if let Some(run) = self.run_lease {
@@ -367,7 +367,7 @@ impl LeftRow {
             ));
         }
         out.push_str(&match &self.job {
-            Some((state, run)) => format!("; the job is {state} as run {run}"),
+            Some((state, run)) => format!("; its job is {state}, run lease {run}"),
             None => "; the job has left awa.jobs".to_owned(),
         });
         out
@@ -387,22 +387,15 @@ impl RingPrunedBack {
         )
     }
 
-    /// `: job 8245 run 2 in leases ...; job 8246 ...`, or nothing when
-    /// no row was read.
+    /// `; the oldest as the check ended: job 8245 run 2 in leases ... |
+    /// job 8246 ...`, or nothing when no row was read. The rows are read
+    /// once every ring is done, so they may be fewer than `rows_left`.
     pub fn left_rows(&self) -> String {
         if self.left.is_empty() {
             return String::new();
         }
         let rows: Vec<String> = self.left.iter().map(LeftRow::describe).collect();
-        let more = u64::try_from(self.rows_left)
-            .unwrap_or(0)
-            .saturating_sub(self.left.len() as u64);
-        let tail = if more > 0 {
-            format!("; and {more} more {}", agree(more, "row", "rows"))
-        } else {
-            String::new()
-        };
-        format!(": {}{tail}", rows.join("; "))
+        format!("; the oldest as the check ended: {}", rows.join(" | "))
     }
 }
 
@@ -491,7 +484,7 @@ mod tests {
         assert_eq!(
             lease(8_245, Some(("running", 2))).describe(),
             "job 8245 run 2 in leases slot 3 (generation 27), held by w-1, heartbeat 120ms ago; \
-             the job is running as run 2"
+             its job is running, run lease 2"
         );
         let entry = LeftRow {
             table: "queue_entries".into(),
@@ -502,12 +495,12 @@ mod tests {
         };
         assert_eq!(
             entry.describe(),
-            "job 7 in queue_entries slot 3 (generation 27); the job is available as run 0"
+            "job 7 in queue_entries slot 3 (generation 27); its job is available, run lease 0"
         );
     }
 
     #[test]
-    fn a_ring_names_the_rows_it_read_and_counts_the_rest() {
+    fn a_ring_names_the_rows_it_read_one_by_one() {
         let mut ring = RingPrunedBack {
             ring: "lease".into(),
             through_generation: 27,
@@ -517,17 +510,12 @@ mod tests {
             left: Vec::new(),
         };
         assert_eq!(ring.left_rows(), "", "no row read, nothing said");
-        ring.left = vec![lease(8_245, None)];
+        ring.left = vec![lease(8_245, None), lease(8_246, Some(("running", 2)))];
         assert_eq!(
             ring.left_rows(),
-            ": job 8245 run 2 in leases slot 3 (generation 27), held by w-1, heartbeat 120ms ago; \
-             the job has left awa.jobs"
-        );
-        ring.rows_left = 3;
-        assert!(
-            ring.left_rows().ends_with("; and 2 more rows"),
-            "{}",
-            ring.left_rows()
+            "; the oldest as the check ended: job 8245 run 2 in leases slot 3 (generation 27), held by w-1, \
+             heartbeat 120ms ago; the job has left awa.jobs | job 8246 run 2 in leases slot 3 (generation 27), \
+             held by w-1, heartbeat 120ms ago; its job is running, run lease 2"
         );
     }
 }

@@ -676,7 +676,7 @@ pub(super) mod tests {
             found[0].message
         );
 
-        // The rows the check read are named, with how many it did not.
+        // The rows the check read are named.
         let mut named = check(120);
         named.pruned_back[0].rings[1].left = vec![crate::observe::LeftRow {
             table: "claim_receipts".into(),
@@ -691,8 +691,8 @@ pub(super) mod tests {
         let found = findings(&named, 8_000);
         assert!(
             found[0].message.ends_with(
-                "between two): job 8245 run 2 in claim_receipts slot 3 (generation 40), held by current-worker-1; \
-                 the job has left awa.jobs; and 119 more rows"
+                "between two); the oldest as the check ended: job 8245 run 2 in claim_receipts slot 3 \
+                 (generation 40), held by current-worker-1; the job has left awa.jobs"
             ),
             "{}",
             found[0].message

@@ -132,11 +132,14 @@ fn late_enqueues(storage: &Storage, obs: &Observations) -> Option<Finding> {
     let min = storage
         .min_flip_version
         .as_deref()
-        .and_then(awa_runtime::store::authority::parse_version)?;
-    let pre_flip = |version: &str| {
-        // Unparseable versions are not flip-aware (fail closed).
-        awa_runtime::store::authority::parse_version(version).is_none_or(|v| v < min)
-    };
+        .map(awa_runtime::store::authority::parse_version)?;
+    let pre_flip =
+        |version: &str| match (awa_runtime::store::authority::parse_version(version), min) {
+            (Some(v), Some(min)) => v < min,
+            // Unparseable versions, or minimum, are not flip-aware (fail
+            // closed), as for late attempts.
+            _ => true,
+        };
     let mut late: Vec<&observe::AcceptedJob> = obs
         .accepted
         .iter()
@@ -150,8 +153,8 @@ fn late_enqueues(storage: &Storage, obs: &Observations) -> Option<Finding> {
         RECONCILE,
         format!(
             "{} {} accepted after the flip from producers that are not flip-aware ({}); the first, job {}, \
-             drew its id after the flip had committed (ids up to {drawn} were drawn by then): \
-             the fence did not stop their enqueue path",
+             has an id above {drawn}, the sequence's value read once the flip had committed, so it drew \
+             its id after the flip: the fence did not stop their enqueue path",
             observe::count(late.len() as u64, "job"),
             observe::agree(late.len() as u64, "was", "were"),
             versions,
@@ -684,7 +687,7 @@ mod tests {
         assert!(
             found[0].message.starts_with(
                 "3 jobs were accepted after the flip from producers that are not flip-aware (0.6.2, dev); \
-                 the first, job 120, drew its id after the flip had committed (ids up to 100 were drawn by then)"
+                 the first, job 120, has an id above 100, the sequence's value read once the flip had committed"
             ),
             "{}",
             found[0].message

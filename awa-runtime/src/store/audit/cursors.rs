@@ -213,8 +213,6 @@ pub async fn attempts_after_flip_by_pre_flip_binaries(
         .collect())
 }
 
-const MIN_FLIP_VERSION: &str = "SELECT awa.ring_authority_min_flip_version()";
-
 /// The oldest binary version the schema counts as flip-aware (`X.Y.Z`),
 /// `None` before the expand migration. Binaries below it are the ones
 /// the fence must stop after the flip.
@@ -226,7 +224,7 @@ pub async fn min_flip_version(
         return Ok(None);
     }
     let row = client
-        .query_one(MIN_FLIP_VERSION, &[])
+        .query_one(crate::store::authority::MIN_FLIP_VERSION, &[])
         .await
         .map_err(|e| Error::db("reading ring_authority_min_flip_version()", e))?;
     Ok(Some(row.get(0)))

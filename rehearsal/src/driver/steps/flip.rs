@@ -81,14 +81,15 @@ pub(super) async fn flip(cx: &mut StepCtx<'_>, s: &FlipStep) -> Result<Done, Abo
     };
     let judged = super::armed::run_armed(cx, command, &mut notes).await?;
     let end = command_end(cx, judged.id);
-    let holder_ages = holder_ages(cx, &end.output, judged.at_ms).await;
     // Exit 0: the flip has committed, so every id drawn after this read
-    // was drawn after the flip (`late_enqueues`).
+    // was drawn after the flip (`late_enqueues`). Read first: an id drawn
+    // between the commit and this read escapes the rule.
     let ids_drawn_before = if end.code == Some(EXIT_OK) {
         cx.probe.job_ids_drawn().await.ok()
     } else {
         None
     };
+    let holder_ages = holder_ages(cx, &end.output, judged.at_ms).await;
     cx.state.obs.flips.push(FlipRecord {
         holder_ages,
         ids_drawn_before,
