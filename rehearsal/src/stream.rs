@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::matrix::Expectation;
+use crate::matrix::{Expectation, Reach};
 use crate::observe::{
     ArtifactInfo, CensusSample, Doubt, Finding, KillRecord, Observations, Phase, ProvedFacts,
     RingSample, Verdict,
@@ -145,9 +145,25 @@ pub enum RunEvent {
         /// Why the harness could not judge it: the run's own harness
         /// error, or a fault that did not fire.
         harness_error: Option<String>,
+        /// Each interleaving the cell declares (`reach`), as reconciliation
+        /// judged it: the report's readers render these, and judge nothing.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reached: Vec<Reached>,
     },
     /// The run is over (every cell finished, or it was interrupted).
     RunFinished(RunEnd),
+}
+
+/// One interleaving a cell declares (`reach = [...]`) and what its run
+/// showed of it, as reconciliation judged it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reached {
+    /// The interleaving.
+    pub reach: Reach,
+    /// Whether the run reached it.
+    pub reached: bool,
+    /// The evidence, or what was seen instead.
+    pub evidence: String,
 }
 
 /// A try of a cell that did not give a verdict and was tried again.

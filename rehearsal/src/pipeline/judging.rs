@@ -126,6 +126,7 @@ mod tests {
             detection: None,
             reason: String::new(),
             harness_error: why.map(str::to_owned),
+            reached: Vec::new(),
         }
     }
 

@@ -17,125 +17,190 @@ pub fn judged(event: &RunEvent) -> Option<RunEvent> {
 }
 
 /// The verdict on the finished cell `run`: the [`RunEvent::CellJudged`]
-/// that follows its `cell_finished`.
+/// that follows its `cell_finished`. The first reading is doubted in turn
+/// by each condition a verdict is only as good as (starvation, a ring
+/// that stood still under a squeeze, a loop's rate in a squeezed window,
+/// a rule judged on missing evidence); a doubt that holds makes the cell
+/// inconclusive, with what the run otherwise read (a finding no timing
+/// can produce stands under starvation, and says it was starved).
 pub fn cell_judged(run: &CellRun) -> RunEvent {
-    let step_failures: Vec<String> = run
-        .observations
-        .step_failures
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    // Findings stay in the report, but a fault that did not fire, or a
-    // race the cell did not reach, leaves the cell unjudged: what it did
-    // not do cannot show a defect missing. A cell whose own rule fired
-    // caught its defect all the same (neither is the harness failing, so
-    // nothing it did can have made the finding), and says what it missed.
-    let unmet = super::unfired_faults(&run.observations)
-        .or_else(|| super::unreached(&run.plan.reach, &run.observations, &run.proved.claimed_by));
-    let caught = match &run.plan.expect {
-        Expectation::Detect(rule) => run.findings.iter().any(|f| f.rule == *rule),
-        Expectation::Pass => false,
-    };
-    let harness_error = run
-        .harness_error
-        .clone()
-        .or_else(|| unmet.clone().filter(|_| !caught));
-    let mut judgement = super::judge(
-        &run.plan.expect,
-        &run.findings,
-        &step_failures,
-        harness_error.as_deref(),
-    );
-    if let (None, Some(unmet)) = (&harness_error, &unmet) {
-        judgement.reason.push_str(&format!("; although {unmet}"));
-    }
-    let mut harness_error = harness_error;
-    let starved = super::starved(
-        &run.observations.phases,
-        &run.observations.late,
-        &run.plan.timings,
-    );
-    // A verdict is only as good as the conditions it was taken in: what
-    // failed may be the starvation's doing, and what passed may not have
-    // met the timings the cell exists to test.
-    // A finding no timing can produce stands: a job lost under
-    // starvation is lost.
-    let standing = run.findings.iter().any(|f| f.rule.timing_independent());
-    if let Some(starved) = &starved
-        && judgement.verdict == Verdict::Fail
-        && standing
-    {
-        judgement
-            .reason
-            .push_str(&format!("; found although starved: {starved}"));
-    } else if let Some(starved) = starved
-        && judgement.verdict != Verdict::Inconclusive
-    {
-        let why = format!(
-            "starved: {starved}, past what stale_after {} tolerates (the run otherwise read: {})",
-            run.plan.timings.stale_after, judgement.reason
-        );
-        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
-        harness_error = Some(why);
-    }
-    // A ring that stood still a little past its bound while the machine
-    // was squeezed was not judged either way: a pass (or a miss of
-    // ring_stalled) cannot rest on it.
-    let rests_on_rings = match &run.plan.expect {
-        Expectation::Pass => judgement.verdict == Verdict::Pass,
-        Expectation::Detect(rule) => {
-            *rule == FindingRule::RingStalled && judgement.verdict == Verdict::Fail
-        }
-    };
-    if rests_on_rings
-        && let Some(doubt) = super::liveness::doubted(
-            &run.observations,
-            super::liveness::stall_after_ms(&run.plan.timings),
-        )
-    {
-        let why = format!("{doubt} (the run otherwise read: {})", judgement.reason);
-        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
-        harness_error = Some(why);
-    }
-    // Likewise a rate past the loops' budget in a squeezed window; and a
-    // cell that exists to catch a runaway loop misses it only where a
-    // window was judged on a machine that kept up.
-    let loops_doubt = match &run.plan.expect {
-        Expectation::Pass if judgement.verdict == Verdict::Pass => {
-            super::runaway::doubted(&run.observations, &run.plan.timings)
-        }
-        Expectation::Detect(FindingRule::RunawayLoop) if judgement.verdict == Verdict::Fail => {
-            super::runaway::doubted(&run.observations, &run.plan.timings)
-                .or_else(|| super::runaway::unseen(&run.observations, &run.plan.timings))
-        }
-        _ => None,
-    };
-    if let Some(doubt) = loops_doubt {
-        let why = format!("{doubt} (the run otherwise read: {})", judgement.reason);
-        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
-        harness_error = Some(why);
-    }
-    // And a rule reconciliation could not judge the cell on, for want of
-    // evidence: a pass (or a miss of that rule) cannot rest on it.
-    let doubt = run.doubts.iter().find(|d| match &run.plan.expect {
-        Expectation::Pass => judgement.verdict == Verdict::Pass,
-        Expectation::Detect(rule) => *rule == d.rule && judgement.verdict == Verdict::Fail,
-    });
-    if let Some(doubt) = doubt {
-        let why = format!(
-            "{} (the run otherwise read: {})",
-            doubt.why, judgement.reason
-        );
-        judgement = super::judge(&run.plan.expect, &run.findings, &step_failures, Some(&why));
-        harness_error = Some(why);
-    }
+    let reached = super::reached(&run.plan.reach, &run.observations, &run.proved.claimed_by);
+    let mut judging = Judging::first(run, &reached);
+    judging.doubt_starvation();
+    judging.doubt_rings();
+    judging.doubt_loops();
+    judging.doubt_evidence();
     RunEvent::CellJudged {
         index: run.index,
         cell: run.plan.name.clone(),
-        verdict: judgement.verdict,
-        detection: judgement.detection,
-        reason: judgement.reason,
-        harness_error,
+        verdict: judging.judgement.verdict,
+        detection: judging.judgement.detection,
+        reason: judging.judgement.reason,
+        harness_error: judging.harness_error,
+        reached,
+    }
+}
+
+/// Whether the cell's own rule fired (a `detect` cell caught its defect).
+fn caught(run: &CellRun) -> bool {
+    match &run.plan.expect {
+        Expectation::Detect(rule) => run.findings.iter().any(|f| f.rule == *rule),
+        Expectation::Pass => false,
+    }
+}
+
+/// A cell's verdict as it is being judged: the reading so far, and why the
+/// harness could not judge it, if it could not.
+struct Judging<'a> {
+    run: &'a CellRun,
+    step_failures: Vec<String>,
+    judgement: super::Judgement,
+    harness_error: Option<String>,
+}
+
+impl<'a> Judging<'a> {
+    /// The first reading: findings, failed steps, and the run's own
+    /// harness error or what it did not do.
+    fn first(run: &'a CellRun, reached: &[super::Reached]) -> Self {
+        let step_failures: Vec<String> = run
+            .observations
+            .step_failures
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // Findings stay in the report, but a fault that did not fire, or a
+        // race the cell did not reach, leaves the cell unjudged: what it did
+        // not do cannot show a defect missing. A cell whose own rule fired
+        // caught its defect all the same (neither is the harness failing, so
+        // nothing it did can have made the finding), and says what it missed.
+        let unmet =
+            super::unfired_faults(&run.observations).or_else(|| super::reach::missed(reached));
+        let harness_error = run
+            .harness_error
+            .clone()
+            .or_else(|| unmet.clone().filter(|_| !caught(run)));
+        let mut judgement = super::judge(
+            &run.plan.expect,
+            &run.findings,
+            &step_failures,
+            harness_error.as_deref(),
+        );
+        if let (None, Some(unmet)) = (&harness_error, &unmet) {
+            judgement.reason.push_str(&format!("; although {unmet}"));
+        }
+        Self {
+            run,
+            step_failures,
+            judgement,
+            harness_error,
+        }
+    }
+
+    /// The cell is inconclusive for `why`.
+    fn doubt(&mut self, why: String) {
+        self.judgement = super::judge(
+            &self.run.plan.expect,
+            &self.run.findings,
+            &self.step_failures,
+            Some(&why),
+        );
+        self.harness_error = Some(why);
+    }
+
+    /// A verdict is only as good as the conditions it was taken in: what
+    /// failed may be the starvation's doing, and what passed may not have
+    /// met the timings the cell exists to test. A finding no timing can
+    /// produce stands: a job lost under starvation is lost.
+    fn doubt_starvation(&mut self) {
+        let run = self.run;
+        let Some(starved) = super::starved(
+            &run.observations.phases,
+            &run.observations.late,
+            &run.plan.timings,
+        ) else {
+            return;
+        };
+        let standing = run.findings.iter().any(|f| f.rule.timing_independent());
+        if self.judgement.verdict == Verdict::Fail && standing {
+            self.judgement
+                .reason
+                .push_str(&format!("; found although starved: {starved}"));
+        } else if self.judgement.verdict != Verdict::Inconclusive {
+            let why = format!(
+                "starved: {starved}, past what stale_after {} tolerates (the run otherwise read: {})",
+                run.plan.timings.stale_after, self.judgement.reason
+            );
+            self.doubt(why);
+        }
+    }
+
+    /// A ring that stood still a little past its bound while the machine
+    /// was squeezed was not judged either way: a pass (or a miss of
+    /// ring_stalled) cannot rest on it.
+    fn doubt_rings(&mut self) {
+        let run = self.run;
+        let rests_on_rings = match &run.plan.expect {
+            Expectation::Pass => self.judgement.verdict == Verdict::Pass,
+            Expectation::Detect(rule) => {
+                *rule == FindingRule::RingStalled && self.judgement.verdict == Verdict::Fail
+            }
+        };
+        if rests_on_rings
+            && let Some(doubt) = super::liveness::doubted(
+                &run.observations,
+                super::liveness::stall_after_ms(&run.plan.timings),
+            )
+        {
+            let why = format!(
+                "{doubt} (the run otherwise read: {})",
+                self.judgement.reason
+            );
+            self.doubt(why);
+        }
+    }
+
+    /// Likewise a rate past the loops' budget in a squeezed window; and a
+    /// cell that exists to catch a runaway loop misses it only where a
+    /// window was judged on a machine that kept up.
+    fn doubt_loops(&mut self) {
+        let run = self.run;
+        let loops_doubt = match &run.plan.expect {
+            Expectation::Pass if self.judgement.verdict == Verdict::Pass => {
+                super::runaway::doubted(&run.observations, &run.plan.timings)
+            }
+            Expectation::Detect(FindingRule::RunawayLoop)
+                if self.judgement.verdict == Verdict::Fail =>
+            {
+                super::runaway::doubted(&run.observations, &run.plan.timings)
+                    .or_else(|| super::runaway::unseen(&run.observations, &run.plan.timings))
+            }
+            _ => None,
+        };
+        if let Some(doubt) = loops_doubt {
+            let why = format!(
+                "{doubt} (the run otherwise read: {})",
+                self.judgement.reason
+            );
+            self.doubt(why);
+        }
+    }
+
+    /// And a rule reconciliation could not judge the cell on, for want of
+    /// evidence: a pass (or a miss of that rule) cannot rest on it.
+    fn doubt_evidence(&mut self) {
+        let run = self.run;
+        let verdict = self.judgement.verdict;
+        let doubt = run.doubts.iter().find(|d| match &run.plan.expect {
+            Expectation::Pass => verdict == Verdict::Pass,
+            Expectation::Detect(rule) => *rule == d.rule && verdict == Verdict::Fail,
+        });
+        if let Some(doubt) = doubt {
+            let why = format!(
+                "{} (the run otherwise read: {})",
+                doubt.why, self.judgement.reason
+            );
+            self.doubt(why);
+        }
     }
 }
 

@@ -17,16 +17,7 @@ mod leadership;
 mod rescue;
 mod slot_zero;
 
-/// One declared interleaving and what the run showed of it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reached {
-    /// The interleaving.
-    pub reach: Reach,
-    /// Whether the run reached it.
-    pub reached: bool,
-    /// The evidence, or what was seen instead.
-    pub evidence: String,
-}
+pub use crate::stream::Reached;
 
 /// Each of `wanted` judged against `obs`; `claimed_by` are the versions
 /// whose workers started attempts.
@@ -57,8 +48,14 @@ pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> V
 
 /// Why the cell is inconclusive for want of an interleaving, if it is.
 pub fn unreached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> Option<String> {
-    let missed: Vec<String> = reached(wanted, obs, claimed_by)
-        .into_iter()
+    missed(&reached(wanted, obs, claimed_by))
+}
+
+/// Why the cell is inconclusive for want of an interleaving, from what
+/// [`reached`] judged of each.
+pub fn missed(reached: &[Reached]) -> Option<String> {
+    let missed: Vec<String> = reached
+        .iter()
         .filter(|r| !r.reached)
         .map(|r| format!("{} ({})", r.reach.name(), r.evidence))
         .collect();

@@ -14,7 +14,7 @@ use awa_runtime::error::{EXIT_OK, EXIT_REFUSED};
 use crate::matrix::{Expectation, FlipMode, Outcome};
 use crate::observe::{Phase, Verdict, agree, count, thousands};
 use crate::reconcile::Detection;
-use crate::stream::{CellRun, RunEnd, RunEvent, RunStart};
+use crate::stream::{CellRun, Reached, RunEnd, RunEvent, RunStart};
 
 use super::json::ReportError;
 use super::model::{CellReport, FORMAT_VERSION, RunInfo, RunReport};
@@ -51,11 +51,18 @@ impl Collector {
                 detection,
                 reason,
                 harness_error,
+                reached,
                 ..
             } => {
                 if let Some(mut run) = self.runs.remove(index) {
                     run.harness_error.clone_from(harness_error);
-                    let mut cell = cell_report(run, *verdict, *detection, reason.clone());
+                    let judged = JudgedEvent {
+                        verdict: *verdict,
+                        detection: *detection,
+                        reason: reason.clone(),
+                        reached,
+                    };
+                    let mut cell = cell_report(run, judged);
                     cell.tries = self.tries.remove(index).unwrap_or_default();
                     self.cells.insert(*index, cell);
                 }
@@ -112,14 +119,23 @@ pub fn event_line(event: &RunEvent) -> Result<String, ReportError> {
     serde_json::to_string(&super::folder::redact_value(value)).map_err(ReportError::Encode)
 }
 
-fn cell_report(
-    run: CellRun,
+/// Reconciliation's verdict on a cell, as its `cell_judged` event gave it.
+struct JudgedEvent<'a> {
     verdict: Verdict,
     detection: Option<Detection>,
-    verdict_reason: String,
-) -> CellReport {
+    reason: String,
+    reached: &'a [Reached],
+}
+
+fn cell_report(run: CellRun, judged: JudgedEvent<'_>) -> CellReport {
+    let JudgedEvent {
+        verdict,
+        detection,
+        reason: verdict_reason,
+        reached,
+    } = judged;
     let proved = if verdict == Verdict::Pass {
-        proved(&run)
+        proved(&run, reached)
     } else {
         Vec::new()
     };
@@ -164,8 +180,9 @@ fn cell_report(
 /// What a passing cell proved, one sentence each, each led by the step
 /// (or phase) that proved it (`step 5 (kill): crash rescue proven on 3
 /// in-flight jobs of killed previous-worker-2`), counts written one way
-/// ([`count`]) and no sentence twice.
-pub fn proved(run: &CellRun) -> Vec<String> {
+/// ([`count`]) and no sentence twice. `reached` is what reconciliation
+/// judged of the interleavings the cell declares.
+pub fn proved(run: &CellRun, reached: &[Reached]) -> Vec<String> {
     let phases = &run.observations.phases;
     let mut out = Vec::new();
     if let Expectation::Detect(rule) = run.plan.expect {
@@ -189,7 +206,7 @@ pub fn proved(run: &CellRun) -> Vec<String> {
         return out;
     }
     out.extend(jobs_settled(run));
-    for r in crate::reconcile::reached(&run.plan.reach, &run.observations, &run.proved.claimed_by) {
+    for r in reached {
         if r.reached {
             out.push(format!("reached {}: {}", r.reach.name(), r.evidence));
         }
@@ -400,13 +417,23 @@ mod tests {
         }
     }
 
+    /// A pass, as a `cell_judged` event with nothing reached would give it.
+    fn passed() -> JudgedEvent<'static> {
+        JudgedEvent {
+            verdict: Verdict::Pass,
+            detection: None,
+            reason: String::new(),
+            reached: &[],
+        }
+    }
+
     #[test]
     fn every_proof_names_its_step_and_counts_read_one_way() {
         let mut run = migrate_first(2_340);
         // A proof recorded twice is said once.
         run.proved.asserts.push(run.proved.asserts[0].clone());
         assert_eq!(
-            proved(&run),
+            proved(&run, &[]),
             [
                 "reconcile: every accepted job (2,340) ended exactly once, in the terminal state its mode was designed for",
                 "reconcile: 1 job of uncertain commit settled, each ending at most once",
@@ -423,6 +450,35 @@ mod tests {
     }
 
     #[test]
+    fn what_reconciliation_judged_reached_is_a_proof_and_what_it_did_not_is_not() {
+        use crate::matrix::Reach;
+        let run = migrate_first(10);
+        let reached = [
+            Reached {
+                reach: Reach::MixedClaims,
+                reached: true,
+                evidence: "workers of 0.6.2 and 0.7.0 claimed".into(),
+            },
+            Reached {
+                reach: Reach::LeaderTakeover,
+                reached: false,
+                evidence: "nobody took over".into(),
+            },
+        ];
+        let proofs = proved(&run, &reached);
+        let said = format!(
+            "reached {}: workers of 0.6.2 and 0.7.0 claimed",
+            Reach::MixedClaims.name()
+        );
+        assert!(proofs.contains(&said), "{proofs:?}");
+        assert!(
+            !proofs.iter().any(|p| p.contains("nobody took over")),
+            "{proofs:?}"
+        );
+        assert_eq!(proofs.len(), proved(&run, &[]).len() + 1);
+    }
+
+    #[test]
     fn a_caught_defect_says_where_and_by_how_many_findings() {
         let mut run = migrate_first(10);
         run.plan.expect = Expectation::Detect(FindingRule::FenceBreached);
@@ -432,12 +488,12 @@ mod tests {
         };
         run.findings = vec![finding("fence"), finding("reconcile"), finding("fence")];
         assert_eq!(
-            proved(&run),
+            proved(&run, &[]),
             ["fence, reconcile: the seeded defect was caught by 3 fence_breached findings"]
         );
         run.findings.truncate(1);
         assert_eq!(
-            proved(&run),
+            proved(&run, &[]),
             ["fence: the seeded defect was caught by 1 fence_breached finding"]
         );
     }
@@ -459,7 +515,7 @@ mod tests {
             first_ms: 4_000,
             age_ms: 1_900,
         }];
-        let cell = cell_report(run, Verdict::Pass, None, String::new());
+        let cell = cell_report(run, passed());
         let json = serde_json::to_value(&cell).unwrap();
         assert_eq!(
             json["queued_runtimes"][0]["instance_id"],
@@ -473,7 +529,7 @@ mod tests {
         let back: CellReport = serde_json::from_value(json).unwrap();
         assert_eq!(back.queued_runtimes, cell.queued_runtimes);
         // None seen: the keys are left out, as older reports have them.
-        let quiet = cell_report(migrate_first(1), Verdict::Pass, None, String::new());
+        let quiet = cell_report(migrate_first(1), passed());
         let json = serde_json::to_value(&quiet).unwrap();
         assert!(json.get("queued_runtimes").is_none() && json.get("late_runtimes").is_none());
     }

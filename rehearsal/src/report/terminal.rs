@@ -752,6 +752,7 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
                 detection: None,
                 reason: "expected pass, got lost".into(),
                 harness_error: None,
+                reached: Vec::new(),
             },
             RunEvent::Note(crate::stream::Note::always(None, "interrupted")),
             RunEvent::RunFinished(crate::stream::RunEnd {
