@@ -164,10 +164,15 @@ steps = [{ fleet = "current", workers = 1, producers = 1 }, { drain = "10s" }]
         matrix: None,
         cells: vec!["bench".into()],
     };
-    plan::expand(&matrix, &selection, 1)
-        .expect("plan")
-        .cells
-        .remove(0)
+    plan::Request {
+        selection,
+        seed: 1,
+        ..plan::Request::default()
+    }
+    .expand(&matrix)
+    .expect("plan")
+    .cells
+    .remove(0)
 }
 
 /// What a driver would have observed: every job accepted, a kill whose

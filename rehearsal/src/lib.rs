@@ -40,7 +40,8 @@
 //! "#;
 //! let matrix = matrix::parse("matrix.toml", text).expect("valid");
 //! let selection = plan::Selection { matrix: None, cells: vec!["tiny".into()] };
-//! let plan = plan::expand(&matrix, &selection, 42).unwrap();
+//! let request = plan::Request { selection, seed: 42, ..plan::Request::default() };
+//! let plan = request.expand(&matrix).unwrap();
 //! assert_eq!(plan.replay, "rehearse --cell tiny --seed 42");
 //! assert_eq!(plan.cells[0].steps.len(), 3);
 //! ```

@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-pub use crate::plan::share::{MAX_COUNT, Partition, apply, shares};
+pub use crate::plan::share::{MAX_COUNT, Partition, shares};
 pub use crate::vocab::partition::{PartitionInfo, Strategy};
 
 /// Why `--durations FILE` could not be used.

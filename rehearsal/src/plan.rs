@@ -14,7 +14,7 @@
 //! PostgreSQL major ([`majors`]), cut to a `--partition` share
 //! ([`share`]), with the matrix file's checksum and the replay line.
 //!
-//! This file holds the plan's types and [`expand`]; its parts have a
+//! This file holds the plan's types; its parts have a
 //! file each: `selection` (which cells), `draw` (one cell's plan drawn
 //! from the seed), `planned_step` (kills and suspensions resolved),
 //! `splitmix` (the seeded streams), `replay_line` (the replay command and
@@ -128,10 +128,15 @@ pub struct DatabaseSetup {
     pub migrated_by: String,
 }
 
-/// Expands the selected cells of `matrix` with `seed`: the selection
-/// alone, on no major in particular, whole, with no checksum and a replay
-/// line of the selection. A command's plan comes from a [`Request`].
-pub fn expand(matrix: &Matrix, selection: &Selection, seed: u64) -> Result<Plan, SelectError> {
+/// The selected cells of `matrix` drawn with `seed`, for this crate's
+/// tests: the selection alone, on no major in particular, whole, with no
+/// checksum. Every plan outside tests comes finished from a [`Request`].
+#[cfg(test)]
+pub(crate) fn expand(
+    matrix: &Matrix,
+    selection: &Selection,
+    seed: u64,
+) -> Result<Plan, SelectError> {
     Ok(Plan {
         seed,
         selection: selection.clone(),

@@ -22,7 +22,7 @@ use awa_harness::pgtemp::Installation;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
-pub use crate::plan::majors::{Choice, cell_id, list, multiply, split_cell};
+pub use crate::plan::majors::{Choice, cell_id, list, split_cell};
 pub use crate::vocab::major::Major;
 
 /// A server the run's cells use, found before anything starts.

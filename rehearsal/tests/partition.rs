@@ -13,21 +13,33 @@ use common::matrix::current_only;
 use common::rehearse::{checkout, in_checkout, rehearse as command};
 use common::scratch::{Scratch, only_report_dir};
 
+use rehearsal::matrix::Matrix;
 use rehearsal::partition::{self, Partition, Strategy};
-use rehearsal::plan::{self, Plan, Selection};
+use rehearsal::plan::{Durations, Plan, Request, Selection};
 use rehearsal::planfile::{PLAN_JSON, PlanFile};
-use rehearsal::servers::{self, Major};
+use rehearsal::servers::Major;
 
 const MATRIX: &str = include_str!("../../matrix.toml");
 
+fn shipped() -> Matrix {
+    rehearsal::matrix::parse("matrix.toml", MATRIX).expect("the shipped matrix")
+}
+
+/// The shipped full matrix on `majors`, seed 7, whole.
+fn request(majors: &[Major]) -> Request {
+    Request {
+        selection: Selection {
+            matrix: Some("full".into()),
+            cells: Vec::new(),
+        },
+        seed: 7,
+        postgres: majors.to_vec(),
+        ..Request::default()
+    }
+}
+
 fn full(majors: &[Major]) -> Plan {
-    let matrix = rehearsal::matrix::parse("matrix.toml", MATRIX).expect("the shipped matrix");
-    let (choice, names) = servers::Choice::new(majors, &[], &matrix.servers).unwrap();
-    let selection = Selection {
-        matrix: Some("full".into()),
-        cells: names,
-    };
-    servers::multiply(plan::expand(&matrix, &selection, 7).unwrap(), &choice)
+    request(majors).expand(&shipped()).unwrap()
 }
 
 /// Durations for two cells in three, the rest unknown (placed by hash).
@@ -42,6 +54,7 @@ fn some_durations(plan: &Plan) -> BTreeMap<String, u64> {
 
 #[test]
 fn every_cell_of_the_full_matrix_lands_in_exactly_one_share() {
+    let matrix = shipped();
     for majors in [vec![], vec![Major(15), Major(18)]] {
         let whole = full(&majors);
         let ids: Vec<String> = whole.cells.iter().map(|c| c.name.clone()).collect();
@@ -59,7 +72,16 @@ fn every_cell_of_the_full_matrix_lands_in_exactly_one_share() {
                         index,
                         count,
                     };
-                    let share = partition::apply(whole.clone(), p, &durations, None);
+                    let share = Request {
+                        partition: Some(p),
+                        durations: Some(Durations {
+                            file: "durations.json".into(),
+                            cells: durations.clone(),
+                        }),
+                        ..request(&majors)
+                    }
+                    .expand(&matrix)
+                    .unwrap();
                     let info = share.partition.as_ref().unwrap();
                     assert_eq!(info.cells, ids, "{p}: the whole selection is recorded");
                     assert_eq!((info.index, info.count), (index, count));

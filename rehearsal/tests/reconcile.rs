@@ -282,10 +282,15 @@ steps = [{ fleet = "current", workers = 1, producers = 1 }, { drain = "10s" }]
         matrix: None,
         cells: vec!["synthetic".into()],
     };
-    plan::expand(&matrix, &selection, 1)
-        .expect("plan")
-        .cells
-        .remove(0)
+    plan::Request {
+        selection,
+        seed: 1,
+        ..plan::Request::default()
+    }
+    .expand(&matrix)
+    .expect("plan")
+    .cells
+    .remove(0)
 }
 
 /// Insert `job` as the runtime would have left it.

@@ -140,7 +140,13 @@ async fn a_migration_that_forgets_an_index_is_schema_drift_naming_it() {
         matrix: None,
         cells: vec!["schema".into()],
     };
-    let plan = rehearsal::plan::expand(&matrix, &selection, 1).unwrap();
+    let plan = rehearsal::plan::Request {
+        selection,
+        seed: 1,
+        ..rehearsal::plan::Request::default()
+    }
+    .expand(&matrix)
+    .unwrap();
     let obs = Observations {
         schema_checks: vec![SchemaCheck {
             step: 3,

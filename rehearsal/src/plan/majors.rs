@@ -152,8 +152,10 @@ pub fn list(majors: &[Major]) -> String {
 /// Each cell of `plan` once per major it runs on, in plan order (a
 /// cell's majors side by side); ids carry `@pgN` when the run covers more
 /// than one major. Every copy keeps the cell's seeded choices, so the
-/// majors are compared on the same plan.
-pub fn multiply(mut plan: Plan, choice: &Choice) -> Plan {
+/// majors are compared on the same plan. (A run's plan is multiplied
+/// inside [`super::Request::expand`]; this is the tests' way in.)
+#[cfg(test)]
+fn multiply(mut plan: Plan, choice: &Choice) -> Plan {
     plan.cells = choice.multiply_cells(plan.cells);
     plan
 }

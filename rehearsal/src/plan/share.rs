@@ -21,10 +21,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 
-use super::{CellPlan, Plan, fnv1a64};
+use super::{CellPlan, fnv1a64};
 pub use crate::vocab::partition::{PartitionInfo, Strategy};
 
 /// The most shares a selection may be cut into.
@@ -144,25 +144,6 @@ pub fn shares(
         }
     }
     out
-}
-
-/// `plan` cut down to `partition`'s share, recording the whole selection.
-/// `durations` names the file the times came from.
-pub fn apply(
-    mut plan: Plan,
-    partition: Partition,
-    durations: &BTreeMap<String, u64>,
-    durations_file: Option<&PathBuf>,
-) -> Plan {
-    let (cells, info) = cut(
-        plan.cells,
-        partition,
-        durations,
-        durations_file.map(PathBuf::as_path),
-    );
-    plan.cells = cells;
-    plan.partition = Some(info);
-    plan
 }
 
 /// `cells` cut down to `partition`'s share, and what the plan records
