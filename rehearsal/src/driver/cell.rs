@@ -34,7 +34,7 @@ pub(super) struct Begun {
 }
 
 /// A cell in progress.
-pub(super) struct Cell<'a> {
+pub(super) struct LiveCell<'a> {
     pub ctx: &'a CellContext,
     pub plan: &'a CellPlan,
     pub t0: Instant,
@@ -46,7 +46,7 @@ pub(super) struct Cell<'a> {
     pub state: CellState,
 }
 
-impl Cell<'_> {
+impl LiveCell<'_> {
     /// Milliseconds since the cell started.
     pub fn ms(&self) -> u64 {
         self.t0.elapsed().as_millis() as u64
@@ -188,7 +188,7 @@ pub async fn run_cell(
         Ok(db) => db,
         Err(unstarted) => return (unrun(index, plan, t0, unstarted.why), Some(unstarted.kind)),
     };
-    let (mut cell, monitor) = Cell::start(ctx, plan, t0, db);
+    let (mut cell, monitor) = LiveCell::start(ctx, plan, t0, db);
     let abort = cell.run_phases().await;
     cell.wind_down(abort.is_some(), monitor).await;
     let failed = matches!(abort, Some(Abort::Failed(_)));
@@ -286,7 +286,7 @@ fn unrun(index: usize, plan: &CellPlan, t0: Instant, why: String) -> CellRun {
     }
 }
 
-impl<'a> Cell<'a> {
+impl<'a> LiveCell<'a> {
     /// A cell whose database is ready: its ledger, probe and monitor start.
     fn start(ctx: &'a CellContext, plan: &'a CellPlan, t0: Instant, db: CellDb) -> (Self, Monitor) {
         let (sink, rx) = mpsc::unbounded_channel();
@@ -326,7 +326,7 @@ impl<'a> Cell<'a> {
                 cell: plan.name.clone(),
             },
         );
-        let cell = Cell {
+        let cell = LiveCell {
             ctx,
             plan,
             t0,

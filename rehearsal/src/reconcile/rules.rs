@@ -458,6 +458,10 @@ fn sample_gap(obs: &Observations, at_ms: i64) -> String {
 
 /// The rescues no injected fault, and no evidence the monitor kept,
 /// explains.
+// Long on purpose: each excuse is a few lines of evidence with the
+// paragraph that says why it excuses, and the closing match reads them
+// in the order they are tried; apart, the excuse and its reason would
+// sit in different places.
 fn unexplained_rescues<'a>(storage: &'a Storage, obs: &Observations) -> Vec<&'a RescuedAttempt> {
     let pg_crashed = obs.phases.iter().any(|p| p.name == "pg_crash");
     let faulted: std::collections::BTreeSet<&str> =

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::super::probe::ProbeError;
 use super::super::waited::secs;
-use super::Cell;
+use super::LiveCell;
 use crate::matrix::{FlipMode, Step};
 use crate::observe::count;
 
@@ -20,7 +20,7 @@ use crate::observe::count;
 /// out (the server may be the reason).
 const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
 
-impl Cell<'_> {
+impl LiveCell<'_> {
     /// The cell's budget ran out (and the run itself is not being interrupted).
     pub(in crate::driver) fn over_budget(&self) -> bool {
         let cancel = &self.ctx.cancel;

@@ -3,10 +3,10 @@
 //! collected into the observations, and the cron schedule's window.
 
 use super::super::{Abort, Done, EXIT_OK};
-use super::{Begun, CRON_NAME, Cell};
+use super::{Begun, CRON_NAME, LiveCell};
 use crate::observe::{CronWindow, Phase, ProcessRecord, StepOutcome};
 
-impl Cell<'_> {
+impl LiveCell<'_> {
     /// A phase begins.
     pub(super) fn begin(&mut self, index: usize, name: &'static str) -> Begun {
         self.state.step_index = index;
