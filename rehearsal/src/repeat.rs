@@ -154,12 +154,17 @@ impl Rates {
         }
         for name in &self.order {
             for miss in &self.cells[name].misses {
+                // An inconclusive cell's reason already opens with its verdict.
+                let verdict = crate::report::verdict_name(miss.verdict);
+                let reason = miss
+                    .reason
+                    .strip_prefix(verdict)
+                    .and_then(|r| r.strip_prefix(": "))
+                    .unwrap_or(&miss.reason);
                 out.push_str(&format!(
-                    "{name}: run {} (seed {}) {}: {}\n  replay: {}\n  plan and logs: {}\n",
+                    "{name}: run {} (seed {}) {verdict}: {reason}\n  replay: {}\n  plan and logs: {}\n",
                     miss.run,
                     miss.seed,
-                    crate::report::verdict_name(miss.verdict),
-                    miss.reason,
                     self.replay(name, miss.seed),
                     miss.dir.display()
                 ));
@@ -219,6 +224,26 @@ mod tests {
         assert_eq!(
             only_clean.replay("fence", 3),
             "rehearse --matrix-file m.toml --cell fence --seed 3"
+        );
+    }
+
+    #[test]
+    fn an_inconclusive_miss_names_its_verdict_once() {
+        let mut report = fixture::report();
+        let cell = report
+            .cells
+            .iter_mut()
+            .find(|c| c.verdict == Verdict::Inconclusive)
+            .expect("the fixture's inconclusive cell");
+        cell.verdict_reason = "inconclusive: interrupted (Ctrl-C or SIGTERM)".into();
+        let mut rates = Rates::new(None);
+        rates.add(9, &report, PathBuf::from("reports/b"));
+        let text = rates.render(9);
+        assert!(
+            text.contains(
+                "defect-fence: run 1 (seed 9) inconclusive: interrupted (Ctrl-C or SIGTERM)\n"
+            ),
+            "{text}"
         );
     }
 

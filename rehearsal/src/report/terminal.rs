@@ -332,6 +332,11 @@ impl Terminal {
                     bar.step(what);
                 }
             }
+            RunEvent::CellRetried { cell, attempt, .. } => {
+                if let Some(bar) = self.bars.get(cell) {
+                    bar.try_again(attempt.attempt + 1);
+                }
+            }
             RunEvent::CellJudged {
                 cell,
                 verdict,
@@ -502,6 +507,27 @@ impl CellBar {
             BarOutput::Lines(out) => {
                 line(out, &format!("[{}] {n}/{} {msg}", self.name, self.steps))
             }
+            BarOutput::Silent => {}
+        }
+    }
+
+    /// The cell runs again from its first step, as try `attempt`: the
+    /// step count starts over (the note before it said why).
+    pub fn try_again(&self, attempt: u32) {
+        self.begun.store(0, Ordering::Relaxed);
+        match &self.sink {
+            BarOutput::Bar(bar, _) => {
+                bar.set_position(0);
+                bar.set_message(format!("try {attempt}"));
+            }
+            BarOutput::Lines(out) => line(
+                out,
+                &format!(
+                    "[{}] try {attempt} ({})",
+                    self.name,
+                    plural(self.steps, "step")
+                ),
+            ),
             BarOutput::Silent => {}
         }
     }
@@ -721,6 +747,46 @@ FAIL: 3 cells: 1 pass, 1 fail, 1 inconclusive in 2m28s
         assert_eq!(
             redact_durations(&text),
             "[fence] started (3 steps)\n[fence] 1/3 fleet previous: 2 workers\n[fence] 2/3 flip manual\npostgres restarted\n[fence] fail in [duration]: expected pass, got lost\n[x] started (1 step)\n[x] pass in [duration]\n"
+        );
+    }
+
+    #[test]
+    fn a_cell_tried_again_counts_its_steps_from_one() {
+        let out = Shared::default();
+        let mut terminal = Terminal::with(Progress::lines(Box::new(out.clone())));
+        let step = |what: &str| RunEvent::StepStarted {
+            cell: "fence".into(),
+            what: what.into(),
+        };
+        let events = [
+            RunEvent::CellStarted {
+                index: 0,
+                cell: "fence".into(),
+                phases: 2,
+            },
+            step("prepare the database"),
+            step("flip manual"),
+            RunEvent::CellRetried {
+                index: 0,
+                cell: "fence".into(),
+                attempt: crate::stream::CellTry {
+                    attempt: 1,
+                    seed: Some(9),
+                    why: "starved".into(),
+                    elapsed_ms: 1,
+                    logs: "logs/fence/try-1".into(),
+                },
+            },
+            step("prepare the database"),
+        ];
+        let mut err = Vec::new();
+        for event in &events {
+            terminal.show(event, &mut err).unwrap();
+        }
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            "[fence] started (2 steps)\n[fence] 1/2 prepare the database\n[fence] 2/2 flip manual\n[fence] try 2 (2 steps)\n[fence] 1/2 prepare the database\n"
         );
     }
 
