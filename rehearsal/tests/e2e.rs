@@ -320,6 +320,55 @@ fn ctrl_c_stops_every_child_and_reports_the_cell_inconclusive() {
     }
 }
 
+/// Ctrl-C right after the first run of a `--repeat` wrote its report,
+/// while the next one prepares: the listener the first run installed
+/// keeps the signal, so no further run starts (or the one starting stops
+/// at once) and the repeat exits 3, not as a clean pass over fewer runs.
+#[test]
+fn ctrl_c_between_two_runs_of_a_repeat_ends_it() {
+    use std::io::{BufRead, BufReader};
+    let scratch = scratch("ctrl-c-repeat", MATRIX);
+    let mut child = rehearse(
+        &scratch,
+        &["--cell", "small-kill", "--repeat", "3", "--seed", "11"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("start rehearse");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut signalled = false;
+    for line in BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        // Run 1's closing lines end with the folder of its report.
+        if !signalled && line.starts_with("report: ") {
+            assert_eq!(
+                nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT),
+                Ok(())
+            );
+            signalled = true;
+        }
+        seen.push(line);
+    }
+    let err = seen.join("\n");
+    assert!(signalled, "run 1 never reported:\n{err}");
+    // stderr ended with the process; stdout is the short rates table.
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("no further runs"), "{err}");
+    assert!(!err.contains("run 3/3"), "a third run started:\n{err}");
+    assert!(out.contains("flake rates over"), "{out}");
+}
+
 /// The shipped `smoke` matrix (migrate-first, binary-first, fence: the
 /// 0.6.2 -> 0.7 upgrade with a flip and a fence) passes on the process
 /// backend.

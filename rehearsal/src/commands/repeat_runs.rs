@@ -48,7 +48,18 @@ pub(super) fn repeat(
     let mut rates = crate::repeat::Rates::new(file);
     let matrix = Arc::new(matrix);
     let mut busy = None;
+    let mut cut_short = false;
     for (i, plan) in plans.into_iter().enumerate() {
+        // A signal between two runs (the report written, the next one's
+        // artifacts not yet ready) ends the repeat as one during a run does.
+        if crate::driver::run::signalled() {
+            writeln!(
+                err,
+                "interrupted (Ctrl-C or SIGTERM between runs): no further runs; {i} of {n} ran"
+            )?;
+            cut_short = true;
+            break;
+        }
         writeln!(err, "run {}/{n} (seed {})", i + 1, plan.seed)?;
         let seed = plan.seed;
         let mut request = request(cli, env, &path, plan, history.clone(), false, err)?;
@@ -66,5 +77,9 @@ pub(super) fn repeat(
         }
     }
     out.write_all(rates.render(base).as_bytes())?;
-    Ok(rates.outcome())
+    // Fewer runs than asked are not a clean bill, however they went.
+    Ok(match rates.outcome() {
+        RunOutcome::AllMet if cut_short => RunOutcome::Inconclusive,
+        outcome => outcome,
+    })
 }

@@ -39,6 +39,7 @@ use cells::run_each_cell;
 pub use header::migration_checksums;
 use header::run_start;
 use servers::{open_servers, stop_server};
+pub use signals::signalled;
 use signals::watch_signals;
 
 /// Why a run could not run at all: the library's `Error` wraps it (as
