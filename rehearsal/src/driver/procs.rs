@@ -427,10 +427,13 @@ impl StepCtx<'_> {
     }
 
     /// Fleet processes that ended without the driver asking: a runtime
-    /// that refuses before the migration is parked (binary-first); any
-    /// other end is a step failure in a `pass` cell (in a `detect` cell,
-    /// where a defect may well crash runtimes, a note).
-    pub async fn check_unexpected_exits(&mut self) -> Vec<String> {
+    /// that refuses before the migration is parked (binary-first); one the
+    /// fence stopped after the flip is noted; any other end is a step
+    /// failure in a `pass` cell (in a `detect` cell, where a defect may
+    /// well crash runtimes, a note). An end that cannot be told apart
+    /// from the fence's (its last output still on its way, the authority
+    /// unreadable) is the harness's failure: the cell is inconclusive.
+    pub async fn check_unexpected_exits(&mut self) -> Result<Vec<String>, Abort> {
         let ended: Vec<(usize, ProcId)> = {
             let l = self.ledger().lock();
             self.state
@@ -453,9 +456,11 @@ impl StepCtx<'_> {
             self.state.reported_exits.insert(id);
             // Its last lines (a fence's refusal) may reach the ledger after
             // its exit does: on a busy engine the log stream lags the wait.
-            let _ = self
-                .await_done(id, OUTPUT_AFTER_EXIT, &Cancel::never())
-                .await;
+            let complete = matches!(
+                self.await_done(id, OUTPUT_AFTER_EXIT, &Cancel::never())
+                    .await,
+                Ok(true)
+            );
             let (name, code, refused, why) = {
                 let l = self.ledger().lock();
                 let p = &l.procs[id];
@@ -482,14 +487,22 @@ impl StepCtx<'_> {
                 continue;
             }
             self.state.seats[seat].dead = true;
-            if let Some(fence) = self.fenced_exit(id).await {
-                notes.push(format!(
-                    "{name} was stopped by the fence after the flip: {fence}"
-                ));
-                self.state.facts.notes.push(format!(
-                    "{name} met the fence after the flip and exited: {fence}"
-                ));
-                continue;
+            match self.fenced_exit(id, complete).await {
+                FencedExit::Fenced(fence) => {
+                    notes.push(format!(
+                        "{name} was stopped by the fence after the flip: {fence}"
+                    ));
+                    self.state.facts.notes.push(format!(
+                        "{name} met the fence after the flip and exited: {fence}"
+                    ));
+                    continue;
+                }
+                FencedExit::Unknown(doubt) => {
+                    return Err(Abort::Harness(format!(
+                        "{name} exited ({why}), and whether the fence stopped it cannot be told: {doubt}"
+                    )));
+                }
+                FencedExit::NotFenced => {}
             }
             let message = format!("{name} exited unexpectedly ({why})");
             if self.plan.expect == Expectation::Pass {
@@ -498,19 +511,20 @@ impl StepCtx<'_> {
                 notes.push(message);
             }
         }
-        notes
+        Ok(notes)
     }
 
-    /// A process that exited with an error after the flip because the
-    /// fence stopped it (ADR-041 §6: a returning pre-flip binary must fail
-    /// loudly): the designed end, not a step failure. Whether it wrote
-    /// anything first is for reconciliation to judge.
-    async fn fenced_exit(&mut self, id: ProcId) -> Option<String> {
+    /// Whether a process that exited with an error after the flip was
+    /// stopped by the fence (ADR-041 §6: a returning pre-flip binary must
+    /// fail loudly): the designed end, not a step failure. Whether it
+    /// wrote anything first is for reconciliation to judge. `complete`:
+    /// its output ended before the wait for it did.
+    async fn fenced_exit(&mut self, id: ProcId, complete: bool) -> FencedExit {
         let text = {
             let l = self.ledger().lock();
             let p = &l.procs[id];
             if p.code().is_none_or(|c| c == EXIT_OK) {
-                return None;
+                return FencedExit::NotFenced;
             }
             format!(
                 "{}\n{}",
@@ -518,21 +532,58 @@ impl StepCtx<'_> {
                 p.stderr_tail(10)
             )
         };
-        let line = fence_line(&text)?;
-        let line = match crate::observe::FenceLayer::refusing(line) {
+        let line = fence_line(&text).map(|line| match crate::observe::FenceLayer::refusing(line) {
             Some(layer) => format!("{} refused it: {line}", layer.name()),
             None => line.to_owned(),
-        };
-        // A probe that did not answer is asked again: a busy database must
-        // not turn the fence's designed end into a step failure.
+        });
+        judge_exit(line, complete, self.flipped().await)
+    }
+
+    /// Whether the cursor authority is `ledger` (the flip committed),
+    /// asking a busy database again; `None` when it never answered.
+    async fn flipped(&mut self) -> Option<bool> {
         for _ in 0..AUTHORITY_TRIES {
             match self.probe.authority().await {
-                Ok(flipped) => return (flipped.as_deref() == Some("ledger")).then_some(line),
+                Ok(authority) => return Some(authority.as_deref() == Some("ledger")),
                 Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
             }
         }
         None
     }
+}
+
+/// What an unasked exit with an error was: `line` is the fence's refusal
+/// its output ends with, if it does; `complete`, whether that output had
+/// all arrived; `flipped`, whether the cursor authority is `ledger`
+/// (`None`: it could not be read).
+fn judge_exit(line: Option<String>, complete: bool, flipped: Option<bool>) -> FencedExit {
+    match (line, complete, flipped) {
+        (Some(line), _, Some(true)) => FencedExit::Fenced(line),
+        (Some(_), _, None) => FencedExit::Unknown(format!(
+            "its last output names the fence, but the cursor authority could not be read ({AUTHORITY_TRIES} tries)"
+        )),
+        (None, false, Some(true) | None) => FencedExit::Unknown(format!(
+            "its last output had not arrived {} after its exit, and the cursor authority is {}",
+            crate::observe::duration(OUTPUT_AFTER_EXIT.as_millis() as u64),
+            if flipped.is_some() {
+                "ledger"
+            } else {
+                "unreadable"
+            }
+        )),
+        _ => FencedExit::NotFenced,
+    }
+}
+
+/// How an unasked exit relates to the fence.
+#[derive(Debug, PartialEq, Eq)]
+enum FencedExit {
+    /// The fence stopped it: its refusal, as its output said it.
+    Fenced(String),
+    /// Not the fence (an ordinary exit, judged as such).
+    NotFenced,
+    /// It cannot be told: why.
+    Unknown(String),
 }
 
 /// How long an unexpected exit's output may take to reach the ledger
@@ -571,6 +622,42 @@ mod tests {
             .is_some()
         );
         assert_eq!(fence_line("cannot connect to the database"), None);
+    }
+
+    #[test]
+    fn an_exit_is_the_fences_only_on_its_evidence_and_unjudged_without_it() {
+        let line = || Some("claim ring: the legacy cursor resolver is fenced".to_owned());
+        // The refusal, after the flip: the fence's designed end.
+        assert_eq!(
+            judge_exit(line(), true, Some(true)),
+            FencedExit::Fenced(line().unwrap())
+        );
+        assert_eq!(
+            judge_exit(line(), false, Some(true)),
+            FencedExit::Fenced(line().unwrap())
+        );
+        // A refusal text before any flip is no fence: an ordinary exit.
+        assert_eq!(judge_exit(line(), true, Some(false)), FencedExit::NotFenced);
+        // Output all in and no refusal in it: an ordinary exit, flip or not.
+        assert_eq!(judge_exit(None, true, Some(true)), FencedExit::NotFenced);
+        assert_eq!(judge_exit(None, false, Some(false)), FencedExit::NotFenced);
+        // After the flip with its last lines still on their way, or with
+        // the authority unreadable: it cannot be told.
+        let FencedExit::Unknown(why) = judge_exit(None, false, Some(true)) else {
+            panic!("an exit after the flip whose output had not arrived was judged");
+        };
+        assert_eq!(
+            why,
+            "its last output had not arrived 10.0s after its exit, and the cursor authority is ledger"
+        );
+        assert!(matches!(
+            judge_exit(line(), true, None),
+            FencedExit::Unknown(_)
+        ));
+        assert!(matches!(
+            judge_exit(None, false, None),
+            FencedExit::Unknown(_)
+        ));
     }
 
     #[test]

@@ -31,10 +31,13 @@ impl LiveCell<'_> {
             }
             other => other,
         };
-        let notes = if result.is_ok() {
-            self.step_ctx().check_unexpected_exits().await
-        } else {
-            Vec::new()
+        // An exit the harness cannot judge ends the step as its failure.
+        let (result, notes) = match result {
+            Ok(done) => match self.step_ctx().check_unexpected_exits().await {
+                Ok(notes) => (Ok(done), notes),
+                Err(abort) => (Err(abort), Vec::new()),
+            },
+            other => (other, Vec::new()),
         };
         self.state.seats.retain(|s| !s.dead);
         let end_ms = self.ms();

@@ -36,7 +36,7 @@ pub(in crate::driver) async fn drain(
     }
     // Runtimes that died while the queue drained (a crash, a fence)
     // are judged before the fleet is stopped on purpose.
-    parts.extend(cx.check_unexpected_exits().await);
+    parts.extend(cx.check_unexpected_exits().await?);
     let last_artifact = cx
         .state
         .seats
