@@ -14,7 +14,10 @@
 //! every tick in between (a PostgreSQL crash breaks the run), samples are
 //! no further apart than [`max_gap_ms`] and no session waits on a lock
 //! rotation can be behind (rotation and prune legitimately wait behind a
-//! flip, a migration or a held partition), nor while only leaders of the
+//! flip, a migration or a held partition), nor while the harness's own
+//! `lock_ring` hold keeps the ring's partitions (a `deadlock` hold's
+//! waits end within a fifth of a second, between the monitor's looks,
+//! and under `--stress` its prunes lost every try for 8 s), nor while only leaders of the
 //! previous release lead with attempts of stale or gone runtimes still to
 //! rescue: a 0.6 leader rescues before it rotates, one transaction per
 //! attempt, and after a kill or a PostgreSQL crash on a loaded machine
@@ -160,6 +163,19 @@ struct Stalls {
     doubted: BTreeMap<String, (Run, u64)>,
 }
 
+/// Each ring a `lock_ring` hold of the harness kept locked, and when (ms
+/// since the cell started, from the hold step's start to the hold's end):
+/// rotation and prune of it wait behind the harness by design.
+fn held_by_harness(obs: &Observations) -> Vec<(&'static str, u64, u64)> {
+    obs.partition_holds
+        .iter()
+        .filter_map(|h| {
+            let from = obs.phases.iter().find(|p| p.step == h.step)?.start_ms;
+            Some((h.ring.ring().name(), from, h.at_ms))
+        })
+        .collect()
+}
+
 /// Whether a maintenance leader that can rotate under `authority` is fresh.
 fn can_rotate(s: &LivenessSample) -> bool {
     if s.authority == "ledger" {
@@ -182,8 +198,9 @@ fn n1_led(s: &LivenessSample) -> bool {
 
 /// The longest stall of each ring longer than `stall_after_ms`, and how
 /// many such stalls there were, judged or doubted by the load in each.
-fn stalls(samples: &[LivenessSample], stall_after_ms: u64) -> Stalls {
-    let mut ordered: Vec<&LivenessSample> = samples.iter().collect();
+fn stalls(obs: &Observations, stall_after_ms: u64) -> Stalls {
+    let held = held_by_harness(obs);
+    let mut ordered: Vec<&LivenessSample> = obs.liveness.iter().collect();
     ordered.sort_by_key(|s| s.at_ms);
     let rings: Vec<&str> = {
         let mut names: Vec<&str> = ordered
@@ -221,6 +238,9 @@ fn stalls(samples: &[LivenessSample], stall_after_ms: u64) -> Stalls {
                     && can_rotate(s)
                     && s.lock_waits == 0
                     && !n1_rescuing(s)
+                    && !held
+                        .iter()
+                        .any(|&(r, from, to)| r == ring && (from..=to).contains(&s.at_ms))
             });
             match (run.as_mut(), eligible) {
                 (Some(current), Some(r)) if current.generation == r.generation => {
@@ -255,7 +275,7 @@ fn stalls(samples: &[LivenessSample], stall_after_ms: u64) -> Stalls {
 /// bound that a squeezed window leaves unjudged, with the load in it;
 /// `None` when every stall (if any) was judged.
 pub fn doubted(obs: &Observations, stall_after_ms: u64) -> Option<String> {
-    let (ring, (run, _)) = stalls(&obs.liveness, stall_after_ms)
+    let (ring, (run, _)) = stalls(obs, stall_after_ms)
         .doubted
         .into_iter()
         .max_by_key(|(_, (run, _))| run.length())?;
@@ -312,7 +332,7 @@ fn not_pruned_back(obs: &Observations) -> Vec<Finding> {
 
 /// Rings that held rows but stood still for a wrap.
 fn stalled(obs: &Observations, stall_after_ms: u64) -> Vec<Finding> {
-    stalls(&obs.liveness, stall_after_ms)
+    stalls(obs, stall_after_ms)
         .judged
         .into_iter()
         .map(|(ring, (run, n))| Finding {
@@ -386,6 +406,43 @@ pub(super) mod tests {
             .map(|t| at(t, (t / 1_000) as i64, true, false))
             .collect();
         assert_eq!(findings(&obs(samples), 8_000), []);
+    }
+
+    #[test]
+    fn a_stall_while_the_harness_held_the_ring_is_not_judged() {
+        // The claim ring stands at generation 5 from 5 s to 17 s.
+        let stood = || {
+            obs(ticks(0, 17_000)
+                .map(|t| at(t, (t / 1_000).min(5) as i64, true, false))
+                .collect())
+        };
+        assert_eq!(findings(&stood(), 8_000).len(), 1, "the baseline is found");
+        // A lock_ring hold of the claim ring from step 3 at 4 s to 16 s:
+        // what is left of the stall outside it is under the bound.
+        let with_hold = |ring: crate::matrix::HeldRing| {
+            let mut o = stood();
+            o.phases = vec![crate::observe::Phase {
+                step: 3,
+                name: "hold".into(),
+                detail: String::new(),
+                start_ms: 4_000,
+                end_ms: 16_000,
+                outcome: crate::observe::StepOutcome::Ok,
+            }];
+            o.partition_holds = vec![crate::observe::PartitionHold {
+                at_ms: 16_000,
+                ..crate::observe::PartitionHold::new(3, ring)
+            }];
+            o
+        };
+        let held = with_hold(crate::matrix::HeldRing::Claim);
+        assert_eq!(findings(&held, 8_000), []);
+        assert_eq!(doubted(&held, 8_000), None);
+        // A hold of another ring excuses nothing of this one.
+        assert_eq!(
+            findings(&with_hold(crate::matrix::HeldRing::Lease), 8_000).len(),
+            1
+        );
     }
 
     #[test]
