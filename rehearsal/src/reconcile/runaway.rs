@@ -40,6 +40,13 @@
 //! past [`SQUEEZED_STRETCH`] times the budget; under that it is
 //! [`doubted`], and the cell cannot pass on it (inconclusive, as a ring
 //! stall in a squeezed window is).
+//!
+//! A busy machine can also slow the leader's loop while the harness's
+//! pulse stays on time (its database round trips queue behind other
+//! cells'), and a loop that already takes a fifth of a second a pass
+//! spends little more by spinning: a cell that exists to catch a runaway
+//! loop cannot call it missed unless its leader kept its cron duty's pace
+//! ([`MIN_LEADER_PACE`]) in a window judged; otherwise it is [`unseen`].
 
 use super::rules::{RECONCILE, phase_at};
 use crate::matrix::{Duration, FindingRule, Timings};
@@ -72,6 +79,18 @@ const RINGS: f64 = 3.0;
 pub(super) const SQUEEZED_PULSE_MS: u64 = 250;
 /// How many times its budget a squeezed window must reach to be a finding.
 pub(super) const SQUEEZED_STRETCH: f64 = 2.0;
+/// The share of its cron duty's pace (one pass a `cron` period) under
+/// which the leader's own loop counts as slowed in a window: too slow for
+/// a spin to show. Its cron pass reads `cron_schedules` about once, and a
+/// fold on every pass reads the deltas table at least that often; that
+/// table is judged against 10 reads a second, 4 to 5 of them the
+/// monitor's, so a spin shows only while the loop makes more than about 6
+/// passes a second at a 100 ms cron period (0.6 of its pace). Measured on
+/// docker with every core busy and the harness's pulse on time: a leader
+/// folding on every pass at 4.6 cron reads a second stayed inside every
+/// budget (8 reads of the deltas table in 2.4 s); at 11.9 it read the
+/// table 96 times a second.
+const MIN_LEADER_PACE: f64 = 0.7;
 
 /// Reads of one table each pass of a duty that reads it may make, with
 /// room (a fold reads each ring's ledger twice and its state once).
@@ -484,11 +503,43 @@ pub fn doubted(obs: &Observations, timings: &Timings) -> Option<String> {
     ))
 }
 
+/// How fast the leader's loop went in a window, by the table only its
+/// cron duty reads while the fleet is idle.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct LeaderPace {
+    /// `cron_schedules` reads a second in the window.
+    pub(super) reads_per_s: f64,
+    /// Cron passes a second its period asks for.
+    pub(super) due_per_s: f64,
+}
+
+/// The leader's pace in `window` when it fell under [`MIN_LEADER_PACE`];
+/// `None` when it kept up, or when the window's samples do not say
+/// (no table reads recorded).
+pub(super) fn leader_slowed(judged: &[Judged], window: IdleWindow) -> Option<LeaderPace> {
+    let cron = judged.iter().find(|j| {
+        j.window == window
+            && matches!(
+                j.measure,
+                Measure::Reads {
+                    table: DutyTable::CronSchedules,
+                    ..
+                }
+            )
+    })?;
+    let pace = LeaderPace {
+        reads_per_s: cron.rate(),
+        due_per_s: cron.cadence.duty_hz(Duty::Cron),
+    };
+    (pace.reads_per_s < MIN_LEADER_PACE * pace.due_per_s).then_some(pace)
+}
+
 /// Why a cell that exists to catch a runaway loop and found none cannot
 /// call it missed: no idle window could be judged, or every one was
 /// squeezed (a busy machine slows a spinning loop too, and may keep it
-/// under its budget); `None` when a window judged on a machine that kept
-/// up found nothing, a real miss.
+/// under its budget), or the leader's own loop fell under
+/// [`MIN_LEADER_PACE`] of its pace in every window that was not; `None` when a window judged on a machine
+/// (and a leader) that kept up found nothing, a real miss.
 pub fn unseen(obs: &Observations, timings: &Timings) -> Option<String> {
     let judged = judge_windows(obs, &Cadence::of(timings));
     if judged.is_empty() {
@@ -500,8 +551,34 @@ pub fn unseen(obs: &Observations, timings: &Timings) -> Option<String> {
             observe::duration(SETTLE_MS),
         ));
     }
-    if judged.iter().any(|j| !j.squeezed()) {
+    let kept_up = |j: &&Judged| !j.squeezed() && leader_slowed(&judged, j.window).is_none();
+    if judged.iter().any(|j| kept_up(&j)) {
         return None;
+    }
+    // The pulse was on time but the leader's loop itself ran slow (its
+    // database round trips, its own CPU): a spin costs such a loop little
+    // more than it already spends, so it may stay inside every budget.
+    let slowed = judged
+        .iter()
+        .filter(|j| !j.squeezed())
+        .find_map(|j| Some((j, leader_slowed(&judged, j.window)?)));
+    if let Some((j, pace)) = slowed {
+        let worst = judged
+            .iter()
+            .filter(|w| w.window == j.window)
+            .max_by(|a, b| a.excess().total_cmp(&b.excess()))?;
+        return Some(format!(
+            "while the fleet stood idle (step {}) the leader's own loop ran slow: awa.cron_schedules \
+             was read {:.1} times a second where its {} asks for {:.0} (under {:.0}% of its pace), \
+             and a loop slowed so may spin inside its budget: {}, under {}, rules no runaway out",
+            worst.window.step,
+            pace.reads_per_s,
+            j.cadence.describe(Duty::Cron),
+            pace.due_per_s,
+            MIN_LEADER_PACE * 100.0,
+            worst.figures(),
+            worst.against(),
+        ));
     }
     // The most squeezed window, on its measure nearest its budget.
     let pulse = judged.iter().map(|j| j.pulse_late_ms).max()?;
@@ -829,6 +906,51 @@ pub(super) mod tests {
             why.starts_with("no idle window could be judged (1 idle window held"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_miss_where_the_leaders_own_loop_ran_slow_is_not_a_miss() {
+        let t = timings();
+        // The pulse on time and the leader's cron duty about its pace
+        // (12 reads a second, at 100 ms): a real miss.
+        let kept_up = with_reads(cell(2, 4_000, 160, 0), DutyTable::CronSchedules, 40, 12);
+        assert_eq!(unseen(&kept_up, &t), None);
+        // The same window with the leader's loop at 4 passes a second
+        // (its round trips slowed): a spin may hide inside the budget.
+        let slow = with_reads(cell(2, 4_000, 160, 0), DutyTable::CronSchedules, 40, 4);
+        let why = unseen(&slow, &t).expect("unseen");
+        assert!(
+            why.starts_with(
+                "while the fleet stood idle (step 7) the leader's own loop ran slow: awa.cron_schedules \
+                 was read 4.0 times a second where its cron every 100ms asks for 10 (under 70% of its pace)"
+            ),
+            "{why}"
+        );
+        // A slowed leader does not excuse a finding: the rate past the
+        // budget is found as before.
+        let spinning = with_reads(cell(2, 4_000, 1_000, 0), DutyTable::CronSchedules, 40, 4);
+        assert_eq!(findings(&spinning, &Cadence::of(&t)).len(), 1);
+        // One window slowed, another where the leader kept up: judged.
+        let mut two = with_reads(cell(2, 4_000, 160, 0), DutyTable::CronSchedules, 40, 4);
+        let mut reads = two
+            .census
+            .last()
+            .and_then(|s| s.scans.get(&DutyTable::CronSchedules).copied())
+            .unwrap_or(0);
+        for at_ms in (14_250..=18_000u64).step_by(250) {
+            reads += 10 / 4 + i64::from(at_ms % 1_000 == 0) * 2;
+            let mut sample = two.census.last().cloned().expect("a sample");
+            sample.at_ms = at_ms;
+            sample.xacts = sample.xacts.map(|x| x + 40);
+            sample.scans.insert(DutyTable::CronSchedules, reads);
+            two.census.push(sample);
+        }
+        two.idle.push(IdleWindow {
+            step: 9,
+            from_ms: 14_000,
+            to_ms: 18_000,
+        });
+        assert_eq!(unseen(&two, &t), None);
     }
 
     #[test]
