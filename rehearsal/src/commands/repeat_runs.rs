@@ -69,10 +69,25 @@ pub(super) fn repeat(
             Some(first) => request.busy = first,
             None => busy = Some(request.busy),
         }
+        // The run's preparation (artifacts, images) may have taken the signal.
+        if crate::driver::run::signalled() {
+            writeln!(
+                err,
+                "interrupted (Ctrl-C or SIGTERM while run {} prepared): no further runs; {i} of {n} ran",
+                i + 1
+            )?;
+            cut_short = true;
+            break;
+        }
         let finished = crate::pipeline::run_report(request, out, err)?;
         rates.add(seed, &finished.report, finished.dir);
         if finished.report.run.end.interrupted {
-            writeln!(err, "interrupted: no further runs")?;
+            writeln!(
+                err,
+                "interrupted: no further runs; {} of {n} ran, the last cut short",
+                i + 1
+            )?;
+            cut_short = true;
             break;
         }
     }

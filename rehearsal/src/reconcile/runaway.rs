@@ -569,8 +569,8 @@ pub fn unseen(obs: &Observations, timings: &Timings) -> Option<String> {
             .max_by(|a, b| a.excess().total_cmp(&b.excess()))?;
         return Some(format!(
             "while the fleet stood idle (step {}) the leader's own loop ran slow: awa.cron_schedules \
-             was read {:.1} times a second where its {} asks for {:.0} (under {:.0}% of its pace), \
-             and a loop slowed so may spin inside its budget: {}, under {}, rules no runaway out",
+             was read {:.1} times a second where its {} asks for {:.0} (under {:.0}% of that pace), \
+             and a loop that slow may spin within its budget, so {}, within {}, does not rule a runaway loop out",
             worst.window.step,
             pace.reads_per_s,
             j.cadence.describe(Duty::Cron),
@@ -922,7 +922,7 @@ pub(super) mod tests {
         assert!(
             why.starts_with(
                 "while the fleet stood idle (step 7) the leader's own loop ran slow: awa.cron_schedules \
-                 was read 4.0 times a second where its cron every 100ms asks for 10 (under 70% of its pace)"
+                 was read 4.0 times a second where its cron every 100ms asks for 10 (under 70% of that pace)"
             ),
             "{why}"
         );
