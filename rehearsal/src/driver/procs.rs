@@ -532,14 +532,15 @@ impl StepCtx<'_> {
     /// wrote anything first is for reconciliation to judge. `complete`:
     /// its output ended before the wait for it did.
     async fn fenced_exit(&mut self, id: ProcId, complete: bool) -> FencedExit {
-        // Asked first: its tries take time, in which the last lines may land.
+        if self.proc(id, |p| p.code().is_none_or(|c| c == EXIT_OK)) {
+            return FencedExit::NotFenced;
+        }
+        // Asked before the output is read: its tries take time, in which
+        // the last lines may land.
         let flipped = self.flipped().await;
         let text = {
             let l = self.ledger().lock();
             let p = &l.procs[id];
-            if p.code().is_none_or(|c| c == EXIT_OK) {
-                return FencedExit::NotFenced;
-            }
             format!(
                 "{}\n{}",
                 p.fatal.clone().unwrap_or_default(),

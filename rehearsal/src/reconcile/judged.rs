@@ -96,8 +96,12 @@ impl<'a> Judging<'a> {
         }
     }
 
-    /// The cell is inconclusive for `why`.
-    fn doubt(&mut self, why: String) {
+    /// The cell is inconclusive for `doubt`, with what the run otherwise read.
+    fn doubt(&mut self, doubt: impl std::fmt::Display) {
+        let why = format!(
+            "{doubt} (the run otherwise read: {})",
+            self.judgement.reason
+        );
         self.judgement = super::judge(
             &self.run.plan.expect,
             &self.run.findings,
@@ -126,11 +130,10 @@ impl<'a> Judging<'a> {
                 .reason
                 .push_str(&format!("; found although starved: {starved}"));
         } else if self.judgement.verdict != Verdict::Inconclusive {
-            let why = format!(
-                "starved: {starved}, past what stale_after {} tolerates (the run otherwise read: {})",
-                run.plan.timings.stale_after, self.judgement.reason
-            );
-            self.doubt(why);
+            self.doubt(format!(
+                "starved: {starved}, past what stale_after {} tolerates",
+                run.plan.timings.stale_after
+            ));
         }
     }
 
@@ -151,11 +154,7 @@ impl<'a> Judging<'a> {
                 super::liveness::stall_after_ms(&run.plan.timings),
             )
         {
-            let why = format!(
-                "{doubt} (the run otherwise read: {})",
-                self.judgement.reason
-            );
-            self.doubt(why);
+            self.doubt(doubt);
         }
     }
 
@@ -177,11 +176,7 @@ impl<'a> Judging<'a> {
             _ => None,
         };
         if let Some(doubt) = loops_doubt {
-            let why = format!(
-                "{doubt} (the run otherwise read: {})",
-                self.judgement.reason
-            );
-            self.doubt(why);
+            self.doubt(doubt);
         }
     }
 
@@ -195,11 +190,7 @@ impl<'a> Judging<'a> {
             Expectation::Detect(rule) => *rule == d.rule && verdict == Verdict::Fail,
         });
         if let Some(doubt) = doubt {
-            let why = format!(
-                "{} (the run otherwise read: {})",
-                doubt.why, self.judgement.reason
-            );
-            self.doubt(why);
+            self.doubt(&doubt.why);
         }
     }
 }
