@@ -379,6 +379,10 @@ pub struct HeldBack {
     /// grew above its schedule (see `schedule::growth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grew_to: Option<u32>,
+    /// The fewest cells at once while cells kept starving, when `--jobs
+    /// auto` went below its schedule (see `schedule::growth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrank_to: Option<u32>,
 }
 
 impl RunEnd {
@@ -393,11 +397,16 @@ impl HeldBack {
     /// ticked starved in the last 10.0s`, or `never held a cell back`: for
     /// the terminal and report.md.
     pub fn describe(&self) -> String {
-        let held = self.held();
-        match self.grew_to {
-            Some(n) => format!("{held}; grew to {n} at once while the cores idled"),
-            None => held,
+        let mut text = self.held();
+        if let Some(n) = self.grew_to {
+            text.push_str(&format!("; grew to {n} at once while the cores idled"));
         }
+        if let Some(n) = self.shrank_to {
+            text.push_str(&format!(
+                "; went down to {n} at once while cells kept starving"
+            ));
+        }
+        text
     }
 
     fn held(&self) -> String {

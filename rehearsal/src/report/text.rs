@@ -688,6 +688,7 @@ mod tests {
             ms,
             within_ms: 10_000,
             grew_to: None,
+            shrank_to: None,
         };
         r.run.end.held_back = Some(held(0, 0));
         assert_eq!(
@@ -710,18 +711,20 @@ mod tests {
         );
         r.run.end.held_back = Some(crate::stream::HeldBack {
             grew_to: Some(7),
+            shrank_to: Some(2),
             ..held(3, 72_000)
         });
         assert_eq!(
             schedule_row(&r),
             format!(
-                "{planned}; held a cell back 3 times (1m12s in all) while a running cell had ticked starved in the last 10.0s; grew to 7 at once while the cores idled"
+                "{planned}; held a cell back 3 times (1m12s in all) while a running cell had ticked starved in the last 10.0s; grew to 7 at once while the cores idled; went down to 2 at once while cells kept starving"
             )
         );
         // It survives report.json.
         let json = crate::report::to_json(&r).unwrap();
         assert!(json.contains("\"held_back\""), "{json}");
         assert!(json.contains("\"grew_to\": 7"), "{json}");
+        assert!(json.contains("\"shrank_to\": 2"), "{json}");
         let back = crate::report::from_json(std::path::Path::new("r.json"), &json).unwrap();
         assert_eq!(back.run.end.held_back, r.run.end.held_back);
     }

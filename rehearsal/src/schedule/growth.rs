@@ -1,9 +1,12 @@
-//! `--jobs auto` grows while the cores idle: one more cell at once each
-//! time the machine spent a whole window under [`GROW_BELOW`] busy with
-//! a cell waiting for room and no running cell starved, and one fewer
-//! at each look (every 2 s, and whenever a cell ends) while a running
-//! cell ticked starved in the last 10 s (never below the schedule's own
-//! figure): starvation shrinks it back fast, growth is slow.
+//! `--jobs auto` follows the machine: one more cell at once each time
+//! the machine spent a whole window under [`GROW_BELOW`] busy with a cell
+//! waiting for room and no running cell starved; one fewer at each look
+//! (every 2 s, and whenever a cell ends) while a running cell ticked
+//! starved in the last 10 s, down to the schedule's own figure, and below
+//! it one fewer each [`SHRINK_EVERY`] that starvation goes on without a
+//! break, down to one; and back up one, toward the schedule's figure,
+//! each window in which no cell starved. Starvation shrinks it fast,
+//! growth is slow.
 //!
 //! The schedule's figure comes from an estimate of the cores a running
 //! cell keeps busy: shipped with the matrix on a first run, measured by
@@ -13,6 +16,11 @@
 //! counts every kind of work, so a first run that packed too few cells
 //! finds out within one window. Other work on the machine, and
 //! `--stress`, keep it busy, so they never grow a run.
+//!
+//! A slower machine than the figure was measured on (a CI host that ran
+//! the same cells at half the speed) starves at the schedule's figure
+//! with nothing else running; there the figure is wrong, not the cells,
+//! so the run goes below it rather than starving its retries too.
 
 use std::time::{Duration, Instant};
 
@@ -27,25 +35,37 @@ pub const GROW_EVERY: Duration = Duration::from_secs(10);
 /// at 6 89% (1.13x), every timing kept.
 pub const GROW_BELOW: f64 = 0.90;
 
+/// How long starvation must go on without a break for `--jobs auto` to
+/// go one further below the schedule's figure: twice
+/// [`STARVED_WITHIN`](super::pressure::STARVED_WITHIN), for which one
+/// starved tick counts, so a lone tick (a burst) leaves the figure alone
+/// and a machine that keeps starving at it loses one cell per stretch.
+pub const SHRINK_EVERY: Duration = Duration::from_secs(20);
+
 /// The schedule's concurrency as the run goes.
 #[derive(Clone, Debug)]
 pub struct Growth {
     base: u32,
     ceiling: u32,
-    extra: u32,
+    limit: u32,
     peak: u32,
-    window: Option<(Instant, CpuTimes)>,
+    low: u32,
+    window: Option<(Instant, Option<CpuTimes>)>,
+    starving_since: Option<Instant>,
 }
 
 impl Growth {
     /// From the schedule's `base` cells at once, up to `ceiling`.
     pub fn new(base: u32, ceiling: u32) -> Growth {
+        let base = base.max(1);
         Growth {
             base,
             ceiling: ceiling.max(base),
-            extra: 0,
+            limit: base,
             peak: base,
+            low: base,
             window: None,
+            starving_since: None,
         }
     }
 
@@ -78,7 +98,7 @@ impl Growth {
 
     /// Cells at once now.
     pub fn limit(&self) -> u32 {
-        self.base + self.extra
+        self.limit
     }
 
     /// The most cells at once it allowed, when that was above the base.
@@ -86,18 +106,21 @@ impl Growth {
         (self.peak > self.base).then_some(self.peak)
     }
 
+    /// The fewest cells at once it allowed, when that was below the base.
+    pub fn shrank_to(&self) -> Option<u32> {
+        (self.low < self.base).then_some(self.low)
+    }
+
     /// One look at `now`: the machine's counters (`None` where the kernel
-    /// gives none: the run never grows), whether a running cell ticked
-    /// starved lately, and whether a cell waits for room.
+    /// gives none: the run never grows above its base), whether a running
+    /// cell ticked starved lately, and whether a cell waits for room.
     pub fn observe(&mut self, now: Instant, times: Option<CpuTimes>, starved: bool, wanting: bool) {
-        let Some(times) = times else {
-            return;
-        };
         if starved {
-            self.extra = self.extra.saturating_sub(1);
+            self.shrink(now);
             self.window = Some((now, times));
             return;
         }
+        self.starving_since = None;
         let Some((since, earlier)) = self.window else {
             self.window = Some((now, times));
             return;
@@ -105,12 +128,36 @@ impl Growth {
         if now.saturating_duration_since(since) < GROW_EVERY {
             return;
         }
-        let idle = times.busy_since(&earlier).is_some_and(|b| b < GROW_BELOW);
-        if idle && wanting && self.limit() < self.ceiling {
-            self.extra += 1;
-            self.peak = self.peak.max(self.limit());
+        if self.limit < self.base {
+            // A whole window without a starved tick: back toward the figure.
+            self.limit += 1;
+        } else {
+            let idle = times
+                .zip(earlier)
+                .and_then(|(t, e)| t.busy_since(&e))
+                .is_some_and(|b| b < GROW_BELOW);
+            if idle && wanting && self.limit < self.ceiling {
+                self.limit += 1;
+                self.peak = self.peak.max(self.limit);
+            }
         }
         self.window = Some((now, times));
+    }
+
+    /// A running cell ticked starved lately: one fewer at once, down to
+    /// the base at each look, below it once per [`SHRINK_EVERY`] of
+    /// starvation without a break.
+    fn shrink(&mut self, now: Instant) {
+        if self.limit > self.base {
+            self.limit -= 1;
+            return;
+        }
+        let since = *self.starving_since.get_or_insert(now);
+        if self.limit > 1 && now.saturating_duration_since(since) >= SHRINK_EVERY {
+            self.limit -= 1;
+            self.low = self.low.min(self.limit);
+            self.starving_since = Some(now);
+        }
     }
 }
 
@@ -146,8 +193,55 @@ mod tests {
         assert_eq!(g.limit(), 5);
         g.observe(s(32), at(2200, 2000), true, true);
         g.observe(s(33), at(2300, 2000), true, true);
-        assert_eq!(g.limit(), 4, "never below the schedule's figure");
+        assert_eq!(g.limit(), 4, "down to the schedule's figure at each look");
         assert_eq!(g.grew_to(), Some(6));
+        assert_eq!(g.shrank_to(), None);
+    }
+
+    #[test]
+    fn starvation_without_a_break_goes_below_the_figure_and_calm_brings_it_back() {
+        let t = Instant::now();
+        let s = |n: u64| t + Duration::from_secs(n);
+        // A lone starved tick counts for 10 s: the figure stands.
+        let mut burst = Growth::new(5, 6);
+        for n in [0, 2, 4, 6, 8, 10] {
+            burst.observe(s(n), at(n * 100, 0), true, true);
+        }
+        burst.observe(s(12), at(1200, 0), false, true);
+        for n in [14, 16, 18, 20, 22] {
+            burst.observe(s(n), at(n * 100, 0), true, true);
+        }
+        assert_eq!(burst.limit(), 5, "two bursts with a break between");
+        assert_eq!(burst.shrank_to(), None);
+        // Starving on and on (a host slower than the figure): one fewer
+        // per 20 s of it, down to one, never to none.
+        let mut slow = Growth::new(5, 6);
+        for n in (0..=200).step_by(2) {
+            slow.observe(s(n), at(n * 100, 0), true, true);
+            let want = 5u32.saturating_sub((n / 20) as u32).max(1);
+            assert_eq!(slow.limit(), want, "after {n} s of starving");
+        }
+        assert_eq!(slow.shrank_to(), Some(1));
+        // Calm again: one back per window without a starved tick, busy or
+        // not, up to the figure and no further while the cores are busy.
+        let calm = |n: u64| at(20_000 + n * 100, 0);
+        slow.observe(s(202), calm(202), false, true);
+        assert_eq!(slow.limit(), 1, "a window must pass first");
+        for (n, want) in [(212, 2), (222, 3), (232, 4), (242, 5), (252, 5), (262, 5)] {
+            slow.observe(s(n), calm(n), false, true);
+            assert_eq!(slow.limit(), want, "at {n} s");
+        }
+        assert_eq!(slow.grew_to(), None);
+        assert_eq!(slow.shrank_to(), Some(1), "the fewest stays in the record");
+        // No counters: it still shrinks and comes back.
+        let mut blind = Growth::new(3, 6);
+        for n in (0..=40).step_by(2) {
+            blind.observe(s(n), None, true, true);
+        }
+        assert_eq!(blind.limit(), 1);
+        blind.observe(s(42), None, false, true);
+        blind.observe(s(52), None, false, true);
+        assert_eq!(blind.limit(), 2);
     }
 
     #[test]

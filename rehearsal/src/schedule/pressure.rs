@@ -334,6 +334,7 @@ mod tests {
                 ms: 6_000,
                 within_ms: STARVED_WITHIN.as_millis() as u64,
                 grew_to: None,
+                shrank_to: None,
             }
         );
     }
