@@ -153,7 +153,10 @@ pub fn execute(
     for note in ran.notes {
         events.send(RunEvent::Note(Note::always(None, note)));
     }
-    if let Some(held) = ran.held_back.filter(|h| h.times > 0) {
+    if let Some(held) = ran
+        .held_back
+        .filter(|h| h.times > 0 || h.grew_to.is_some() || h.shrank_to.is_some())
+    {
         events.send(RunEvent::Note(Note::always(
             None,
             format!("jobs auto {}", held.describe()),

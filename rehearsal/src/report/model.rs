@@ -147,7 +147,9 @@ use crate::reconcile::Detection;
 /// - `1.31`: per flip `ids_drawn_before`, the job-id sequence's last value
 ///   read once the flip had committed, and `fence_breached` on the enqueue
 ///   path: a job accepted from a pre-flip producer with an id above it.
-pub const FORMAT_VERSION: &str = "1.31";
+/// - `1.32`: per run `held_back.shrank_to`, the fewest cells at once when
+///   `--jobs auto` went below its schedule while cells kept starving.
+pub const FORMAT_VERSION: &str = "1.32";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ use crate::stream::{CellRun, CellTry, HeldBack, Note, RunEvent};
 /// beside the same others. Under the gate, `--jobs auto` also grows while
 /// the cores idle and shrinks while a cell ticks starved ([`Growth`]).
 /// Notes a task that failed and the cells that never started; counts the
-/// starts the gate held back and how far it grew.
+/// starts the gate held back, how far it grew and how low it went.
 pub(super) async fn run_each_cell(
     req: &RunRequest,
     ctx: &CellContext,
@@ -97,6 +97,7 @@ pub(super) async fn run_each_cell(
                 running.retain(|&i| i != index);
                 match next {
                     Some(next) if !ctx.cancel.is_set() => {
+                        next.announce(ctx);
                         again.insert(index, next);
                         waiting.insert(0, index);
                     }
@@ -194,6 +195,24 @@ struct Again {
 }
 
 impl Again {
+    /// Says why the cell will be tried again, and how to replay that try,
+    /// as it joins the queue (it may wait there for room).
+    fn announce(&self, ctx: &CellContext) {
+        let name = &self.next.plan.name;
+        let last = self.next.attempt - 1;
+        let why = self.next.after.as_ref().map_or("", |b| b.why.as_str());
+        let again = match self.next.seed {
+            Some(seed) => format!(
+                "trying again with seed {seed} once there is room (that try alone: rehearse --cell {name} --seed {seed})"
+            ),
+            None => "trying again once there is room".to_owned(),
+        };
+        ctx.events.send(RunEvent::Note(Note::always(
+            Some(name),
+            format!("{name}: try {last} inconclusive ({why}); {again}"),
+        )));
+    }
+
     /// The next try, now that it starts.
     fn into_try(self) -> Try {
         self.next
@@ -238,7 +257,7 @@ fn try_cell(
                 cell: plan.name.clone(),
                 phases: plan.steps.len() as u64 + 2,
             }),
-            Some(before) => open_retry(&ctx, index, &plan, attempt, seed, before),
+            Some(before) => open_retry(&ctx, index, &plan, attempt, before),
         }
         // The budget runs from the try's start (not while it waited its turn).
         ctx.cancel = all.with_budget(plan.timings.budget.to_std());
@@ -278,16 +297,9 @@ fn try_cell(
     }
 }
 
-/// Opens try `attempt` of cell `plan` (drawn with `seed`): the try before
-/// it moves its logs aside and is recorded as retried, with why.
-fn open_retry(
-    ctx: &CellContext,
-    index: usize,
-    plan: &CellPlan,
-    attempt: u32,
-    seed: Option<u64>,
-    before: Retried,
-) {
+/// Opens try `attempt` of cell `plan`: the try before it moves its logs
+/// aside and is recorded as retried, with why.
+fn open_retry(ctx: &CellContext, index: usize, plan: &CellPlan, attempt: u32, before: Retried) {
     let last = attempt - 1;
     let name = &plan.name;
     let logs = match super::super::cell::set_logs_aside(&ctx.report_dir, name, last) {
@@ -300,16 +312,6 @@ fn open_retry(
             super::super::step_ctx::cell_dir(name)
         }
     };
-    let again = match seed {
-        Some(seed) => format!(
-            "trying again with seed {seed} (that try alone: rehearse --cell {name} --seed {seed})"
-        ),
-        None => "trying again".to_owned(),
-    };
-    ctx.events.send(RunEvent::Note(Note::always(
-        Some(name),
-        format!("{name}: try {last} inconclusive ({}); {again}", before.why),
-    )));
     ctx.events.send(RunEvent::CellRetried {
         index,
         cell: name.clone(),
