@@ -326,6 +326,11 @@ pub enum Reach {
     /// A pre-flip binary running across the flip was stopped by the
     /// cursor trigger (its rotate path).
     FencedByTrigger,
+    /// A pre-flip leader's rotation met the flipped cursor: the cursor
+    /// trigger stopped it, or it moved the poisoned columns. Either way
+    /// its old write path ran after the flip; a 0.6 rotator whose next
+    /// slot (slot 0, after the poison's -1) never came free never tries.
+    OldRotationAfterFlip,
     /// A `hold` until `slot_zero_free` saw its condition before it ran
     /// out, and the flip after it found no ring's cursor in slot 0: the
     /// flip met every ring busy and slot 0 free, the window a
@@ -344,7 +349,7 @@ pub enum Reach {
 
 impl Reach {
     /// Every interleaving, in the order `rehearse list` shows them.
-    pub const ALL: [Reach; 10] = [
+    pub const ALL: [Reach; 11] = [
         Reach::MixedClaims,
         Reach::LeaderFrozenAcrossFlip,
         Reach::LeaderTakeover,
@@ -352,6 +357,7 @@ impl Reach {
         Reach::LateResultDuringRerun,
         Reach::FencedByResolver,
         Reach::FencedByTrigger,
+        Reach::OldRotationAfterFlip,
         Reach::SlotZeroFree,
         Reach::PruneMetHeldPartition,
         Reach::PruneLostDeadlock,
@@ -367,6 +373,7 @@ impl Reach {
             Reach::LateResultDuringRerun => "late_result_during_rerun",
             Reach::FencedByResolver => "fenced_by_resolver",
             Reach::FencedByTrigger => "fenced_by_trigger",
+            Reach::OldRotationAfterFlip => "old_rotation_after_flip",
             Reach::SlotZeroFree => "slot_zero_free",
             Reach::PruneMetHeldPartition => "prune_met_held_partition",
             Reach::PruneLostDeadlock => "prune_lost_deadlock",

@@ -568,7 +568,7 @@ fn reach_names_known_interleavings_once() {
     assert_cells(
         "[[cell]]\nname = \"c\"\nabout = \"a\"\nreach = [\"mixed_claim\", \"leader_takeover\", \"leader_takeover\"]\nsteps = [{ hold = \"1s\" }]\n",
         &[
-            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger, slot_zero_free, prune_met_held_partition, prune_lost_deadlock",
+            "matrix.toml:4:10: cell \"c\": unknown interleaving \"mixed_claim\" (did you mean \"mixed_claims\"?) in reach; expected one of mixed_claims, leader_frozen_across_flip, leader_takeover, rescued_by_current, late_result_during_rerun, fenced_by_resolver, fenced_by_trigger, old_rotation_after_flip, slot_zero_free, prune_met_held_partition, prune_lost_deadlock",
             "matrix.toml:4:44: cell \"c\": reach lists \"leader_takeover\" twice; list it once",
         ],
     );

@@ -33,6 +33,7 @@ pub fn reached(wanted: &[Reach], obs: &Observations, claimed_by: &[String]) -> V
                 Reach::LateResultDuringRerun => rescue::late_result_during_rerun(obs),
                 Reach::FencedByResolver => fence::fenced_by(FenceLayer::Resolver, obs),
                 Reach::FencedByTrigger => fence::fenced_by(FenceLayer::Trigger, obs),
+                Reach::OldRotationAfterFlip => fence::old_rotation_after_flip(obs),
                 Reach::SlotZeroFree => slot_zero::slot_zero_free_at_flip(obs),
                 Reach::PruneMetHeldPartition => held_partition::prune_met_held_partition(obs),
                 Reach::PruneLostDeadlock => held_partition::prune_lost_deadlock(obs),

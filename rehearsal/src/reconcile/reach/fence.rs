@@ -1,5 +1,6 @@
 //! `fenced_by_resolver` and `fenced_by_trigger`: each fence layer alone
-//! stopped a pre-flip runtime's old write.
+//! stopped a pre-flip runtime's old write; `old_rotation_after_flip`: a
+//! pre-flip leader's rotation ran against the flipped cursor at all.
 
 use super::list;
 use crate::observe::{FenceLayer, Observations, duration};
@@ -51,6 +52,61 @@ pub(super) fn fenced_by(layer: FenceLayer, obs: &Observations) -> (bool, String)
     (false, seen)
 }
 
+/// A pre-flip leader's rotation met the flipped cursor: the cursor
+/// trigger stopped a pre-flip runtime, or a ring's columns left the
+/// poison (-1, -1) under `ledger` authority after the flip. The second is
+/// what a missing trigger lets through, so a detect cell for it reaches
+/// its window exactly when the defect can show; a 0.6 rotator advances
+/// only into a free next slot (slot 0, after -1), and while work waits
+/// there it never tries, whatever the fence.
+pub(super) fn old_rotation_after_flip(obs: &Observations) -> (bool, String) {
+    let Some(first_flip) = obs.flips.iter().map(|f| f.at_ms).min() else {
+        return (false, "no flip ran".into());
+    };
+    let (fenced, seen) = fenced_by(FenceLayer::Trigger, obs);
+    if fenced {
+        return (true, seen);
+    }
+    let moved = obs.rings.iter().find(|s| {
+        s.at_ms > first_flip
+            && s.authority == "ledger"
+            && (s.column_slot, s.column_generation) != (-1, -1)
+    });
+    if let Some(s) = moved {
+        return (
+            true,
+            format!(
+                "the {} ring's poisoned columns moved to (slot {}, generation {}) at {}, after the flip at {}",
+                s.ring,
+                s.column_slot,
+                s.column_generation,
+                duration(s.at_ms),
+                duration(first_flip)
+            ),
+        );
+    }
+    let watched = obs
+        .rings
+        .iter()
+        .filter(|s| s.at_ms > first_flip)
+        .map(|s| s.at_ms)
+        .max();
+    (
+        false,
+        match watched {
+            Some(last) => format!(
+                "no pre-flip rotation met the flipped cursor: {seen}, and every ring's columns stayed poisoned from the flip at {} to the last sample at {}",
+                duration(first_flip),
+                duration(last)
+            ),
+            None => format!(
+                "no ring was sampled after the flip at {}",
+                duration(first_flip)
+            ),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{flip, one, process};
@@ -96,5 +152,76 @@ mod tests {
         obs.processes[0].version = "0.6.2".into();
         obs.processes[0].role = "fence".into();
         assert!(!one(Reach::FencedByResolver, &obs, &[]).reached);
+    }
+
+    #[test]
+    fn an_old_rotation_is_reached_by_the_trigger_or_by_columns_that_left_the_poison() {
+        use crate::observe::RingSample;
+        let sample = |at_ms: u64, authority: &str, slot: i32, generation: i64| RingSample {
+            at_ms,
+            ring: "queue".into(),
+            authority: authority.into(),
+            column_slot: slot,
+            column_generation: generation,
+            ledger_generation: Some(2),
+            ledger_slot: Some(2),
+            ledger_rows: 3,
+            ledger_gaps: 0,
+        };
+        let mut obs = Observations {
+            rings: vec![
+                sample(1_000, "columns", 2, 2),
+                sample(6_000, "ledger", -1, -1),
+            ],
+            ..Observations::default()
+        };
+        let r = one(Reach::OldRotationAfterFlip, &obs, &[]);
+        assert_eq!((r.reached, r.evidence.as_str()), (false, "no flip ran"));
+        // The missed run of the stressed selftest: the columns stayed poisoned.
+        obs.flips = vec![flip(5_700)];
+        obs.rings.push(sample(73_000, "ledger", -1, -1));
+        let r = one(Reach::OldRotationAfterFlip, &obs, &[]);
+        assert!(!r.reached, "{r:?}");
+        assert_eq!(
+            r.evidence,
+            "no pre-flip rotation met the flipped cursor: no pre-flip runtime met the fence, and every ring's columns stayed poisoned from the flip at 5.7s to the last sample at 1m13s"
+        );
+        // Columns moved before the flip, under columns authority, prove nothing.
+        obs.rings.push(sample(5_000, "columns", 3, 3));
+        assert!(!one(Reach::OldRotationAfterFlip, &obs, &[]).reached);
+        // Moved off the poison after the flip: the old rotator ran.
+        obs.rings.push(sample(9_800, "ledger", 0, 0));
+        let r = one(Reach::OldRotationAfterFlip, &obs, &[]);
+        assert!(r.reached, "{r:?}");
+        assert!(
+            r.evidence.starts_with(
+                "the queue ring's poisoned columns moved to (slot 0, generation 0) at 9.8s"
+            ),
+            "{}",
+            r.evidence
+        );
+        // Or the trigger stopped a pre-flip runtime (the clean build).
+        obs.rings.pop();
+        let mut old = process("previous-worker-1", "previous", "0.6.2", Some(1_000));
+        old.exit_code = Some(1);
+        old.error = Some("awa: advancing the queue ring cursor: ring cursor authority is ledger: old-style cursor write to awa.queue_ring_state rejected (SQLSTATE 55000)".into());
+        obs.processes = vec![old];
+        let r = one(Reach::OldRotationAfterFlip, &obs, &[]);
+        assert!(r.reached, "{r:?}");
+        assert!(
+            r.evidence.contains("stopped by the cursor trigger"),
+            "{}",
+            r.evidence
+        );
+        // Nothing sampled after the flip: not reached, and it says so.
+        let blind = Observations {
+            flips: vec![flip(5_700)],
+            ..Observations::default()
+        };
+        let r = one(Reach::OldRotationAfterFlip, &blind, &[]);
+        assert_eq!(
+            (r.reached, r.evidence.as_str()),
+            (false, "no ring was sampled after the flip at 5.7s")
+        );
     }
 }
