@@ -67,11 +67,15 @@ pub(super) fn old_rotation_after_flip(obs: &Observations) -> (bool, String) {
     if fenced {
         return (true, seen);
     }
-    let moved = obs.rings.iter().find(|s| {
-        s.at_ms > first_flip
-            && s.authority == "ledger"
-            && (s.column_slot, s.column_generation) != (-1, -1)
-    });
+    // The slot, not the generation: an old advance always moves the slot
+    // to 0 or more, while a flip that poisons only the slot (a seeded
+    // defect of its own) leaves the generation where it was.
+    let ledger = || {
+        obs.rings
+            .iter()
+            .filter(move |s| s.at_ms > first_flip && s.authority == "ledger")
+    };
+    let moved = ledger().find(|s| s.column_slot != -1);
     if let Some(s) = moved {
         return (
             true,
@@ -85,22 +89,17 @@ pub(super) fn old_rotation_after_flip(obs: &Observations) -> (bool, String) {
             ),
         );
     }
-    let watched = obs
-        .rings
-        .iter()
-        .filter(|s| s.at_ms > first_flip)
-        .map(|s| s.at_ms)
-        .max();
+    let watched = ledger().map(|s| s.at_ms).max();
     (
         false,
         match watched {
             Some(last) => format!(
-                "no pre-flip rotation met the flipped cursor: {seen}, and every ring's columns stayed poisoned from the flip at {} to the last sample at {}",
+                "no pre-flip rotation met the flipped cursor: {seen}, and every ring's cursor slot stayed poisoned from the flip at {} to the last sample at {}",
                 duration(first_flip),
                 duration(last)
             ),
             None => format!(
-                "no ring was sampled after the flip at {}",
+                "no ring was sampled under ledger authority after the flip at {}",
                 duration(first_flip)
             ),
         },
@@ -184,11 +183,19 @@ mod tests {
         assert!(!r.reached, "{r:?}");
         assert_eq!(
             r.evidence,
-            "no pre-flip rotation met the flipped cursor: no pre-flip runtime met the fence, and every ring's columns stayed poisoned from the flip at 5.7s to the last sample at 1m13s"
+            "no pre-flip rotation met the flipped cursor: no pre-flip runtime met the fence, and every ring's cursor slot stayed poisoned from the flip at 5.7s to the last sample at 1m13s"
         );
-        // Columns moved before the flip, under columns authority, prove nothing.
-        obs.rings.push(sample(5_000, "columns", 3, 3));
-        assert!(!one(Reach::OldRotationAfterFlip, &obs, &[]).reached);
+        // Columns that moved before the flip, under columns authority after
+        // it (a flip that did not commit), or only in their generation (a
+        // flip that poisoned only the slot) prove nothing.
+        for moved in [
+            sample(5_000, "columns", 3, 3),
+            sample(6_200, "columns", 3, 3),
+            sample(6_400, "ledger", -1, 3),
+        ] {
+            obs.rings.push(moved);
+            assert!(!one(Reach::OldRotationAfterFlip, &obs, &[]).reached);
+        }
         // Moved off the poison after the flip: the old rotator ran.
         obs.rings.push(sample(9_800, "ledger", 0, 0));
         let r = one(Reach::OldRotationAfterFlip, &obs, &[]);
@@ -221,7 +228,10 @@ mod tests {
         let r = one(Reach::OldRotationAfterFlip, &blind, &[]);
         assert_eq!(
             (r.reached, r.evidence.as_str()),
-            (false, "no ring was sampled after the flip at 5.7s")
+            (
+                false,
+                "no ring was sampled under ledger authority after the flip at 5.7s"
+            )
         );
     }
 }
