@@ -177,6 +177,12 @@ pub struct Observations {
     /// [`UnrescuedOverrun`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overruns_completed: Vec<UnrescuedOverrun>,
+    /// First attempts of `overrun_deadline` jobs in flight on a process
+    /// the harness killed, each with the kill as its latest end: its
+    /// handler may have completed one before the kill, the `finished`
+    /// line lost with the process (a runtime commits first, then prints).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overruns_killed: Vec<UnrescuedOverrun>,
     /// Stretches in which the plan held the fleet idle (see
     /// [`IdleWindow`]): the drain's idle tail, a `rings_pruned_back` wait.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

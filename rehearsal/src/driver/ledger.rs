@@ -64,6 +64,9 @@ pub struct FleetView {
     /// First attempts of `overrun_deadline` jobs their handler completed:
     /// nobody deadline-rescued them while the handler ran.
     pub overruns_completed: Vec<crate::observe::UnrescuedOverrun>,
+    /// First attempts of `overrun_deadline` jobs in flight on a process
+    /// the harness killed, as [`FleetView::cut_by_kill`] moved them.
+    pub overruns_killed: Vec<crate::observe::UnrescuedOverrun>,
     /// Attempts (job_id, run_lease) whose own run reported them lost: a
     /// `lease_lost`, or a `finished` whose close lost (`stale`).
     pub lost_by_run: BTreeSet<(i64, i64)>,
@@ -106,6 +109,7 @@ impl FleetView {
             unstopped: Vec::new(),
             overruns: BTreeMap::new(),
             overruns_completed: Vec::new(),
+            overruns_killed: Vec::new(),
             lost_by_run: BTreeSet::new(),
             closed_by_run: BTreeMap::new(),
             garbled: Vec::new(),
@@ -391,6 +395,25 @@ impl FleetView {
             .collect()
     }
 
+    /// Process `id` was SIGKILLed at `at_ms`: the first attempts of
+    /// `overrun_deadline` jobs it had in flight may have ended there
+    /// unseen. A runtime commits an attempt's outcome before it prints
+    /// the `finished` line, so a kill between the two leaves a completed
+    /// attempt that no event reports; whatever the handler completed, it
+    /// completed before `at_ms`, which stands as its end.
+    pub fn cut_by_kill(&mut self, id: ProcId, at_ms: u64) {
+        let keys: Vec<(i64, i64)> = self.procs[id].in_flight.keys().copied().collect();
+        for key in keys {
+            if let Some(started_ms) = self.overruns.remove(&key) {
+                self.overruns_killed.push(crate::observe::UnrescuedOverrun {
+                    job_id: key.0,
+                    started_ms,
+                    finished_ms: at_ms,
+                });
+            }
+        }
+    }
+
     /// The process that reported `leader` last, if it is still running.
     pub fn current_leader(&self) -> Option<ProcId> {
         let (last, _) = *self.leaders.last()?;
@@ -571,6 +594,21 @@ mod tests {
                 .collect::<Vec<_>>(),
             [1]
         );
+        // In flight when its process is killed: it may have completed
+        // unseen, by the kill at the latest. The other attempt in flight
+        // (no overrun) and a finished overrun are not moved.
+        l.apply(line(old, &started(4, 1, "overrun_deadline")));
+        l.apply(line(old, &started(5, 1, "complete")));
+        l.cut_by_kill(old, 9_000);
+        assert_eq!(
+            l.overruns_killed
+                .iter()
+                .map(|o| (o.job_id, o.finished_ms))
+                .collect::<Vec<_>>(),
+            [(4, 9_000)]
+        );
+        l.cut_by_kill(old, 9_500);
+        assert_eq!(l.overruns_killed.len(), 1, "moved once");
     }
 
     #[test]

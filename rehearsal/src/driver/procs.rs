@@ -349,7 +349,8 @@ impl StepCtx<'_> {
         // A kill the cell cannot see land is no kill to judge rescue by.
         super::effect::prove(self, id, super::effect::Effect::Gone, None, KILL_PROOF).await?;
         let record = {
-            let l = self.ledger().lock();
+            let mut l = self.ledger().lock();
+            l.cut_by_kill(id, at_ms);
             let p = &l.procs[id];
             KillRecord {
                 process: p.name.clone(),

@@ -170,13 +170,17 @@ fn how_jobs_ran(storage: &Storage) -> Vec<Finding> {
 /// took 7.5 s under `--stress cpu=2x`) its overruns complete on their
 /// first attempt. That pace is the previous release's and no release can
 /// change it; an overrun let through while a runtime of this release led
-/// (the rescuer the release is about) stays a finding.
+/// (the rescuer the release is about) stays a finding. An overrun in
+/// flight on a process the harness killed counts as completed at the kill
+/// at the latest: the process may have committed it and died before its
+/// `finished` line (so a window reaching to the kill is the stricter one).
 fn overruns_n1_let_through(offenders: &Offenders, obs: &Observations) -> Offenders {
     // From the attempt's start, not its deadline: stricter by a deadline
     // (a runtime of this release leading before the deadline counts).
     let excused: std::collections::BTreeSet<i64> = obs
         .overruns_completed
         .iter()
+        .chain(&obs.overruns_killed)
         .filter(|o| !led_by_this_release(obs, o.started_ms, o.finished_ms))
         .map(|o| o.job_id)
         .collect();
@@ -1361,6 +1365,19 @@ mod tests {
         // same terminal is a finding.
         assert_eq!(
             rules(&findings(&only, &Observations::default(), 1_500)),
+            [FindingRule::WrongAttempt]
+        );
+        // In flight on a process killed before this release led (its
+        // `finished` line lost with it): excused; killed after a 0.7 worker
+        // took over, it may have completed under that leader: judged.
+        let killed = |at: u64| Observations {
+            processes: obs.processes.clone(),
+            overruns_killed: vec![overrun(21, 12_000, at)],
+            ..Default::default()
+        };
+        assert_eq!(findings(&only, &killed(19_900), 1_500), []);
+        assert_eq!(
+            rules(&findings(&only, &killed(20_100), 1_500)),
             [FindingRule::WrongAttempt]
         );
     }

@@ -109,6 +109,7 @@ impl LiveCell<'_> {
         };
         self.state.obs.unstopped_handlers = ledger.unstopped.clone();
         self.state.obs.overruns_completed = ledger.overruns_completed.clone();
+        self.state.obs.overruns_killed = ledger.overruns_killed.clone();
         self.state.obs.disowned_runs = ledger.disowned();
         let suspended: std::collections::BTreeSet<&str> = (self.state.obs.suspensions.iter())
             .map(|s| s.process.as_str())
