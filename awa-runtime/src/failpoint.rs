@@ -101,9 +101,14 @@ pub const PERMANENT_AS_TRANSIENT: &str = "permanent_as_transient";
 /// times a second, while every job still ends as designed (the class of
 /// a due time computed backwards, `now - period`).
 pub const MAINTENANCE_SPINS: &str = "maintenance_spins";
+/// The redaction reads a quoted secret value (`password='a b'`) as an
+/// unquoted one, up to the first space: of a key=value DSN whose password
+/// has a space in it, the runtime hides (and registers) only the part
+/// before the space, and prints the rest wherever it prints its target.
+pub const QUOTED_SECRET_CUT_AT_SPACE: &str = "quoted_secret_cut_at_space";
 
 /// Every seeded defect.
-pub const ALL: [&str; 25] = [
+pub const ALL: [&str; 26] = [
     FLIP_SKIP_RECONCILE,
     FENCE_CURRENT_SLOT_ONLY,
     AUTHORITY_BEFORE_LOCK,
@@ -129,6 +134,7 @@ pub const ALL: [&str; 25] = [
     RESCUE_HEALTHY_ATTEMPTS,
     PERMANENT_AS_TRANSIENT,
     MAINTENANCE_SPINS,
+    QUOTED_SECRET_CUT_AT_SPACE,
 ];
 
 /// Whether the failpoint `name` is armed.

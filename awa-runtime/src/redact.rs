@@ -332,6 +332,7 @@ fn secret_value(b: &[u8], start: usize, key_end: usize) -> Option<Range<usize>> 
     let value_start = skip_spaces(sep + 1);
     let value_end = match b.get(sep) {
         Some(b'=') if b.get(sep + 1) != Some(&b'=') => match b.get(value_start) {
+            Some(_) if quoted_read_as_unquoted() => token_end(b, value_start + 1),
             Some(&q @ (b'\'' | b'"')) => quoted_end(b, value_start, q),
             _ => token_end(b, value_start),
         },
@@ -350,6 +351,12 @@ fn secret_value(b: &[u8], start: usize, key_end: usize) -> Option<Range<usize>> 
         _ => return None,
     };
     (value_end > value_start).then_some(value_start..value_end)
+}
+
+/// The seeded defect [`crate::failpoint::QUOTED_SECRET_CUT_AT_SPACE`]: a
+/// quoted value read as an unquoted one, to the first space (or quote).
+fn quoted_read_as_unquoted() -> bool {
+    crate::failpoint::armed(crate::failpoint::QUOTED_SECRET_CUT_AT_SPACE)
 }
 
 /// The end (after the closing quote) of a string opened by `q` at `open`;

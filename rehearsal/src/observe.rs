@@ -35,7 +35,7 @@ pub use monitor_samples::{
 };
 pub use process_records::{
     ArtifactInfo, ContractCount, FenceLayer, InFlight, KillRecord, LeaderTerm, ProcessRecord,
-    SuspensionRecord,
+    SecretLine, SuspensionRecord,
 };
 pub use step_records::{
     CancelRecord, FaultRecord, FenceRecord, FlipRecord, HolderAge, LeftRow, MidMigrationStart,

@@ -205,3 +205,78 @@ fn a_run_against_a_password_dsn_writes_the_password_nowhere() {
     }
     drop(cluster);
 }
+
+/// Whether a log line shows one shape of DSN with its password hidden.
+type Shape = fn(&str) -> bool;
+
+const CRASH: &str = r#"
+[[cell]]
+name = "crash"
+about = "workspace runtimes reconnect through a PostgreSQL crash, each carrying the cell's password"
+fresh_install = true
+steps = [
+  { fleet = "current", workers = 3, producers = 1, leader = true },
+  { load = "on" },
+  { hold = "1s" },
+  { pg_crash = "now" },
+  { hold = "2s" },
+  { load = "off" },
+  { drain = "30s" },
+]
+"#;
+
+/// On the throwaway cluster, the workspace's runtimes carry a password in
+/// each shape of DSN; reconnecting through a crash, each prints its target
+/// (hidden by the runtime), and the clean build passes: `secret_printed`
+/// has something to read and finds nothing.
+#[test]
+fn runtimes_that_print_their_target_through_a_crash_hide_the_password_in_every_shape() {
+    let workload = "rate_per_s = 50
+backlog = 50
+mix = { complete = 90, retry_once = 10 }";
+    let scratch = Scratch::with_matrix("secrets", "crash", &current_only(workload, CRASH));
+    let (status, out, err) = run(
+        on_scratch(&scratch, &["--cell", "crash", "--seed", "3"]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let logs: Vec<String> = files(&scratch.reports())
+        .into_iter()
+        .filter(|(p, _)| p.extension().is_some_and(|e| e == "log"))
+        .filter(|(p, _)| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("current-worker") || name.starts_with("current-producer")
+        })
+        .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    assert_eq!(logs.len(), 4, "three workers and a producer");
+    // The three shapes, hidden: the userinfo, the query parameter, key=value.
+    let shapes: [(&str, Shape); 3] = [
+        ("userinfo", |l| l.contains("postgres://postgres:***@")),
+        ("query", |l| l.contains("?password=***")),
+        ("key=value", |l| {
+            l.contains("dbname='") && l.contains(" password=***")
+        }),
+    ];
+    // Each shape was handed (the environment line of a log) ...
+    for (shape, hidden) in shapes {
+        assert!(
+            logs.iter().any(|log| log
+                .lines()
+                .any(|l| l.contains("# rehearse: env") && hidden(l))),
+            "no runtime was handed the {shape} shape"
+        );
+    }
+    // ... and printed back, hidden, by a runtime that could not reach the server.
+    let printed: Vec<&str> = logs
+        .iter()
+        .flat_map(|log| log.lines())
+        .filter(|l| l.contains("stderr| ") && l.contains("cannot connect to the database ("))
+        .collect();
+    for (shape, hidden) in shapes {
+        assert!(
+            printed.iter().any(|l| hidden(l)),
+            "no runtime printed its target in the {shape} shape: {printed:?}"
+        );
+    }
+}

@@ -13,6 +13,8 @@ use std::time::Instant;
 use awa_harness::pgtemp::{Cluster, PgError};
 use tokio::sync::Mutex;
 
+use super::credential::{CellPassword, DsnShape};
+
 /// Longest identifier PostgreSQL keeps.
 const MAX_IDENT: usize = 63;
 
@@ -267,10 +269,18 @@ enum Kind {
 
 /// One cell's database and the server it lives on.
 pub struct CellDb {
-    /// Its URL, handed to every process of the cell.
+    /// Its URL, without a password on a server rehearse started: what
+    /// the harness connects with, and what runtimes of earlier releases
+    /// get (see [`CellDb::url_for`]).
     pub url: String,
     /// Its name.
     pub name: String,
+    /// The password its runtimes of the release under test carry, on a
+    /// server rehearse started (which never asks for it).
+    password: Option<CellPassword>,
+    /// Passwords handed so far, to one-shot commands and to runtimes:
+    /// each kind takes the shapes in turn.
+    handed: [usize; 2],
     kind: Kind,
 }
 
@@ -296,6 +306,8 @@ impl CellDb {
                     Ok(CellDb {
                         url,
                         name,
+                        password: Some(CellPassword::fresh()),
+                        handed: [0; 2],
                         kind: Kind::Private(Some(cluster)),
                     })
                 } else {
@@ -303,6 +315,8 @@ impl CellDb {
                     Ok(CellDb {
                         url,
                         name,
+                        password: Some(CellPassword::fresh()),
+                        handed: [0; 2],
                         kind: Kind::Shared,
                     })
                 }
@@ -326,11 +340,31 @@ impl CellDb {
                 Ok(CellDb {
                     url: with_database(url, &name).map_err(DatabaseError::Url)?,
                     name,
+                    // The URL as given: its server may ask for a password.
+                    password: None,
+                    handed: [0; 2],
                     kind: Kind::External {
                         admin_url: url.clone(),
                     },
                 })
             }
+        }
+    }
+
+    /// The DSN for a process about to start, and the words it must never
+    /// print: for a process of the release under test on a server rehearse
+    /// started, the cell's password in the next shape for its kind (a
+    /// long-running `runtime` or a one-shot command; see `credential`) and
+    /// the password's words; else [`CellDb::url`] and none.
+    pub fn dsn_for(&mut self, under_test: bool, runtime: bool) -> (String, Vec<String>) {
+        match &self.password {
+            Some(password) if under_test => {
+                let turn = &mut self.handed[usize::from(runtime)];
+                let shape = DsnShape::nth(*turn);
+                *turn += 1;
+                (password.dsn(&self.url, shape), password.words().to_vec())
+            }
+            _ => (self.url.clone(), Vec::new()),
         }
     }
 

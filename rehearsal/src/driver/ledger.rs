@@ -25,7 +25,7 @@ pub use wait_cancel::{Cancel, Interrupted};
 
 use crate::fleet::events::{Finished, Flipped, Started};
 use crate::fleet::{Event, FleetMsg, Parsed, ProcId, Report};
-use crate::observe::{AcceptedJob, ContractCount, DisownedRun, UnstoppedHandler};
+use crate::observe::{AcceptedJob, ContractCount, DisownedRun, SecretLine, UnstoppedHandler};
 
 /// stderr lines kept per process for messages.
 const STDERR_TAIL: usize = 12;
@@ -159,6 +159,8 @@ impl FleetView {
             killed: false,
             stopping: false,
             stop_asked_ms: None,
+            secret_lines: 0,
+            first_secret_line: None,
         });
         self.procs.len() - 1
     }
@@ -185,6 +187,14 @@ impl FleetView {
                     proc.stderr_tail.pop_front();
                 }
                 proc.stderr_tail.push_back(line);
+            }
+            Report::SecretPrinted { stderr, line } => {
+                proc.secret_lines += 1;
+                proc.first_secret_line.get_or_insert(SecretLine {
+                    at_ms,
+                    stderr,
+                    line,
+                });
             }
             Report::OutputClosed => proc.output_closed = true,
             Report::Exited(info) => {

@@ -25,7 +25,9 @@
 //! `migration_hold` (the lock that keeps a paused migration open while
 //! runtimes start inside it), `probe` (the driver's own SQL: asserts,
 //! fence digests, live jobs), `database` (the throwaway cluster or an
-//! external server), `env` (the `AWA_*` environment), `waited` (a wait
+//! external server), `credential` (the password a cell's runtimes of the
+//! release under test carry, in turn in each shape of DSN), `env` (the
+//! `AWA_*` environment), `waited` (a wait
 //! as messages say it), `run`. The cell's time budget is `cell/budget.rs`.
 //!
 //! Outcomes a step can have: it did what the plan says (`ok`, or
@@ -40,6 +42,7 @@
 //! [`Phase`]: crate::observe::Phase
 
 pub mod cell;
+pub mod credential;
 pub mod database;
 mod effect;
 pub mod env;

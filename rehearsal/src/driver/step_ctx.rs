@@ -164,8 +164,19 @@ impl<'c> StepCtx<'c> {
         let name = self.next_name(artifact, role);
         let log = format!("{}/{name}.log", cell_dir(&self.plan.name));
         let report_dir = ctx.report_dir.display().to_string();
+        let id = self.fleet.shared.lock().register(
+            name.clone(),
+            artifact,
+            &resolved.version,
+            role,
+            log.clone(),
+        );
+        // A runtime of the release under test carries the cell's password,
+        // each in turn in another shape of DSN (see `credential`).
+        let under_test = crate::vocab::release::of_this_line(&resolved.version);
+        let (database_url, watch) = self.db.dsn_for(under_test, role.is_runtime());
         let mut env = runtime_env(&ProcessEnv {
-            database_url: &self.db.url,
+            database_url: &database_url,
             name: &name,
             timings: &self.plan.timings,
             auto_flip: role == Role::Worker && self.state.auto_flip_by.contains(artifact),
@@ -175,13 +186,6 @@ impl<'c> StepCtx<'c> {
         // What the caller gives wins (a scratch database's URL, a pause).
         env.retain(|(key, _)| extra.iter().all(|(k, _)| k != key));
         env.extend(extra);
-        let id = self.fleet.shared.lock().register(
-            name.clone(),
-            artifact,
-            &resolved.version,
-            role,
-            log.clone(),
-        );
         let spec = Spec {
             id,
             name: name.clone(),
@@ -197,6 +201,7 @@ impl<'c> StepCtx<'c> {
             args,
             env,
             log: ctx.report_dir.join(&log),
+            watch,
         };
         let fleet = ctx.fleet.clone();
         match fleet.spawn(spec, self.fleet.sink.clone()).await {

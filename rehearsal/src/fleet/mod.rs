@@ -104,6 +104,10 @@ pub struct Spec {
     pub env: Vec<(String, String)>,
     /// Log file for its stdout and stderr (created, with its folder).
     pub log: PathBuf,
+    /// Words it was handed in confidence (its password's): a line of its
+    /// output that holds one is reported as [`Report::SecretPrinted`].
+    /// Empty when it was given no secret.
+    pub watch: Vec<String>,
 }
 
 impl Spec {
@@ -165,6 +169,17 @@ pub enum Report {
     OutputClosed,
     /// The process ended (reaped).
     Exited(ExitInfo),
+    /// The line reported next (a [`Report::Line`] or [`Report::Stderr`])
+    /// held a word of [`Spec::watch`]. Every line is reported redacted;
+    /// this says one printed a secret, with the line as redacted, so a
+    /// process that prints a credential is a finding and the credential
+    /// still reaches no log or report.
+    SecretPrinted {
+        /// On stderr (else stdout).
+        stderr: bool,
+        /// The line, redacted.
+        line: String,
+    },
 }
 
 /// A report about process `id`, stamped when the backend saw it.

@@ -65,8 +65,34 @@ pub fn parse_log_line(line: &str) -> Option<(SystemTime, &str)> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessFleet;
 
-/// A log file shared by the tasks that write into it.
-pub(super) type Log = Arc<Mutex<std::fs::File>>;
+/// A process's log file, shared by the tasks that write into it, with
+/// the words the process was handed in confidence ([`Spec::watch`]).
+pub(super) type Log = Arc<LogFile>;
+
+/// See [`Log`].
+pub(super) struct LogFile {
+    file: Mutex<std::fs::File>,
+    watch: Vec<String>,
+}
+
+impl LogFile {
+    /// Whether `text` holds a word the process was handed in confidence.
+    fn holds_watched(&self, text: &str) -> bool {
+        self.watch.iter().any(|word| text.contains(word.as_str()))
+    }
+
+    /// `text` redacted, and with the process's watched words hidden too
+    /// (where a masking left one outside anything shaped like a secret).
+    fn hidden(&self, text: &str) -> String {
+        let mut text = awa_runtime::redact::redact(text);
+        for word in &self.watch {
+            if text.contains(word.as_str()) {
+                text = text.replace(word.as_str(), awa_runtime::redact::MASK);
+            }
+        }
+        text
+    }
+}
 
 /// Appends one line of rehearse's own, stamped now (see [`log_line_at`]).
 pub(super) fn log_line(log: &Log, line: &str) {
@@ -80,8 +106,8 @@ pub(super) fn log_line(log: &Log, line: &str) {
 /// lock, so a log's lines are in the order of their times even when
 /// stdout and stderr are read by two tasks.
 pub(super) fn log_line_at(log: &Log, time: Option<SystemTime>, line: &str) -> Instant {
-    let line = awa_runtime::redact::redact(line);
-    let file = log.lock();
+    let line = log.hidden(line);
+    let file = log.file.lock();
     let at = Instant::now();
     let time = log_time(time.unwrap_or_else(SystemTime::now));
     if let Ok(mut file) = file {
@@ -91,8 +117,9 @@ pub(super) fn log_line_at(log: &Log, time: Option<SystemTime>, line: &str) -> In
     at
 }
 
-/// Creates (or appends to) a log file and its folder.
-pub(super) fn open_log(path: &Path) -> Result<Log, FleetError> {
+/// Creates (or appends to) a log file and its folder, for a process
+/// that must never print any of `watch`.
+pub(super) fn open_log(path: &Path, watch: &[String]) -> Result<Log, FleetError> {
     let error = |source| FleetError::Log {
         path: path.to_owned(),
         source,
@@ -105,7 +132,10 @@ pub(super) fn open_log(path: &Path) -> Result<Log, FleetError> {
         .append(true)
         .open(path)
         .map_err(error)?;
-    Ok(Arc::new(Mutex::new(file)))
+    Ok(Arc::new(LogFile {
+        file: Mutex::new(file),
+        watch: watch.to_vec(),
+    }))
 }
 
 impl Fleet for ProcessFleet {
@@ -127,7 +157,7 @@ impl ProcessFleet {
                 runnable: spec.runnable.clone(),
             });
         };
-        let log = open_log(&spec.log)?;
+        let log = open_log(&spec.log, &spec.watch)?;
         let cmd = command(&program, &spec);
         log_header(&log, &program, &spec);
         let mut child = spawn_from_spawner_thread(cmd).map_err(|source| {
@@ -448,6 +478,14 @@ async fn read_lines(
 /// instant the line is logged; the log line with `engine_time` when the
 /// engine timed the line itself (the docker backend), else with that
 /// same instant.
+///
+/// A line that holds one of the words the process was handed in
+/// confidence ([`Spec::watch`]: its password's) printed a secret: it goes
+/// on hidden, after a [`Report::SecretPrinted`] that says so, and nothing
+/// of the word reaches the driver or the log. (Whether redaction would
+/// change a line is no test of that: a runtime that hid a value itself
+/// leaves text a second pass cuts differently, `password=***)`.) Any
+/// other line goes on as printed, and is logged redacted.
 pub(super) fn report_line(
     raw: &[u8],
     is_stderr: bool,
@@ -456,15 +494,28 @@ pub(super) fn report_line(
     log: &Log,
     engine_time: Option<SystemTime>,
 ) {
-    let line = String::from_utf8_lossy(raw);
-    let line = line.trim_end_matches(['\n', '\r']).to_owned();
+    let printed = String::from_utf8_lossy(raw);
+    let printed = printed.trim_end_matches(['\n', '\r']);
+    let secret = log.holds_watched(printed);
+    let line = if secret {
+        log.hidden(printed)
+    } else {
+        printed.to_owned()
+    };
     let (at, report) = if is_stderr {
         let at = log_line_at(log, engine_time, &format!("{STDERR_PREFIX}{line}"));
-        (at, Report::Stderr(line))
+        (at, Report::Stderr(line.clone()))
     } else {
         let at = log_line_at(log, engine_time, &line);
         (at, Report::Line(events::parse(&line)))
     };
+    if secret {
+        let flagged = Report::SecretPrinted {
+            stderr: is_stderr,
+            line,
+        };
+        send_report_at(sink, id, at, flagged);
+    }
     send_report_at(sink, id, at, report);
 }
 
@@ -508,6 +559,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env: vec![("AWA_NAME".into(), "sh-1".into())],
             log: dir.join("logs").join("cell").join("sh-1.log"),
+            watch: vec![],
         }
     }
 
@@ -640,6 +692,53 @@ mod tests {
             "{log}"
         );
         assert_eq!(lines.last(), Some(&"# rehearse: exit code 2"), "{log}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_line_that_carries_a_secret_is_flagged_and_goes_on_hidden() {
+        let dir = scratch("secrets");
+        let (tx, rx) = mpsc::unbounded_channel();
+        // A watched word alone on stderr and inside a URL's password in an
+        // event on stdout; a line its own redaction cut (`***)`) and a
+        // password it was not handed are no finding (nor shown). Nothing
+        // is registered with the redaction: the watch alone hides the word.
+        let script = r#"echo 'lost s3kr1t-fleet-word' >&2; echo '{"event":"fatal","error":"cannot connect to postgres://u:s3kr1t-fleet-word@h/db"}'; echo 'to (host=h password=***): refused' >&2; echo 'to postgres://u:hunter22@h/db' >&2"#;
+        let mut spec = spec(&dir, script);
+        spec.watch = vec!["s3kr1t-fleet-word".into()];
+        ProcessFleet.spawn(spec, tx).await.unwrap();
+        let reports = collect(rx).await;
+        let flagged: Vec<(bool, &str)> = reports
+            .iter()
+            .filter_map(|r| match r {
+                Report::SecretPrinted { stderr, line } => Some((*stderr, line.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(flagged.len(), 2, "{reports:?}");
+        assert!(flagged.contains(&(true, "lost ***")), "{flagged:?}");
+        assert!(
+            flagged
+                .iter()
+                .any(|(e, l)| !e && l.contains("postgres://u:***@h/db")),
+            "{flagged:?}"
+        );
+        // Each flag comes just before its line, which is hidden too.
+        let at = reports
+            .iter()
+            .position(|r| matches!(r, Report::SecretPrinted { stderr: true, .. }))
+            .unwrap();
+        assert!(matches!(&reports[at + 1], Report::Stderr(l) if l == "lost ***"));
+        assert!(reports.iter().any(
+            |r| matches!(r, Report::Line(Parsed::Event(Event::Fatal(f))) if f.error.contains("u:***@h"))
+        ));
+        let log = std::fs::read_to_string(dir.join("logs/cell/sh-1.log")).unwrap();
+        assert!(
+            !log.contains("s3kr1t") && !log.contains("hunter22"),
+            "{log}"
+        );
+        assert!(log.contains("stderr| to postgres://u:***@h/db"), "{log}");
+        assert!(log.contains("stderr| to (host=h password=***"), "{log}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -119,6 +119,7 @@ fn shipped_matrix_is_valid() {
         "path-skip-forced",
         "pg-crash-during-migrate",
         "pg-crash-during-flip",
+        "defect-quoted-secret-cut-at-space",
         "fresh-install",
         "revoked-privilege-surfaces",
         "defect-permanent-as-transient",
@@ -299,6 +300,12 @@ fn shipped_defect_cells_arm_their_failpoint_and_expect_their_finding() {
             "defective_spins",
             "maintenance_spins",
             FindingRule::RunawayLoop,
+        ),
+        (
+            "defect-quoted-secret-cut-at-space",
+            "defective_redact",
+            "quoted_secret_cut_at_space",
+            FindingRule::SecretPrinted,
         ),
     ] {
         let c = matrix.cell(cell).unwrap();
@@ -1280,7 +1287,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, migration_misrecorded, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored, unexplained_interruption, slow_refusal, holder_misreported, runaway_loop, leadership_lost";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, migration_misrecorded, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored, unexplained_interruption, slow_refusal, holder_misreported, runaway_loop, leadership_lost, secret_printed";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",

@@ -60,6 +60,28 @@ pub struct ProcessRecord {
     /// started). Added in 1.14.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_at_ms: Option<u64>,
+    /// Lines it printed that held a word of the password it was handed
+    /// (the log has them hidden). Added in 1.33.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub secret_lines: u64,
+    /// The first of those lines, redacted. Added in 1.33.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_secret_line: Option<SecretLine>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A line a process printed that carried a secret, as redacted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretLine {
+    /// When it was read (ms since the cell started).
+    pub at_ms: u64,
+    /// On stderr (else stdout).
+    pub stderr: bool,
+    /// The line with the secret hidden.
+    pub line: String,
 }
 
 /// A process's stdout lines read against the runtime's event contract

@@ -22,6 +22,7 @@
 //!   `release_line` says which runtimes are of this release line (flip-aware);
 //! - `leadership` finds a leader that stopped leading with no injected
 //!   fault to explain it;
+//! - `secrets` finds a runtime under test that printed a secret;
 //! - `schema` finds `schema_version` rewritten and schema drift from a fresh install;
 //! - `migrations` finds `schema_version` not recording each migration once,
 //!   in order, by the one run that its `migrated` event says applied it;
@@ -78,6 +79,7 @@ mod rules;
 mod runaway;
 mod runtimes;
 mod schema;
+mod secrets;
 mod starvation;
 mod storage;
 mod verdict;
@@ -229,6 +231,7 @@ pub async fn reconcile_recorded(
     findings.extend(placement::findings(&storage.misplaced, obs));
     findings.extend(runtimes::findings(&storage, obs));
     findings.extend(leadership::findings(obs));
+    findings.extend(secrets::findings(obs));
     findings.extend(schema::findings(obs, &storage.schema_versions));
     findings.extend(migrations::findings(obs, &storage.schema_versions));
     findings.extend(holders::findings(obs));

@@ -1,16 +1,10 @@
 //! Which runtimes belong to this workspace's release line: the versions
 //! that know the ledger authority. `runtimes`, `rules` and the fence's
-//! reach (`reach`) all ask, so it sits below them.
-
-use awa_runtime::store::authority::parse_version;
+//! reach (`reach`) all ask, so it sits below them; the answer is the
+//! vocabulary's, which the driver asks too.
 
 /// Whether `version` belongs to this workspace's release line or later
 /// (the binaries that know the ledger authority).
 pub(super) fn flip_aware(version: &str) -> bool {
-    let own =
-        parse_version(awa_runtime::version::VERSION).map(|(major, minor, _)| (major, minor, 0));
-    match (parse_version(version), own) {
-        (Some(v), Some(floor)) => v >= floor,
-        _ => false,
-    }
+    crate::vocab::release::of_this_line(version)
 }

@@ -189,6 +189,8 @@ mod tests {
             error: error.map(str::to_owned),
             contract: Default::default(),
             leader_at_ms: None,
+            secret_lines: 0,
+            first_secret_line: None,
         }
     }
 

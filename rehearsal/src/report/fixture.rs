@@ -371,6 +371,8 @@ fn passed(plan: plan::CellPlan) -> CellReport {
         }],
         processes: vec![ProcessRecord {
             leader_at_ms: None,
+            secret_lines: 0,
+            first_secret_line: None,
             name: "previous-worker-1".into(),
             artifact: "previous".into(),
             version: "0.6.2".into(),
@@ -518,5 +520,7 @@ pub fn worker_process(
         error: None,
         contract: Default::default(),
         leader_at_ms,
+        secret_lines: 0,
+        first_secret_line: None,
     }
 }

@@ -149,7 +149,10 @@ use crate::reconcile::Detection;
 ///   path: a job accepted from a pre-flip producer with an id above it.
 /// - `1.32`: per run `held_back.shrank_to`, the fewest cells at once when
 ///   `--jobs auto` went below its schedule while cells kept starving.
-pub const FORMAT_VERSION: &str = "1.32";
+/// - `1.33`: per process `secret_lines` and `first_secret_line` (when,
+///   which stream, the line redacted), the lines it printed that carried a
+///   secret, and the finding rule `secret_printed`.
+pub const FORMAT_VERSION: &str = "1.33";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -173,6 +173,8 @@ impl LiveCell<'_> {
                 }),
                 contract: p.contract,
                 leader_at_ms: p.leader_at_ms,
+                secret_lines: p.secret_lines,
+                first_secret_line: p.first_secret_line.clone(),
             })
             .collect();
     }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::fleet::{Event, ExitInfo, Handle};
-use crate::observe::{ContractCount, InFlight};
+use crate::observe::{ContractCount, InFlight, SecretLine};
 
 /// What a process is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -111,6 +111,10 @@ pub struct Proc {
     pub stopping: bool,
     /// When the driver first asked it to stop (ms since the cell started).
     pub stop_asked_ms: Option<u64>,
+    /// Lines it printed that carried a secret.
+    pub secret_lines: u64,
+    /// The first of them, redacted.
+    pub first_secret_line: Option<SecretLine>,
 }
 
 impl Proc {

@@ -81,7 +81,7 @@ impl DockerFleet {
                 runnable: spec.runnable.clone(),
             });
         };
-        let log = open_log(&spec.log)?;
+        let log = open_log(&spec.log, &spec.watch)?;
         let container = self.create_and_start(&spec, reference, image, &log).await?;
         let control = self.watch_container(&container, spec.id, sink, log);
         Ok(Handle::container(spec.id, container, control))

@@ -103,11 +103,14 @@ pub enum FindingRule {
     /// not crash, and the monitor never saw its heartbeat late: a duty
     /// that failed dropped its leader session unasked.
     LeadershipLost,
+    /// A runtime of the release under test printed a secret: a line of its
+    /// output held a word of the password its DSN carried.
+    SecretPrinted,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 31] = [
+    pub const ALL: [FindingRule; 32] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -139,6 +142,7 @@ impl FindingRule {
         FindingRule::HolderMisreported,
         FindingRule::RunawayLoop,
         FindingRule::LeadershipLost,
+        FindingRule::SecretPrinted,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -168,6 +172,7 @@ impl FindingRule {
                 | FindingRule::Misplaced
                 | FindingRule::CancelIgnored
                 | FindingRule::HolderMisreported
+                | FindingRule::SecretPrinted
         )
     }
 
@@ -205,6 +210,7 @@ impl FindingRule {
             FindingRule::HolderMisreported => "holder_misreported",
             FindingRule::RunawayLoop => "runaway_loop",
             FindingRule::LeadershipLost => "leadership_lost",
+            FindingRule::SecretPrinted => "secret_printed",
         }
     }
 
