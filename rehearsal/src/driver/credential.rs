@@ -266,10 +266,12 @@ mod tests {
 
     #[test]
     fn the_runtimes_redaction_hides_both_words_in_every_shape_it_may_print() {
-        let pw = CellPassword::fresh();
-        assert_ne!(pw, CellPassword::fresh());
+        assert_ne!(CellPassword::fresh(), CellPassword::fresh());
         let url = "postgres://postgres@127.0.0.1:5433/cell_a";
         for shape in DsnShape::ALL {
+            // A password of its own per shape: registering one shape's DSN
+            // must not hide the next shape's password from its scanner check.
+            let pw = CellPassword::fresh();
             let dsn = pw.dsn(url, shape);
             // What the runtime prints when it cannot reach its server.
             let message = format!(

@@ -313,12 +313,15 @@ impl StepCtx<'_> {
         let mut notes = Vec::new();
         let stuck: Vec<(ProcId, crate::fleet::Handle)> = {
             let mut l = self.ledger().lock();
+            let now = l.ms(std::time::Instant::now());
             let stuck: Vec<(ProcId, crate::fleet::Handle)> = handles
                 .into_iter()
                 .filter(|(id, _)| l.procs[*id].alive())
                 .collect();
             for (id, _) in &stuck {
                 l.procs[*id].killed = true;
+                // Killed as a fault kills: what it completed, it completed by now.
+                l.cut_by_kill(*id, now);
             }
             stuck
         };
