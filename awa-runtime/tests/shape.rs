@@ -31,15 +31,12 @@ use awa_harness::shape::{self, Arrow, first_arrows, show};
 /// the reason for its place. Modules on one line share a rank.
 const RANKS: &[(&[&str], &str)] = &[
     (
-        &[
-            "duration",
-            "redact",
-            "failpoint",
-            "version",
-            "locks",
-            "outcome",
-        ],
-        "leaves: durations, secrets hidden, seeded defects, version facts, lock words, how an attempt ends",
+        &["failpoint"],
+        "seeded defects: imports nothing, read by every module that carries one (redact too)",
+    ),
+    (
+        &["duration", "redact", "version", "locks", "outcome"],
+        "leaves: durations, secrets hidden, version facts, lock words, how an attempt ends",
     ),
     (
         &["error"],
