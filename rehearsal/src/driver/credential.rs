@@ -26,6 +26,8 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+
 /// Where a DSN carries its password.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DsnShape {
@@ -120,42 +122,24 @@ impl CellPassword {
     }
 }
 
-/// Every byte but letters, digits and `-._~` as `%XX` (RFC 3986's
-/// unreserved characters kept).
+/// Bytes a URL must escape in a password: all but letters, digits and
+/// `-._~` (RFC 3986's unreserved characters).
+const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 fn percent_encoded(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(text, ESCAPED).to_string()
 }
 
 /// `%XX` sequences decoded; `None` when the result is not UTF-8.
 fn percent_decoded(text: &str) -> Option<String> {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = (b[i] == b'%' && i + 2 < b.len())
-            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok())
-            .flatten()
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match hex {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
 /// A libpq key=value value: quoted, `\` and `'` escaped.

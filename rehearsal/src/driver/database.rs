@@ -271,7 +271,7 @@ enum Kind {
 pub struct CellDb {
     /// Its URL, without a password on a server rehearse started: what
     /// the harness connects with, and what runtimes of earlier releases
-    /// get (see [`CellDb::url_for`]).
+    /// get (see [`CellDb::dsn_for`]).
     pub url: String,
     /// Its name.
     pub name: String,
