@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
+use crate::fleet::{Target, Watch};
+
 /// Where a DSN carries its password.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DsnShape {
@@ -88,6 +90,49 @@ impl CellPassword {
     /// the password.
     pub fn words(&self) -> &[String] {
         &self.words
+    }
+
+    /// `url` with this password in `shape` ([`CellPassword::dsn`]), and
+    /// what the output of the process it is handed to is held to: the
+    /// password's words, and the DSN as a redaction that hides the
+    /// password and nothing else prints it.
+    pub fn hand(&self, url: &str, shape: DsnShape) -> (String, Watch) {
+        let dsn = self.dsn(url, shape);
+        let target = self.target(url, &dsn, shape);
+        let watch = Watch {
+            words: self.words.to_vec(),
+            target,
+        };
+        (dsn, watch)
+    }
+
+    /// The handed `dsn` as printed with its password alone masked (the
+    /// runtime's promise: `postgres://app:***@db:5432/jobs`, a quoted
+    /// key=value password as `password=***`), and the part of it that names
+    /// the server and database, by which a line is known to print it.
+    fn target(&self, url: &str, dsn: &str, shape: DsnShape) -> Option<Target> {
+        if dsn == url {
+            return None;
+        }
+        let spelled = match shape {
+            DsnShape::Userinfo | DsnShape::Query => percent_encoded(&self.text),
+            DsnShape::KeyValue => quoted(&self.text),
+        };
+        let at = dsn.rfind(&spelled)?;
+        let mask = awa_runtime::redact::MASK;
+        let expected = format!("{}{mask}{}", &dsn[..at], &dsn[at + spelled.len()..]);
+        let parsed = url::Url::parse(url).ok()?;
+        let marker = match shape {
+            DsnShape::Userinfo | DsnShape::Query => {
+                let port = parsed.port().map(|p| format!(":{p}")).unwrap_or_default();
+                format!("{}{port}{}", parsed.host_str()?, parsed.path())
+            }
+            DsnShape::KeyValue => {
+                let db = percent_decoded(parsed.path().trim_start_matches('/'))?;
+                format!("dbname={}", quoted(&db))
+            }
+        };
+        Some(Target { marker, expected })
     }
 
     /// `url` (the cell's database, no password in it) with this password in
@@ -223,6 +268,37 @@ mod tests {
     }
 
     #[test]
+    fn each_shapes_target_masks_the_password_and_nothing_else() {
+        let pw = password();
+        let url = "postgres://app@127.0.0.1:5433/cell_a";
+        let target = |shape| pw.hand(url, shape).1.target.expect("a target");
+        let userinfo = target(DsnShape::Userinfo);
+        assert_eq!(
+            userinfo.expected,
+            "postgres://app:***@127.0.0.1:5433/cell_a"
+        );
+        assert_eq!(userinfo.marker, "127.0.0.1:5433/cell_a");
+        let query = target(DsnShape::Query);
+        assert_eq!(
+            query.expected,
+            "postgres://app@127.0.0.1:5433/cell_a?password=***"
+        );
+        assert_eq!(query.marker, "127.0.0.1:5433/cell_a");
+        let kv = target(DsnShape::KeyValue);
+        assert_eq!(
+            kv.expected,
+            "host='127.0.0.1' port='5433' user='app' dbname='cell_a' password=***"
+        );
+        assert_eq!(kv.marker, "dbname='cell_a'");
+        // Over-masking is seen: the user's last letter and the colon hidden.
+        let over = "cannot connect to postgres://ap***@127.0.0.1:5433/cell_a";
+        assert!(over.contains(&userinfo.marker) && !over.contains(&userinfo.expected));
+        // A URL handed as it is (its own password) is held to nothing.
+        let (_, watch) = pw.hand("postgres://u:given@h:5432/db", DsnShape::Userinfo);
+        assert_eq!(watch.target, None);
+    }
+
+    #[test]
     fn the_shapes_come_in_turn_and_a_url_with_its_own_password_is_left_alone() {
         assert_eq!(
             (0..4).map(DsnShape::nth).collect::<Vec<_>>(),
@@ -266,11 +342,20 @@ mod tests {
             let scanned = awa_runtime::redact::redact(&message);
             awa_runtime::redact::register_dsn(&dsn);
             let registered = awa_runtime::redact::redact(&message);
+            let (handed, watch) = pw.hand(url, shape);
+            assert_eq!(handed, dsn);
+            let target = watch.target.expect("a handed DSN has a target");
             for shown in [scanned, registered] {
                 for word in pw.words() {
                     assert!(!shown.contains(word.as_str()), "{shape:?}: {shown}");
                 }
                 assert!(shown.contains("127.0.0.1"), "{shape:?}: {shown}");
+                // The printed target is the DSN with the password alone
+                // masked: the check on it never fires on a correct runtime.
+                assert!(
+                    shown.contains(&target.marker) && shown.contains(&target.expected),
+                    "{shape:?}: {shown} against {target:?}"
+                );
             }
         }
     }

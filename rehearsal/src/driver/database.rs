@@ -14,6 +14,7 @@ use awa_harness::pgtemp::{Cluster, PgError};
 use tokio::sync::Mutex;
 
 use super::credential::{CellPassword, DsnShape};
+use crate::fleet::Watch;
 
 /// Longest identifier PostgreSQL keeps.
 const MAX_IDENT: usize = 63;
@@ -351,20 +352,21 @@ impl CellDb {
         }
     }
 
-    /// The DSN for a process about to start, and the words it must never
-    /// print: for a process of the release under test on a server rehearse
+    /// The DSN for a process about to start, and what its output is held
+    /// to: for a process of the release under test on a server rehearse
     /// started, the cell's password in the next shape for its kind (a
-    /// long-running `runtime` or a one-shot command; see `credential`) and
-    /// the password's words; else [`CellDb::url`] and none.
-    pub fn dsn_for(&mut self, under_test: bool, runtime: bool) -> (String, Vec<String>) {
+    /// long-running `runtime` or a one-shot command; see `credential`), the
+    /// password's words and the DSN as it must be printed; else
+    /// [`CellDb::url`] and nothing.
+    pub fn dsn_for(&mut self, under_test: bool, runtime: bool) -> (String, Watch) {
         match &self.password {
             Some(password) if under_test => {
                 let turn = &mut self.handed[usize::from(runtime)];
                 let shape = DsnShape::nth(*turn);
                 *turn += 1;
-                (password.dsn(&self.url, shape), password.words().to_vec())
+                password.hand(&self.url, shape)
             }
-            _ => (self.url.clone(), Vec::new()),
+            _ => (self.url.clone(), Watch::default()),
         }
     }
 

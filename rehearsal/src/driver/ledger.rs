@@ -161,6 +161,8 @@ impl FleetView {
             stop_asked_ms: None,
             secret_lines: 0,
             first_secret_line: None,
+            target_hidden_lines: 0,
+            first_target_hidden_line: None,
         });
         self.procs.len() - 1
     }
@@ -191,6 +193,14 @@ impl FleetView {
             Report::SecretPrinted { stderr, line } => {
                 proc.secret_lines += 1;
                 proc.first_secret_line.get_or_insert(SecretLine {
+                    at_ms,
+                    stderr,
+                    line,
+                });
+            }
+            Report::TargetHidden { stderr, line } => {
+                proc.target_hidden_lines += 1;
+                proc.first_target_hidden_line.get_or_insert(SecretLine {
                     at_ms,
                     stderr,
                     line,

@@ -104,10 +104,31 @@ pub struct Spec {
     pub env: Vec<(String, String)>,
     /// Log file for its stdout and stderr (created, with its folder).
     pub log: PathBuf,
+    /// What its output is held to, when it was handed a secret (empty
+    /// otherwise).
+    pub watch: Watch,
+}
+
+/// What a process's output is held to when it was handed a secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Watch {
     /// Words it was handed in confidence (its password's): a line of its
     /// output that holds one is reported as [`Report::SecretPrinted`].
-    /// Empty when it was given no secret.
-    pub watch: Vec<String>,
+    pub words: Vec<String>,
+    /// The DSN it was handed, as a correct redaction prints it.
+    pub target: Option<Target>,
+}
+
+/// A handed DSN as it must be printed: a line that holds `marker` (the
+/// part that names the server and database) printed the DSN, and must
+/// hold `expected` (the DSN with its password, and nothing else, masked);
+/// else it is reported as [`Report::TargetHidden`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// What names the DSN's server and database.
+    pub marker: String,
+    /// The DSN with its password, and nothing else, masked.
+    pub expected: String,
 }
 
 impl Spec {
@@ -175,6 +196,15 @@ pub enum Report {
     /// process that prints a credential is a finding and the credential
     /// still reaches no log or report.
     SecretPrinted {
+        /// On stderr (else stdout).
+        stderr: bool,
+        /// The line, redacted.
+        line: String,
+    },
+    /// The line reported next printed the DSN the process was handed
+    /// ([`Watch::target`]) with more than its password masked: the user,
+    /// server or database an operator reads it for is hidden too.
+    TargetHidden {
         /// On stderr (else stdout).
         stderr: bool,
         /// The line, redacted.

@@ -41,7 +41,7 @@ use futures_util::future::BoxFuture;
 
 use super::{
     Control, ExitInfo, Fleet, FleetError, Handle, Order, Report, ReportSender, Runnable, Spec,
-    events, send_report, send_report_at,
+    Watch, events, send_report, send_report_at,
 };
 use crate::stamp::{LOG_TIME_LEN, log_time, parse_rfc3339};
 
@@ -72,20 +72,32 @@ pub(super) type Log = Arc<LogFile>;
 /// See [`Log`].
 pub(super) struct LogFile {
     file: Mutex<std::fs::File>,
-    watch: Vec<String>,
+    watch: Watch,
 }
 
 impl LogFile {
     /// Whether `text` holds a word the process was handed in confidence.
     fn holds_watched(&self, text: &str) -> bool {
-        self.watch.iter().any(|word| text.contains(word.as_str()))
+        self.watch
+            .words
+            .iter()
+            .any(|word| text.contains(word.as_str()))
+    }
+
+    /// Whether `text` printed the handed DSN with more than its password
+    /// masked.
+    fn hides_target(&self, text: &str) -> bool {
+        self.watch
+            .target
+            .as_ref()
+            .is_some_and(|t| text.contains(&t.marker) && !text.contains(&t.expected))
     }
 
     /// `text` redacted, and with the process's watched words hidden too
     /// (where a masking left one outside anything shaped like a secret).
     fn hidden(&self, text: &str) -> String {
         let mut text = awa_runtime::redact::redact(text);
-        for word in &self.watch {
+        for word in &self.watch.words {
             if text.contains(word.as_str()) {
                 text = text.replace(word.as_str(), awa_runtime::redact::MASK);
             }
@@ -119,7 +131,7 @@ pub(super) fn log_line_at(log: &Log, time: Option<SystemTime>, line: &str) -> In
 
 /// Creates (or appends to) a log file and its folder, for a process
 /// that must never print any of `watch`.
-pub(super) fn open_log(path: &Path, watch: &[String]) -> Result<Log, FleetError> {
+pub(super) fn open_log(path: &Path, watch: &Watch) -> Result<Log, FleetError> {
     let error = |source| FleetError::Log {
         path: path.to_owned(),
         source,
@@ -134,7 +146,7 @@ pub(super) fn open_log(path: &Path, watch: &[String]) -> Result<Log, FleetError>
         .map_err(error)?;
     Ok(Arc::new(LogFile {
         file: Mutex::new(file),
-        watch: watch.to_vec(),
+        watch: watch.clone(),
     }))
 }
 
@@ -512,7 +524,13 @@ pub(super) fn report_line(
     if secret {
         let flagged = Report::SecretPrinted {
             stderr: is_stderr,
-            line,
+            line: line.clone(),
+        };
+        send_report_at(sink, id, at, flagged);
+    } else if log.hides_target(printed) {
+        let flagged = Report::TargetHidden {
+            stderr: is_stderr,
+            line: line.clone(),
         };
         send_report_at(sink, id, at, flagged);
     }
@@ -559,7 +577,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env: vec![("AWA_NAME".into(), "sh-1".into())],
             log: dir.join("logs").join("cell").join("sh-1.log"),
-            watch: vec![],
+            watch: Watch::default(),
         }
     }
 
@@ -705,7 +723,7 @@ mod tests {
         // is registered with the redaction: the watch alone hides the word.
         let script = r#"echo 'lost s3kr1t-fleet-word' >&2; echo '{"event":"fatal","error":"cannot connect to postgres://u:s3kr1t-fleet-word@h/db"}'; echo 'to (host=h password=***): refused' >&2; echo 'to postgres://u:hunter22@h/db' >&2"#;
         let mut spec = spec(&dir, script);
-        spec.watch = vec!["s3kr1t-fleet-word".into()];
+        spec.watch.words = vec!["s3kr1t-fleet-word".into()];
         ProcessFleet.spawn(spec, tx).await.unwrap();
         let reports = collect(rx).await;
         let flagged: Vec<(bool, &str)> = reports
@@ -739,6 +757,45 @@ mod tests {
         );
         assert!(log.contains("stderr| to postgres://u:***@h/db"), "{log}");
         assert!(log.contains("stderr| to (host=h password=***"), "{log}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_line_that_prints_its_target_with_more_than_the_password_hidden_is_flagged() {
+        let dir = scratch("target");
+        let (tx, rx) = mpsc::unbounded_channel();
+        // The handed DSN printed as a correct redaction prints it (no
+        // flag), then with the user's last letter and the colon masked as
+        // well, then without its database (a line about something else).
+        let script = r#"echo 'to postgres://app:***@h:5432/jobs: refused' >&2; echo 'to postgres://ap***@h:5432/jobs: refused' >&2; echo 'h:5432 is down' >&2"#;
+        let mut spec = spec(&dir, script);
+        spec.watch = Watch {
+            words: vec!["s3kr1t-fleet-word".into()],
+            target: Some(super::super::Target {
+                marker: "h:5432/jobs".into(),
+                expected: "postgres://app:***@h:5432/jobs".into(),
+            }),
+        };
+        ProcessFleet.spawn(spec, tx).await.unwrap();
+        let reports = collect(rx).await;
+        let flagged: Vec<(bool, &str)> = reports
+            .iter()
+            .filter_map(|r| match r {
+                Report::TargetHidden { stderr, line } => Some((*stderr, line.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            flagged,
+            [(true, "to postgres://ap***@h:5432/jobs: refused")],
+            "{reports:?}"
+        );
+        assert!(
+            !reports
+                .iter()
+                .any(|r| matches!(r, Report::SecretPrinted { .. })),
+            "{reports:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1287,7 +1287,7 @@ fn cell_name_and_about() {
 
 #[test]
 fn expect_detect_must_name_a_known_rule() {
-    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, migration_misrecorded, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored, unexplained_interruption, slow_refusal, holder_misreported, runaway_loop, leadership_lost, secret_printed";
+    let rules = "lost, duplicate, wrong_state, wrong_attempt, stuck, double_execution, rescue_unproven, cron_double_fire, cron_missed_fire, count_drift, fence_breached, mixed_discipline, flip_unverified, ring_stalled, terminal_mismatch, unbounded_growth, n1_incompatible, floor_bypassed, schema_rewritten, migration_misrecorded, schema_drift, unstopped_handler, early_start, unreachable_ready, misplaced, cancel_ignored, unexplained_interruption, slow_refusal, holder_misreported, runaway_loop, leadership_lost, secret_printed, target_hidden";
     assert_cells(
         &format!(
             "{}expect = {{ detect = \"fence-breached\" }}\n\n[[cell]]\nname = \"d\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = \"fail\"\n\n[[cell]]\nname = \"e\"\nabout = \"x\"\nsteps = [{{ hold = \"1s\" }}]\nexpect = {{ detects = \"lost\" }}\n",

@@ -67,6 +67,13 @@ pub struct ProcessRecord {
     /// The first of those lines, redacted. Added in 1.33.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_secret_line: Option<SecretLine>,
+    /// Lines that printed the DSN it was handed with more than the
+    /// password masked. Added in 1.34.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub target_hidden_lines: u64,
+    /// The first of those lines, redacted. Added in 1.34.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_target_hidden_line: Option<SecretLine>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -191,6 +191,8 @@ mod tests {
             leader_at_ms: None,
             secret_lines: 0,
             first_secret_line: None,
+            target_hidden_lines: 0,
+            first_target_hidden_line: None,
         }
     }
 

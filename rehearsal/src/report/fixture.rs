@@ -373,6 +373,8 @@ fn passed(plan: plan::CellPlan) -> CellReport {
             leader_at_ms: None,
             secret_lines: 0,
             first_secret_line: None,
+            target_hidden_lines: 0,
+            first_target_hidden_line: None,
             name: "previous-worker-1".into(),
             artifact: "previous".into(),
             version: "0.6.2".into(),
@@ -522,5 +524,7 @@ pub fn worker_process(
         leader_at_ms,
         secret_lines: 0,
         first_secret_line: None,
+        target_hidden_lines: 0,
+        first_target_hidden_line: None,
     }
 }

@@ -152,7 +152,11 @@ use crate::reconcile::Detection;
 /// - `1.33`: per process `secret_lines` and `first_secret_line` (when,
 ///   which stream, the line redacted), the lines it printed that carried a
 ///   secret, and the finding rule `secret_printed`.
-pub const FORMAT_VERSION: &str = "1.33";
+/// - `1.34`: per process `target_hidden_lines` and
+///   `first_target_hidden_line`, the lines that printed the DSN it was
+///   handed with more than its password masked, and the finding rule
+///   `target_hidden`.
+pub const FORMAT_VERSION: &str = "1.34";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -175,6 +175,8 @@ impl LiveCell<'_> {
                 leader_at_ms: p.leader_at_ms,
                 secret_lines: p.secret_lines,
                 first_secret_line: p.first_secret_line.clone(),
+                target_hidden_lines: p.target_hidden_lines,
+                first_target_hidden_line: p.first_target_hidden_line.clone(),
             })
             .collect();
     }

@@ -115,6 +115,10 @@ pub struct Proc {
     pub secret_lines: u64,
     /// The first of them, redacted.
     pub first_secret_line: Option<SecretLine>,
+    /// Lines that printed its DSN with more than the password masked.
+    pub target_hidden_lines: u64,
+    /// The first of them, redacted.
+    pub first_target_hidden_line: Option<SecretLine>,
 }
 
 impl Proc {

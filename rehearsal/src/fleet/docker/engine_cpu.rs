@@ -300,7 +300,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let ms = ms.expect("the process was seen");
         // It was seen running: at least one tick of CPU is counted.
-        assert!((10..=lived).contains(&ms), "{ms} ms of CPU in {lived} ms of life");
+        assert!(
+            (10..=lived).contains(&ms),
+            "{ms} ms of CPU in {lived} ms of life"
+        );
         // Nothing of that name runs now: a meter sees no process.
         assert_eq!(EngineMeter::of(NAMES).stop(), None);
     }

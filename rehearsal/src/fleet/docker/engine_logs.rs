@@ -371,7 +371,7 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("rehearse-docker-lines-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let log = open_log(&dir.join("w.log"), &[]).unwrap();
+        let log = open_log(&dir.join("w.log"), &Default::default()).unwrap();
         let (sink, mut reports) = mpsc::unbounded_channel();
         let (mut out, mut err) = (EngineLines::default(), EngineLines::default());
         forward(

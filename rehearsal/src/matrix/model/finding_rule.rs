@@ -106,11 +106,17 @@ pub enum FindingRule {
     /// A runtime of the release under test printed a secret: a line of its
     /// output held a word of the password its DSN carried.
     SecretPrinted,
+    /// A runtime of the release under test printed its DSN with more than
+    /// the password masked: the user, server or database an operator
+    /// reads a connection error for was hidden too (a redaction that cut
+    /// in the wrong place, which hides the target today and may show the
+    /// secret on the next DSN).
+    TargetHidden,
 }
 
 impl FindingRule {
     /// Every rule, in documentation order.
-    pub const ALL: [FindingRule; 32] = [
+    pub const ALL: [FindingRule; 33] = [
         FindingRule::Lost,
         FindingRule::Duplicate,
         FindingRule::WrongState,
@@ -143,6 +149,7 @@ impl FindingRule {
         FindingRule::RunawayLoop,
         FindingRule::LeadershipLost,
         FindingRule::SecretPrinted,
+        FindingRule::TargetHidden,
     ];
 
     /// Whether no timing can make a correct runtime produce a finding of
@@ -173,6 +180,7 @@ impl FindingRule {
                 | FindingRule::CancelIgnored
                 | FindingRule::HolderMisreported
                 | FindingRule::SecretPrinted
+                | FindingRule::TargetHidden
         )
     }
 
@@ -211,6 +219,7 @@ impl FindingRule {
             FindingRule::RunawayLoop => "runaway_loop",
             FindingRule::LeadershipLost => "leadership_lost",
             FindingRule::SecretPrinted => "secret_printed",
+            FindingRule::TargetHidden => "target_hidden",
         }
     }
 
