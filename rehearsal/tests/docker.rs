@@ -906,7 +906,7 @@ fn host_binary_spec(
         args,
         env: Vec::new(),
         log: logs.join(format!("{tag}.log")),
-        watch: Vec::new(),
+        watch: Default::default(),
     };
     (spec, image, logs)
 }
