@@ -124,6 +124,16 @@ impl Starving {
     }
 }
 
+/// The monitor's SQL stopped fitting the schema under test: a cell that
+/// passes with it proves nothing about the rings, so it is inconclusive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    /// When the first refused tick of the run began, ms into the cell.
+    pub first_ms: u64,
+    /// The server's error (SQLSTATE class 42), without the DSN.
+    pub error: String,
+}
+
 /// What the monitor recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Samples {
@@ -133,8 +143,13 @@ pub struct Samples {
     pub census: Vec<CensusSample>,
     /// Liveness samples, every tick the rings exist.
     pub liveness: Vec<LivenessSample>,
-    /// Ticks skipped because the database did not answer.
+    /// Ticks skipped because the database did not answer (or refused a
+    /// statement).
     pub skipped: u64,
+    /// The server kept refusing the monitor's statements as not fitting
+    /// its schema: its ring, liveness and placement samples stopped, and
+    /// the rules that judge them would judge nothing.
+    pub unreadable: Option<Unreadable>,
     /// Ticks that found the monitor itself or a runtime that should be
     /// beating late by more than [`LATE_ENOUGH_TO_RECORD`].
     pub late: Vec<LateSample>,

@@ -1,6 +1,7 @@
-//! Connecting to PostgreSQL, and its errors on one line: for the driver,
-//! the monitor, reconciliation and the schema comparison, so none of them
-//! reaches into another for it.
+//! Connecting to PostgreSQL, its errors on one line, and the shape of the
+//! schema under test that every reader of it must ask before reading:
+//! for the driver, the monitor, reconciliation and the schema comparison,
+//! so none of them reaches into another for it.
 
 use tokio_postgres::Client;
 
@@ -74,6 +75,27 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
         },
         None => e.to_string(),
     }
+}
+
+/// An SQL expression: whether the rings have the singleton cursor columns
+/// (`current_slot`, `generation`), which a contract migration drops. The
+/// monitor, the probe and the hold's conditions read them only where this
+/// holds; their absence is a fact of the schema under test.
+pub const CURSOR_COLUMNS_EXIST: &str = "EXISTS (SELECT 1 FROM pg_attribute \
+     WHERE attrelid = to_regclass('awa.queue_ring_state') AND attname = 'current_slot' \
+     AND NOT attisdropped)";
+
+/// The server refused a statement as not fitting its schema (SQLSTATE
+/// class 42: a table, column or function missing, or a privilege), as
+/// against the server going away, a lock or a timeout: its message and
+/// SQLSTATE (neither carries a DSN or a parameter). The monitor and the
+/// hold's conditions read a schema that migrations change under them and
+/// must tell the two apart.
+pub fn refused_for_schema(e: &tokio_postgres::Error) -> Option<String> {
+    let db = e.as_db_error()?;
+    let code = db.code().code();
+    code.starts_with("42")
+        .then(|| format!("{} (SQLSTATE {code})", db.message()))
 }
 
 #[cfg(test)]

@@ -170,7 +170,7 @@ async fn a_flip_committing_mid_sample_is_not_mixed_discipline() {
         // Every sample is internally consistent: columns authority with
         // live columns, or ledger authority with poisoned ones.
         for s in &samples.rings {
-            let poisoned = (s.column_slot, s.column_generation) == (-1, -1);
+            let poisoned = (s.column_slot, s.column_generation) == (Some(-1), Some(-1));
             assert_eq!(s.authority == "ledger", poisoned, "{name}: {s:?}");
         }
     }
@@ -295,6 +295,76 @@ async fn a_fresh_install_is_sampled() {
         last.rings.iter().all(|r| r.slot >= 0 && !r.busy),
         "{last:?}"
     );
+}
+
+/// What a contract migration removes (ADR-040): the compat cursor columns
+/// and the per-slot generation columns, with what depends on them.
+const CONTRACTED: &str = "
+ALTER TABLE awa.queue_ring_state DROP COLUMN current_slot CASCADE, DROP COLUMN generation CASCADE;
+ALTER TABLE awa.claim_ring_state DROP COLUMN current_slot CASCADE, DROP COLUMN generation CASCADE;
+ALTER TABLE awa.lease_ring_state DROP COLUMN current_slot CASCADE, DROP COLUMN generation CASCADE;
+ALTER TABLE awa.queue_ring_slots DROP COLUMN generation CASCADE;
+ALTER TABLE awa.claim_ring_slots DROP COLUMN generation CASCADE;
+ALTER TABLE awa.lease_ring_slots DROP COLUMN generation CASCADE;";
+
+/// A schema whose compat columns a contract dropped is sampled as it is:
+/// the columns are absent (a fact, not a fault), each ring's cursor is its
+/// ledger's top, and no ring rule takes the absence for a finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contracted_schema_is_sampled_from_its_ledgers() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let client = expanded(&cluster, "contracted").await;
+    let mut flipper = cluster.connect("contracted").await.unwrap();
+    awa_runtime::store::authority::flip(&mut flipper, 1_500.0, true)
+        .await
+        .expect("flip");
+    client.batch_execute(CONTRACTED).await.expect("contract");
+    let monitor = start_monitor(&cluster, "contracted");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let samples = monitor.stop().await;
+    assert_eq!(samples.skipped, 0, "no tick failed: {samples:?}");
+    assert!(samples.rings.len() >= 3, "{samples:?}");
+    for s in &samples.rings {
+        assert_eq!(s.authority, "ledger", "{s:?}");
+        assert_eq!((s.column_slot, s.column_generation), (None, None), "{s:?}");
+        assert_eq!(s.ledger_generation, Some(3), "{s:?}");
+    }
+    let last = samples.liveness.last().expect("liveness samples");
+    assert_eq!(last.rings.len(), 3, "{last:?}");
+    assert!(
+        last.rings.iter().all(|r| (r.slot, r.generation) == (3, 3)),
+        "the cursor is the ledger's top: {last:?}"
+    );
+    assert_eq!(judged(&samples), []);
+}
+
+/// A schema the monitor's SQL no longer fits (here a ledger it reads is
+/// gone) is not sampled as empty: the run of refused ticks makes the
+/// monitor unreadable, naming the server's error, so the cell cannot pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_the_monitor_cannot_read_makes_it_unreadable() {
+    let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+    let client = expanded(&cluster, "unfit").await;
+    let monitor = start_monitor(&cluster, "unfit");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    client
+        .batch_execute("DROP TABLE awa.claim_ring_rotations CASCADE")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let samples = monitor.stop().await;
+    assert!(!samples.rings.is_empty(), "sampled before the drop");
+    let unreadable = samples.unreadable.expect("the refused ticks were noticed");
+    assert!(
+        unreadable.error.contains("claim_ring_rotations") && unreadable.error.contains("42P01"),
+        "{unreadable:?}"
+    );
+    assert!(unreadable.first_ms >= 300, "{unreadable:?}");
+    // The same monitor on a schema it can read stays readable.
+    let _ = expanded(&cluster, "fit").await;
+    let monitor = start_monitor(&cluster, "fit");
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(monitor.stop().await.unreadable, None);
 }
 
 /// Every census sample carries the transactions the cell's database has

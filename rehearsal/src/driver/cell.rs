@@ -190,7 +190,7 @@ pub async fn run_cell(
     };
     let (mut cell, monitor) = LiveCell::start(ctx, plan, t0, db);
     let abort = cell.run_phases().await;
-    cell.wind_down(abort.is_some(), monitor).await;
+    let unreadable = cell.wind_down(abort.is_some(), monitor).await;
     let failed = matches!(abort, Some(Abort::Failed(_)));
     let unretryable = matches!(abort, Some(Abort::Interrupted)).then_some(Unretryable::Interrupted);
     let mut harness_error = abort.and_then(|a| match a {
@@ -220,6 +220,19 @@ pub async fn run_cell(
             Err(e) => harness_error = Some(e),
         }
         reconcile_ms = started.elapsed().as_millis() as u64;
+    }
+    // A cell the product did not fail, watched by a monitor that could not
+    // read the schema, proves nothing about the rings: inconclusive.
+    if let Some(u) = unreadable
+        && harness_error.is_none()
+        && !failed
+        && reconciled.findings.is_empty()
+    {
+        harness_error = Some(format!(
+            "the monitor could not read the schema under test from {} on ({}): its ring, liveness and placement rules had nothing to judge; the monitor's SQL (rehearsal/src/monitor/snapshot.rs) must read what this schema has",
+            crate::observe::duration(u.first_ms),
+            u.error
+        ));
     }
     let run = cell
         .finish(index, reconciled, harness_error, reconcile_ms)
@@ -386,7 +399,12 @@ impl<'a> LiveCell<'a> {
 
     /// Whatever happened, nothing of this cell keeps running; the
     /// monitor's samples, the ledger and the cron window are recorded.
-    async fn wind_down(&mut self, aborted: bool, monitor: Monitor) {
+    /// Says whether the monitor found the schema unreadable.
+    async fn wind_down(
+        &mut self,
+        aborted: bool,
+        monitor: Monitor,
+    ) -> Option<crate::monitor::Unreadable> {
         let grace = if aborted {
             STOP_TIMEOUT_INTERRUPTED
         } else {
@@ -411,6 +429,7 @@ impl<'a> LiveCell<'a> {
         if !aborted {
             self.record_cron_window().await;
         }
+        samples.unreadable
     }
 
     /// Reconciliation as the cell's last phase.

@@ -32,6 +32,12 @@ pub struct Beat {
     pub sessions: u64,
 }
 
+/// Whether the rings have the singleton cursor columns (a contract drops
+/// them).
+fn has_cursor_columns() -> String {
+    format!("SELECT {}", crate::pg::CURSOR_COLUMNS_EXIST)
+}
+
 /// Every row of `awa.schema_version`, `applied_at` in microseconds.
 const SCHEMA_ROWS: &str = "SELECT version, (extract(epoch FROM applied_at) * 1000000)::int8 \
      FROM awa.schema_version ORDER BY version";
@@ -39,16 +45,28 @@ const HAS_AUTHORITY: &str = "SELECT to_regclass('awa.ring_cursor_authority') IS 
 const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
 const AUTHORITY_ROW: &str =
     "SELECT coalesce(string_agg(row_to_json(a)::text, ';'), '') FROM awa.ring_cursor_authority a";
+/// Whether the rings have the singleton cursor columns (a contract drops
+/// them).
+const HAS_LEDGERS: &str = "SELECT to_regclass('awa.queue_ring_rotations') IS NOT NULL";
 const RING_COLUMNS: &str = "
 SELECT 'queue', current_slot, generation FROM awa.queue_ring_state
 UNION ALL SELECT 'claim', current_slot, generation FROM awa.claim_ring_state
 UNION ALL SELECT 'lease', current_slot, generation FROM awa.lease_ring_state";
-/// Each ring's cursor generation in both representations (the ledger's
-/// top is NULL before the expand migration).
+/// Each ring's cursor generation in both representations.
 const RING_GENERATIONS: &str = "
 SELECT 'queue', (SELECT generation FROM awa.queue_ring_state), (SELECT max(generation) FROM awa.queue_ring_rotations)
 UNION ALL SELECT 'claim', (SELECT generation FROM awa.claim_ring_state), (SELECT max(generation) FROM awa.claim_ring_rotations)
 UNION ALL SELECT 'lease', (SELECT generation FROM awa.lease_ring_state), (SELECT max(generation) FROM awa.lease_ring_rotations)";
+/// The same before the expand migration (no ledgers).
+const RING_GENERATIONS_COLUMNS: &str = "
+SELECT 'queue', (SELECT generation FROM awa.queue_ring_state), NULL::int8
+UNION ALL SELECT 'claim', (SELECT generation FROM awa.claim_ring_state), NULL::int8
+UNION ALL SELECT 'lease', (SELECT generation FROM awa.lease_ring_state), NULL::int8";
+/// The same once a contract dropped the columns (the ledgers only).
+const RING_GENERATIONS_LEDGERS: &str = "
+SELECT 'queue', NULL::int8, (SELECT max(generation) FROM awa.queue_ring_rotations)
+UNION ALL SELECT 'claim', NULL::int8, (SELECT max(generation) FROM awa.claim_ring_rotations)
+UNION ALL SELECT 'lease', NULL::int8, (SELECT max(generation) FROM awa.lease_ring_rotations)";
 /// Rows of each ring (queue `$1`, claim `$2`, lease `$3`) of that generation or older.
 const RING_ROWS_THROUGH: &str = "
 SELECT (SELECT count(*) FROM awa.queue_entries WHERE generation <= $1),
@@ -374,14 +392,19 @@ impl Probe {
         Ok(self.rows(AUTHORITY, &[]).await?.first().map(|r| r.get(0)))
     }
 
-    /// (ring, current_slot, generation) of the three singletons.
-    pub async fn ring_columns(&mut self) -> Result<Vec<(String, i32, i64)>, ProbeError> {
-        Ok(self
-            .rows(RING_COLUMNS, &[])
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect())
+    /// (ring, current_slot, generation) of the three singletons; `None`
+    /// where the schema has no cursor columns (a contract dropped them).
+    pub async fn ring_columns(&mut self) -> Result<Option<Vec<(String, i32, i64)>>, ProbeError> {
+        if !self.exists(&has_cursor_columns()).await? {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.rows(RING_COLUMNS, &[])
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect(),
+        ))
     }
 
     /// (live jobs, of which not fired by cron).
@@ -391,20 +414,27 @@ impl Probe {
     }
 
     /// Each ring's authoritative generation (queue, claim, lease): the
-    /// ledger's top under ledger authority, the columns otherwise. Needs
-    /// the expand migration.
+    /// ledger's top under ledger authority or where the schema has no
+    /// cursor columns, the columns otherwise (-1 for a ring with neither).
     pub async fn ring_generations(&mut self) -> Result<[i64; 3], ProbeError> {
         let ledger = self.authority().await? == Some("ledger".to_owned());
-        let rows = self.rows(RING_GENERATIONS, &[]).await?;
-        let mut out = [0; 3];
+        let columns = self.exists(&has_cursor_columns()).await?;
+        let sql = match (columns, self.exists(HAS_LEDGERS).await?) {
+            (true, true) => RING_GENERATIONS,
+            (true, false) => RING_GENERATIONS_COLUMNS,
+            (false, _) => RING_GENERATIONS_LEDGERS,
+        };
+        let rows = self.rows(sql, &[]).await?;
+        let mut out = [-1; 3];
         for (i, r) in rows.iter().take(3).enumerate() {
-            let columns: i64 = r.get(1);
+            let columns: Option<i64> = r.get(1);
             let top: Option<i64> = r.get(2);
-            out[i] = if ledger {
-                top.unwrap_or(columns)
+            let authoritative = if ledger || columns.is_none() {
+                top.or(columns)
             } else {
                 columns
             };
+            out[i] = authoritative.unwrap_or(-1);
         }
         Ok(out)
     }

@@ -51,7 +51,17 @@ pub(super) struct Sampler {
     late_leases: BTreeMap<(i64, i64), LateLease>,
     /// Runtimes seen late, by instance id.
     late_runtimes: BTreeMap<String, LateRuntime>,
+    /// The run of ticks, up to the last, whose statements the server
+    /// refused as not fitting its schema: the first one's time and error,
+    /// and how many.
+    refused: Option<(u64, String, u64)>,
 }
+
+/// Consecutive ticks refused for the schema that make the monitor
+/// [`Unreadable`](super::Unreadable): one is a table or column that went
+/// between a tick's own reads (a migration committing mid-tick); three in
+/// a row (750 ms at the monitor's pace) is SQL that no longer fits.
+pub(super) const UNREADABLE_TICKS: u64 = 3;
 
 impl Sampler {
     pub(super) fn new(
@@ -77,6 +87,7 @@ impl Sampler {
             beats_excused_ms: None,
             late_leases: BTreeMap::new(),
             late_runtimes: BTreeMap::new(),
+            refused: None,
         }
     }
 
@@ -96,13 +107,16 @@ impl Sampler {
             self.client = super::connect_briefly(&self.url).await;
         }
         let Some(client) = self.client.as_ref() else {
+            self.refused = None;
             self.samples.skipped += 1;
             self.outage = true;
             // The harness's own lateness counts whatever the server does.
             self.record_lateness(at_ms, tick_late, &[]);
             return;
         };
-        match sample(client, at_ms, self.stale_ms, &self.counts).await {
+        let result = sample(client, at_ms, self.stale_ms, &self.counts).await;
+        self.note_refusal(at_ms, result.as_ref().err());
+        match result {
             Ok(Snapshot {
                 rings,
                 census,
@@ -263,6 +277,24 @@ impl Sampler {
         }
     }
 
+    /// Counts a tick refused for the schema into the current run of them
+    /// (any other outcome ends the run); a run of [`UNREADABLE_TICKS`]
+    /// makes the monitor unreadable, the first such run kept.
+    fn note_refusal(&mut self, at_ms: u64, error: Option<&tokio_postgres::Error>) {
+        let Some(why) = error.and_then(crate::pg::refused_for_schema) else {
+            self.refused = None;
+            return;
+        };
+        let run = self.refused.get_or_insert((at_ms, why, 0));
+        run.2 += 1;
+        if run.2 >= UNREADABLE_TICKS && self.samples.unreadable.is_none() {
+            self.samples.unreadable = Some(super::Unreadable {
+                first_ms: run.0,
+                error: run.1.clone(),
+            });
+        }
+    }
+
     fn record_ring(&mut self, sample: RingSample) {
         let changed = self.last.get(&sample.ring).is_none_or(|(prev, _)| {
             (
@@ -345,8 +377,8 @@ mod tests {
             at_ms,
             ring: "queue".into(),
             authority: "columns".into(),
-            column_slot: (generation % 8) as i32,
-            column_generation: generation,
+            column_slot: Some((generation % 8) as i32),
+            column_generation: Some(generation),
             ledger_generation: Some(generation),
             ledger_slot: Some((generation % 8) as i32),
             ledger_rows: generation + 1,
@@ -366,7 +398,7 @@ mod tests {
         let kept: Vec<(u64, i64)> = samples
             .rings
             .iter()
-            .map(|r| (r.at_ms, r.column_generation))
+            .map(|r| (r.at_ms, r.column_generation.unwrap_or(-2)))
             .collect();
         assert_eq!(kept, [(0, 1), (500, 2), (1000, 2)]);
     }

@@ -14,16 +14,23 @@ use crate::observe::{CensusSample, DutyTable, LivenessSample, RingLiveness, Ring
 
 use super::CountSource;
 
-const EXISTING: &str = "
+const EXISTING_TABLES: &str = "
 SELECT to_regclass('awa.queue_ring_state') IS NOT NULL,
        to_regclass('awa.ring_cursor_authority') IS NOT NULL,
        to_regclass('awa.queue_ring_rotations') IS NOT NULL,
        to_regclass('awa.queue_terminal_rollup_deltas') IS NOT NULL,
        to_regclass('awa.runtime_instances') IS NOT NULL";
+/// Each ring's cursor columns and slot count, where the schema has the
+/// compat cursor columns.
 const COLUMNS: &str = "
 SELECT 'queue', current_slot, generation, slot_count FROM awa.queue_ring_state
 UNION ALL SELECT 'claim', current_slot, generation, slot_count FROM awa.claim_ring_state
 UNION ALL SELECT 'lease', current_slot, generation, slot_count FROM awa.lease_ring_state";
+/// The same where a contract migration dropped them: the slot count only.
+const NO_COLUMNS: &str = "
+SELECT 'queue', NULL::int4, NULL::int8, slot_count FROM awa.queue_ring_state
+UNION ALL SELECT 'claim', NULL::int4, NULL::int8, slot_count FROM awa.claim_ring_state
+UNION ALL SELECT 'lease', NULL::int4, NULL::int8, slot_count FROM awa.lease_ring_state";
 const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
 const LEDGERS: &str = "
 SELECT r.ring, l.max_gen, l.max_slot, l.rows, l.gaps FROM (VALUES ('queue'), ('claim'), ('lease')) r(ring)
@@ -139,11 +146,15 @@ WHERE NOT w.granted
                                       'ring_cursor_authority')))";
 
 /// The authoritative cursor of a sampled ring: the ledger's top under
-/// ledger authority, the singleton columns otherwise.
-fn authoritative(r: &RingSample) -> (i32, i64) {
-    match (r.authority.as_str(), r.ledger_slot, r.ledger_generation) {
-        ("ledger", Some(slot), Some(generation)) => (slot, generation),
-        _ => (r.column_slot, r.column_generation),
+/// ledger authority or where the schema has no cursor columns, the
+/// singleton columns otherwise; `None` where neither is there.
+fn authoritative(r: &RingSample) -> Option<(i32, i64)> {
+    let ledger = r.ledger_slot.zip(r.ledger_generation);
+    let columns = r.column_slot.zip(r.column_generation);
+    if r.authority == "ledger" || columns.is_none() {
+        ledger.or(columns)
+    } else {
+        columns
     }
 }
 
@@ -198,7 +209,7 @@ async fn read_snapshot(
     let exists = Existing::read(client).await?;
     let authority = read_authority(client, &exists).await?;
     let (rings, slot_counts) = if exists.rings {
-        read_rings(client, at_ms, &authority, exists.ledgers).await?
+        read_rings(client, at_ms, &authority, &exists).await?
     } else {
         (Vec::new(), BTreeMap::new())
     };
@@ -335,38 +346,43 @@ struct Existing {
     ledgers: bool,
     deltas: bool,
     instances: bool,
+    /// The rings' compat cursor columns (until a contract drops them).
+    columns: bool,
 }
 
 impl Existing {
     async fn read(client: &Client) -> Result<Existing, tokio_postgres::Error> {
-        let row = client.query_one(EXISTING, &[]).await?;
+        let sql = format!("{EXISTING_TABLES}, {}", crate::pg::CURSOR_COLUMNS_EXIST);
+        let row = client.query_one(&sql, &[]).await?;
         Ok(Existing {
             rings: row.get(0),
             authority: row.get(1),
             ledgers: row.get(2),
             deltas: row.get(3),
             instances: row.get(4),
+            columns: row.get(5),
         })
     }
 }
 
-/// Each ring's cursor columns beside its ledger's top (when the ledgers
-/// exist), and each ring's slot count.
+/// Each ring's cursor columns (when the schema has them) beside its
+/// ledger's top (when the ledgers exist), and each ring's slot count.
 async fn read_rings(
     client: &Client,
     at_ms: u64,
     authority: &str,
-    ledgers_exist: bool,
+    exists: &Existing,
 ) -> Result<(Vec<RingSample>, BTreeMap<String, i32>), tokio_postgres::Error> {
     let mut ledgers: BTreeMap<String, (Option<i64>, Option<i32>, i64, i64)> = BTreeMap::new();
-    if ledgers_exist {
+    if exists.ledgers {
         for r in client.query(LEDGERS, &[]).await? {
             ledgers.insert(r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4)));
         }
     }
     let mut rings = Vec::new();
     let mut slot_counts = BTreeMap::new();
-    for r in client.query(COLUMNS, &[]).await? {
+    let columns = if exists.columns { COLUMNS } else { NO_COLUMNS };
+    for r in client.query(columns, &[]).await? {
         let ring: String = r.get(0);
         let (ledger_generation, ledger_slot, ledger_rows, ledger_gaps) =
             ledgers.get(&ring).copied().unwrap_or((None, None, 0, 0));
@@ -409,15 +425,15 @@ async fn read_liveness(
 ) -> Result<Vec<RingLiveness>, tokio_postgres::Error> {
     let cursors: Vec<RingLiveness> = rings
         .iter()
-        .map(|r| {
-            let (slot, generation) = authoritative(r);
-            RingLiveness {
+        .filter_map(|r| {
+            let (slot, generation) = authoritative(r)?;
+            Some(RingLiveness {
                 ring: r.ring.clone(),
                 slot,
                 generation,
                 busy: false,
                 next_live: false,
-            }
+            })
         })
         .collect();
     let next = |name: &str| -> i32 {

@@ -13,9 +13,11 @@ pub struct RingSample {
     pub ring: String,
     /// `columns`, `ledger`, or `none` before the expand migration.
     pub authority: String,
-    /// The singleton columns.
-    pub column_slot: i32,
-    pub column_generation: i64,
+    /// The singleton cursor columns; `None` where the schema under test
+    /// has none (a contract migration dropped them: a fact, not a fault).
+    /// Numbers in reports before 1.35.
+    pub column_slot: Option<i32>,
+    pub column_generation: Option<i64>,
     /// The ledger's max row (`None` before the expand migration).
     pub ledger_generation: Option<i64>,
     pub ledger_slot: Option<i32>,

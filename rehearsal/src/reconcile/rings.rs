@@ -267,12 +267,18 @@ fn mixed_discipline(samples: &[RingSample], obs: &Observations) -> Vec<Finding> 
     let mut out = per_ring(
         samples,
         obs,
-        |s| match s.ledger_generation {
-            Some(l) if s.authority == "columns" && l > s.column_generation => Some(format!(
-                "advanced its ledger to generation {l} past its columns (generation {}) under columns authority",
-                s.column_generation
-            )),
+        |s| {
+            match s.ledger_generation {
+            Some(l) if s.authority == "columns" => s
+                .column_generation
+                .filter(|&c| l > c)
+                .map(|c| {
+                    format!(
+                        "advanced its ledger to generation {l} past its columns (generation {c}) under columns authority"
+                    )
+                }),
             _ => None,
+        }
         },
         FindingRule::MixedDiscipline,
         ledger_key,
@@ -294,18 +300,19 @@ fn mixed_discipline(samples: &[RingSample], obs: &Observations) -> Vec<Finding> 
     out.extend(per_ring(
         samples,
         obs,
-        |s| {
-            (s.authority == "ledger" && (s.column_slot, s.column_generation) != (-1, -1)).then(
-                || {
-                    format!(
-                        "moved its columns to (slot {}, generation {}) under ledger authority",
-                        s.column_slot, s.column_generation
-                    )
-                },
-            )
+        // Columns a contract dropped are nothing to move.
+        |s| match (s.column_slot, s.column_generation) {
+            (Some(slot), Some(generation))
+                if s.authority == "ledger" && (slot, generation) != (-1, -1) =>
+            {
+                Some(format!(
+                    "moved its columns to (slot {slot}, generation {generation}) under ledger authority"
+                ))
+            }
+            _ => None,
         },
         FindingRule::MixedDiscipline,
-        |s| s.column_generation,
+        |s| s.column_generation.unwrap_or(-1),
     ));
     out
 }
@@ -351,10 +358,14 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
             if before.authority != "columns" || after.authority != "ledger" {
                 continue;
             }
+            // Columns authority without columns is `columns_dropped`'s finding.
+            let Some(last_columns) = before.column_generation else {
+                continue;
+            };
             let phase = phase_at(obs, after.at_ms).unwrap_or("flip");
             let found = match after.ledger_generation {
-                Some(l) if l >= before.column_generation && after.ledger_gaps == 0 => None,
-                Some(l) if l >= before.column_generation => Some(finding(
+                Some(l) if l >= last_columns && after.ledger_gaps == 0 => None,
+                Some(l) if l >= last_columns => Some(finding(
                     FindingRule::FlipUnverified,
                     phase,
                     format!(
@@ -369,9 +380,9 @@ fn flip_samples(samples: &[RingSample], obs: &Observations) -> Vec<Finding> {
                     phase,
                     format!(
                         "right after the flip the {ring} ring's ledger ended at generation {l}, behind the last columns generation {} seen before it",
-                        before.column_generation
+                        last_columns
                     ),
-                    vec![l, before.column_generation],
+                    vec![l, last_columns],
                     1,
                 )),
                 None => Some(finding(
@@ -537,8 +548,8 @@ mod tests {
             at_ms,
             ring: ring.into(),
             authority: authority.into(),
-            column_slot: columns.0,
-            column_generation: columns.1,
+            column_slot: Some(columns.0),
+            column_generation: Some(columns.1),
             ledger_generation: ledger,
             ledger_slot: ledger.map(|g| (g % 8) as i32),
             ledger_rows: 8,

@@ -127,10 +127,14 @@ fn n1_broken(obs: &Observations) -> Vec<Finding> {
     }]
 }
 
-/// The expanded schema keeps the 0.6 cursor columns (ADR-040: the expand
-/// migration is additive; only the 0.8 contract drops them).
+/// While `columns` is the authority the singleton cursor columns are the
+/// cursor every runtime of the compat discipline reads and writes, so the
+/// schema must have them (ADR-040: an expand migration is additive; only a
+/// contract, which requires `ledger` authority, may drop them). Under
+/// `ledger` authority, or with no authority row, their absence is a fact
+/// of the schema under test, not a finding.
 fn columns_dropped(storage: &Storage, obs: &Observations) -> Vec<Finding> {
-    if storage.authority.is_none() {
+    if storage.authority.as_deref() != Some("columns") {
         return vec![];
     }
     let gone: Vec<String> = storage
@@ -275,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn compat_columns_missing_from_the_expanded_schema_are_n1_incompatible() {
+    fn compat_columns_missing_under_columns_authority_are_n1_incompatible() {
         use awa_runtime::store::audit::RingColumns;
         let ring = |ring: &str, kept: bool| RingColumns {
             ring: ring.into(),
@@ -284,7 +288,7 @@ mod tests {
             unpoisoned_slots: vec![],
         };
         let storage = Storage {
-            authority: Some("ledger".into()),
+            authority: Some("columns".into()),
             columns: vec![ring("queue", false), ring("claim", true)],
             ..Default::default()
         };
@@ -302,6 +306,16 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(columns_dropped(&kept, &Observations::default()), vec![]);
+        // Under ledger authority a contract may have dropped them: a fact.
+        let contracted = Storage {
+            authority: Some("ledger".into()),
+            columns: vec![ring("queue", false), ring("claim", false)],
+            ..Default::default()
+        };
+        assert_eq!(
+            columns_dropped(&contracted, &Observations::default()),
+            vec![]
+        );
         // Before the expand migration there is nothing to judge.
         let before = Storage {
             columns: vec![ring("queue", false)],

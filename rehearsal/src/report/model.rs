@@ -156,7 +156,10 @@ use crate::reconcile::Detection;
 ///   `first_target_hidden_line`, the lines that printed the DSN it was
 ///   handed with more than its password masked, and the finding rule
 ///   `target_hidden`.
-pub const FORMAT_VERSION: &str = "1.34";
+/// - `1.35`: a ring sample's `column_slot` and `column_generation` are
+///   null where the schema under test has no compat cursor columns (a
+///   contract migration dropped them).
+pub const FORMAT_VERSION: &str = "1.35";
 
 /// Everything a run produced: the file `report.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -376,18 +376,65 @@ async fn deadlocks(client: &tokio_postgres::Client) -> Result<u64, Abort> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
+/// Which representations of the ring cursors the schema under test has
+/// (it changes as migrations run: an expand adds the ledgers, a contract
+/// drops the columns).
+const LEDGERS_EXIST: &str = "to_regclass('awa.queue_ring_rotations') IS NOT NULL \
+     AND to_regclass('awa.ring_cursor_authority') IS NOT NULL";
+
+/// The representations of the ring cursors a schema has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CursorShape {
+    /// The singleton `current_slot`/`generation` columns.
+    columns: bool,
+    /// The rotation ledgers and the authority row.
+    ledgers: bool,
+}
+
+impl CursorShape {
+    async fn read(client: &tokio_postgres::Client) -> Result<CursorShape, tokio_postgres::Error> {
+        let sql = format!(
+            "SELECT {}, {LEDGERS_EXIST}",
+            crate::pg::CURSOR_COLUMNS_EXIST
+        );
+        let row = client.query_one(&sql, &[]).await?;
+        Ok(CursorShape {
+            columns: row.get(0),
+            ledgers: row.get(1),
+        })
+    }
+
+    /// A condition that holds when `ring`'s authoritative cursor is not in
+    /// slot 0: the columns under `columns` authority (or with no
+    /// ledgers), the ledger's top under `ledger` (or with no columns).
+    fn cursor_not_in_slot_zero(self, ring: &str) -> String {
+        let columns =
+            format!("NOT EXISTS (SELECT 1 FROM awa.{ring}_ring_state WHERE current_slot = 0)");
+        let ledger = format!(
+            "coalesce((SELECT r.slot FROM awa.{ring}_ring_rotations r ORDER BY r.generation DESC LIMIT 1), -1) <> 0"
+        );
+        match (self.columns, self.ledgers) {
+            (true, true) => format!(
+                "CASE WHEN (SELECT authority FROM awa.ring_cursor_authority LIMIT 1) = 'ledger' \
+                 THEN {ledger} ELSE {columns} END"
+            ),
+            (true, false) => columns,
+            (false, true) => ledger,
+            (false, false) => "true".into(),
+        }
+    }
+}
+
 /// Whether every ring holds rows, none in slot 0, and no ring's cursor
-/// is in slot 0 (one statement). A ring that has just rotated into slot 0
-/// has not written there yet, most of all on a loaded machine: its empty
-/// slot 0 is not free, the next claim or enqueue fills it.
-fn slot_zero_free_sql() -> String {
+/// is in slot 0 (one statement, for the cursors the schema has). A ring
+/// that has just rotated into slot 0 has not written there yet, most of
+/// all on a loaded machine: its empty slot 0 is not free, the next claim
+/// or enqueue fills it.
+fn slot_zero_free_sql(shape: CursorShape) -> String {
     let mut busy = Vec::new();
     let mut zero = Vec::new();
     for ring in awa_runtime::store::Ring::ALL {
-        zero.push(format!(
-            "NOT EXISTS (SELECT 1 FROM awa.{}_ring_state WHERE current_slot = 0)",
-            ring.name()
-        ));
+        zero.push(shape.cursor_not_in_slot_zero(ring.name()));
         let tables = ring.tables();
         busy.push(format!(
             "({})",
@@ -413,12 +460,9 @@ async fn hold_until(cx: &mut StepCtx<'_>, s: &HoldStep, until: Until) -> Result<
     let client = super::super::database::connect(&cx.db.url)
         .await
         .map_err(|e| Abort::Harness(format!("the hold could not connect: {e}")))?;
-    let sql = match until {
-        Until::SlotZeroFree => slot_zero_free_sql(),
-    };
     let gate = super::gate::start_next_flip_gated(cx).await?;
     let start = std::time::Instant::now();
-    let held = poll_until(cx, &client, &sql, s.duration.to_std(), gate.as_ref()).await;
+    let held = poll_until(cx, &client, until, s.duration.to_std(), gate.as_ref()).await;
     let held_ms = start.elapsed().as_millis();
     if let Ok(held) = held {
         let record = UntilRecord {
@@ -453,31 +497,61 @@ async fn hold_until(cx: &mut StepCtx<'_>, s: &HoldStep, until: Until) -> Result<
     }
 }
 
-/// Polls `sql` every 50 ms until it holds with the gated flip (if
-/// any) waiting at the gate (true), or `within` passes (false).
+/// Polls the condition every 50 ms until it holds with the gated flip
+/// (if any) waiting at the gate (true), or `within` passes (false). Its
+/// statement is written for the cursors the schema has, and written again
+/// when the server refuses it as not fitting (a migration changed the
+/// schema); a condition the server refused to the end is the harness's
+/// error, not a hold that timed out.
 async fn poll_until(
     cx: &StepCtx<'_>,
     client: &tokio_postgres::Client,
-    sql: &str,
+    until: Until,
     within: std::time::Duration,
     gate: Option<&super::gate::StartGate>,
 ) -> Result<bool, Abort> {
     let start = std::time::Instant::now();
+    let mut sql: Option<String> = None;
+    let mut refused: Option<String> = None;
     while start.elapsed() < within {
-        if let Ok(row) = client.query_one(sql, &[]).await
-            && row.get::<_, bool>(0)
-        {
-            match gate {
-                // Not at the gate yet: the condition must hold once it is.
-                Some(g) if !g.ready().await => {}
-                _ => return Ok(true),
+        if sql.is_none() {
+            sql = CursorShape::read(client)
+                .await
+                .ok()
+                .map(|shape| match until {
+                    Until::SlotZeroFree => slot_zero_free_sql(shape),
+                });
+        }
+        if let Some(statement) = &sql {
+            match client.query_one(statement.as_str(), &[]).await {
+                Ok(row) => {
+                    refused = None;
+                    if row.get::<_, bool>(0) {
+                        match gate {
+                            // Not at the gate yet: the condition must hold once it is.
+                            Some(g) if !g.ready().await => {}
+                            _ => return Ok(true),
+                        }
+                    }
+                }
+                Err(e) => {
+                    if let Some(why) = crate::pg::refused_for_schema(&e) {
+                        refused = Some(why);
+                        sql = None;
+                    }
+                }
             }
         }
         cx.cancel()
             .sleep(std::time::Duration::from_millis(50))
             .await?;
     }
-    Ok(false)
+    match refused {
+        Some(why) => Err(Abort::Harness(format!(
+            "the hold's condition `{until}` could not be read from the schema under test: {why}"
+        ))),
+        None => Ok(false),
+    }
 }
 
 /// Opens the gate of a flip started ahead (it goes on now; its step
@@ -584,7 +658,11 @@ mod tests {
 
     #[test]
     fn slot_zero_is_every_ring_table_partition_0() {
-        let sql = super::slot_zero_free_sql();
+        let shape = CursorShape {
+            columns: true,
+            ledgers: false,
+        };
+        let sql = super::slot_zero_free_sql(shape);
         for t in [
             "queue_entries_0",
             "claim_receipts_0",
@@ -605,5 +683,104 @@ mod tests {
                 "{sql}"
             );
         }
+    }
+
+    /// The cursor condition reads the cursor the schema has and its
+    /// authority names: the columns under `columns`, the ledger's top under
+    /// `ledger`, the ledger alone once a contract dropped the columns; and
+    /// a statement written for columns that are gone is refused as not
+    /// fitting the schema (the poll writes it again), not read as false.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_cursor_condition_follows_the_schemas_cursors() {
+        let cluster = Cluster::start().await.expect("start throwaway PostgreSQL");
+        cluster.create_database("cursors").await.unwrap();
+        let mut client = cluster.connect("cursors").await.unwrap();
+        migrate(&mut client, &MigrateOptions::default())
+            .await
+            .unwrap();
+        let holds = |sql: String| {
+            let client = &client;
+            async move {
+                client
+                    .query_one(&format!("SELECT {sql}"), &[])
+                    .await
+                    .map(|r| r.get::<_, bool>(0))
+            }
+        };
+        let both = CursorShape::read(&client).await.unwrap();
+        assert_eq!(
+            both,
+            CursorShape {
+                columns: true,
+                ledgers: true
+            }
+        );
+        // Columns authority, the queue ring's columns in slot 0 and its
+        // ledger elsewhere: the columns decide.
+        client
+            .batch_execute(
+                "ALTER TABLE awa.queue_ring_state DISABLE TRIGGER ring_cursor_fence;
+                 UPDATE awa.ring_cursor_authority SET authority = 'columns';
+                 UPDATE awa.queue_ring_state SET current_slot = 0, generation = 8;
+                 INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (9, 1);",
+            )
+            .await
+            .unwrap();
+        assert!(!holds(both.cursor_not_in_slot_zero("queue")).await.unwrap());
+        // Ledger authority: the ledger's top (slot 1) decides.
+        client
+            .batch_execute("UPDATE awa.ring_cursor_authority SET authority = 'ledger'")
+            .await
+            .unwrap();
+        assert!(holds(both.cursor_not_in_slot_zero("queue")).await.unwrap());
+        client
+            .batch_execute("INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (16, 0)")
+            .await
+            .unwrap();
+        assert!(!holds(both.cursor_not_in_slot_zero("queue")).await.unwrap());
+        // A contract drops the columns: the old statement no longer fits,
+        // and the one written for the new shape reads the ledger.
+        client
+            .batch_execute(
+                "ALTER TABLE awa.queue_ring_state DROP COLUMN current_slot CASCADE, DROP COLUMN generation CASCADE;
+                 ALTER TABLE awa.claim_ring_state DROP COLUMN current_slot CASCADE, DROP COLUMN generation CASCADE;
+                 ALTER TABLE awa.lease_ring_state DROP COLUMN current_slot CASCADE, DROP COLUMN generation CASCADE;",
+            )
+            .await
+            .unwrap();
+        let refused = holds(both.cursor_not_in_slot_zero("queue"))
+            .await
+            .expect_err("the columns are gone");
+        let why = crate::pg::refused_for_schema(&refused).expect("class 42");
+        assert!(why.contains("42703"), "{why}");
+        let contracted = CursorShape::read(&client).await.unwrap();
+        assert_eq!(
+            contracted,
+            CursorShape {
+                columns: false,
+                ledgers: true
+            }
+        );
+        assert!(
+            !holds(contracted.cursor_not_in_slot_zero("queue"))
+                .await
+                .unwrap()
+        );
+        client
+            .batch_execute("INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (17, 1)")
+            .await
+            .unwrap();
+        assert!(
+            holds(contracted.cursor_not_in_slot_zero("queue"))
+                .await
+                .unwrap()
+        );
+        // The whole statement runs on the contracted schema.
+        holds(format!(
+            "({})",
+            slot_zero_free_sql(contracted).trim_start_matches("SELECT ")
+        ))
+        .await
+        .expect("the statement fits the contracted schema");
     }
 }

@@ -75,15 +75,15 @@ pub(super) fn old_rotation_after_flip(obs: &Observations) -> (bool, String) {
             .iter()
             .filter(move |s| s.at_ms > first_flip && s.authority == "ledger")
     };
-    let moved = ledger().find(|s| s.column_slot != -1);
-    if let Some(s) = moved {
+    // Columns a contract dropped cannot move: no old rotation reached them.
+    let moved = ledger().find_map(|s| Some((s, s.column_slot.filter(|&slot| slot != -1)?)));
+    if let Some((s, slot)) = moved {
         return (
             true,
             format!(
-                "the {} ring's poisoned columns moved to (slot {}, generation {}) at {}, after the flip at {}",
+                "the {} ring's poisoned columns moved to (slot {slot}, generation {}) at {}, after the flip at {}",
                 s.ring,
-                s.column_slot,
-                s.column_generation,
+                s.column_generation.unwrap_or(-1),
                 duration(s.at_ms),
                 duration(first_flip)
             ),
@@ -160,8 +160,8 @@ mod tests {
             at_ms,
             ring: "queue".into(),
             authority: authority.into(),
-            column_slot: slot,
-            column_generation: generation,
+            column_slot: Some(slot),
+            column_generation: Some(generation),
             ledger_generation: Some(2),
             ledger_slot: Some(2),
             ledger_rows: 3,

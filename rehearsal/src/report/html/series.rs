@@ -135,8 +135,12 @@ pub fn ring_generations(rings: &[RingSample]) -> Vec<RingSeries> {
     for ring in names {
         let of_ring = || rings.iter().filter(move |r| r.ring == ring);
         let columns = of_ring()
-            .filter(|r| r.authority != "ledger" && r.column_generation >= 0)
-            .map(|r| (r.at_ms, r.column_generation));
+            .filter(|r| r.authority != "ledger")
+            .filter_map(|r| {
+                r.column_generation
+                    .filter(|g| *g >= 0)
+                    .map(|g| (r.at_ms, g))
+            });
         let ledger = of_ring().filter_map(|r| r.ledger_generation.map(|g| (r.at_ms, g)));
         for (representation, points) in [
             (Representation::Columns, columns.collect::<Vec<_>>()),
@@ -244,8 +248,8 @@ mod tests {
             at_ms,
             ring: ring.into(),
             authority: authority.into(),
-            column_slot: 0,
-            column_generation: column,
+            column_slot: Some(0),
+            column_generation: Some(column),
             ledger_generation: ledger,
             ledger_slot: ledger.map(|_| 0),
             ledger_rows: 0,
