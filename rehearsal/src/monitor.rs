@@ -130,6 +130,10 @@ impl Starving {
 pub struct Unreadable {
     /// When the first refused tick of the run began, ms into the cell.
     pub first_ms: u64,
+    /// When its last refused tick began.
+    pub last_ms: u64,
+    /// Its refused ticks, one after another.
+    pub ticks: u64,
     /// The server's error (SQLSTATE class 42), without the DSN.
     pub error: String,
 }

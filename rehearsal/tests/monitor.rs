@@ -319,6 +319,15 @@ async fn a_contracted_schema_is_sampled_from_its_ledgers() {
         .await
         .expect("flip");
     client.batch_execute(CONTRACTED).await.expect("contract");
+    // A ready entry where the queue ring's cursor (generation 3 of 8
+    // slots) never opened: slot 5 was last opened at generation -3.
+    client
+        .batch_execute(
+            "INSERT INTO awa.queue_entries (slot, generation, job_id, queue, priority, attempt)
+             VALUES (5, 99, 1, 'parked', 0, 0)",
+        )
+        .await
+        .unwrap();
     let monitor = start_monitor(&cluster, "contracted");
     tokio::time::sleep(Duration::from_millis(600)).await;
     let samples = monitor.stop().await;
@@ -336,6 +345,9 @@ async fn a_contracted_schema_is_sampled_from_its_ledgers() {
         "the cursor is the ledger's top: {last:?}"
     );
     assert_eq!(judged(&samples), []);
+    // Placement is still judged, from the ledgers.
+    let misplaced = samples.misplaced.first().expect("placement judged");
+    assert_eq!(misplaced.rows[0].first, [1, 5, 99, -3], "{misplaced:?}");
 }
 
 /// A schema the monitor's SQL no longer fits (here a ledger it reads is

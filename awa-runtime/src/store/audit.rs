@@ -85,6 +85,9 @@ pub struct SchemaFeatures {
     pub rollup_deltas: bool,
     /// `awa.{ring}_ring_rotations` exist.
     pub ledgers: bool,
+    /// The rings' singleton cursor columns (`current_slot`, `generation`)
+    /// exist: a contract migration drops them.
+    pub cursor_columns: bool,
 }
 
 const FEATURES: &str = "
@@ -92,7 +95,10 @@ SELECT to_regclass('awa.ring_cursor_authority') IS NOT NULL,
        to_regclass('awa.queue_terminal_rollup_deltas') IS NOT NULL,
        to_regclass('awa.queue_ring_rotations') IS NOT NULL
          AND to_regclass('awa.claim_ring_rotations') IS NOT NULL
-         AND to_regclass('awa.lease_ring_rotations') IS NOT NULL";
+         AND to_regclass('awa.lease_ring_rotations') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute
+               WHERE attrelid = to_regclass('awa.queue_ring_state')
+                 AND attname = 'current_slot' AND NOT attisdropped)";
 
 /// Read which optional relations exist.
 pub async fn schema_features(client: &Client) -> Result<SchemaFeatures> {
@@ -104,6 +110,7 @@ pub async fn schema_features(client: &Client) -> Result<SchemaFeatures> {
         authority: row.get(0),
         rollup_deltas: row.get(1),
         ledgers: row.get(2),
+        cursor_columns: row.get(3),
     })
 }
 

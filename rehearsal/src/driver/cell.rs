@@ -229,8 +229,10 @@ pub async fn run_cell(
         && reconciled.findings.is_empty()
     {
         harness_error = Some(format!(
-            "the monitor could not read the schema under test from {} on ({}): its ring, liveness and placement rules had nothing to judge; the monitor's SQL (rehearsal/src/monitor/snapshot.rs) must read what this schema has",
+            "the monitor could not read the schema under test for {} ticks in a row, from {} to {} ({}): its ring, liveness and placement rules had nothing to judge then; the monitor's SQL (rehearsal/src/monitor/snapshot.rs) must read what this schema has",
+            u.ticks,
             crate::observe::duration(u.first_ms),
+            crate::observe::duration(u.last_ms),
             u.error
         ));
     }

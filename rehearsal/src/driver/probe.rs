@@ -45,8 +45,7 @@ const HAS_AUTHORITY: &str = "SELECT to_regclass('awa.ring_cursor_authority') IS 
 const AUTHORITY: &str = "SELECT authority FROM awa.ring_cursor_authority LIMIT 1";
 const AUTHORITY_ROW: &str =
     "SELECT coalesce(string_agg(row_to_json(a)::text, ';'), '') FROM awa.ring_cursor_authority a";
-/// Whether the rings have the singleton cursor columns (a contract drops
-/// them).
+/// Whether the rotation ledgers exist (the expand migration adds them).
 const HAS_LEDGERS: &str = "SELECT to_regclass('awa.queue_ring_rotations') IS NOT NULL";
 const RING_COLUMNS: &str = "
 SELECT 'queue', current_slot, generation FROM awa.queue_ring_state
@@ -248,6 +247,10 @@ pub enum ProbeError {
     /// A query that always returns a row returned none.
     #[error("the query returned no row")]
     NoRow,
+    /// A ring (by its place: queue, claim, lease) whose cursor is in no
+    /// representation: no singleton columns and an empty ledger.
+    #[error("the {} ring has no cursor: no singleton columns and an empty rotation ledger", ["queue", "claim", "lease"][(*.0).min(2)])]
+    NoCursor(usize),
 }
 
 /// A connection to one cell's database that comes back after a crash.
@@ -415,7 +418,9 @@ impl Probe {
 
     /// Each ring's authoritative generation (queue, claim, lease): the
     /// ledger's top under ledger authority or where the schema has no
-    /// cursor columns, the columns otherwise (-1 for a ring with neither).
+    /// cursor columns, the columns otherwise. A ring with no cursor at all
+    /// (no columns and an empty ledger) is an error: a generation made up
+    /// for it would let a caller count nothing and pass.
     pub async fn ring_generations(&mut self) -> Result<[i64; 3], ProbeError> {
         let ledger = self.authority().await? == Some("ledger".to_owned());
         let columns = self.exists(&has_cursor_columns()).await?;
@@ -429,12 +434,14 @@ impl Probe {
         for (i, r) in rows.iter().take(3).enumerate() {
             let columns: Option<i64> = r.get(1);
             let top: Option<i64> = r.get(2);
+            // As the runtime reads it: under ledger authority the ledger
+            // alone (its columns are poisoned), else the columns.
             let authoritative = if ledger || columns.is_none() {
-                top.or(columns)
+                top
             } else {
                 columns
             };
-            out[i] = authoritative.unwrap_or(-1);
+            out[i] = authoritative.ok_or(ProbeError::NoCursor(i))?;
         }
         Ok(out)
     }

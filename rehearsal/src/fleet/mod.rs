@@ -120,9 +120,9 @@ pub struct Watch {
 }
 
 /// A handed DSN as it must be printed: a line that holds `marker` (the
-/// part that names the server and database) printed the DSN, and must
-/// hold `expected` (the DSN with its password, and nothing else, masked);
-/// else it is reported as [`Report::TargetHidden`].
+/// part that names the server and database) and the mask printed the DSN
+/// masked, and must hold `expected` (the DSN with its password, and
+/// nothing else, masked); else it is reported as [`Report::TargetHidden`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
     /// What names the DSN's server and database.
@@ -202,8 +202,9 @@ pub enum Report {
         line: String,
     },
     /// The line reported next printed the DSN the process was handed
-    /// ([`Watch::target`]) with more than its password masked: the user,
-    /// server or database an operator reads it for is hidden too.
+    /// ([`Watch::target`]), naming its server and database, with more
+    /// than its password masked (the user's name, or other text beside
+    /// the password).
     TargetHidden {
         /// On stderr (else stdout).
         stderr: bool,

@@ -84,13 +84,17 @@ impl LogFile {
             .any(|word| text.contains(word.as_str()))
     }
 
-    /// Whether `text` printed the handed DSN with more than its password
-    /// masked.
+    /// Whether `text` printed the handed DSN masked, but with more than
+    /// its password masked: it names the DSN's server and database and
+    /// holds the mask, but not the DSN as the mask of the password alone
+    /// leaves it. (A line that names the server without masking anything
+    /// printed no DSN with a secret in it.)
     fn hides_target(&self, text: &str) -> bool {
-        self.watch
-            .target
-            .as_ref()
-            .is_some_and(|t| text.contains(&t.marker) && !text.contains(&t.expected))
+        self.watch.target.as_ref().is_some_and(|t| {
+            text.contains(&t.marker)
+                && text.contains(awa_runtime::redact::MASK)
+                && !text.contains(&t.expected)
+        })
     }
 
     /// `text` redacted, and with the process's watched words hidden too
@@ -530,7 +534,7 @@ pub(super) fn report_line(
     } else if log.hides_target(printed) {
         let flagged = Report::TargetHidden {
             stderr: is_stderr,
-            line: line.clone(),
+            line: log.hidden(printed),
         };
         send_report_at(sink, id, at, flagged);
     }
@@ -766,8 +770,9 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         // The handed DSN printed as a correct redaction prints it (no
         // flag), then with the user's last letter and the colon masked as
-        // well, then without its database (a line about something else).
-        let script = r#"echo 'to postgres://app:***@h:5432/jobs: refused' >&2; echo 'to postgres://ap***@h:5432/jobs: refused' >&2; echo 'h:5432 is down' >&2"#;
+        // well; then the server and database named with nothing masked,
+        // and a line about something else (no flag).
+        let script = r#"echo 'to postgres://app:***@h:5432/jobs: refused' >&2; echo 'to postgres://ap***@h:5432/jobs: refused' >&2; echo 'h:5432/jobs is down' >&2; echo 'h:5432 is down' >&2"#;
         let mut spec = spec(&dir, script);
         spec.watch = Watch {
             words: vec!["s3kr1t-fleet-word".into()],

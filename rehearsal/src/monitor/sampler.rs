@@ -159,9 +159,10 @@ impl Sampler {
                         ..l
                     }));
             }
-            Err(_) => {
+            Err(e) => {
                 self.samples.skipped += 1;
-                self.outage = true;
+                // A refusal for the schema came from a server that answers.
+                self.outage |= crate::pg::refused_for_schema(&e).is_none();
                 self.client = None;
                 self.record_lateness(at_ms, tick_late, &[]);
             }
@@ -287,9 +288,16 @@ impl Sampler {
         };
         let run = self.refused.get_or_insert((at_ms, why, 0));
         run.2 += 1;
-        if run.2 >= UNREADABLE_TICKS && self.samples.unreadable.is_none() {
+        let first_run = self
+            .samples
+            .unreadable
+            .as_ref()
+            .is_none_or(|u| u.first_ms == run.0);
+        if run.2 >= UNREADABLE_TICKS && first_run {
             self.samples.unreadable = Some(super::Unreadable {
                 first_ms: run.0,
+                last_ms: at_ms,
+                ticks: run.2,
                 error: run.1.clone(),
             });
         }

@@ -145,14 +145,15 @@ WHERE NOT w.granted
                     AND c.relname IN ('queue_ring_state', 'claim_ring_state', 'lease_ring_state',
                                       'ring_cursor_authority')))";
 
-/// The authoritative cursor of a sampled ring: the ledger's top under
-/// ledger authority or where the schema has no cursor columns, the
-/// singleton columns otherwise; `None` where neither is there.
+/// The authoritative cursor of a sampled ring, as the runtime reads it:
+/// the ledger's top under ledger authority or where the schema has no
+/// cursor columns, the singleton columns otherwise; `None` where that one
+/// is not there (an empty ledger).
 fn authoritative(r: &RingSample) -> Option<(i32, i64)> {
     let ledger = r.ledger_slot.zip(r.ledger_generation);
     let columns = r.column_slot.zip(r.column_generation);
     if r.authority == "ledger" || columns.is_none() {
-        ledger.or(columns)
+        ledger
     } else {
         columns
     }
@@ -312,6 +313,7 @@ async fn read_misplaced(
             authority: exists.authority,
             ledgers: exists.ledgers,
             rollup_deltas: exists.deltas,
+            cursor_columns: exists.columns,
         };
         audit::read_misplaced(client, &features).await?
     } else {

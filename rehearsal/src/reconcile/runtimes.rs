@@ -127,14 +127,21 @@ fn n1_broken(obs: &Observations) -> Vec<Finding> {
     }]
 }
 
-/// While `columns` is the authority the singleton cursor columns are the
-/// cursor every runtime of the compat discipline reads and writes, so the
-/// schema must have them (ADR-040: an expand migration is additive; only a
-/// contract, which requires `ledger` authority, may drop them). Under
-/// `ledger` authority, or with no authority row, their absence is a fact
-/// of the schema under test, not a finding.
+/// The singleton cursor columns are the N-1 fleet's cursor until a flip
+/// retires them, so the schema must keep them (ADR-040: an expand
+/// migration is additive) unless the ledger became the authority by a flip
+/// the cell saw, or the database was a fresh install (no N-1 ever ran on
+/// it). Then only a contract can have dropped them, and their absence is a
+/// fact of the schema under test. A migration that drops them and moves
+/// the authority itself, with no flip, is a finding as much as one that
+/// leaves `columns` authority without its columns.
 fn columns_dropped(storage: &Storage, obs: &Observations) -> Vec<Finding> {
-    if storage.authority.as_deref() != Some("columns") {
+    let retired = match storage.authority.as_deref() {
+        None => return vec![],
+        Some("ledger") => !obs.flips.is_empty() || fresh_install(obs),
+        Some(_) => false,
+    };
+    if retired {
         return vec![];
     }
     let gone: Vec<String> = storage
@@ -172,6 +179,14 @@ fn columns_dropped(storage: &Storage, obs: &Observations) -> Vec<Finding> {
         count: gone.len() as u64,
         at_ms: None,
     }]
+}
+
+/// The cell's database was made by a fresh install: its setup migrated
+/// an empty database.
+fn fresh_install(obs: &Observations) -> bool {
+    obs.schema_history
+        .iter()
+        .any(|r| r.step == 0 && r.reported.is_some_and(|m| m.from == 0))
 }
 
 #[cfg(test)]
@@ -306,16 +321,41 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(columns_dropped(&kept, &Observations::default()), vec![]);
-        // Under ledger authority a contract may have dropped them: a fact.
-        let contracted = Storage {
+        // Ledger authority that no flip brought (the expand migration moved
+        // it itself, as the seeded defect does) does not excuse them.
+        let contracted = || Storage {
             authority: Some("ledger".into()),
             columns: vec![ring("queue", false), ring("claim", false)],
             ..Default::default()
         };
-        assert_eq!(
-            columns_dropped(&contracted, &Observations::default()),
-            vec![]
-        );
+        let found = columns_dropped(&contracted(), &Observations::default());
+        assert_eq!(found.len(), 1, "{found:?}");
+        // After a flip the cell saw, or on a fresh install, a contract may
+        // have dropped them: a fact.
+        let flipped = Observations {
+            flips: vec![crate::observe::FlipRecord {
+                holder_ages: Vec::new(),
+                ids_drawn_before: None,
+                mode: crate::matrix::FlipMode::Manual,
+                expected: crate::matrix::Outcome::Ok,
+                exit_code: Some(0),
+                at_ms: 12_000,
+                output: vec![],
+            }],
+            ..Default::default()
+        };
+        assert_eq!(columns_dropped(&contracted(), &flipped), vec![]);
+        let fresh = Observations {
+            schema_history: vec![crate::observe::SchemaRecord {
+                step: 0,
+                by: "current".into(),
+                at_ms: 10,
+                rows: vec![],
+                reported: Some(crate::observe::MigratedRange { from: 0, to: 3 }),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(columns_dropped(&contracted(), &fresh), vec![]);
         // Before the expand migration there is nothing to judge.
         let before = Storage {
             columns: vec![ring("queue", false)],

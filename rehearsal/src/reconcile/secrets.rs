@@ -47,7 +47,7 @@ const KINDS: [Printed; 2] = [
     },
     // `target_hidden`: the same promise seen from the other side. A
     // redaction that hides the password and some of the text around it
-    // (the user's last letter, the host) shows no secret, but an operator
+    // (the user's last letter, the colon) shows no secret, but an operator
     // can no longer tell which server or role a connection error is about,
     // and a cut in the wrong place is one DSN away from showing the secret.
     // The fleet knows the DSN it handed, so it knows exactly what a correct

@@ -5,20 +5,51 @@ use crate::error::{Error, Result};
 use serde::Serialize;
 use tokio_postgres::Client;
 
-/// Ready entries, claim receipts and closures, and leases whose
-/// `(slot, generation)` is not one the ring's authoritative cursor could
-/// have given them. Rotation advances slot and generation in lock-step
-/// and never opens a slot that holds rows, so a row of slot `s` carries
-/// the generation at which `s` was last opened: `G - ((G - s) mod n)` for
-/// the cursor's generation `G` and `n` slots. Any other generation was
-/// written by a cursor the ring never had (a misrouted entry, a stale or
-/// wrong cursor), wherever a claimer happens to find it. Per ring and
+/// The placement statement for a `cur(ring, slot_count, generation)`
+/// of each ring's authoritative cursor: ready entries, claim receipts and
+/// closures, and leases whose `(slot, generation)` is not one that cursor
+/// could have given them. Rotation advances slot and generation in
+/// lock-step and never opens a slot that holds rows, so a row of slot `s`
+/// carries the generation at which `s` was last opened: `G - ((G - s) mod
+/// n)` for the cursor's generation `G` and `n` slots. Any other generation
+/// was written by a cursor the ring never had (a misrouted entry, a stale
+/// or wrong cursor), wherever a claimer happens to find it. Per ring and
 /// kind of row: how many, the first ids, and the first offender. One
 /// statement, one snapshot; rings whose cursor is poisoned (-1) are not
-/// judged. This variant reads the authority: the ledger's top under
-/// `ledger`, the singleton columns under `columns`.
-pub const MISPLACED: &str = "
-WITH cur AS (
+/// judged.
+macro_rules! misplaced_with_cursors {
+    ($cur:literal) => {
+        concat!(
+            "
+WITH cur AS (",
+            $cur,
+            "
+), placed AS (
+    SELECT 'queue' AS ring, 'ready entry' AS kind, job_id, slot, generation FROM awa.queue_entries
+    UNION ALL SELECT 'claim', 'claim receipt', job_id, slot, generation FROM awa.claim_receipts
+    UNION ALL SELECT 'claim', 'claim closure', job_id, slot, generation FROM awa.claim_closures
+    UNION ALL SELECT 'lease', 'lease', job_id, slot, generation FROM awa.leases
+), wrong AS (
+    SELECT p.ring, p.kind, p.job_id, p.slot, p.generation, c.generation AS cursor,
+           c.generation - ((c.generation - p.slot) % c.slot_count + c.slot_count) % c.slot_count AS expected
+    FROM placed p JOIN cur c ON c.ring = p.ring
+    WHERE c.generation >= 0
+)
+SELECT ring, kind, max(cursor), count(*),
+       (array_agg(job_id ORDER BY job_id))[1:$1],
+       (array_agg(job_id ORDER BY job_id))[1], (array_agg(slot ORDER BY job_id))[1],
+       (array_agg(generation ORDER BY job_id))[1], (array_agg(expected ORDER BY job_id))[1]
+FROM wrong WHERE generation <> expected
+GROUP BY ring, kind
+ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], ring), kind"
+        )
+    };
+}
+
+/// Placement ([`misplaced_with_cursors`]) reading the authority: the
+/// ledger's top under `ledger`, the singleton columns under `columns`.
+pub const MISPLACED: &str = misplaced_with_cursors!(
+    "
     SELECT 'queue' AS ring, s.slot_count,
            CASE WHEN a.authority = 'ledger'
                 THEN (SELECT r.generation FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
@@ -35,51 +66,34 @@ WITH cur AS (
            CASE WHEN a.authority = 'ledger'
                 THEN (SELECT r.generation FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
                 ELSE s.generation END
-    FROM awa.lease_ring_state s, awa.ring_cursor_authority a
-), placed AS (
-    SELECT 'queue' AS ring, 'ready entry' AS kind, job_id, slot, generation FROM awa.queue_entries
-    UNION ALL SELECT 'claim', 'claim receipt', job_id, slot, generation FROM awa.claim_receipts
-    UNION ALL SELECT 'claim', 'claim closure', job_id, slot, generation FROM awa.claim_closures
-    UNION ALL SELECT 'lease', 'lease', job_id, slot, generation FROM awa.leases
-), wrong AS (
-    SELECT p.ring, p.kind, p.job_id, p.slot, p.generation, c.generation AS cursor,
-           c.generation - ((c.generation - p.slot) % c.slot_count + c.slot_count) % c.slot_count AS expected
-    FROM placed p JOIN cur c ON c.ring = p.ring
-    WHERE c.generation >= 0
-)
-SELECT ring, kind, max(cursor), count(*),
-       (array_agg(job_id ORDER BY job_id))[1:$1],
-       (array_agg(job_id ORDER BY job_id))[1], (array_agg(slot ORDER BY job_id))[1],
-       (array_agg(generation ORDER BY job_id))[1], (array_agg(expected ORDER BY job_id))[1]
-FROM wrong WHERE generation <> expected
-GROUP BY ring, kind
-ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], ring), kind";
+    FROM awa.lease_ring_state s, awa.ring_cursor_authority a"
+);
 
-/// [`MISPLACED`] on a schema before the expand migration: the columns
-/// are the only cursor.
-pub const MISPLACED_COLUMNS: &str = "
-WITH cur AS (
+/// Placement on a schema before the expand migration: the columns are the
+/// only cursor.
+pub const MISPLACED_COLUMNS: &str = misplaced_with_cursors!(
+    "
     SELECT 'queue' AS ring, slot_count, generation FROM awa.queue_ring_state
     UNION ALL SELECT 'claim', slot_count, generation FROM awa.claim_ring_state
-    UNION ALL SELECT 'lease', slot_count, generation FROM awa.lease_ring_state
-), placed AS (
-    SELECT 'queue' AS ring, 'ready entry' AS kind, job_id, slot, generation FROM awa.queue_entries
-    UNION ALL SELECT 'claim', 'claim receipt', job_id, slot, generation FROM awa.claim_receipts
-    UNION ALL SELECT 'claim', 'claim closure', job_id, slot, generation FROM awa.claim_closures
-    UNION ALL SELECT 'lease', 'lease', job_id, slot, generation FROM awa.leases
-), wrong AS (
-    SELECT p.ring, p.kind, p.job_id, p.slot, p.generation, c.generation AS cursor,
-           c.generation - ((c.generation - p.slot) % c.slot_count + c.slot_count) % c.slot_count AS expected
-    FROM placed p JOIN cur c ON c.ring = p.ring
-    WHERE c.generation >= 0
-)
-SELECT ring, kind, max(cursor), count(*),
-       (array_agg(job_id ORDER BY job_id))[1:$1],
-       (array_agg(job_id ORDER BY job_id))[1], (array_agg(slot ORDER BY job_id))[1],
-       (array_agg(generation ORDER BY job_id))[1], (array_agg(expected ORDER BY job_id))[1]
-FROM wrong WHERE generation <> expected
-GROUP BY ring, kind
-ORDER BY array_position(ARRAY['queue', 'claim', 'lease'], ring), kind";
+    UNION ALL SELECT 'lease', slot_count, generation FROM awa.lease_ring_state"
+);
+
+/// Placement on a schema whose singleton cursor columns a contract
+/// dropped: the ledgers' tops are the only cursor.
+pub const MISPLACED_LEDGERS: &str = misplaced_with_cursors!(
+    "
+    SELECT 'queue' AS ring, s.slot_count,
+           (SELECT r.generation FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1) AS generation
+    FROM awa.queue_ring_state s
+    UNION ALL
+    SELECT 'claim', s.slot_count,
+           (SELECT r.generation FROM awa.claim_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
+    FROM awa.claim_ring_state s
+    UNION ALL
+    SELECT 'lease', s.slot_count,
+           (SELECT r.generation FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1)
+    FROM awa.lease_ring_state s"
+);
 
 /// Rows of one kind in one ring that sit where no cursor put them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -115,10 +129,13 @@ impl Misplaced {
 /// caller that reads it in a snapshot of its own (the rehearsal's
 /// monitor); its one parameter is [`MAX_IDS`] as `int4`.
 pub fn misplaced_sql(features: &SchemaFeatures) -> &'static str {
-    if features.authority && features.ledgers {
-        MISPLACED
-    } else {
-        MISPLACED_COLUMNS
+    match (
+        features.cursor_columns,
+        features.authority && features.ledgers,
+    ) {
+        (true, true) => MISPLACED,
+        (true, false) => MISPLACED_COLUMNS,
+        (false, _) => MISPLACED_LEDGERS,
     }
 }
 

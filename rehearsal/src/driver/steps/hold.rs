@@ -512,7 +512,9 @@ async fn poll_until(
 ) -> Result<bool, Abort> {
     let start = std::time::Instant::now();
     let mut sql: Option<String> = None;
-    let mut refused: Option<String> = None;
+    // The last refusal and how many came one after another: a statement
+    // rewritten for the schema and refused again is no migration mid-poll.
+    let mut refused: Option<(String, u32)> = None;
     while start.elapsed() < within {
         if sql.is_none() {
             sql = CursorShape::read(client)
@@ -536,7 +538,8 @@ async fn poll_until(
                 }
                 Err(e) => {
                     if let Some(why) = crate::pg::refused_for_schema(&e) {
-                        refused = Some(why);
+                        let times = refused.map_or(0, |(_, n)| n) + 1;
+                        refused = Some((why, times));
                         sql = None;
                     }
                 }
@@ -547,10 +550,10 @@ async fn poll_until(
             .await?;
     }
     match refused {
-        Some(why) => Err(Abort::Harness(format!(
-            "the hold's condition `{until}` could not be read from the schema under test: {why}"
+        Some((why, times)) if times >= 3 => Err(Abort::Harness(format!(
+            "the hold's condition `{until}` could not be read from the schema under test ({times} refusals in a row, each time written again for the schema): {why}"
         ))),
-        None => Ok(false),
+        _ => Ok(false),
     }
 }
 

@@ -275,14 +275,16 @@ mod tests {
     #[test]
     fn a_meter_counts_a_busy_process_of_its_names_started_after_it() {
         // A real busy process under a name no engine uses (`yes` copied
-        // as `rehearse-meter`), started after the meter: its CPU counts
-        // in full, and no other process does.
-        const NAMES: &[&str] = &["rehearse-meter"];
+        // as `rm-PID`, this test process's own, so a test run beside this
+        // one meters only its own copy), started after the meter: its CPU
+        // counts in full, and no other process does.
+        let name: &'static str = Box::leak(format!("rm-{}", std::process::id()).into_boxed_str());
+        let names: &'static [&'static str] = Box::leak(vec![name].into_boxed_slice());
         let dir = std::env::temp_dir().join(format!("engine-cpu-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary folder");
-        let busy = dir.join("rehearse-meter");
+        let busy = dir.join(name);
         std::fs::copy("/usr/bin/yes", &busy).expect("copies yes");
-        let meter = EngineMeter::of(NAMES);
+        let meter = EngineMeter::of(names);
         let started = std::time::Instant::now();
         let mut child = std::process::Command::new(&busy)
             .stdout(std::process::Stdio::null())
@@ -305,6 +307,6 @@ mod tests {
             "{ms} ms of CPU in {lived} ms of life"
         );
         // Nothing of that name runs now: a meter sees no process.
-        assert_eq!(EngineMeter::of(NAMES).stop(), None);
+        assert_eq!(EngineMeter::of(names).stop(), None);
     }
 }

@@ -106,11 +106,11 @@ pub enum FindingRule {
     /// A runtime of the release under test printed a secret: a line of its
     /// output held a word of the password its DSN carried.
     SecretPrinted,
-    /// A runtime of the release under test printed its DSN with more than
-    /// the password masked: the user, server or database an operator
-    /// reads a connection error for was hidden too (a redaction that cut
-    /// in the wrong place, which hides the target today and may show the
-    /// secret on the next DSN).
+    /// A runtime of the release under test printed its DSN masked, naming
+    /// its server and database, but with more than the password masked
+    /// (the user's name, or other text beside the password): a redaction
+    /// that cuts in the wrong place hides the target today and may show
+    /// the secret on the next DSN.
     TargetHidden,
 }
 
